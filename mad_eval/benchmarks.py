@@ -1,0 +1,273 @@
+"""Benchmark specs (TOML data files) and their rows: local JSONL, the Hugging Face hub, built-in."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mad_eval.config import spec_folders
+from mad_eval.records import Question
+
+KINDS = ("math",)
+DATA_ENV = "MAD_EVAL_DATA"
+DEFAULT_MAX_TOKENS = 4096
+_SPEC_KEYS = ("name", "description", "kind", "max_tokens", "hub", "local", "builtin")
+_TABLES = {"hub": (".jsonl", ".parquet"), "local": (".jsonl",)}
+Rows = list[tuple[str, dict[str, Any]]]  # (where, row), where = "math500.jsonl line 7"
+
+
+class BenchmarkError(ValueError):
+    """A bad benchmark name, spec or row; the message is one sentence naming the bad value."""
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """Where a benchmark's rows live, which grader reads them and its token budget."""
+
+    name: str
+    description: str
+    kind: str
+    max_tokens: int
+    hub: dict[str, Any] | None = None
+    local: dict[str, Any] | None = None
+    path: Path | None = None
+    builtin: dict[str, Any] | None = None
+
+
+def spec_dirs() -> list[Path]:
+    """./benchmarks first so a user's spec shadows the project's spec of the same name."""
+    return spec_folders("benchmarks")
+
+
+def list_specs() -> list[BenchmarkSpec]:
+    """Every spec, the first of each name in spec_dirs() order, sorted by name."""
+    found: dict[str, Path] = {}
+    for folder in spec_dirs():
+        for path in sorted(folder.glob("*.toml")):
+            found.setdefault(path.stem, path)
+    return [_parse_spec(found[name]) for name in sorted(found)]
+
+
+def load_spec(name: str) -> BenchmarkSpec:
+    """Look a spec up by name; an unknown name lists the known ones so typos are easy to fix."""
+    if re.fullmatch(r"[\w.-]+", name):
+        for folder in spec_dirs():
+            if (folder / f"{name}.toml").is_file():
+                return _parse_spec(folder / f"{name}.toml")
+    known = ", ".join(spec.name for spec in list_specs())
+    raise BenchmarkError(
+        f"unknown benchmark '{name}'; known: {known}; or give a path to a .jsonl file"
+    )
+
+
+def load_questions(
+    benchmark: str | Path, data_dir: Path | None = None, limit: int | None = None
+) -> tuple[BenchmarkSpec, list[Question]]:
+    """Resolve a spec name, a .toml spec or any .jsonl file; return the first `limit` questions."""
+    benchmark = str(benchmark)
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise BenchmarkError(f"limit must be a positive integer, got {limit!r}")
+    path = Path(benchmark)
+    if benchmark.endswith((".jsonl", ".toml")) and not path.is_file():
+        raise BenchmarkError(f"benchmark file '{benchmark}' does not exist")
+    if benchmark.endswith(".jsonl"):  # any JSONL: 'question' or 'problem', 'answer', optional 'id'
+        rows = _read_jsonl(path, path.name)
+        first = rows[0][1] if rows else {}
+        question = "problem" if "question" not in first and "problem" in first else "question"
+        fields = {"file": str(path), "question": question, "answer": "answer"}
+        fields.update({"id": "id"} if "id" in first else {})
+        spec = BenchmarkSpec(
+            path.stem, f"questions from {path}", "math", DEFAULT_MAX_TOKENS, local=fields, path=path
+        )
+        return spec, _to_questions(rows, fields, spec.name)[:limit]
+    spec = _parse_spec(path) if benchmark.endswith(".toml") else load_spec(benchmark)
+    return spec, _spec_questions(spec, data_dir)[:limit]
+
+
+def _parse_spec(path: Path) -> BenchmarkSpec:
+    """Validate a spec before any data is read, so a typo fails in one sentence, not mid-run."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeError, tomllib.TOMLDecodeError) as exc:
+        raise BenchmarkError(f"cannot read benchmark spec {path}: {exc}") from exc
+
+    def need(ok: bool, problem: str) -> None:
+        if not ok:
+            raise BenchmarkError(f"{path.name}: {problem}")
+
+    for key in raw:
+        need(key in _SPEC_KEYS, f"unknown key '{key}'; accepted keys: {', '.join(_SPEC_KEYS)}")
+    name, text, tokens = raw.get("name", path.stem), raw.get("description"), raw.get("max_tokens")
+    need(name == path.stem, f"name '{name}' must match the file name '{path.stem}'")
+    need(isinstance(text, str) and "\n" not in text, "'description' must be one line of text")
+    need(raw.get("kind") in KINDS, f"kind {raw.get('kind')!r} is not one of: {', '.join(KINDS)}")
+    need(type(tokens) is int and tokens > 0, f"max_tokens must be a positive integer: {tokens!r}")
+    for table in (t for t in _TABLES if t in raw):
+        fields = raw[table]
+        need(isinstance(fields, dict), f"'{table}' must be a [{table}] table")
+        needed = ("repo",) * (table == "hub") + ("file", "question", "answer")
+        for key in (*needed, *(k for k in ("id", "revision") if k in fields)):
+            ok = isinstance(fields.get(key), str) and fields[key] != ""
+            need(ok, f"[{table}] needs a non-empty text value for '{key}'")
+        suffixes = " or ".join(_TABLES[table])
+        need(fields["file"].endswith(_TABLES[table]), f"[{table}] file must end in {suffixes}")
+    builtin = raw.get("builtin")
+    if builtin is not None:
+        need(isinstance(builtin, dict), "'builtin' must be a [builtin] table")
+        need("hub" not in raw and "local" not in raw, "[builtin] excludes [hub] and [local]")
+        gen, size, seed = builtin.get("generator"), builtin.get("size"), builtin.get("seed", 0)
+        need(gen in GENERATORS, f"generator {gen!r} is not one of: {', '.join(GENERATORS)}")
+        need(type(size) is int and size > 0, f"size must be a positive integer: {size!r}")
+        need(type(seed) is int, f"seed must be an integer: {seed!r}")
+    need(any(t in raw for t in ("hub", "local", "builtin")), "needs [hub], [local] or [builtin]")
+    hub, local = raw.get("hub"), raw.get("local")
+    return BenchmarkSpec(name, text, raw["kind"], tokens, hub, local, path, builtin)
+
+
+def _spec_questions(spec: BenchmarkSpec, data_dir: Path | None) -> list[Question]:
+    """Built-in, else a local folder when one is given (or there is no hub), else the hub."""
+    if spec.builtin:
+        generate = GENERATORS[spec.builtin["generator"]]
+        return generate(spec.builtin["size"], spec.builtin.get("seed", 0), spec.name)
+    folder = data_dir or os.environ.get(DATA_ENV) or None
+    if spec.local and (folder or not spec.hub):
+        base = Path(folder).expanduser() if folder else Path(spec.path or ".").parent
+        file = base / spec.local["file"]
+        if not file.is_file():
+            raise BenchmarkError(
+                f"local data file '{spec.local['file']}' for benchmark '{spec.name}' is not in "
+                f"{base}; pass --data-dir pointing at the folder that holds it or set {DATA_ENV}"
+            )
+        return _to_questions(_read_jsonl(file, file.name), spec.local, spec.name)
+    hub: dict[str, Any] = spec.hub or {}
+    path, label = _download(hub), f"{hub['repo']}/{hub['file']}"
+    rows = _read_parquet(path, label) if label.endswith(".parquet") else _read_jsonl(path, label)
+    return _to_questions(rows, hub, spec.name)
+
+
+def _download(hub: dict[str, Any]) -> Path:
+    """Lazy import: offline users with local files never touch the hub client."""
+    try:
+        from huggingface_hub import hf_hub_download
+
+        repo, file, revision = hub["repo"], hub["file"], hub.get("revision")
+        return Path(hf_hub_download(repo, file, repo_type="dataset", revision=revision))
+    except Exception as exc:  # offline, missing file, no client: all mean "use local files"
+        raise BenchmarkError(
+            f"could not download {hub['file']} from the Hugging Face hub dataset {hub['repo']} "
+            f"({type(exc).__name__}); pass --data-dir pointing at local files or set {DATA_ENV}"
+        ) from exc
+
+
+def _read_jsonl(path: Path, label: str) -> Rows:
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines(): U+2028 is JSON
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchmarkError(f"cannot read {label}: {exc}") from None
+    rows: Rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{label} line {number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BenchmarkError(f"{where}: invalid JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise BenchmarkError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        rows.append((where, row))
+    return rows
+
+
+def _read_parquet(path: Path, label: str) -> Rows:
+    import pandas as pd
+
+    try:
+        frame = pd.read_parquet(path)
+    except ImportError as exc:
+        raise BenchmarkError(
+            f"reading {label} needs a parquet engine: pip install pyarrow"
+        ) from exc
+    except (OSError, ValueError) as exc:
+        raise BenchmarkError(f"cannot read {label} as parquet: {exc}") from exc
+    return [(f"{label} row {i}", row) for i, row in enumerate(frame.to_dict("records"), 1)]
+
+
+def _to_questions(rows: Rows, fields: dict[str, Any], name: str) -> list[Question]:
+    """Check every row up front: a bad row found mid-run wastes the requests made before it."""
+    if not rows:
+        raise BenchmarkError(f"benchmark '{name}' has no rows")
+    used = {fields.get("id"), fields["question"], fields["answer"]}
+    questions: list[Question] = []
+    seen: dict[str, str] = {}
+    for index, (where, row) in enumerate(rows):
+        qid = _text(row, fields["id"], where) if fields.get("id") else f"{name}-{index}"
+        _text(row, fields["question"], where, number_ok=False)  # kept verbatim below
+        gold = _text(row, fields["answer"], where)
+        if qid in seen:
+            raise BenchmarkError(f"{where}: duplicate id '{qid}' (first used at {seen[qid]})")
+        seen[qid] = where
+        meta = {key: value for key, value in row.items() if key not in used}
+        questions.append(Question(qid, row[fields["question"]], gold, meta))
+    return questions
+
+
+def _text(row: dict[str, Any], field: str, where: str, number_ok: bool = True) -> str:
+    """Hub answers may be numbers (AMC stores 27.0): integral floats become "27", others str()."""
+    if field not in row:
+        raise BenchmarkError(f"{where}: missing field '{field}'")
+    value = row[field]
+    if number_ok and isinstance(value, float) and not math.isnan(value):
+        value = str(int(value)) if value.is_integer() else str(value)
+    elif number_ok and isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        wanted = "non-empty text or a number" if number_ok else "non-empty text"
+        raise BenchmarkError(f"{where}: field '{field}' must be {wanted}, got {value!r}")
+    return value.strip()
+
+
+_PHRASES = ("What is the value of {}?", "Compute {}.", "Evaluate {}.")
+
+
+def arith_questions(size: int, seed: int = 0, name: str = "arith") -> list[Question]:
+    """Seeded integer arithmetic: an offline smoke test whose golds are exact by construction."""
+    rng = random.Random(seed)  # int seeds, randint and choice give the same stream everywhere
+    questions = []
+    for i in range(size):
+        expression, value = _arith_term(rng)
+        for _ in range(rng.randint(1, 3)):
+            term, term_value = _arith_term(rng)
+            sign = rng.choice("+-")
+            expression += f" {sign} {term}"
+            value += term_value if sign == "+" else -term_value
+        text = rng.choice(_PHRASES).format(expression)
+        questions.append(Question(f"{name}-{i}", text, str(value), {"expression": expression}))
+    return questions
+
+
+def _arith_term(rng: random.Random) -> tuple[str, int]:
+    """A term that binds tighter than + and -, so the whole value is a plain signed sum."""
+    shape = rng.randrange(4)
+    if shape == 0:
+        n = rng.randint(2, 99)
+        return str(n), n
+    if shape == 1:
+        a, b = rng.randint(2, 25), rng.randint(2, 12)
+        return f"{a} * {b}", a * b
+    if shape == 2:
+        a, b, c, sign = rng.randint(2, 30), rng.randint(1, 20), rng.randint(2, 9), rng.choice("+-")
+        return f"({a} {sign} {b}) * {c}", (a + b if sign == "+" else a - b) * c
+    divisor, quotient = rng.randint(2, 9), rng.randint(2, 15)
+    return f"{divisor * quotient} / {divisor}", quotient
+
+
+GENERATORS: dict[str, Callable[[int, int, str], list[Question]]] = {"arith": arith_questions}

@@ -1,0 +1,96 @@
+"""The typed run configuration, validated before the first request."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MODEL = "sim"
+DEFAULT_BENCHMARK = "arith"
+RESULTS_ROOT = Path("results")
+
+
+def spec_folders(kind: str) -> list[Path]:
+    """Where TOML specs of a kind ("benchmarks", "protocols") live: ./<kind> in the working
+    directory first, so a user's file shadows the project's, then the project's own folder
+    (top level in a checkout, a packaged copy in a wheel)."""
+    package = Path(__file__).resolve().parent
+    in_checkout = (package.parent / "pyproject.toml").is_file()
+    project = package.parent / kind if in_checkout else package / "_specs" / kind
+    folders: list[Path] = []
+    for folder in (Path.cwd() / kind, project):
+        if folder.is_dir() and all(folder.resolve() != seen.resolve() for seen in folders):
+            folders.append(folder)
+    return folders
+
+
+class ConfigError(ValueError):
+    """A setting the user gave cannot work; the message names it and what is accepted."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    protocol: str = "decentralized"
+    agents: int = 5
+    rounds: int = 3
+    benchmark: str = DEFAULT_BENCHMARK
+    limit: int | None = None
+    model: str = DEFAULT_MODEL
+    runs: int = 1
+    seed: int = 0
+    temperature: float = 1.0
+    top_p: float = 0.9
+    max_tokens: int | None = None  # None: the benchmark's own budget
+    # Operational settings: they change how fast a run goes, never what it records.
+    base_url: str | None = None
+    concurrency: int = 64
+    timeout: float = 600.0
+
+    OPERATIONAL = ("base_url", "concurrency", "timeout")
+
+    def validate(self) -> None:
+        checks = [
+            (self.agents >= 1, f"--agents must be at least 1, got {self.agents}"),
+            (self.rounds >= 0, f"--rounds must be 0 or more, got {self.rounds}"),
+            (self.runs >= 1, f"--runs must be at least 1, got {self.runs}"),
+            (
+                self.limit is None or self.limit >= 1,
+                f"--limit must be at least 1, got {self.limit}",
+            ),
+            (
+                0.0 <= self.temperature <= 2.0,
+                f"--temperature must lie in [0, 2], got {self.temperature}",
+            ),
+            (0.0 < self.top_p <= 1.0, f"--top-p must lie in (0, 1], got {self.top_p}"),
+            (
+                self.max_tokens is None or self.max_tokens >= 1,
+                f"--max-tokens must be at least 1, got {self.max_tokens}",
+            ),
+            (self.concurrency >= 1, f"--concurrency must be at least 1, got {self.concurrency}"),
+            (self.timeout > 0, f"--timeout must be positive, got {self.timeout}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message + ".")
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that decide what a run records; resuming requires them unchanged."""
+        return {k: v for k, v in self.to_dict().items() if k not in self.OPERATIONAL}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def default_out(self) -> Path:
+        """results/<benchmark>-<protocol>-n<N>-t<T>-<model>: the same command finds the same run."""
+        bench = Path(self.benchmark).stem if self.benchmark.endswith(".jsonl") else self.benchmark
+        name = f"{bench}-{self.protocol}-n{self.agents}-t{self.rounds}-{self.model}"
+        if self.runs > 1:
+            name += f"-r{self.runs}"
+        if self.limit:
+            name += f"-l{self.limit}"
+        if self.seed:
+            name += f"-s{self.seed}"
+        return RESULTS_ROOT / re.sub(r"[^A-Za-z0-9._=-]+", "_", name)

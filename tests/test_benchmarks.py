@@ -1,0 +1,428 @@
+"""Tests for benchmark specs and rows: shared local data, hub reading (faked), arith, errors."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mad_eval import benchmarks
+from mad_eval.benchmarks import BenchmarkError, list_specs, load_questions, load_spec, spec_dirs
+
+MATH_COUNTS = {"math500": 500, "amc23": 40, "aime24": 30, "aime25": 30}
+
+
+@pytest.fixture(autouse=True)
+def _no_env_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test says where data comes from; a developer's MAD_EVAL_DATA must not leak in."""
+    monkeypatch.delenv("MAD_EVAL_DATA", raising=False)
+
+
+def _write_jsonl(path: Path, rows: list) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _fake_hub(monkeypatch: pytest.MonkeyPatch, files: dict[str, Path]) -> list[dict]:
+    """Replace hf_hub_download with a lookup in `files`; returns the calls it saw."""
+    import huggingface_hub
+
+    calls: list[dict] = []
+
+    def download(repo_id: str, filename: str, **kwargs: object) -> str:
+        calls.append({"repo_id": repo_id, "filename": filename, **kwargs})
+        return str(files[filename])
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    return calls
+
+
+def _hub_spec(folder: Path, file: str, **fields: str) -> Path:
+    lines = [f'{k} = "{v}"' for k, v in fields.items()]
+    head = ['description = "fake hub set"', 'kind = "math"', "max_tokens = 64", "[hub]"]
+    text = "\n".join([*head, 'repo = "someone/fake"', f'file = "{file}"', *lines])
+    path = folder / "fakehub.toml"
+    path.write_text(text + "\n", encoding="utf-8")
+    return path
+
+
+# ---- project specs and the shared local data ---------------------------------------------------
+
+
+def test_project_specs_are_listed_and_valid() -> None:
+    specs = {spec.name: spec for spec in list_specs()}
+    assert set(MATH_COUNTS) | {"arith"} <= set(specs)
+    for name in MATH_COUNTS:
+        spec = specs[name]
+        assert spec.kind == "math" and spec.max_tokens > 0 and "\n" not in spec.description
+        assert spec.hub and spec.hub["file"].endswith((".jsonl", ".parquet"))
+        assert spec.local == {
+            "file": f"{name}.jsonl",
+            "id": "id",
+            "question": "problem",
+            "answer": "answer",
+        }
+    assert specs["arith"].builtin == {"generator": "arith", "size": 100, "seed": 0}
+    assert specs["arith"].hub is None and specs["arith"].local is None
+
+
+@pytest.mark.parametrize("name", sorted(MATH_COUNTS))
+def test_math_specs_load_from_shared_data(name: str, shared_data: Path) -> None:
+    spec, questions = load_questions(name, data_dir=shared_data)
+    assert spec.name == name
+    assert len(questions) == MATH_COUNTS[name]
+    assert [q.id for q in questions] == [f"{name}-{i}" for i in range(MATH_COUNTS[name])]
+    assert all(q.text.strip() and q.gold.strip() for q in questions)
+    assert "problem" not in questions[0].meta and "answer" not in questions[0].meta
+
+
+def test_spot_checked_golds(shared_data: Path) -> None:
+    golds = {
+        name: {q.id: q.gold for q in load_questions(name, shared_data)[1]} for name in MATH_COUNTS
+    }
+    assert golds["aime24"]["aime24-7"] == "025"  # zero padding survives
+    assert golds["aime24"]["aime24-0"] == "204"
+    assert golds["aime25"]["aime25-0"] == "70"
+    assert golds["amc23"]["amc23-0"] == "27"
+    assert golds["amc23"]["amc23-15"] == "-1"
+    assert golds["math500"]["math500-0"] == r"\left( 3, \frac{\pi}{2} \right)"
+
+
+def test_env_var_selects_local_data(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAD_EVAL_DATA", str(shared_data))
+    _, questions = load_questions("aime25", limit=3)
+    assert [q.id for q in questions] == ["aime25-0", "aime25-1", "aime25-2"]
+    assert questions[0].meta["contest"] == "AIME 2025 I"
+
+
+def test_missing_local_file_names_file_and_folder(tmp_path: Path) -> None:
+    with pytest.raises(BenchmarkError, match=r"'math500\.jsonl'.*is not in") as info:
+        load_questions("math500", data_dir=tmp_path)
+    assert str(tmp_path) in str(info.value)
+
+
+# ---- limit -------------------------------------------------------------------------------------
+
+
+def test_limit_takes_first_rows_in_file_order(shared_data: Path) -> None:
+    _, everything = load_questions("amc23", shared_data)
+    _, first = load_questions("amc23", shared_data, limit=5)
+    assert first == everything[:5]
+
+
+@pytest.mark.parametrize("limit", [0, -3])
+def test_limit_below_one_is_an_error(limit: int) -> None:
+    with pytest.raises(BenchmarkError, match="limit must be a positive integer"):
+        load_questions("arith", limit=limit)
+
+
+# ---- arith -------------------------------------------------------------------------------------
+
+
+def _evaluate(expression: str) -> int:
+    assert re.fullmatch(r"[0-9+\-*/() ]+", expression)
+    value = eval(expression, {"__builtins__": {}})  # only digits and operators, checked above
+    assert value == int(value)
+    return int(value)
+
+
+def test_arith_answers_are_right_and_well_formed() -> None:
+    spec, questions = load_questions("arith")
+    assert spec.name == "arith" and spec.max_tokens == 512
+    assert [q.id for q in questions] == [f"arith-{i}" for i in range(100)]
+    for q in questions:
+        expression = q.meta["expression"]
+        assert expression in q.text
+        assert re.fullmatch(r"-?\d+", q.gold)
+        assert _evaluate(expression) == int(q.gold), q
+    assert len({q.text for q in questions}) > 95  # varied
+    assert {"/", "*", "("} <= set("".join(q.text for q in questions))
+
+
+def test_arith_is_deterministic_across_processes() -> None:
+    code = (
+        "from mad_eval.benchmarks import load_questions;"
+        "print([(q.text, q.gold) for q in load_questions('arith')[1]])"
+    )
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "123", "PATH": ""},
+        cwd=root,
+    )
+    here = [(q.text, q.gold) for q in load_questions("arith")[1]]
+    assert run.stdout.strip() == repr(here)
+
+
+def test_arith_pinned_first_question() -> None:
+    """Changing the generator changes every stored run's questions; this makes it deliberate."""
+    first = benchmarks.arith_questions(3, seed=0)
+    assert [(q.text, q.gold) for q in first][:2] == [
+        ("Evaluate 16 / 8 - 112 / 8 + 77 / 7.", "-1"),
+        ("Evaluate 11 * 4 + (19 - 20) * 4.", "40"),
+    ]
+    assert benchmarks.arith_questions(3, seed=1) != first
+
+
+# ---- any .jsonl file ---------------------------------------------------------------------------
+
+
+def test_jsonl_path_with_problem_field_and_no_ids(tmp_path: Path) -> None:
+    path = _write_jsonl(
+        tmp_path / "mine.jsonl",
+        [
+            {"problem": "1+1?", "answer": 2, "source": "x"},
+            {"problem": "2+2?", "answer": "4"},
+        ],
+    )
+    spec, questions = load_questions(str(path))
+    assert spec.name == "mine" and spec.kind == "math" and spec.path == path
+    assert [(q.id, q.text, q.gold) for q in questions] == [
+        ("mine-0", "1+1?", "2"),
+        ("mine-1", "2+2?", "4"),
+    ]
+    assert questions[0].meta == {"source": "x"}
+
+
+def test_jsonl_path_with_question_field_and_ids(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "q.jsonl", [{"id": "a", "question": "Q?", "answer": "B"}])
+    _, questions = load_questions(str(path))
+    assert [(q.id, q.text, q.gold) for q in questions] == [("a", "Q?", "B")]
+
+
+def test_missing_jsonl_path() -> None:
+    with pytest.raises(BenchmarkError, match="does not exist"):
+        load_questions("no/such/file.jsonl")
+
+
+# ---- malformed rows ----------------------------------------------------------------------------
+
+
+def _bad_file(tmp_path: Path, line7: str) -> Path:
+    good = [json.dumps({"id": f"m-{i}", "problem": "p", "answer": "1"}) for i in range(6)]
+    path = tmp_path / "math500.jsonl"
+    path.write_text("\n".join([*good, line7]) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("line7", "message"),
+    [
+        ('{"id": "m-6", "problem": "p"}', "math500.jsonl line 7: missing field 'answer'"),
+        ('{"id": "m-6", "problem": "p", "answer": " "}', "math500.jsonl line 7: field 'answer'"),
+        ('{"id": "m-6", "problem": "p", "answer": null}', "math500.jsonl line 7: field 'answer'"),
+        ('{"id": "m-6", "answer": "1"}', "math500.jsonl line 7: missing field 'problem'"),
+        ('{"id": "m-6", "problem": "", "answer": "1"}', "math500.jsonl line 7: field 'problem'"),
+        ('{"problem": "p", "answer": "1"}', "math500.jsonl line 7: missing field 'id'"),
+        (
+            '{"id": "m-2", "problem": "p", "answer": "1"}',
+            "math500.jsonl line 7: duplicate id 'm-2'",
+        ),
+        ('{"id": "m-6", "problem": "p", "answer": 1', "math500.jsonl line 7: invalid JSON"),
+        ('["not", "an", "object"]', "math500.jsonl line 7: expected a JSON object"),
+    ],
+)
+def test_malformed_rows_name_file_line_and_field(tmp_path: Path, line7: str, message: str) -> None:
+    _bad_file(tmp_path, line7)
+    with pytest.raises(BenchmarkError) as info:
+        load_questions("math500", data_dir=tmp_path)
+    assert str(info.value).startswith(message)
+    assert "\n" not in str(info.value)
+
+
+def test_blank_lines_keep_line_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "gaps.jsonl"
+    path.write_text('{"question": "a", "answer": "1"}\n\n{"question": "b"}\n', encoding="utf-8")
+    with pytest.raises(BenchmarkError, match=r"^gaps\.jsonl line 3: missing field 'answer'"):
+        load_questions(str(path))
+
+
+def test_empty_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(BenchmarkError, match="has no rows"):
+        load_questions(str(tmp_path / "empty.jsonl"))
+
+
+# ---- names and spec validation -----------------------------------------------------------------
+
+
+def test_unknown_benchmark_lists_known_names() -> None:
+    with pytest.raises(BenchmarkError) as info:
+        load_questions("foo")
+    message = str(info.value)
+    assert message.startswith("unknown benchmark 'foo'; known: ")
+    assert message.endswith("; or give a path to a .jsonl file")
+    for name in [*MATH_COUNTS, "arith"]:
+        assert name in message
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('description = "d"\nkind = "math"\nmax_tokens = 8\n', r"needs \[hub\], \[local\]"),
+        (
+            'description = "d"\nkind = "mcq"\nmax_tokens = 8\n[local]\nfile = "x.jsonl"\n'
+            'question = "q"\nanswer = "a"\n',
+            "kind 'mcq' is not one of: math",
+        ),
+        ('description = "d"\nkind = "math"\nmax_tokens = 0\n', "max_tokens must be a positive"),
+        ('description = "d"\nkind = "math"\nmax_tokens = 8\nmax_token = 9\n', "unknown key"),
+        (
+            'description = "d"\nkind = "math"\nmax_tokens = 8\n[hub]\nrepo = "r"\n'
+            'file = "x.csv"\nquestion = "q"\nanswer = "a"\n',
+            r"\[hub\] file must end in",
+        ),
+        (
+            'description = "d"\nkind = "math"\nmax_tokens = 8\n[local]\nfile = "x.jsonl"\n'
+            'answer = "a"\n',
+            r"\[local\] needs a non-empty text value for 'question'",
+        ),
+        (
+            'description = "d"\nkind = "math"\nmax_tokens = 8\n[builtin]\ngenerator = "dice"\n'
+            "size = 3\n",
+            "generator 'dice' is not one of: arith",
+        ),
+        ('name = "other"\ndescription = "d"\nkind = "math"\nmax_tokens = 8\n', "must match"),
+        ("description = \n", "cannot read benchmark spec"),
+    ],
+)
+def test_bad_spec_is_one_clear_sentence(tmp_path: Path, body: str, message: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(BenchmarkError, match=message):
+        load_questions(str(path))
+
+
+def test_toml_path_with_local_file_next_to_it(tmp_path: Path) -> None:
+    _write_jsonl(tmp_path / "rows.jsonl", [{"n": "x1", "q": "What?", "a": 7.5}])
+    spec_text = 'description = "d"\nkind = "math"\nmax_tokens = 99\n[local]\nfile = "rows.jsonl"\n'
+    (tmp_path / "mine.toml").write_text(spec_text + 'id = "n"\nquestion = "q"\nanswer = "a"\n')
+    spec, questions = load_questions(str(tmp_path / "mine.toml"))
+    assert spec.max_tokens == 99
+    assert [(q.id, q.text, q.gold) for q in questions] == [("x1", "What?", "7.5")]
+
+
+def test_user_spec_in_cwd_shadows_project_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "arith.toml").write_text(
+        'description = "my arith"\nkind = "math"\nmax_tokens = 32\n'
+        '[builtin]\ngenerator = "arith"\nsize = 5\nseed = 7\n'
+    )
+    (tmp_path / "benchmarks" / "extra.toml").write_text(
+        'description = "extra"\nkind = "math"\nmax_tokens = 32\n'
+        '[builtin]\ngenerator = "arith"\nsize = 2\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    dirs = spec_dirs()
+    assert dirs[0].resolve() == (tmp_path / "benchmarks").resolve() and len(dirs) == 2
+    assert load_spec("arith").description == "my arith"
+    spec, questions = load_questions("arith")
+    assert spec.max_tokens == 32 and len(questions) == 5
+    assert questions == benchmarks.arith_questions(5, seed=7)
+    names = [spec.name for spec in list_specs()]
+    assert names == sorted(names) and "extra" in names and "math500" in names
+    _, extra = load_questions("extra")
+    assert [q.id for q in extra] == ["extra-0", "extra-1"]
+
+
+# ---- the hub path (faked: no network in tests) -------------------------------------------------
+
+
+def test_hub_download_failure_says_how_to_work_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    def offline(*args: object, **kwargs: object) -> str:
+        raise OSError("no network")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
+    with pytest.raises(BenchmarkError) as info:
+        load_questions("math500")
+    message = str(info.value)
+    assert message.startswith("could not download test.jsonl from the Hugging Face hub")
+    assert "HuggingFaceH4/MATH-500" in message
+    assert "--data-dir" in message and "MAD_EVAL_DATA" in message
+
+
+def test_project_spec_asks_hub_for_pinned_dataset_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _write_jsonl(
+        tmp_path / "test.jsonl",
+        [
+            {"problem": "P0", "answer": "1/2", "unique_id": "test/a/1.json", "level": 3},
+            {"problem": "P1", "answer": "7", "unique_id": "test/b/2.json", "level": 1},
+        ],
+    )
+    calls = _fake_hub(monkeypatch, {"test.jsonl": fake})
+    spec, questions = load_questions("math500")
+    assert calls == [
+        {
+            "repo_id": "HuggingFaceH4/MATH-500",
+            "filename": "test.jsonl",
+            "repo_type": "dataset",
+            "revision": spec.hub["revision"],
+        }
+    ]
+    assert [(q.id, q.text, q.gold) for q in questions] == [
+        ("math500-0", "P0", "1/2"),
+        ("math500-1", "P1", "7"),
+    ]
+    assert questions[1].meta == {"unique_id": "test/b/2.json", "level": 1}
+
+
+def test_hub_jsonl_numbers_and_ids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _write_jsonl(
+        tmp_path / "test.jsonl",
+        [
+            {"id": 0, "question": "a", "answer": 27.0},
+            {"id": 1, "question": "b", "answer": -1.0},
+            {"id": 2, "question": "c", "answer": 0.5},
+            {"id": 3, "question": "d", "answer": 12},
+        ],
+    )
+    _fake_hub(monkeypatch, {"test.jsonl": fake})
+    spec_path = _hub_spec(tmp_path, "test.jsonl", id="id", question="question", answer="answer")
+    _, questions = load_questions(str(spec_path))
+    assert [(q.id, q.gold) for q in questions] == [
+        ("0", "27"),
+        ("1", "-1"),
+        ("2", "0.5"),
+        ("3", "12"),
+    ]
+
+
+def test_hub_errors_name_the_repo_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _write_jsonl(tmp_path / "test.jsonl", [{"question": "a"}])
+    _fake_hub(monkeypatch, {"test.jsonl": fake})
+    spec_path = _hub_spec(tmp_path, "test.jsonl", question="question", answer="answer")
+    with pytest.raises(BenchmarkError, match=r"^someone/fake/test\.jsonl line 1: missing field"):
+        load_questions(str(spec_path))
+
+
+def test_hub_parquet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pandas as pd
+
+    fake = tmp_path / "train.parquet"
+    pd.DataFrame({"question": ["a", "b"], "answer": [27.0, 3.0], "url": ["u", "v"]}).to_parquet(
+        fake
+    )
+    _fake_hub(monkeypatch, {"data/train.parquet": fake})
+    spec_path = _hub_spec(tmp_path, "data/train.parquet", question="question", answer="answer")
+    _, questions = load_questions(str(spec_path))
+    assert [(q.id, q.text, q.gold, q.meta) for q in questions] == [
+        ("fakehub-0", "a", "27", {"url": "u"}),
+        ("fakehub-1", "b", "3", {"url": "v"}),
+    ]
+
+
+def test_data_dir_wins_over_hub(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_hub(monkeypatch, {})
+    load_questions("aime24", data_dir=shared_data, limit=1)
+    assert calls == []

@@ -1,0 +1,3 @@
+from mad_eval.cli import app
+
+app()

@@ -1,0 +1,58 @@
+"""Console tables for metrics.json (rich)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+
+
+def fmt(value: float | None, std: float | None = None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:+.1f}" if signed else f"{value:.1f}"
+    return f"{text} ± {std:.1f}" if std is not None else text
+
+
+def metrics_view(metrics: dict[str, Any], title: str) -> Group:
+    runs = metrics["runs"]
+    spread = f" (mean ± std over {runs} runs)" if runs > 1 else ""
+    headline = Table(title=f"{title}{spread}", title_justify="left")
+    for name in ("Maj", "Debate", "Δ"):
+        headline.add_column(name, justify="right")
+    headline.add_row(
+        fmt(metrics["maj"], metrics["maj_std"]),
+        fmt(metrics["debate"], metrics["debate_std"]),
+        fmt(metrics["delta"], metrics["delta_std"], signed=True),
+    )
+
+    rounds = Table(title="Accuracy by round (%)", title_justify="left")
+    for name in ("round", "vote", "mean agent"):
+        rounds.add_column(name, justify="right")
+    for row in metrics["rounds"]:
+        rounds.add_row(
+            str(row["round"]),
+            fmt(row["vote_accuracy"], row["vote_accuracy_std"]),
+            fmt(row["agent_accuracy"], row["agent_accuracy_std"]),
+        )
+
+    parts: list[Any] = [headline, rounds]
+    if metrics["transitions"]:
+        moves = Table(title="Agent transitions (% of agents)", title_justify="left")
+        for name in ("rounds", "correct→incorrect", "incorrect→correct", "Δ"):
+            moves.add_column(name, justify="right")
+        for row in metrics["transitions"]:
+            moves.add_row(
+                f"{row['from_round']}→{row['to_round']}",
+                fmt(row["c2i"], row["c2i_std"]),
+                fmt(row["i2c"], row["i2c_std"]),
+                fmt(row["delta"], row["delta_std"], signed=True),
+            )
+        parts.append(moves)
+    parts.append(
+        f"{metrics['questions']} questions, {metrics['agents']} agents, "
+        f"{metrics['turns']} turns; unparsed answers: {metrics['unparsed']}, "
+        f"failed turns: {metrics['failed_turns']}"
+    )
+    return Group(*parts)

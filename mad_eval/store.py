@@ -1,0 +1,139 @@
+"""One run directory: manifest.json, append-only turns.jsonl (the source of truth), metrics.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from mad_eval.config import RunConfig
+from mad_eval.records import Turn
+
+PACKAGES = ("mad-eval", "openai", "math-verify", "numpy", "pandas", "vllm", "transformers")
+
+
+class StoreError(ValueError):
+    """The run directory cannot be used for this run."""
+
+
+class RunStore:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.manifest_path = self.root / "manifest.json"
+        self.turns_path = self.root / "turns.jsonl"
+        self.metrics_path = self.root / "metrics.json"
+        self._sink = None
+
+    def open(self, config: RunConfig, extra: dict[str, Any] | None = None) -> dict[tuple, Turn]:
+        """Create the run or check it matches `config`; return the turns already recorded."""
+        if self.manifest_path.exists():
+            self._check_same(config)
+        else:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._write_json(self.manifest_path, self._manifest(config, extra or {}))
+        done = {turn.key: turn for turn in self.read_turns(repair=True)}
+        self._sink = self.turns_path.open("a", encoding="utf-8")
+        return done
+
+    def append(self, turn: Turn) -> None:
+        """Write one turn and flush, so a crash loses at most the turn being written."""
+        assert self._sink is not None, "open() the store first"
+        self._sink.write(turn.to_json() + "\n")
+        self._sink.flush()
+
+    def close(self) -> None:
+        if self._sink:
+            self._sink.close()
+            self._sink = None
+
+    def manifest(self) -> dict[str, Any]:
+        if not self.manifest_path.exists():
+            raise StoreError(f"{self.root} is not a run directory (no manifest.json).")
+        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+
+    def read_turns(self, repair: bool = False) -> list[Turn]:
+        """All recorded turns. A run killed mid-write leaves a partial last line: it is
+        dropped, and with `repair` cut from the file so appends start on a clean line."""
+        if not self.turns_path.exists():
+            return []
+        data = self.turns_path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        if repair and end < len(data):
+            with self.turns_path.open("r+b") as f:
+                f.truncate(end)
+        turns = {}
+        for line in data[:end].decode("utf-8").splitlines():
+            if line.strip():
+                turn = Turn.from_json(line)
+                turns[turn.key] = turn  # a repeated key (never written by us) keeps the last
+        return list(turns.values())
+
+    def write_metrics(self, metrics: dict[str, Any]) -> None:
+        self._write_json(self.metrics_path, metrics)
+
+    def _check_same(self, config: RunConfig) -> None:
+        recorded = self.manifest().get("config", {})
+        wanted = config.identity()
+        changed = [k for k in wanted if recorded.get(k) != wanted[k]]
+        if changed:
+            diffs = ", ".join(
+                f"{k} is {recorded.get(k)!r} there, {wanted[k]!r} here" for k in changed
+            )
+            raise StoreError(
+                f"{self.root} holds a run with a different configuration ({diffs}); "
+                "rerun with the same options to resume it, or pass another --out."
+            )
+
+    def _manifest(self, config: RunConfig, extra: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "config": config.identity(),
+            "operational": {k: _redact(getattr(config, k)) for k in config.OPERATIONAL},
+            **extra,
+            "versions": _versions(),
+            "git_commit": _git_commit(),
+            "command": [_redact(arg) for arg in sys.argv],
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+
+    @staticmethod
+    def _write_json(path: Path, data: dict[str, Any]) -> None:
+        """Write to a temporary file and rename, so a reader never sees half a file."""
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def _redact(value: Any) -> Any:
+    """Hide credentials written into a URL (https://user:key@host)."""
+    return re.sub(r"//[^/@\s]+@", "//***@", value) if isinstance(value, str) else value
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": sys.version.split()[0]}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def _git_commit() -> str | None:
+    """The commit of the mad-eval checkout, when it runs from one."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None

@@ -1,0 +1,122 @@
+"""Metrics on a small hand-built debate whose numbers were worked out by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from mad_eval.metrics import compute_metrics, majority_vote, mean_std
+from mad_eval.records import Turn
+
+
+def turn(
+    question: str,
+    round_: int,
+    agent: int,
+    answer: str | None,
+    correct: bool,
+    run: int = 0,
+    failed: bool = False,
+) -> Turn:
+    return Turn(
+        run=run,
+        question=question,
+        round=round_,
+        agent=agent,
+        model="test",
+        seed=0,
+        temperature=1.0,
+        top_p=0.9,
+        max_tokens=64,
+        messages_hash="",
+        sees=[],
+        text=None if failed else f"\\boxed{{{answer}}}",
+        answer=None if failed else answer,
+        correct=None if failed else correct,
+        finish_reason="stop",
+        prompt_tokens=1,
+        completion_tokens=1,
+        latency=0.0,
+        error="APIError: boom" if failed else None,
+    )
+
+
+# 3 agents, 1 debate round. Each line: question, round, then the agents' (answer, correct).
+CASE = [
+    ("q1", 0, [("4", True), ("5", False), ("4", True)]),  # vote 4: right
+    ("q1", 1, [("5", False), ("5", False), ("4", True)]),  # vote 5: wrong
+    # "\frac{1}{2}" and "1/2" are one answer: 2 votes beat "3" (by string it would be a tie).
+    ("q2", 0, [("\\frac{1}{2}", True), ("1/2", True), ("3", False)]),  # right
+    ("q2", 1, [(None, False), ("3", False), ("3", False)]),  # unparsed does not vote: wrong
+    ("q3", 0, [("6", False), ("8", False), (None, False)]),  # tie of two wrong answers: wrong
+    ("q3", 1, [("7", True), "failed", ("7", True)]),  # the failed turn is left out: right
+]
+
+
+def case_turns(run: int = 0) -> list[Turn]:
+    out = []
+    for question, round_, agents in CASE:
+        for agent, cell in enumerate(agents):
+            if cell == "failed":
+                out.append(turn(question, round_, agent, None, False, run, failed=True))
+            else:
+                out.append(turn(question, round_, agent, cell[0], cell[1], run))
+    return out
+
+
+def test_hand_computed_case():
+    m = compute_metrics(case_turns(), agents=3, rounds=1, voters=[0, 1, 2], seed=0)
+    assert m["maj"] == pytest.approx(200 / 3)
+    assert m["debate"] == pytest.approx(100 / 3)
+    assert m["delta"] == pytest.approx(-100 / 3)
+    assert m["maj_std"] is None  # one run: no spread to report
+    r0, r1 = m["rounds"]
+    assert r0["vote_accuracy"] == pytest.approx(200 / 3)
+    assert r0["agent_accuracy"] == pytest.approx(400 / 9)  # 4 right of 9
+    assert r1["agent_accuracy"] == pytest.approx(37.5)  # 3 right of 8 (one failed)
+    (moves,) = m["transitions"]
+    # 8 agents have both turns: 3 went right->wrong, 2 wrong->right.
+    assert moves["c2i"] == pytest.approx(37.5)
+    assert moves["i2c"] == pytest.approx(25.0)
+    assert moves["delta"] == pytest.approx(-12.5)
+    assert m["unparsed"] == 2
+    assert m["failed_turns"] == 1
+    assert m["questions"] == 3 and m["turns"] == 18
+
+
+def test_runs_are_averaged_with_sample_std():
+    second = [dataclasses.replace(t, run=1) for t in case_turns()]
+    # In run 1, q1's debate round votes right: Debate 66.7 there, 33.3 in run 0.
+    for t in second:
+        if t.question == "q1" and t.round == 1 and t.agent == 1:
+            t.answer, t.correct = "4", True
+    m = compute_metrics(case_turns() + second, agents=3, rounds=1, voters=[0, 1, 2], seed=0)
+    assert m["runs"] == 2
+    assert m["maj"] == pytest.approx(200 / 3) and m["maj_std"] == pytest.approx(0.0)
+    assert m["debate"] == pytest.approx(50.0)
+    assert m["debate_std"] == pytest.approx(mean_std([100 / 3, 200 / 3])[1])
+    assert [r["debate"] for r in m["per_run"]] == pytest.approx([100 / 3, 200 / 3])
+
+
+def test_mean_std():
+    assert mean_std([50.0, 70.0]) == pytest.approx((60.0, 14.1421356))
+    assert mean_std([50.0]) == (50.0, None)
+    assert mean_std([None]) == (None, None)
+
+
+def test_voters_restrict_the_vote():
+    turns = case_turns()
+    # Only agent 2 votes: q1 right in both rounds, q2 wrong in both, q3 r0 unparsed, r1 right.
+    m = compute_metrics(turns, agents=3, rounds=1, voters=[2], seed=0)
+    assert m["maj"] == pytest.approx(100 / 3)
+    assert m["debate"] == pytest.approx(200 / 3)
+
+
+def test_ties_break_at_random_but_reproducibly():
+    ballot = [turn("q", 0, 0, "1", True), turn("q", 0, 1, "2", False)]
+    picks = {majority_vote(ballot, random.Random(s)).answer for s in range(40)}
+    assert picks == {"1", "2"}
+    again = [majority_vote(ballot, random.Random(7)).answer for _ in range(5)]
+    assert len(set(again)) == 1

@@ -79,7 +79,7 @@ def run(
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling top-p.")] = 0.9,
     max_tokens: Annotated[
-        int | None, typer.Option(help="Tokens per answer [default: the benchmark's budget].")
+        int | None, typer.Option(help="Tokens per answer (default: the benchmark's budget).")
     ] = None,
     concurrency: Annotated[int, typer.Option(help="Requests in flight at once.")] = 64,
     timeout: Annotated[
@@ -88,7 +88,7 @@ def run(
     out: Annotated[
         Path | None,
         typer.Option(
-            help="Run directory [default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>]."
+            help="Run directory (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>)."
         ),
     ] = None,
 ) -> None:
@@ -119,59 +119,58 @@ def run(
         spec, questions = load_questions(benchmark, data_dir, limit)
         config = replace(config, max_tokens=max_tokens or spec.max_tokens)
         backend = Guarded(make_backend(config.model, base_url, timeout), concurrency)
-        asyncio.run(backend.check())
-        store = RunStore(out or config.default_out())
-        done = store.open(
-            config,
-            {
-                "benchmark": {
-                    "name": spec.name,
-                    "kind": spec.kind,
-                    "questions": [q.id for q in questions],
-                },
-                "protocol": {
-                    "name": debate_protocol.name,
-                    "voters": debate_protocol.voters(agents),
-                },
-            },
-        )
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
 
-    if model is None:
-        console.print(
-            "No --model given: using simulated agents (sim). "
-            "Pass --model openai:NAME --base-url URL to benchmark a served checkpoint."
-        )
-    total = runs * len(questions) * (rounds + 1) * agents
-    console.print(
-        f"{spec.name}: {len(questions)} questions x {runs} run(s), {agents} agents, "
-        f"{rounds} rounds, {config.model} -> {store.root}"
-        + (f" (resuming: {len(done)} turns already recorded)" if done else "")
-    )
-    try:
-        with _progress() as progress:
-            task = progress.add_task("debating", total=total)
-            engine = Engine(
-                config, debate_protocol, backend, done, store.append, lambda: progress.advance(task)
+    store = RunStore(out or config.default_out())
+    manifest_extra = {
+        "benchmark": {"name": spec.name, "kind": spec.kind, "questions": [q.id for q in questions]},
+        "protocol": {"name": debate_protocol.name, "voters": debate_protocol.voters(agents)},
+    }
+
+    async def debate() -> None:
+        """One event loop for the whole run: the HTTP client's connections belong to it."""
+        try:
+            await backend.check()
+            done = store.open(config, manifest_extra)
+            if model is None:
+                console.print(
+                    "No --model given: using simulated agents (sim). "
+                    "Pass --model openai:NAME --base-url URL to benchmark a served checkpoint."
+                )
+            console.print(
+                f"{spec.name}: {len(questions)} questions x {runs} run(s), {agents} agents, "
+                f"{rounds} rounds, {config.model} -> {store.root}"
+                + (f" (resuming: {len(done)} turns already recorded)" if done else "")
             )
-            asyncio.run(_run_engine(engine, questions, backend))
+            with _progress() as progress:
+                task = progress.add_task(
+                    "debating", total=runs * len(questions) * (rounds + 1) * agents
+                )
+                engine = Engine(
+                    config,
+                    debate_protocol,
+                    backend,
+                    done,
+                    store.append,
+                    lambda: progress.advance(task),
+                )
+                await engine.run(questions)
+        finally:
+            await backend.aclose()
+            store.close()
+
+    try:
+        asyncio.run(debate())
+    except USER_ERRORS as exc:
+        raise fail(str(exc)) from None
     except KeyboardInterrupt:
         errors.print(
             f"Interrupted. Every finished turn is in {store.turns_path}; "
             "run the same command again to resume."
         )
         raise typer.Exit(code=130) from None
-    finally:
-        store.close()
     _report(store, debate_protocol.voters(agents), agents, rounds, seed)
-
-
-async def _run_engine(engine: Engine, questions: list, backend: Guarded) -> None:
-    try:
-        await engine.run(questions)
-    finally:
-        await backend.aclose()
 
 
 @app.command()

@@ -15,7 +15,6 @@ from stub_server import StubServer
 
 from mad_eval.metrics import compute_metrics
 from mad_eval.records import Turn, derive_seed
-from mad_eval.store import RunStore
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +30,14 @@ def mad_eval(
         timeout=300,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
     )
+
+
+def small_run(tmp_path: Path, *extra: str, agents: str = "2") -> subprocess.CompletedProcess:
+    """A quick simulated run into tmp_path/r that must succeed."""
+    args = ("run", "--agents", agents, "--rounds", "1", "--limit", "3", "--out", "r", *extra)
+    result = mad_eval(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return result
 
 
 def turns_of(run_dir: Path) -> list[dict]:
@@ -141,22 +148,12 @@ def test_killed_run_resumes_to_the_same_records(tmp_path):
 
 
 def test_a_partial_last_line_is_repaired(tmp_path):
-    assert (
-        mad_eval(
-            "run", "--agents", "2", "--rounds", "1", "--limit", "3", "--out", "r", cwd=tmp_path
-        ).returncode
-        == 0
-    )
+    small_run(tmp_path)
     turns_file = tmp_path / "r" / "turns.jsonl"
     whole = turns_of(tmp_path / "r")
     lines = turns_file.read_text().splitlines(keepends=True)
     turns_file.write_text("".join(lines[:-1]) + lines[-1][:25])  # as if killed mid-write
-    assert (
-        mad_eval(
-            "run", "--agents", "2", "--rounds", "1", "--limit", "3", "--out", "r", cwd=tmp_path
-        ).returncode
-        == 0
-    )
+    small_run(tmp_path)
     assert turns_file.read_text().startswith("".join(lines[:-1]))
     assert without_timing(turns_of(tmp_path / "r")) == without_timing(whole)
 
@@ -212,6 +209,9 @@ def test_openai_compatible_server_end_to_end(tmp_path):
             assert t["prompt_tokens"] > 0 and t["completion_tokens"] > 0
             assert t["latency"] > 0
     failed = sum(1 for t in turns if t["error"])
+    assert 0 < failed < len(turns)
+    # Each success was asked once; each failure once plus the client's two retries.
+    assert len(requests) == (len(turns) - failed) + 3 * failed
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["failed_turns"] == failed
     assert compute_metrics([Turn(**t) for t in turns], 3, 1, [0, 1, 2], seed=5) == metrics
@@ -224,12 +224,7 @@ def test_openai_compatible_server_end_to_end(tmp_path):
 
 
 def test_report_recomputes_metrics_from_turns(tmp_path):
-    assert (
-        mad_eval(
-            "run", "--agents", "2", "--rounds", "1", "--limit", "4", "--out", "r", cwd=tmp_path
-        ).returncode
-        == 0
-    )
+    small_run(tmp_path)
     metrics_file = tmp_path / "r" / "metrics.json"
     original = metrics_file.read_text()
     metrics_file.unlink()
@@ -272,20 +267,15 @@ def test_malformed_benchmark_row_names_line_and_field(tmp_path):
 
 
 def test_a_changed_config_is_refused(tmp_path):
-    assert (
-        mad_eval(
-            "run", "--agents", "2", "--rounds", "1", "--limit", "2", "--out", "r", cwd=tmp_path
-        ).returncode
-        == 0
-    )
+    small_run(tmp_path)
     result = mad_eval(
-        "run", "--agents", "3", "--rounds", "1", "--limit", "2", "--out", "r", cwd=tmp_path
+        "run", "--agents", "3", "--rounds", "1", "--limit", "3", "--out", "r", cwd=tmp_path
     )
     assert result.returncode == 2
     assert "agents is 2 there, 3 here" in result.stderr
 
 
-def test_run_store_reads_what_it_wrote(tmp_path):
-    store = RunStore(tmp_path / "x")
-    with pytest.raises(ValueError, match="not a run directory"):
-        store.manifest()
+def test_report_on_a_folder_that_is_no_run(tmp_path):
+    result = mad_eval("report", "nowhere", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "nowhere is not a run directory (no manifest.json)." in result.stderr

@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
 class StubServer:
-    def __init__(self, model: str = "stub-model", fail_if: Callable[[dict], bool] | None = None):
+    def __init__(
+        self,
+        model: str = "stub-model",
+        fail_if: Callable[[dict], bool] | None = None,
+        delay: float = 0.0,
+    ):
         self.model = model
         self.fail_if = fail_if  # requests for which this is true always answer 500
+        self.delay = delay  # seconds each chat request takes, like a model generating
+        self.in_flight = 0
+        self.peak_in_flight = 0
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -39,6 +48,16 @@ class StubServer:
         with self._lock:
             self.requests.append(body)
             count = len(self.requests)
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            time.sleep(self.delay)
+            return self._reply(body, count)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _reply(self, body: dict[str, Any], count: int) -> tuple[int, dict[str, Any]]:
         if self.fail_if and self.fail_if(body):
             return 500, {"error": {"message": "injected failure", "type": "server_error"}}
         text = f"Reasoning... so the answer is \\boxed{{{body.get('seed', 0) % 3}}}"
@@ -66,6 +85,7 @@ class StubServer:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
 

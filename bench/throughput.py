@@ -75,7 +75,8 @@ def main() -> None:
     ideal = args.concurrency / args.delay
     print(f"turns: {len(turns)} ({failed} failed) in {elapsed:.2f} s")
     print(
-        f"throughput: {len(turns) / elapsed:.0f} requests/s ({ideal:.0f} if a request took only the sleep)"
+        f"throughput: {len(turns) / elapsed:.0f} requests/s "
+        f"({ideal:.0f} if a request took only the sleep)"
     )
     print(f"peak requests in flight at the server: {peak} (limit {args.concurrency})")
     print(f"harness CPU: {1000 * cpu / len(turns):.2f} ms per request")

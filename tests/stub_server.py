@@ -86,6 +86,7 @@ class StubServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
 

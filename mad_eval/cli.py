@@ -170,7 +170,7 @@ def run(
             "run the same command again to resume."
         )
         raise typer.Exit(code=130) from None
-    _report(store, debate_protocol.voters(agents), agents, rounds, seed)
+    _report(store)
 
 
 @app.command()
@@ -178,20 +178,26 @@ def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory (holding manifest.json).")],
 ) -> None:
     """Recompute metrics.json from turns.jsonl and print it."""
-    store = RunStore(run_dir)
+    _report(RunStore(run_dir))
+
+
+def _report(store: RunStore) -> None:
+    """metrics.json from the run's records alone: its manifest and turns.jsonl."""
     try:
-        config = store.manifest()["config"]
+        manifest = store.manifest()
     except StoreError as exc:
         raise fail(str(exc)) from None
-    voters = store.manifest().get("protocol", {}).get("voters") or list(range(config["agents"]))
-    _report(store, voters, config["agents"], config["rounds"], config["seed"])
-
-
-def _report(store: RunStore, voters: list[int], agents: int, rounds: int, seed: int) -> None:
+    config = manifest["config"]
     turns = store.read_turns()
     if not turns:
         raise fail(f"{store.turns_path} holds no turns yet; nothing to report.")
-    metrics = compute_metrics(turns, agents=agents, rounds=rounds, voters=voters, seed=seed)
+    metrics = compute_metrics(
+        turns,
+        agents=config["agents"],
+        rounds=config["rounds"],
+        voters=manifest["protocol"]["voters"],
+        seed=config["seed"],
+    )
     store.write_metrics(metrics)
     console.print(metrics_view(metrics, title=store.root.name))
     console.print(f"Records: {store.turns_path}  Metrics: {store.metrics_path}")

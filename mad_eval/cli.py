@@ -185,10 +185,10 @@ def _report(store: RunStore) -> None:
     """metrics.json from the run's records alone: its manifest and turns.jsonl."""
     try:
         manifest = store.manifest()
+        turns = store.read_turns()
     except StoreError as exc:
         raise fail(str(exc)) from None
     config = manifest["config"]
-    turns = store.read_turns()
     if not turns:
         raise fail(f"{store.turns_path} holds no turns yet; nothing to report.")
     metrics = compute_metrics(

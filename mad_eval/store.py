@@ -68,10 +68,17 @@ class RunStore:
             with self.turns_path.open("r+b") as f:
                 f.truncate(end)
         turns = {}
-        for line in data[:end].decode("utf-8").splitlines():
-            if line.strip():
+        for number, line in enumerate(data[:end].decode("utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
                 turn = Turn.from_json(line)
-                turns[turn.key] = turn  # a repeated key (never written by us) keeps the last
+            except (ValueError, TypeError) as exc:
+                raise StoreError(
+                    f"{self.turns_path} line {number} is not a turn record ({exc}); "
+                    "fix or remove that line."
+                ) from None
+            turns[turn.key] = turn  # a repeated key (never written by us) keeps the last
         return list(turns.values())
 
     def write_metrics(self, metrics: dict[str, Any]) -> None:

@@ -158,6 +158,20 @@ def test_a_partial_last_line_is_repaired(tmp_path):
     assert without_timing(turns_of(tmp_path / "r")) == without_timing(whole)
 
 
+def test_a_corrupt_record_is_named_not_skipped(tmp_path):
+    small_run(tmp_path)
+    turns_file = tmp_path / "r" / "turns.jsonl"
+    lines = turns_file.read_text().splitlines(keepends=True)
+    turns_file.write_text("".join(lines[:2]) + "{not json\n" + "".join(lines[2:]))
+    for args in (
+        ["report", "r"],
+        ["run", "--agents", "2", "--rounds", "1", "--limit", "3", "--out", "r"],
+    ):
+        result = mad_eval(*args, cwd=tmp_path)
+        assert result.returncode == 2
+        assert "turns.jsonl line 3 is not a turn record" in result.stderr
+
+
 def test_openai_compatible_server_end_to_end(tmp_path):
     # Every request whose seed is a multiple of 7 fails with HTTP 500, even after retries.
     with StubServer(fail_if=lambda body: body["seed"] % 7 == 0) as server:

@@ -257,6 +257,10 @@ def test_report_recomputes_metrics_from_turns(tmp_path):
         (["--model", "gpt4"], "unknown model spec 'gpt4'"),
         (["--model", "sim:p0=2"], "p0 must lie in [0, 1]"),
         (
+            ["--model", "openai:m", "--base-url", "localhost:8000/v1"],
+            "base URL 'localhost:8000/v1' needs a scheme, e.g. http://localhost:8000/v1.",
+        ),
+        (
             ["--model", "openai:m", "--base-url", "http://127.0.0.1:9/v1"],
             "no OpenAI-compatible server answers at http://127.0.0.1:9/v1",
         ),

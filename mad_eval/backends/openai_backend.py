@@ -18,6 +18,10 @@ class OpenAIBackend(Backend):
         self.model = model
         self.spec = f"openai:{model}"
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        if self.base_url and not self.base_url.startswith(("http://", "https://")):
+            raise BackendError(
+                f"base URL '{self.base_url}' needs a scheme, e.g. http://{self.base_url}."
+            )
         api_key = os.environ.get("OPENAI_API_KEY")
         if not api_key and not self.base_url:
             raise BackendError(

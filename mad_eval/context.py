@@ -1,0 +1,302 @@
+"""Fitting debate prompts into the model's context window, and measuring prefix sharing.
+
+A debate prompt quotes several agents' previous responses; when they do not fit
+(max model length minus max tokens), each quoted response loses its start, so its end,
+with the final \\boxed{} answer, survives.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mad_eval.prompts import Messages
+
+Encoded = np.ndarray
+# Real BPE tokenizers reach ~4 characters per token on prose but only 2.2-2.7 on LaTeX-dense
+# math (MATH500 solutions), so 3 would under-count there; 2 over-counts, the safe side.
+CHARS_PER_TOKEN = 2
+PROMPT_MARGIN = 32  # tokens a guessed rendering may miss (a template's default system prompt)
+CUT_MARKER = "[... the start of this response was cut to fit the context ...]\n"
+
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+
+
+class ContextError(ValueError):
+    """A prompt cannot fit its budget even with every quoted response cut away."""
+
+
+def strip_think(text: str) -> str:
+    """The response without its reasoning blocks, which peers need not read."""
+    text = _THINK_BLOCK.sub("", text)
+    # Templates that put <think> in the prompt leave only the closing tag in the response.
+    if "</think>" in text:
+        text = text.split("</think>", 1)[1]
+    return text.strip()
+
+
+def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """Length of the longest common prefix of two arrays, compared without a Python loop."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if differ.size else n
+
+
+def _plain_render(messages: Messages) -> str:
+    """A template-like rendering: role headers stand in for a real template's tokens."""
+    parts = [f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages]
+    return "".join(parts) + "<|im_start|>assistant\n"
+
+
+class TokenCounter(ABC):
+    """Counts prompt tokens the way the server will, or over-estimates them."""
+
+    name: str
+    exact: bool
+
+    @abstractmethod
+    def encode_messages(self, messages: Messages) -> Encoded: ...
+
+    @abstractmethod
+    def count(self, encoded: Encoded) -> int: ...
+
+    @abstractmethod
+    def count_text(self, text: str) -> int: ...
+
+    @abstractmethod
+    def tail(self, text: str, n_tokens: int) -> str: ...
+
+    @abstractmethod
+    def shared_prefix(self, a: Encoded, b: Encoded) -> int: ...
+
+
+class HFCounter(TokenCounter):
+    """A transformers tokenizer, rendering prompts as vLLM's chat endpoint does."""
+
+    def __init__(self, tokenizer: Any, name: str) -> None:
+        self.tokenizer = tokenizer
+        self.name = f"hf:{name}"
+        self.exact = getattr(tokenizer, "chat_template", None) is not None
+
+    def _ids(self, text: str) -> np.ndarray:
+        return np.asarray(self.tokenizer.encode(text, add_special_tokens=False), dtype=np.int64)
+
+    def encode_messages(self, messages: Messages) -> Encoded:
+        if self.exact:
+            text = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
+        else:
+            text = _plain_render(messages)
+        return self._ids(text)
+
+    def count(self, encoded: Encoded) -> int:
+        return len(encoded) + (0 if self.exact else PROMPT_MARGIN)
+
+    def count_text(self, text: str) -> int:
+        return len(self._ids(text))
+
+    def tail(self, text: str, n_tokens: int) -> str:
+        if n_tokens <= 0:
+            return ""
+        ids = self._ids(text)[-n_tokens:].tolist()
+        piece = self.tokenizer.decode(
+            ids, skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
+        # A cut inside a multi-byte character decodes to a replacement character.
+        return piece if text.endswith(piece) else piece.lstrip("\ufffd")
+
+    def shared_prefix(self, a: Encoded, b: Encoded) -> int:
+        if len(a) == len(b) and _common_prefix(a, b) == len(a):
+            return self.count(a)  # an identical prompt repeats all of it, margin included
+        return _common_prefix(a, b)
+
+
+class EstimateCounter(TokenCounter):
+    """No tokenizer: characters / CHARS_PER_TOKEN, rounded up, plus a margin per prompt."""
+
+    name = "estimate"
+    exact = False
+
+    def encode_messages(self, messages: Messages) -> Encoded:
+        # Code points, so prefixes compare in numpy like token ids do.
+        return np.frombuffer(_plain_render(messages).encode("utf-32-le"), dtype=np.uint32)
+
+    def count(self, encoded: Encoded) -> int:
+        return math.ceil(len(encoded) / CHARS_PER_TOKEN) + PROMPT_MARGIN
+
+    def count_text(self, text: str) -> int:
+        return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+    def tail(self, text: str, n_tokens: int) -> str:
+        return text[-n_tokens * CHARS_PER_TOKEN :] if n_tokens > 0 else ""
+
+    def shared_prefix(self, a: Encoded, b: Encoded) -> int:
+        if len(a) == len(b) and _common_prefix(a, b) == len(a):
+            return self.count(a)  # an identical prompt repeats all of it, margin included
+        return _common_prefix(a, b) // CHARS_PER_TOKEN
+
+
+@contextmanager
+def _no_torch_notice() -> Iterator[None]:
+    """Hide transformers' "PyTorch was not found" notice: we only need its tokenizers."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        return "PyTorch was not found" not in record.getMessage()
+
+    logger = logging.getLogger("transformers")
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
+
+
+@cache
+def _load_hf(name: str) -> HFCounter:
+    with _no_torch_notice():
+        from transformers import AutoTokenizer
+
+    # The local cache first: offline, a hub lookup spends tens of seconds on retries.
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True)
+    except Exception:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+    return HFCounter(tokenizer, name)
+
+
+# Cached too, so a hub id that cannot be reached is tried once, not once per agent.
+@cache
+def load_counter(tokenizer: str | None, model: str) -> tuple[TokenCounter, str | None]:
+    """The counter for a model, and a warning to show the user (None when exact)."""
+    if tokenizer is not None:
+        try:
+            counter = _load_hf(tokenizer)
+        except Exception as error:
+            raise ContextError(
+                f"cannot load tokenizer {tokenizer!r} ({error.__class__.__name__}); "
+                "give a local tokenizer folder or a hub id that can be reached."
+            ) from error
+        return counter, _template_warning(counter)
+    if model == "sim" or model.startswith("sim:"):
+        return EstimateCounter(), None
+    name = model.partition(":")[2] or model
+    if Path(name).is_dir() or _HUB_ID.fullmatch(name):
+        try:
+            counter = _load_hf(name)
+        except Exception:
+            pass
+        else:
+            return counter, _template_warning(counter)
+    return EstimateCounter(), (
+        f"no tokenizer found for model {model!r}, so prompt lengths are estimated "
+        f"at {CHARS_PER_TOKEN} characters per token; pass --tokenizer for exact counts."
+    )
+
+
+def _template_warning(counter: HFCounter) -> str | None:
+    if counter.exact:
+        return None
+    return (
+        f"tokenizer {counter.name.removeprefix('hf:')!r} has no chat template, so prompt "
+        f"lengths are counted on a plain rendering plus {PROMPT_MARGIN} tokens."
+    )
+
+
+@dataclass(frozen=True, eq=False)  # eq would compare id arrays elementwise and fail
+class Fitted:
+    """A prompt as it will be sent, with its token count and what fitting cut."""
+
+    messages: Messages
+    encoded: Encoded
+    tokens: int  # prompt tokens as counted by the counter
+    cut: int  # tokens removed from quoted responses to fit the budget (0 = nothing cut)
+
+
+def _water_level(lengths: list[int], room: int, marker: int) -> int:
+    """The largest cap L with sum(n if n <= L else L + marker) <= room; 0 if none fits
+    (the caller then finds out by counting the prompt).
+
+    The sum is not monotone in L (crossing a length adds a marker), so each range of L in
+    which the same k longest responses are cut is solved on its own, highest range first.
+    """
+    order = sorted(lengths, reverse=True)
+    for k in range(1, len(order) + 1):
+        low = order[k] if k < len(order) else 0
+        high = order[k - 1] - 1
+        level = (room - sum(order[k:])) // k - marker
+        if low <= high and level >= low:
+            return min(level, high)
+    return 0
+
+
+class Fitter:
+    """Shortens the quoted responses of a prompt, longest first, until it fits its budget."""
+
+    def __init__(self, counter: TokenCounter, strip_think: bool = False) -> None:
+        self.counter = counter
+        self.strip_think = strip_think
+        # The same N responses are quoted in N agents' prompts each round.
+        self._count_text = lru_cache(maxsize=256)(counter.count_text)
+        self._tail = lru_cache(maxsize=256)(counter.tail)
+
+    def _encode(self, messages: Messages) -> tuple[Encoded, int]:
+        encoded = self.counter.encode_messages(messages)
+        return encoded, self.counter.count(encoded)
+
+    def fit(
+        self, build: Callable[[list[str]], Messages], responses: list[str], budget: int | None
+    ) -> Fitted:
+        """The prompt build(texts) makes, where texts are `responses` as shortened to fit
+        `budget` (no limit when None); build must quote one text per response, in order."""
+        texts = [strip_think(r) for r in responses] if self.strip_think else list(responses)
+        messages = build(texts)
+        encoded, tokens = self._encode(messages)
+        if budget is None or tokens <= budget:
+            return Fitted(messages, encoded, tokens, 0)
+
+        lengths = [self._count_text(t) for t in texts]
+        marker = self._count_text(CUT_MARKER)
+        # Pieces' counts are not exactly additive, so the room is corrected after each try.
+        room = budget - (tokens - sum(lengths))
+        cap = _water_level(lengths, room, marker)
+        while True:
+            cut_texts = [
+                t if n <= cap else CUT_MARKER + self._tail(t, cap)
+                for t, n in zip(texts, lengths, strict=True)
+            ]
+            messages = build(cut_texts)
+            encoded, tokens = self._encode(messages)
+            if tokens <= budget:
+                cut = sum(n - cap for n in lengths if n > cap)
+                return Fitted(messages, encoded, tokens, cut)
+            if cap == 0:
+                break
+            room -= tokens - budget
+            cap = min(cap - 1, _water_level(lengths, room, marker))
+
+        _, bare = self._encode(build([""] * len(texts)))
+        raise ContextError(
+            f"the prompt needs {bare} tokens without any quoted response, but the budget is "
+            f"{budget} tokens (max model length minus max tokens)."
+        )
+
+
+def prefix_tokens(prompts: list[Fitted], counter: TokenCounter) -> list[int]:
+    """For each prompt, the longest prefix in tokens it shares with an earlier prompt
+    (what a prefix cache can reuse if the prompts are sent in this order)."""
+    return [
+        max((counter.shared_prefix(p.encoded, q.encoded) for q in prompts[:i]), default=0)
+        for i, p in enumerate(prompts)
+    ]

@@ -24,8 +24,8 @@ from stub_server import StubServer
 
 from mad_eval.backends import Guarded, make_backend
 from mad_eval.config import RunConfig
-from mad_eval.engine import Engine
-from mad_eval.protocols import get_protocol
+from mad_eval.engine import Engine, shared_seats
+from mad_eval.protocols import resolve
 from mad_eval.records import Question
 
 
@@ -56,7 +56,8 @@ def main() -> None:
     server.start()
     base_url = urls.get(timeout=30)
     backend = Guarded(make_backend("openai:stub-model", base_url), args.concurrency)
-    engine = Engine(config, get_protocol("decentralized"), backend, {}, turns.append)
+    protocol = resolve("decentralized").protocol
+    engine = Engine(config, protocol, shared_seats(config, backend), {}, turns.append)
 
     async def go() -> None:
         try:

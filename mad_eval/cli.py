@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
-from mad_eval.backends import BackendError, Guarded, make_backend
-from mad_eval.benchmarks import BenchmarkError, load_questions
-from mad_eval.config import DEFAULT_BENCHMARK, DEFAULT_MODEL, ConfigError, RunConfig
+from mad_eval.backends import BackendError
+from mad_eval.benchmarks import BenchmarkError
+from mad_eval.config import DEFAULT_BENCHMARK, ConfigError
+from mad_eval.context import ContextError
 from mad_eval.engine import Engine
 from mad_eval.metrics import compute_metrics
-from mad_eval.protocols import ProtocolError, get_protocol
+from mad_eval.plan import make_plan
+from mad_eval.prompts import STYLES
+from mad_eval.protocols import ProtocolError, catalogue
 from mad_eval.report import metrics_view
+from mad_eval.roster import RosterError
 from mad_eval.store import RunStore, StoreError
 
 app = typer.Typer(
@@ -28,7 +32,15 @@ app = typer.Typer(
 )
 console = Console()
 errors = Console(stderr=True)
-USER_ERRORS = (ConfigError, ProtocolError, BenchmarkError, BackendError, StoreError)
+USER_ERRORS = (
+    ConfigError,
+    ProtocolError,
+    BenchmarkError,
+    BackendError,
+    StoreError,
+    RosterError,
+    ContextError,
+)
 
 
 def fail(message: str) -> typer.Exit:
@@ -39,12 +51,39 @@ def fail(message: str) -> typer.Exit:
 @app.command()
 def run(
     protocol: Annotated[
-        str, typer.Option(help="Debate protocol: decentralized.")
+        str,
+        typer.Option(
+            help="Debate protocol: a preset (see `mad-eval protocols`), NAME:key=value,... "
+            "(e.g. sparse:degree=4) or pkg.module:Class for your own."
+        ),
     ] = "decentralized",
-    agents: Annotated[int, typer.Option(help="Number of agents N.")] = 5,
+    agents: Annotated[
+        int | None, typer.Option(help="Number of agents N (default 5, or the roster's size).")
+    ] = None,
     rounds: Annotated[
         int, typer.Option(help="Debate rounds T after the initial answers (round 0).")
     ] = 3,
+    agent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agent",
+            help="A group of agents MODEL[@URL][*COUNT], repeated for a mixed team, e.g. "
+            "--agent 'openai:a@http://host-a:8000/v1*3' --agent 'openai:b*2'.",
+        ),
+    ] = None,
+    roster: Annotated[
+        Path | None,
+        typer.Option(
+            help="TOML file of [[agent]] tables: model, count, name, base_url, "
+            "temperature, top_p, max_tokens, max_model_len, tokenizer, persona."
+        ),
+    ] = None,
+    prompt_style: Annotated[
+        str | None,
+        typer.Option(
+            help=f"Debate prompt: {', '.join(STYLES)} (default: the preset's, else debate)."
+        ),
+    ] = None,
     benchmark: Annotated[
         str,
         typer.Option(
@@ -81,7 +120,24 @@ def run(
     max_tokens: Annotated[
         int | None, typer.Option(help="Tokens per answer (default: the benchmark's budget).")
     ] = None,
-    concurrency: Annotated[int, typer.Option(help="Requests in flight at once.")] = 64,
+    max_model_len: Annotated[
+        int | None,
+        typer.Option(
+            help="Context length; prompts are fitted to it minus --max-tokens "
+            "(default: what the server reports)."
+        ),
+    ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            help="Tokenizer folder or hub id for counting prompt tokens "
+            "(default: the model's own, else a conservative estimate)."
+        ),
+    ] = None,
+    strip_think: Annotated[
+        bool, typer.Option(help="Drop <think>...</think> from quoted responses.")
+    ] = False,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight per endpoint.")] = 64,
     timeout: Annotated[
         float, typer.Option(help="Seconds before one request counts as failed.")
     ] = 600.0,
@@ -97,67 +153,73 @@ def run(
     Running the same command again resumes an interrupted run in the same directory.
     """
     try:
-        config = RunConfig(
+        plan = make_plan(
             protocol=protocol,
             agents=agents,
-            rounds=rounds,
+            agent_options=agent or [],
+            roster_file=roster,
+            prompt_style=prompt_style,
             benchmark=benchmark,
+            data_dir=data_dir,
             limit=limit,
-            model=model or DEFAULT_MODEL,
-            runs=runs,
-            seed=seed,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            base_url=base_url,
-            concurrency=concurrency,
-            timeout=timeout,
+            model=model,
+            settings=dict(
+                rounds=rounds,
+                runs=runs,
+                seed=seed,
+                temperature=temperature,
+                top_p=top_p,
+                max_tokens=max_tokens,
+                max_model_len=max_model_len,
+                tokenizer=tokenizer,
+                strip_think=strip_think,
+                base_url=base_url,
+                concurrency=concurrency,
+                timeout=timeout,
+            ),
         )
-        config.validate()
-        debate_protocol = get_protocol(protocol)
-        debate_protocol.validate(agents)
-        spec, questions = load_questions(benchmark, data_dir, limit)
-        config = replace(config, max_tokens=max_tokens or spec.max_tokens)
-        backend = Guarded(make_backend(config.model, base_url, timeout), concurrency)
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
 
+    config, questions = plan.config, plan.questions
     store = RunStore(out or config.default_out())
-    manifest_extra = {
-        "benchmark": {"name": spec.name, "kind": spec.kind, "questions": [q.id for q in questions]},
-        "protocol": {"name": debate_protocol.name, "voters": debate_protocol.voters(agents)},
-    }
 
     async def debate() -> None:
-        """One event loop for the whole run: the HTTP client's connections belong to it."""
+        """One event loop for the whole run: the HTTP clients' connections belong to it."""
         try:
-            await backend.check()
-            done = store.open(config, manifest_extra)
-            if model is None:
+            seats = await plan.seats()
+            done = store.open(config, plan.manifest_extra(seats))
+            for warning in plan.warnings:
+                errors.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+            if model is None and not config.roster:
                 console.print(
                     "No --model given: using simulated agents (sim). "
                     "Pass --model openai:NAME --base-url URL to benchmark a served checkpoint."
                 )
+            team = ", ".join(sorted({a.group for a in plan.team}))
             console.print(
-                f"{spec.name}: {len(questions)} questions x {runs} run(s), {agents} agents, "
-                f"{rounds} rounds, {config.model} -> {store.root}"
+                f"{plan.spec.name}: {len(questions)} questions x {config.runs} run(s), "
+                f"{config.agents} agents ({team}), {config.rounds} rounds, "
+                f"{plan.choice.cls} protocol, {config.prompt_style} prompts -> {store.root}"
                 + (f" (resuming: {len(done)} turns already recorded)" if done else "")
             )
             with _progress() as progress:
                 task = progress.add_task(
-                    "debating", total=runs * len(questions) * (rounds + 1) * agents
+                    "debating",
+                    total=config.runs * len(questions) * (config.rounds + 1) * config.agents,
                 )
                 engine = Engine(
                     config,
-                    debate_protocol,
-                    backend,
+                    plan.choice.protocol,
+                    seats,
                     done,
                     store.append,
                     lambda: progress.advance(task),
                 )
                 await engine.run(questions)
         finally:
-            await backend.aclose()
+            for backend in plan.backends.values():
+                await backend.aclose()
             store.close()
 
     try:
@@ -171,6 +233,29 @@ def run(
         )
         raise typer.Exit(code=130) from None
     _report(store)
+
+
+@app.command()
+def protocols() -> None:
+    """List the protocols --protocol accepts by name, with what each does."""
+    table = Table(title="protocols", show_lines=False)
+    table.add_column("name", style="bold")
+    table.add_column("what it does")
+    table.add_column("from", style="dim")
+    for name, description, source in catalogue():
+        table.add_row(name, description, _relative(source))
+    console.print(table)
+    console.print(
+        "Parameters: NAME:key=value,... (e.g. sparse:degree=4, centralized:hub=2). "
+        "Your own class: --protocol pkg.module:Class."
+    )
+
+
+def _relative(source: str) -> str:
+    try:
+        return str(Path(source).relative_to(Path.cwd()))
+    except ValueError:
+        return source
 
 
 @app.command()
@@ -191,12 +276,17 @@ def _report(store: RunStore) -> None:
     config = manifest["config"]
     if not turns:
         raise fail(f"{store.turns_path} holds no turns yet; nothing to report.")
+    groups: dict[str, list[int]] = {}
+    for seat in manifest.get("team", []):
+        groups.setdefault(seat["group"], []).append(seat["agent"])
     metrics = compute_metrics(
         turns,
         agents=config["agents"],
         rounds=config["rounds"],
         voters=manifest["protocol"]["voters"],
         seed=config["seed"],
+        hub=manifest["protocol"].get("hub"),
+        groups=groups,
     )
     store.write_metrics(metrics)
     console.print(metrics_view(metrics, title=store.root.name))

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mad_eval.prompts import STYLES
+from mad_eval.roster import Agent, Entry, group_labels
+
 DEFAULT_MODEL = "sim"
 DEFAULT_BENCHMARK = "arith"
 RESULTS_ROOT = Path("results")
@@ -44,6 +47,11 @@ class RunConfig:
     temperature: float = 1.0
     top_p: float = 0.9
     max_tokens: int | None = None  # None: the benchmark's own budget
+    prompt_style: str = "debate"
+    strip_think: bool = False
+    max_model_len: int | None = None  # None: what the server reports, else no budget
+    tokenizer: str | None = None  # None: the model's own when it can be found
+    roster: tuple[Entry, ...] = ()  # empty: `agents` copies of `model`
     # Operational settings: they change how fast a run goes, never what it records.
     base_url: str | None = None
     concurrency: int = 64
@@ -69,6 +77,23 @@ class RunConfig:
                 self.max_tokens is None or self.max_tokens >= 1,
                 f"--max-tokens must be at least 1, got {self.max_tokens}",
             ),
+            (
+                self.prompt_style in STYLES,
+                f"--prompt-style must be one of {', '.join(STYLES)}, got '{self.prompt_style}'",
+            ),
+            (
+                self.prompt_style != "roles" or self.agents >= 2,
+                "--prompt-style roles needs at least 2 agents (an advocate and a critic)",
+            ),
+            (
+                self.max_model_len is None or self.max_model_len >= 2,
+                f"--max-model-len must be at least 2, got {self.max_model_len}",
+            ),
+            (
+                not self.roster or sum(e.count for e in self.roster) == self.agents,
+                f"the roster has {sum(e.count for e in self.roster)} agents but --agents is "
+                f"{self.agents}; leave --agents out or make them match",
+            ),
             (self.concurrency >= 1, f"--concurrency must be at least 1, got {self.concurrency}"),
             (self.timeout > 0, f"--timeout must be positive, got {self.timeout}"),
         ]
@@ -76,17 +101,54 @@ class RunConfig:
             if not ok:
                 raise ConfigError(message + ".")
 
+    def team(self) -> list[Agent]:
+        """Every agent with its model, endpoint and sampling resolved, in index order."""
+        entries = self.roster or (Entry(self.model, self.agents),)
+        labels = group_labels(entries)
+        team: list[Agent] = []
+        for entry, label in zip(entries, labels, strict=True):
+            for _ in range(entry.count):
+                team.append(
+                    Agent(
+                        index=len(team),
+                        group=label,
+                        model=entry.model,
+                        base_url=entry.base_url or self.base_url,
+                        temperature=_first(entry.temperature, self.temperature),
+                        top_p=_first(entry.top_p, self.top_p),
+                        max_tokens=_first(entry.max_tokens, self.max_tokens),
+                        max_model_len=_first(entry.max_model_len, self.max_model_len),
+                        tokenizer=_first(entry.tokenizer, self.tokenizer),
+                        persona=entry.persona,
+                    )
+                )
+        return team
+
     def identity(self) -> dict[str, Any]:
-        """The settings that decide what a run records; resuming requires them unchanged."""
-        return {k: v for k, v in self.to_dict().items() if k not in self.OPERATIONAL}
+        """The settings that decide what a run records; resuming requires them unchanged.
+        Endpoints are operational: a server may move without changing what it answers."""
+        identity = {k: v for k, v in self.to_dict().items() if k not in self.OPERATIONAL}
+        identity["roster"] = [
+            {k: v for k, v in entry.items() if k != "base_url"} for entry in identity["roster"]
+        ]
+        return identity
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        data["roster"] = [entry.to_dict() for entry in self.roster]
+        return data
 
     def default_out(self) -> Path:
         """results/<benchmark>-<protocol>-n<N>-t<T>-<model>: the same command finds the same run."""
         bench = Path(self.benchmark).stem if self.benchmark.endswith(".jsonl") else self.benchmark
-        name = f"{bench}-{self.protocol}-n{self.agents}-t{self.rounds}-{self.model}"
+        if self.roster:
+            groups = zip(group_labels(self.roster), self.roster, strict=True)
+            model = "+".join(f"{label}x{entry.count}" for label, entry in groups)
+        else:
+            model = self.model
+        name = f"{bench}-{self.protocol}-n{self.agents}-t{self.rounds}-{model}"
+        if self.prompt_style != "debate":
+            name += f"-{self.prompt_style}"
         if self.runs > 1:
             name += f"-r{self.runs}"
         if self.limit:
@@ -94,3 +156,7 @@ class RunConfig:
         if self.seed:
             name += f"-s{self.seed}"
         return RESULTS_ROOT / re.sub(r"[^A-Za-z0-9._=-]+", "_", name)
+
+
+def _first(value: Any, default: Any) -> Any:
+    return default if value is None else value

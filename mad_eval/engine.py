@@ -1,4 +1,4 @@
-"""Runs every (run, question) debate at once under the backend's concurrency limit.
+"""Runs every (run, question) debate at once under each endpoint's concurrency limit.
 
 There is no global round barrier: round t of one question starts as soon as round t-1 of
 that question is done, so a slow question never idles the server.
@@ -8,15 +8,29 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from mad_eval import grading
-from mad_eval.backends import Backend, Request, Sampling
+from mad_eval.backends import Backend, Generation, Request, Sampling
 from mad_eval.config import RunConfig
-from mad_eval.prompts import Messages, debate_prompt, question_prompt
+from mad_eval.context import ContextError, EstimateCounter, Fitted, Fitter, prefix_tokens
+from mad_eval.prompts import Messages, debate_prompt, persona_for, question_prompt
 from mad_eval.protocols import Protocol
 from mad_eval.records import Question, Turn, derive_seed, messages_hash
+from mad_eval.roster import Agent
 
 TurnKey = tuple[int, str, int, int]
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One agent at the table: who it is, where its requests go, how its prompts are fitted."""
+
+    agent: Agent
+    backend: Backend
+    fitter: Fitter
+    budget: int | None  # prompt tokens allowed: max model length minus max tokens
+    endpoint: str | None  # as recorded (credentials hidden)
 
 
 class Engine:
@@ -24,16 +38,16 @@ class Engine:
         self,
         config: RunConfig,
         protocol: Protocol,
-        backend: Backend,
+        seats: list[Seat],
         done: Mapping[TurnKey, Turn],
         on_turn: Callable[[Turn], None],
         on_progress: Callable[[], None] = lambda: None,
     ):
-        if config.max_tokens is None:
+        if any(seat.agent.max_tokens is None for seat in seats):
             raise ValueError("resolve max_tokens (the benchmark's budget) before running")
         self.config = config
         self.protocol = protocol
-        self.backend = backend
+        self.seats = seats
         self.done = done
         self.on_turn = on_turn
         self.on_progress = on_progress
@@ -47,50 +61,118 @@ class Engine:
         """All rounds of one debate; returns the last round's turns."""
         previous: list[Turn] = []
         for round_ in range(self.config.rounds + 1):
+            keys = [(run, question.id, round_, seat.agent.index) for seat in self.seats]
+            if all(key in self.done for key in keys):
+                prompts: list[Fitted | ContextError | None] = [None] * len(self.seats)
+            else:
+                prompts = await asyncio.to_thread(self.round_prompts, question, previous)
+            shared = self.shared_prefixes(prompts)
             previous = await asyncio.gather(
                 *(
-                    self.turn(run, question, round_, agent, previous)
-                    for agent in range(self.config.agents)
+                    self.turn(run, question, round_, seat, previous, prompt, prefix)
+                    for seat, prompt, prefix in zip(self.seats, prompts, shared, strict=True)
                 )
             )
         return previous
 
+    def round_prompts(
+        self, question: Question, previous: list[Turn]
+    ) -> list[Fitted | ContextError | None]:
+        """Every agent's prompt for the next round, fitted to its context budget."""
+        prompts: list[Fitted | ContextError | None] = []
+        for seat in self.seats:
+            try:
+                prompts.append(self.fit(seat, question, previous))
+            except ContextError as exc:
+                prompts.append(exc)
+        return prompts
+
+    def fit(self, seat: Seat, question: Question, previous: list[Turn]) -> Fitted:
+        agent = seat.agent.index
+        system = persona_for(self.config.prompt_style, agent, seat.agent.persona)
+        sees = self.visible(agent, previous)
+        if not sees:
+            return seat.fitter.fit(
+                lambda _: question_prompt(question.text, system), [], seat.budget
+            )
+        labels = [f"agent {j}" for j in sees]
+
+        def build(texts: list[str]) -> Messages:
+            return debate_prompt(
+                question.text,
+                list(zip(labels, texts, strict=True)),
+                own=f"agent {agent}" if agent in sees else None,
+                style=self.config.prompt_style,
+                agent=agent,
+                system=system,
+            )
+
+        return seat.fitter.fit(build, [previous[j].text or "" for j in sees], seat.budget)
+
+    def shared_prefixes(self, prompts: list[Fitted | ContextError | None]) -> list[int | None]:
+        """Tokens each prompt shares with a lower-numbered agent's prompt of the same round
+        sent to the same backend: a prefix cache lives in one server."""
+        shared: list[int | None] = [None] * len(prompts)
+        by_backend: dict[int, list[int]] = {}
+        for i, (seat, prompt) in enumerate(zip(self.seats, prompts, strict=True)):
+            if isinstance(prompt, Fitted):
+                by_backend.setdefault(id(seat.backend), []).append(i)
+        for members in by_backend.values():
+            fitted = [prompts[i] for i in members]
+            counts = prefix_tokens(fitted, self.seats[members[0]].fitter.counter)  # type: ignore[arg-type]
+            for i, count in zip(members, counts, strict=True):
+                shared[i] = count
+        return shared
+
     async def turn(
-        self, run: int, question: Question, round_: int, agent: int, previous: list[Turn]
+        self,
+        run: int,
+        question: Question,
+        round_: int,
+        seat: Seat,
+        previous: list[Turn],
+        prompt: Fitted | ContextError | None,
+        prefix: int | None,
     ) -> Turn:
-        key = (run, question.id, round_, agent)
+        agent = seat.agent
+        key = (run, question.id, round_, agent.index)
         if key in self.done:
             self.on_progress()
             return self.done[key]
+        assert prompt is not None, "a prompt is built for every turn not yet done"
 
-        sees = self.visible(agent, previous)
-        messages = self.prompt(question, agent, sees, previous)
-        config = self.config
         sampling = Sampling(
-            temperature=config.temperature,
-            top_p=config.top_p,
-            max_tokens=config.max_tokens,  # type: ignore[arg-type]
-            seed=derive_seed(config.seed, run, question.id, round_, agent),
+            temperature=agent.temperature,
+            top_p=agent.top_p,
+            max_tokens=agent.max_tokens,  # type: ignore[arg-type]
+            seed=derive_seed(self.config.seed, run, question.id, round_, agent.index),
         )
-        state = previous[agent].state if previous else None
-        generation = await self.backend.generate(Request(messages, sampling, question, state))
+        if isinstance(prompt, ContextError):  # never sent: the server would refuse it
+            messages: Messages = []
+            generation = Generation(text=None, error=f"ContextError: {prompt}")
+        else:
+            messages = prompt.messages
+            state = previous[agent.index].state if previous else None
+            request = Request(messages, sampling, question, state)
+            generation = await seat.backend.generate(request)
         answer, correct = None, None
         if generation.error is None:
             grade = await asyncio.to_thread(grading.grade, generation.text or "", question.gold)
             answer, correct = grade.answer, grade.correct
 
+        fitted = prompt if isinstance(prompt, Fitted) else None
         turn = Turn(
             run=run,
             question=question.id,
             round=round_,
-            agent=agent,
-            model=self.backend.spec,
+            agent=agent.index,
+            model=agent.model,
             seed=sampling.seed,
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             max_tokens=sampling.max_tokens,
             messages_hash=messages_hash(messages),
-            sees=sees,
+            sees=self.visible(agent.index, previous),
             text=generation.text,
             answer=answer,
             correct=correct,
@@ -100,6 +182,10 @@ class Engine:
             latency=round(generation.latency, 4),
             error=generation.error,
             state=generation.state,
+            endpoint=seat.endpoint,
+            context_tokens=fitted.tokens if fitted else None,
+            cut_tokens=fitted.cut if fitted else 0,
+            prefix_tokens=prefix,
         )
         self.on_turn(turn)
         self.on_progress()
@@ -109,11 +195,11 @@ class Engine:
         """Whose previous-round turns go into the prompt: the protocol's choice, less failures."""
         if not previous:
             return []
-        return [j for j in self.protocol.sees(agent, self.config.agents) if not previous[j].failed]
+        return [j for j in self.protocol.sees(agent, len(self.seats)) if not previous[j].failed]
 
-    @staticmethod
-    def prompt(question: Question, agent: int, sees: list[int], previous: list[Turn]) -> Messages:
-        if not sees:
-            return question_prompt(question.text)
-        responses = [("you" if j == agent else f"agent {j}", previous[j].text or "") for j in sees]
-        return debate_prompt(question.text, responses)
+
+def shared_seats(config: RunConfig, backend: Backend) -> list[Seat]:
+    """Every agent of `config` on one backend, prompt lengths estimated, no context budget:
+    the simplest table, for scripts and tests that build an Engine by hand."""
+    fitter = Fitter(EstimateCounter(), strip_think=config.strip_think)
+    return [Seat(agent, backend, fitter, None, None) for agent in config.team()]

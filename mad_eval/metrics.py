@@ -46,7 +46,9 @@ def percent(hits: Iterable[bool]) -> float | None:
     return 100.0 * sum(values) / len(values) if values else None
 
 
-def run_metrics(turns: list[Turn], voters: list[int], rounds: int, seed: int) -> dict[str, Any]:
+def run_metrics(
+    turns: list[Turn], voters: list[int], rounds: int, seed: int, hub: int | None = None
+) -> dict[str, Any]:
     """The numbers of one seeded run. Failed turns are left out of every rate."""
     by_round: dict[int, dict[str, list[Turn]]] = defaultdict(lambda: defaultdict(list))
     by_agent: dict[tuple[str, int], dict[int, Turn]] = defaultdict(dict)
@@ -65,13 +67,14 @@ def run_metrics(turns: list[Turn], voters: list[int], rounds: int, seed: int) ->
                 rng = random.Random(derive_seed(seed, "vote", ballot[0].run, qid, r))
                 votes.append(majority_vote(ballot, rng).correct)
         live = [t for q in by_round[r].values() for t in q if not t.failed]
-        per_round.append(
-            {
-                "round": r,
-                "vote_accuracy": percent(votes),
-                "agent_accuracy": percent(bool(t.correct) for t in live),
-            }
-        )
+        row = {
+            "round": r,
+            "vote_accuracy": percent(votes),
+            "agent_accuracy": percent(bool(t.correct) for t in live),
+        }
+        if hub is not None:
+            row["hub_accuracy"] = percent(bool(t.correct) for t in live if t.agent == hub)
+        per_round.append(row)
 
     transitions = []
     for r in range(1, rounds + 1):
@@ -122,23 +125,37 @@ def _average(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, Any
 
 
 def compute_metrics(
-    turns: list[Turn], agents: int, rounds: int, voters: list[int], seed: int
+    turns: list[Turn],
+    agents: int,
+    rounds: int,
+    voters: list[int],
+    seed: int,
+    hub: int | None = None,
+    groups: dict[str, list[int]] | None = None,
 ) -> dict[str, Any]:
-    """metrics.json: means over runs, their sample std, and each run's own numbers."""
+    """metrics.json: means over runs, their sample std, and each run's own numbers.
+    With a `hub`, its own accuracy per round; with several `groups` (label -> agents), the
+    same numbers for each group's agents alone, the vote taken among them."""
     by_run: dict[int, list[Turn]] = defaultdict(list)
     for t in turns:
         by_run[t.run].append(t)
     per_run = [
-        {"run": run, **run_metrics(by_run[run], voters, rounds, seed)} for run in sorted(by_run)
+        {"run": run, **run_metrics(by_run[run], voters, rounds, seed, hub)}
+        for run in sorted(by_run)
     ]
     if not per_run:
         raise ValueError("no turns recorded yet: nothing to measure.")
 
     headline = _average(per_run, ("maj", "debate", "delta"))
+    round_keys = ("vote_accuracy", "agent_accuracy") + (
+        ("hub_accuracy",) if hub is not None else ()
+    )
+    share = prefix_share(turns)
     per_round = [
         {
             "round": r,
-            **_average([p["rounds"][r] for p in per_run], ("vote_accuracy", "agent_accuracy")),
+            **_average([p["rounds"][r] for p in per_run], round_keys),
+            "prefix_share": share["by_round"].get(r),
         }
         for r in range(rounds + 1)
     ]
@@ -151,12 +168,13 @@ def compute_metrics(
         for r in range(1, rounds + 1)
     ]
     live = [t for t in turns if not t.failed]
-    return {
+    metrics = {
         "runs": len(per_run),
         "questions": len({t.question for t in turns}),
         "agents": agents,
         "rounds_of_debate": rounds,
         "voters": voters,
+        "hub": hub,
         **headline,
         "rounds": per_round,
         "transitions": transitions,
@@ -164,5 +182,40 @@ def compute_metrics(
         "unparsed": sum(p["unparsed"] for p in per_run),
         "unparsed_pct": percent(t.answer is None for t in live),
         "failed_turns": sum(p["failed_turns"] for p in per_run),
+        "length_stops": sum(1 for t in live if t.finish_reason == "length"),
+        "context_cut_turns": sum(1 for t in turns if t.cut_tokens),
+        "context_cut_tokens": sum(t.cut_tokens for t in turns),
+        "prefix_share": share["overall"],
         "per_run": per_run,
     }
+    if groups and len(groups) > 1:
+        metrics["groups"] = [
+            {"group": label, **group_metrics(turns, members, rounds, seed)}
+            for label, members in groups.items()
+        ]
+    return metrics
+
+
+def group_metrics(turns: list[Turn], members: list[int], rounds: int, seed: int) -> dict[str, Any]:
+    """One agent group's numbers: its agents' accuracy and transitions, and their own vote."""
+    mine = [t for t in turns if t.agent in members]
+    found = compute_metrics(mine, len(members), rounds, members, seed)
+    keep = ("maj", "debate", "delta", "rounds", "transitions", "unparsed", "failed_turns")
+    rows = {key: found[key] for key in keep}
+    for row in rows["rounds"]:
+        row.pop("prefix_share")
+    return {"agents": members, **rows}
+
+
+def prefix_share(turns: list[Turn]) -> dict[str, Any]:
+    """The fraction of prompt tokens that repeat a prefix another agent already sent for the
+    same question and round: what vLLM's prefix cache can skip. Pooled over runs."""
+    shared: dict[int, int] = defaultdict(int)
+    total: dict[int, int] = defaultdict(int)
+    for t in turns:
+        if t.context_tokens and t.prefix_tokens is not None:
+            shared[t.round] += t.prefix_tokens
+            total[t.round] += t.context_tokens
+    by_round = {r: shared[r] / total[r] for r in sorted(total)}
+    overall = sum(shared.values()) / sum(total.values()) if total else None
+    return {"overall": overall, "by_round": by_round}

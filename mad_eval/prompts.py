@@ -1,4 +1,9 @@
-"""Every prompt the harness sends, so evaluation and training build identical contexts."""
+"""Every prompt the harness sends, so evaluation and training build identical contexts.
+
+A debate prompt is laid out for vLLM's prefix cache: the material agents share (the problem,
+then the quoted responses in the protocol's order) comes first, and what differs per agent
+(which response was its own, its role) comes last.
+"""
 
 from __future__ import annotations
 
@@ -14,28 +19,110 @@ RESPONSE_OPEN = '<response from="{who}">'
 RESPONSE_CLOSE = "</response>"
 _RESPONSE_BLOCK = re.compile(r'<response from="[^"\n]*">\n(.*?)\n</response>', re.DOTALL)
 
+STYLES = {
+    "debate": "weigh the other responses and keep or change your answer",
+    "reflection": "re-examine your own answer step by step, the others only as a cross-check",
+    "verification": "check every step of every response, then answer",
+    "roles": "agent 0 defends the majority answer, agent 1 attacks it, the rest judge",
+    "personas": "the debate prompt, with a different system prompt (persona) per agent",
+}
 
-def question_prompt(question: str) -> Messages:
+INSTRUCTIONS = {
+    "debate": (
+        "Examine these responses critically. Check each line of reasoning, point out any "
+        "mistakes, and decide whether to keep your previous answer or change it."
+    ),
+    "reflection": (
+        "Re-examine your own previous response first. Go through it again step by step as if "
+        "someone else had written it, and look for errors in logic or calculation. Use any "
+        "other responses only as a cross-check. Then keep your answer or correct it."
+    ),
+    "verification": (
+        "Verify every response above in turn. For each one, go through its steps in order, "
+        "say whether each step is valid, and name the first wrong step if there is one. Then "
+        "give the answer that survives this verification."
+    ),
+}
+
+ROLES = {
+    "advocate": (
+        "Your role in this round is the advocate. Find the answer that most of the responses "
+        "above agree on and make the strongest case for it, answering the objections raised "
+        "against it. Then state the answer you finally hold."
+    ),
+    "critic": (
+        "Your role in this round is the critic. Find the answer that most of the responses "
+        "above agree on and argue against it: look for its weakest step and make the "
+        "strongest case for an alternative. Then state the answer you finally hold."
+    ),
+    "judge": (
+        "Your role in this round is a judge. Weigh the arguments above impartially, decide "
+        "which reasoning holds up, and give the answer you find correct."
+    ),
+}
+
+PERSONAS = (
+    "You are a careful analyst who checks every step before moving on to the next.",
+    "You are a skeptical reviewer who looks for hidden assumptions and errors in any argument.",
+    "You are a practical problem solver who tests each claim on small concrete cases.",
+    "You are a patient teacher who explains reasoning plainly, one step at a time.",
+    "You are an inventive thinker who looks for a second way to reach the answer.",
+)
+
+
+def role_of(agent: int) -> str:
+    """The role-assigned debate: agent 0 advocates, agent 1 criticises, the rest judge."""
+    return ("advocate", "critic")[agent] if agent < 2 else "judge"
+
+
+def persona_for(style: str, agent: int, persona: str | None = None) -> str | None:
+    """The system prompt of an agent: its roster persona if it has one, else a built-in
+    persona under the personas style, else none."""
+    if persona:
+        return persona
+    return PERSONAS[agent % len(PERSONAS)] if style == "personas" else None
+
+
+def question_prompt(question: str, system: str | None = None) -> Messages:
     """Round 0: the agent answers the question on its own."""
-    return [{"role": "user", "content": f"{question}\n\n{ANSWER_FORMAT}"}]
+    return _messages(system, f"{question}\n\n{ANSWER_FORMAT}")
 
 
-def debate_prompt(question: str, responses: list[tuple[str, str]]) -> Messages:
+def debate_prompt(
+    question: str,
+    responses: list[tuple[str, str]],
+    *,
+    own: str | None = None,
+    style: str = "debate",
+    agent: int = 0,
+    system: str | None = None,
+) -> Messages:
     """Round t >= 1: the question, the quoted previous-round responses, and the request to
-    weigh them. `responses` holds (who, text) pairs in the order the protocol chose."""
+    weigh them. `responses` holds (who, text) pairs in the order the protocol chose; `own`
+    names the one that is this agent's own previous response."""
+    if style not in STYLES:
+        raise ValueError(f"unknown prompt style {style!r}; known: {', '.join(STYLES)}")
     quoted = "\n\n".join(
         f"{RESPONSE_OPEN.format(who=who)}\n{text}\n{RESPONSE_CLOSE}" for who, text in responses
     )
+    if own is None:
+        whose = "None of these is your own previous response."
+    else:
+        whose = f"Your own previous response is the one from {own}."
+    instruction = ROLES[role_of(agent)] if style == "roles" else INSTRUCTIONS.get(style)
     content = (
         f"Problem:\n{question}\n\n"
-        f"Here are the answers given to this problem in the previous round:\n\n{quoted}\n\n"
-        "Examine these answers critically. Check each line of reasoning, point out any "
-        "mistakes, and decide whether to keep your previous answer or change it. "
-        f"{ANSWER_FORMAT}"
+        f"Here are the responses to this problem from the previous round:\n\n{quoted}\n\n"
+        f"{whose} {instruction or INSTRUCTIONS['debate']} {ANSWER_FORMAT}"
     )
-    return [{"role": "user", "content": content}]
+    return _messages(system, content)
 
 
 def quoted_responses(prompt: str) -> list[str]:
     """The peer responses quoted in a debate prompt, in order (inverse of debate_prompt)."""
     return _RESPONSE_BLOCK.findall(prompt)
+
+
+def _messages(system: str | None, user: str) -> Messages:
+    head = [{"role": "system", "content": system}] if system else []
+    return [*head, {"role": "user", "content": user}]

@@ -45,6 +45,13 @@ class Turn:
     # Opaque per-agent state a backend carries between rounds (the simulated agents'
     # beliefs); kept in the record so a resumed run continues exactly where it stopped.
     state: dict[str, Any] | None = None
+    # Where the request went, and the prompt as the context budget saw it: its tokens, the
+    # tokens cut from quoted responses to fit (0: nothing cut), and the tokens it shares as
+    # a prefix with a lower-numbered agent's prompt in the same round (for vLLM's cache).
+    endpoint: str | None = None
+    context_tokens: int | None = None
+    cut_tokens: int = 0
+    prefix_tokens: int | None = None
 
     @property
     def key(self) -> tuple[int, str, int, int]:

@@ -27,15 +27,23 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
         fmt(metrics["delta"], metrics["delta_std"], signed=True),
     )
 
+    hub = metrics.get("hub")
     rounds = Table(title="Accuracy by round (%)", title_justify="left")
-    for name in ("round", "vote", "mean agent"):
+    columns = ["round", "vote", "mean agent"]
+    columns += [f"hub (agent {hub})"] if hub is not None else []
+    for name in [*columns, "prefix share"]:
         rounds.add_column(name, justify="right")
     for row in metrics["rounds"]:
-        rounds.add_row(
+        cells = [
             str(row["round"]),
             fmt(row["vote_accuracy"], row["vote_accuracy_std"]),
             fmt(row["agent_accuracy"], row["agent_accuracy_std"]),
-        )
+        ]
+        if hub is not None:
+            cells.append(fmt(row["hub_accuracy"], row["hub_accuracy_std"]))
+        share = row.get("prefix_share")
+        cells.append("-" if share is None else f"{100 * share:.0f}%")
+        rounds.add_row(*cells)
 
     parts: list[Any] = [headline, rounds]
     if metrics["transitions"]:
@@ -50,9 +58,26 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
                 fmt(row["delta"], row["delta_std"], signed=True),
             )
         parts.append(moves)
+    if metrics.get("groups"):
+        groups = Table(title="By agent group (%)", title_justify="left")
+        for name in ("group", "agents", "Maj", "Debate", "Δ", "agent acc. round 0 → last"):
+            groups.add_column(name, justify="right")
+        for g in metrics["groups"]:
+            first, last = g["rounds"][0]["agent_accuracy"], g["rounds"][-1]["agent_accuracy"]
+            groups.add_row(
+                g["group"],
+                ",".join(map(str, g["agents"])),
+                fmt(g["maj"]),
+                fmt(g["debate"]),
+                fmt(g["delta"], signed=True),
+                f"{fmt(first)} → {fmt(last)}",
+            )
+        parts.append(groups)
     parts.append(
         f"{metrics['questions']} questions, {metrics['agents']} agents, "
         f"{metrics['turns']} turns; unparsed answers: {metrics['unparsed']}, "
-        f"failed turns: {metrics['failed_turns']}"
+        f"failed turns: {metrics['failed_turns']}, stopped at max tokens: "
+        f"{metrics.get('length_stops', 0)}, prompts cut to fit: "
+        f"{metrics.get('context_cut_turns', 0)}"
     )
     return Group(*parts)

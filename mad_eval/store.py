@@ -33,7 +33,7 @@ class RunStore:
     def open(self, config: RunConfig, extra: dict[str, Any] | None = None) -> dict[tuple, Turn]:
         """Create the run or check it matches `config`; return the turns already recorded."""
         if self.manifest_path.exists():
-            self._check_same(config)
+            self._check_same(config, extra or {})
         else:
             self.root.mkdir(parents=True, exist_ok=True)
             self._write_json(self.manifest_path, self._manifest(config, extra or {}))
@@ -84,9 +84,15 @@ class RunStore:
     def write_metrics(self, metrics: dict[str, Any]) -> None:
         self._write_json(self.metrics_path, metrics)
 
-    def _check_same(self, config: RunConfig) -> None:
-        recorded = self.manifest().get("config", {})
+    def _check_same(self, config: RunConfig, extra: dict[str, Any]) -> None:
+        manifest = self.manifest()
+        # A setting added after the run was made is read as its default.
+        recorded = {**RunConfig().identity(), **manifest.get("config", {})}
         wanted = config.identity()
+        for key in ("class", "params"):  # a preset file edited since the run began
+            if "protocol" in extra:
+                recorded[f"protocol {key}"] = manifest.get("protocol", {}).get(key)
+                wanted[f"protocol {key}"] = extra["protocol"][key]
         changed = [k for k in wanted if recorded.get(k) != wanted[k]]
         if changed:
             diffs = ", ".join(
@@ -100,11 +106,14 @@ class RunStore:
     def _manifest(self, config: RunConfig, extra: dict[str, Any]) -> dict[str, Any]:
         return {
             "config": config.identity(),
-            "operational": {k: _redact(getattr(config, k)) for k in config.OPERATIONAL},
+            "operational": {
+                **{k: redact(getattr(config, k)) for k in config.OPERATIONAL},
+                "roster_endpoints": [redact(entry.base_url) for entry in config.roster],
+            },
             **extra,
             "versions": _versions(),
             "git_commit": _git_commit(),
-            "command": [_redact(arg) for arg in sys.argv],
+            "command": [redact(arg) for arg in sys.argv],
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
         }
 
@@ -116,7 +125,7 @@ class RunStore:
         os.replace(tmp, path)
 
 
-def _redact(value: Any) -> Any:
+def redact(value: Any) -> Any:
     """Hide credentials written into a URL (https://user:key@host)."""
     return re.sub(r"//[^/@\s]+@", "//***@", value) if isinstance(value, str) else value
 

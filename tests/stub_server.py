@@ -1,7 +1,9 @@
 """A tiny OpenAI-compatible chat server on localhost for end-to-end tests.
 
-It answers every chat request with a boxed number derived from the request's seed, logs
-each request body, and can be told to fail chosen requests with HTTP 500 every time.
+It answers every chat request with a boxed number derived from the request's seed (or
+what `reply` writes), logs each request body, and can be told to fail chosen requests with
+HTTP 500 every time. Given a tokenizer folder and a context length it counts tokens as vLLM
+does and refuses, like vLLM, a prompt that leaves no room for max_tokens.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+from transformers import AutoTokenizer
 
 
 class StubServer:
@@ -20,13 +25,22 @@ class StubServer:
         model: str = "stub-model",
         fail_if: Callable[[dict], bool] | None = None,
         delay: float = 0.0,
+        reply: Callable[[dict], str] | None = None,
+        tokenizer: Path | None = None,
+        max_model_len: int | None = None,
     ):
         self.model = model
+        self.reply = reply or (
+            lambda body: f"Reasoning... so the answer is \\boxed{{{body['seed'] % 3}}}"
+        )
+        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer) if tokenizer else None
+        self.max_model_len = max_model_len
         self.fail_if = fail_if  # requests for which this is true always answer 500
         self.delay = delay  # seconds each chat request takes, like a model generating
         self.in_flight = 0
         self.peak_in_flight = 0
         self.requests: list[dict[str, Any]] = []
+        self.refused = 0  # prompts refused for exceeding the context length
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -60,8 +74,20 @@ class StubServer:
     def _reply(self, body: dict[str, Any], count: int) -> tuple[int, dict[str, Any]]:
         if self.fail_if and self.fail_if(body):
             return 500, {"error": {"message": "injected failure", "type": "server_error"}}
-        text = f"Reasoning... so the answer is \\boxed{{{body.get('seed', 0) % 3}}}"
-        prompt = sum(len(m["content"].split()) for m in body["messages"])
+        prompt, pieces = self._count(body)
+        limit = body.get("max_tokens") or 1 << 30
+        if self.max_model_len and prompt + limit > self.max_model_len:
+            message = (
+                f"This model's maximum context length is {self.max_model_len} tokens. However, "
+                f"you requested {prompt + limit} tokens ({prompt} in the messages, "
+                f"{limit} in the completion)."
+            )
+            self.refused += 1
+            return 400, {"error": {"message": message, "type": "BadRequestError"}}
+        pieces_out = pieces(self.reply(body))
+        finish = "length" if len(pieces_out) > limit else "stop"
+        text = "".join(pieces_out[:limit])
+        completion = min(len(pieces_out), limit)
         return 200, {
             "id": f"chatcmpl-{count}",
             "object": "chat.completion",
@@ -71,15 +97,31 @@ class StubServer:
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
+                    "finish_reason": finish,
                 }
             ],
             "usage": {
                 "prompt_tokens": prompt,
-                "completion_tokens": len(text.split()),
-                "total_tokens": prompt + len(text.split()),
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
             },
         }
+
+    def _count(self, body: dict[str, Any]) -> tuple[int, Callable[[str], list[str]]]:
+        """Prompt tokens, and how to split a reply into tokens (words without a tokenizer)."""
+        if self.tokenizer is None:
+            words = sum(len(m["content"].split()) for m in body["messages"])
+            return words, lambda text: [w + " " for w in text.split()]
+        rendered = self.tokenizer.apply_chat_template(
+            body["messages"], tokenize=False, add_generation_prompt=True
+        )
+        ids = self.tokenizer.encode(rendered, add_special_tokens=False)
+
+        def pieces(text: str) -> list[str]:
+            out = self.tokenizer.encode(text, add_special_tokens=False)
+            return [self.tokenizer.decode([i]) for i in out]
+
+        return len(ids), pieces
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         stub = self
@@ -100,9 +142,10 @@ class StubServer:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/") == "/v1/models":
-                    self.send(
-                        200, {"object": "list", "data": [{"id": stub.model, "object": "model"}]}
-                    )
+                    model = {"id": stub.model, "object": "model"}
+                    if stub.max_model_len:
+                        model["max_model_len"] = stub.max_model_len  # as vLLM reports it
+                    self.send(200, {"object": "list", "data": [model]})
                 else:
                     self.send(404, {"error": {"message": "not found"}})
 

@@ -9,11 +9,13 @@ import pytest
 from mad_eval.backends import BackendError, Request, Sampling, make_backend
 from mad_eval.backends.sim import SimParams, candidates
 from mad_eval.config import RunConfig
-from mad_eval.engine import Engine
+from mad_eval.engine import Engine, shared_seats
 from mad_eval.grading import extract_answer
 from mad_eval.prompts import question_prompt
-from mad_eval.protocols import get_protocol
+from mad_eval.protocols import resolve
 from mad_eval.records import Question, Turn
+
+DECENTRALIZED = resolve("decentralized").protocol
 
 
 def test_spec_parses_every_key():
@@ -62,7 +64,8 @@ def mean_accuracy_by_round(spec: str, agents: int, rounds: int, questions: int) 
     """Run the real engine (prompts, protocol, grading) over synthetic questions."""
     config = RunConfig(agents=agents, rounds=rounds, model=spec, max_tokens=64, seed=3)
     turns: list[Turn] = []
-    engine = Engine(config, get_protocol("decentralized"), make_backend(spec), {}, turns.append)
+    seats = shared_seats(config, make_backend(spec))
+    engine = Engine(config, DECENTRALIZED, seats, {}, turns.append)
     items = [Question(f"q{i}", f"Question {i}?", str(100 + i)) for i in range(questions)]
     asyncio.run(engine.run(items))
     assert len(turns) == questions * agents * (rounds + 1)

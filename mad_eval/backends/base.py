@@ -49,6 +49,8 @@ class Backend(ABC):
     """Turns a chat request into a generation. Raising is fine: the guard records the error."""
 
     spec: str
+    # The context length the server reports (vLLM's /v1/models does), known after check().
+    max_model_len: int | None = None
 
     @abstractmethod
     async def generate(self, request: Request) -> Generation: ...
@@ -88,6 +90,7 @@ class Guarded(Backend):
 
     async def check(self) -> None:
         await self.inner.check()
+        self.max_model_len = self.inner.max_model_len
 
     async def aclose(self) -> None:
         await self.inner.aclose()

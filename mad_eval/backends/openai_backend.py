@@ -74,12 +74,14 @@ class OpenAIBackend(Backend):
             ) from exc
         except openai.NotFoundError:
             return  # a server without /models can still serve chat completions
-        served = [m.id for m in models.data]
+        served = {m.id: m for m in models.data}
         if served and self.model not in served:
             raise BackendError(
                 f"the server at {where} does not serve model '{self.model}'; "
-                f"it serves: {', '.join(served[:10])}."
+                f"it serves: {', '.join(list(served)[:10])}."
             )
+        length = getattr(served.get(self.model), "max_model_len", None)
+        self.max_model_len = length if isinstance(length, int) else None
 
     async def aclose(self) -> None:
         await self.client.close()

@@ -35,6 +35,8 @@ class SimParams:
     skill: float = 0.5  # critique skill lambda: pull of the critique towards the gold
     w: float = 1.0  # weight of each peer answer read
     delay: float = 0.0  # seconds each generation takes, to mimic a server
+    words: int = 0  # words of working written before the answer, to exercise context budgets
+    think: int = 0  # 1: wrap that working in <think>...</think>, as reasoning models do
 
     @classmethod
     def parse(cls, text: str) -> SimParams:
@@ -65,6 +67,8 @@ class SimParams:
             (0.0 <= self.skill <= 1.0, "skill must lie in [0, 1]"),
             (self.w >= 0, "w must be >= 0"),
             (self.delay >= 0, "delay must be >= 0"),
+            (self.words >= 0, "words must be >= 0"),
+            (self.think in (0, 1), "think must be 0 or 1"),
         ]
         for ok, message in checks:
             if not ok:
@@ -139,10 +143,40 @@ class SimBackend(Backend):
             text = f"Having weighed the {len(peers)} answers, I settle on \\boxed{{{answer}}}"
         else:
             text = f"Working through the problem, I get \\boxed{{{answer}}}"
+        words = _working(p.words, rng) + text.split()
+        if p.think and p.words:
+            words[0] = "<think>" + words[0]
+            words[p.words - 1] += "</think>"
+        # A word is a token here: a reply longer than max_tokens is cut, as a server would.
+        limit = request.sampling.max_tokens
+        finish = "length" if len(words) > limit else "stop"
         return Generation(
-            text=text,
-            finish_reason="stop",
-            prompt_tokens=len(prompt.split()),
-            completion_tokens=len(text.split()),
+            text=" ".join(words[:limit]),
+            finish_reason=finish,
+            prompt_tokens=sum(len(m["content"].split()) for m in request.messages),
+            completion_tokens=min(len(words), limit),
             state={"alpha": [round(float(a), 6) for a in alpha]},
         )
+
+
+_VOCABULARY = [
+    "so",
+    "then",
+    "let",
+    "we",
+    "check",
+    "the",
+    "step",
+    "value",
+    "term",
+    "sum",
+    "gives",
+    "thus",
+    "next",
+    "case",
+]
+
+
+def _working(n: int, rng: np.random.Generator) -> list[str]:
+    """n words of filler reasoning, drawn after the answer so they never change it."""
+    return [_VOCABULARY[i] for i in rng.integers(len(_VOCABULARY), size=n)] if n else []

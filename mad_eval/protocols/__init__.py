@@ -1,17 +1,51 @@
-"""Protocol classes, and the TOML presets in the top-level protocols/ folder that name them."""
+"""Protocol classes and how `--protocol` finds one: a TOML preset in protocols/, a built-in
+class, an import path (pkg.mod:Class) or a `mad_eval.protocols` entry point, each optionally
+followed by parameters (sparse:degree=4)."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import re
 import tomllib
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 from mad_eval.config import spec_folders
-from mad_eval.protocols.base import Protocol, ProtocolError
+from mad_eval.protocols.base import Protocol, ProtocolError, check_protocol
+from mad_eval.protocols.centralized import Centralized
 from mad_eval.protocols.decentralized import Decentralized
+from mad_eval.protocols.heterogeneous import Heterogeneous
+from mad_eval.protocols.sparse import Sparse
 
-__all__ = ["CLASSES", "Protocol", "ProtocolError", "get_protocol", "presets"]
+__all__ = [
+    "BUILTIN",
+    "Choice",
+    "Protocol",
+    "ProtocolError",
+    "catalogue",
+    "check_protocol",
+    "presets",
+    "resolve",
+]
 
-CLASSES: dict[str, type[Protocol]] = {cls.name: cls for cls in (Decentralized,)}
+BUILTIN: dict[str, type[Protocol]] = {
+    cls.name: cls for cls in (Decentralized, Sparse, Centralized, Heterogeneous)
+}
+ENTRY_POINT_GROUP = "mad_eval.protocols"
+PRESET_KEYS = {"class", "description", "prompt_style", "params"}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What --protocol resolved to."""
+
+    protocol: Protocol
+    cls: str  # the class, as a preset names it: a built-in name or pkg.mod:Class
+    source: str  # the preset file, "built-in", the import path or the entry point
+    prompt_style: str | None = None  # a preset may pick the prompt style it is meant for
 
 
 def presets() -> dict[str, Path]:
@@ -22,23 +56,176 @@ def presets() -> dict[str, Path]:
     return found
 
 
-def get_protocol(name: str) -> Protocol:
-    """A preset by name (protocols/<name>.toml: a class and its parameters)."""
+def resolve(text: str) -> Choice:
+    """Build the protocol `--protocol TEXT` names; raise ProtocolError with one sentence."""
+    head, _, tail = text.partition(":")
+    ref, _, rest = tail.partition(":")
+    if tail and "=" not in ref and ref.isidentifier():  # pkg.mod:Class[:params]
+        name, overrides = f"{head}:{ref}", parse_params(rest, text)
+    else:
+        name, overrides = head, parse_params(tail, text)
+
+    if ":" in name:
+        return _build(name, _import_class(name), overrides, source=name)
     known = presets()
-    if name not in known:
-        raise ProtocolError(
-            f"unknown protocol '{name}'; available: {', '.join(sorted(known)) or 'none found'}."
-        )
+    if name in known:
+        preset = _read_preset(known[name])
+        cls_name = preset.get("class", "")
+        cls = _class_named(cls_name, where=str(known[name]))
+        params = {**preset.get("params", {}), **overrides}
+        return _build(cls_name, cls, params, str(known[name]), preset.get("prompt_style"))
+    if name in BUILTIN:
+        return _build(name, BUILTIN[name], overrides, source="built-in")
+    plugins = _entry_points()
+    if name in plugins:
+        return _build(name, _load_entry_point(plugins[name]), overrides, f"entry point {name}")
+    available = sorted({*known, *BUILTIN, *plugins})
+    raise ProtocolError(
+        f"unknown protocol '{name}'; available: {', '.join(available)} "
+        "(or pkg.module:Class for your own)."
+    )
+
+
+def catalogue() -> list[tuple[str, str, str]]:
+    """(name, description, where it comes from) for every protocol --protocol accepts by name."""
+    rows = []
+    for name, path in presets().items():
+        try:
+            preset = _read_preset(path)
+            rows.append((name, str(preset.get("description", "")), str(path)))
+        except ProtocolError as exc:
+            rows.append((name, f"unreadable: {exc}", str(path)))
+    listed = {row[0] for row in rows}
+    for name, cls in BUILTIN.items():
+        if name not in listed:
+            rows.append((name, cls.description, "built-in class"))
+    for name, ep in _entry_points().items():
+        if name not in listed and name not in BUILTIN:
+            try:
+                description = _load_entry_point(ep).description
+            except ProtocolError as exc:
+                description = f"unusable: {exc}"
+            rows.append((name, description, f"entry point {ep.value}"))
+    return rows
+
+
+def parse_params(text: str, where: str) -> dict[str, Any]:
+    """'degree=4,hub=1' -> {'degree': 4, 'hub': 1}; values are TOML literals (numbers,
+    true/false, [lists]) or else plain strings. Commas inside brackets do not split."""
+    params: dict[str, Any] = {}
+    for item in _split_top_level(text):
+        key, eq, raw = item.partition("=")
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise ProtocolError(
+                f"cannot read protocol parameter '{item}' in '{where}'; write key=value, "
+                "e.g. sparse:degree=4."
+            )
+        try:
+            params[key] = tomllib.loads(f"v = {raw.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            params[key] = raw.strip()
+    return params
+
+
+def _split_top_level(text: str) -> list[str]:
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    items.append(text[start:])
+    return [item.strip() for item in items if item.strip()]
+
+
+def _build(
+    cls_name: str,
+    cls: type[Protocol],
+    params: dict[str, Any],
+    source: str,
+    prompt_style: str | None = None,
+) -> Choice:
     try:
-        preset = tomllib.loads(known[name].read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ProtocolError(f"cannot read protocol preset {known[name]}: {exc}") from None
-    cls = CLASSES.get(preset.get("class", ""))
-    if cls is None:
-        raise ProtocolError(
-            f"{known[name]}: class {preset.get('class')!r} is not one of: {', '.join(CLASSES)}."
-        )
-    try:
-        return cls(**preset.get("params", {}))
+        protocol = cls(**params)
     except TypeError as exc:
-        raise ProtocolError(f"{known[name]}: bad params for class '{cls.name}' ({exc}).") from None
+        accepted = [p for p in inspect.signature(cls).parameters if p not in ("args", "kwargs")]
+        raise ProtocolError(
+            f"bad parameters {params} for protocol class '{cls_name}' ({exc}); "
+            f"it accepts: {', '.join(accepted) or 'no parameters'}."
+        ) from None
+    return Choice(protocol, cls_name, source, prompt_style)
+
+
+def _read_preset(path: Path) -> dict[str, Any]:
+    try:
+        preset = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ProtocolError(f"cannot read protocol preset {path}: {exc}") from None
+    unknown = set(preset) - PRESET_KEYS
+    if unknown:
+        raise ProtocolError(
+            f"{path}: unknown key(s) {', '.join(sorted(unknown))}; "
+            f"a preset has: {', '.join(sorted(PRESET_KEYS))}."
+        )
+    if not isinstance(preset.get("params", {}), dict):
+        raise ProtocolError(f"{path}: 'params' must be a table ([params]).")
+    return preset
+
+
+def _class_named(name: str, where: str) -> type[Protocol]:
+    if ":" in name:
+        return _import_class(name)
+    if name in BUILTIN:
+        return BUILTIN[name]
+    plugins = _entry_points()
+    if name in plugins:
+        return _load_entry_point(plugins[name])
+    raise ProtocolError(
+        f"{where}: class {name!r} is not one of: {', '.join(BUILTIN)} (or pkg.module:Class)."
+    )
+
+
+def _import_class(ref: str) -> type[Protocol]:
+    module_name, _, attr = ref.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ProtocolError(
+            f"cannot import module '{module_name}' for protocol {ref} ({exc})."
+        ) from None
+    if not hasattr(module, attr):
+        raise ProtocolError(f"module '{module_name}' has no attribute '{attr}' (protocol {ref}).")
+    return _checked_class(getattr(module, attr), ref)
+
+
+def _entry_points() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _load_entry_point(ep: Any) -> type[Protocol]:
+    try:
+        obj = ep.load()
+    except Exception as exc:  # a broken plug-in must not take the CLI down with a traceback
+        raise ProtocolError(
+            f"cannot load protocol entry point '{ep.name}' ({ep.value}): {exc}"
+        ) from None
+    return _checked_class(obj, f"entry point {ep.name} ({ep.value})")
+
+
+def _checked_class(obj: Any, ref: str) -> type[Protocol]:
+    """A plug-in must subclass Protocol, implement sees() and name and describe itself."""
+    if not (inspect.isclass(obj) and issubclass(obj, Protocol)):
+        raise ProtocolError(
+            f"{ref} is not a protocol class: subclass mad_eval.protocols.Protocol and "
+            "implement sees(agent, n_agents)."
+        )
+    if inspect.isabstract(obj):
+        missing = ", ".join(sorted(obj.__abstractmethods__))
+        raise ProtocolError(f"{ref} does not implement {missing}(agent, n_agents).")
+    for attr in ("name", "description"):
+        if not isinstance(getattr(obj, attr, None), str):
+            raise ProtocolError(f"{ref} must set the class attribute `{attr}` to a string.")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", obj.name):
+        raise ProtocolError(f"{ref}: name {obj.name!r} may hold only letters, digits, . _ -.")
+    return obj

@@ -10,4 +10,5 @@ class Decentralized(Protocol):
     description = "every agent reads all agents' previous responses, its own marked as its own"
 
     def sees(self, agent: int, n_agents: int) -> list[int]:
+        # The same order for everyone, so all N prompts share everything but their last lines.
         return list(range(n_agents))

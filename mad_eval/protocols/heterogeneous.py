@@ -1,0 +1,48 @@
+"""Heterogeneous debate: a team of different models, endpoints or sampling settings, on any
+of the other topologies. The team comes from --agent/--roster or from the preset itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mad_eval.protocols.base import Protocol, ProtocolError
+
+
+class Heterogeneous(Protocol):
+    name = "heterogeneous"
+    description = "a mixed team (models, endpoints, sampling) on any topology"
+
+    def __init__(
+        self,
+        topology: str = "decentralized",
+        roster: list[dict[str, Any]] | None = None,
+        **topology_params: Any,
+    ):
+        from mad_eval.protocols import BUILTIN
+
+        classes = {name: cls for name, cls in BUILTIN.items() if cls is not Heterogeneous}
+        if topology not in classes:
+            raise ProtocolError(
+                f"heterogeneous: topology {topology!r} is not one of: {', '.join(classes)}."
+            )
+        try:
+            self.topology = classes[topology](**topology_params)
+        except TypeError as exc:
+            raise ProtocolError(
+                f"heterogeneous: bad params for topology {topology} ({exc})."
+            ) from None
+        self.roster = roster
+        self.hub = self.topology.hub
+
+    def validate(self, n_agents: int) -> None:
+        self.topology.validate(n_agents)
+
+    def sees(self, agent: int, n_agents: int) -> list[int]:
+        return self.topology.sees(agent, n_agents)
+
+    def voters(self, n_agents: int) -> list[int]:
+        return self.topology.voters(n_agents)
+
+    def params(self) -> dict[str, Any]:
+        # The roster is recorded with the run's team, not here.
+        return {"topology": self.topology.name, **self.topology.params()}

@@ -1,0 +1,163 @@
+"""The team of agents: one model spec, endpoint and sampling setting per agent.
+
+A homogeneous run is N copies of --model. A heterogeneous one comes from `--agent` options
+(MODEL[@URL][*COUNT]), a roster file, or a preset's `roster`: a list of entries, each a group
+of identical agents whose numbers metrics.json can break down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+
+class RosterError(ValueError):
+    """A roster entry or file cannot be used; the message names it."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A group of `count` identical agents; unset sampling fields fall back to the run's."""
+
+    model: str
+    count: int = 1
+    name: str | None = None
+    base_url: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    max_model_len: int | None = None
+    tokenizer: str | None = None
+    persona: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One agent as it runs: everything resolved."""
+
+    index: int
+    group: str
+    model: str
+    base_url: str | None
+    temperature: float
+    top_p: float
+    max_tokens: int | None
+    max_model_len: int | None
+    tokenizer: str | None
+    persona: str | None
+
+
+_TYPES = {f.name: f.type for f in fields(Entry)}
+_OPTION = re.compile(r"^(?P<model>.+?)(?:@(?P<url>https?://\S+?))?(?:\*(?P<count>\d+))?$")
+
+
+def parse_agent_option(text: str) -> Entry:
+    """'openai:q3@http://host:8000/v1*3' -> 3 agents of openai:q3 served at that URL."""
+    match = _OPTION.match(text.strip())
+    if not match or not match["model"] or "@http" in match["model"]:
+        raise RosterError(
+            f"cannot read --agent '{text}'; write MODEL[@URL][*COUNT], "
+            "e.g. openai:q25@http://localhost:8000/v1*2."
+        )
+    entry = Entry(match["model"], int(match["count"] or 1), base_url=match["url"])
+    _check(entry, f"--agent '{text}'")
+    return entry
+
+
+def entries_from_dicts(rows: Any, where: str) -> tuple[Entry, ...]:
+    """Roster entries from TOML tables, checked key by key."""
+    if not isinstance(rows, list) or not rows:
+        raise RosterError(f"{where}: the roster must be a non-empty list of agent tables.")
+    entries = []
+    for number, row in enumerate(rows, start=1):
+        label = f"{where}, agent entry {number}"
+        if not isinstance(row, dict):
+            raise RosterError(f"{label} is not a table.")
+        unknown = set(row) - set(_TYPES)
+        if unknown:
+            raise RosterError(
+                f"{label}: unknown key(s) {', '.join(sorted(unknown))}; "
+                f"accepted: {', '.join(_TYPES)}."
+            )
+        if "model" not in row:
+            raise RosterError(f"{label} has no 'model'.")
+        for key, value in row.items():
+            if not _fits(value, _TYPES[key]):
+                raise RosterError(f"{label}: {key} = {value!r} is not a {_TYPES[key]}.")
+        entry = Entry(**row)
+        _check(entry, label)
+        entries.append(entry)
+    return tuple(entries)
+
+
+def load_roster_file(path: Path) -> tuple[Entry, ...]:
+    """A TOML file of [[agent]] tables (model, count, name, base_url, sampling, persona)."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RosterError(f"cannot read roster file {path}: {exc.strerror}.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RosterError(f"roster file {path} is not valid TOML: {exc}.") from None
+    if set(data) != {"agent"}:
+        raise RosterError(
+            f"roster file {path} must hold only [[agent]] tables, "
+            f"found: {', '.join(data) or 'nothing'}."
+        )
+    return entries_from_dicts(data["agent"], str(path))
+
+
+def group_labels(entries: tuple[Entry, ...]) -> list[str]:
+    """A distinct label per entry: its name, else its model spec (numbered if repeated)."""
+    labels: list[str] = []
+    for entry in entries:
+        label = entry.name or entry.model
+        base, n = label, 2
+        while label in labels:
+            label, n = f"{base}#{n}", n + 1
+        labels.append(label)
+    return labels
+
+
+def _fits(value: Any, type_name: str) -> bool:
+    if "int" in type_name and "float" not in type_name:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if "float" in type_name:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, str)
+
+
+def _check(entry: Entry, where: str) -> None:
+    checks = [
+        (entry.count >= 1, f"count must be at least 1, got {entry.count}"),
+        (bool(entry.model.strip()), "model must not be empty"),
+        (
+            entry.base_url is None or entry.base_url.startswith(("http://", "https://")),
+            f"base_url '{entry.base_url}' needs a scheme, e.g. http://{entry.base_url}",
+        ),
+        (
+            entry.temperature is None or 0.0 <= entry.temperature <= 2.0,
+            f"temperature must lie in [0, 2], got {entry.temperature}",
+        ),
+        (
+            entry.top_p is None or 0.0 < entry.top_p <= 1.0,
+            f"top_p must lie in (0, 1], got {entry.top_p}",
+        ),
+        (
+            entry.max_tokens is None or entry.max_tokens >= 1,
+            f"max_tokens must be at least 1, got {entry.max_tokens}",
+        ),
+        (
+            entry.max_model_len is None or entry.max_model_len >= 2,
+            f"max_model_len must be at least 2, got {entry.max_model_len}",
+        ),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise RosterError(f"{where}: {message}.")

@@ -61,7 +61,7 @@ _OPTION = re.compile(r"^(?P<model>.+?)(?:@(?P<url>https?://\S+?))?(?:\*(?P<count
 def parse_agent_option(text: str) -> Entry:
     """'openai:q3@http://host:8000/v1*3' -> 3 agents of openai:q3 served at that URL."""
     match = _OPTION.match(text.strip())
-    if not match or not match["model"] or "@http" in match["model"]:
+    if not match or "@http" in match["model"] or "*" in match["model"]:
         raise RosterError(
             f"cannot read --agent '{text}'; write MODEL[@URL][*COUNT], "
             "e.g. openai:q25@http://localhost:8000/v1*2."

@@ -29,6 +29,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help texts show [brackets] literally, e.g. MODEL[@URL][*COUNT]
 )
 console = Console()
 errors = Console(stderr=True)
@@ -67,7 +68,8 @@ def run(
         list[str] | None,
         typer.Option(
             "--agent",
-            help="A group of agents MODEL[@URL][*COUNT], repeated for a mixed team, e.g. "
+            metavar="MODEL[@URL][*COUNT]",
+            help="A group of agents, repeated for a mixed team, e.g. "
             "--agent 'openai:a@http://host-a:8000/v1*3' --agent 'openai:b*2'.",
         ),
     ] = None,
@@ -101,7 +103,8 @@ def run(
     model: Annotated[
         str | None,
         typer.Option(
-            help="Model spec: openai:<model> or sim[:p0=..,s0=..,k=..,mbeta=..,skill=..,w=..]."
+            help="Model spec: openai:<model> or "
+            "sim[:p0=..,s0=..,k=..,mbeta=..,skill=..,w=..,delay=..,words=..,think=..]."
         ),
     ] = None,
     base_url: Annotated[

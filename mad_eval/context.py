@@ -265,6 +265,11 @@ class Fitter:
         encoded, tokens = self._encode(messages)
         if budget is None or tokens <= budget:
             return Fitted(messages, encoded, tokens, 0)
+        if not texts:
+            raise ContextError(
+                f"the question prompt needs {tokens} tokens, but the budget is {budget} tokens "
+                "(max model length minus max tokens)."
+            )
 
         lengths = [self._count_text(t) for t in texts]
         marker = self._count_text(CUT_MARKER)

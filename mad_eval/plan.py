@@ -3,6 +3,7 @@ budgets, all checked before the first request."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,7 @@ def make_plan(
 
     team = config.team()
     backends: dict[tuple[str, str | None], Backend] = {}
+    slots: dict[str, asyncio.Semaphore] = {}  # one limit per endpoint, whatever it serves
     counters: dict[tuple[str | None, str], TokenCounter] = {}
     fitters: dict[int, Fitter] = {}
     by_counter: dict[int, Fitter] = {}
@@ -149,7 +151,10 @@ def make_plan(
         where = (agent.model, agent.base_url)
         if where not in backends:
             inner = make_backend(agent.model, agent.base_url, config.timeout)
-            backends[where] = Guarded(inner, config.concurrency)
+            endpoint = slots.setdefault(
+                agent.base_url or agent.model, asyncio.Semaphore(config.concurrency)
+            )
+            backends[where] = Guarded(inner, endpoint)
         name = (agent.tokenizer, agent.model)
         if name not in counters:
             counters[name], warning = load_counter(*name)

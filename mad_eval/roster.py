@@ -61,6 +61,11 @@ _OPTION = re.compile(r"^(?P<model>.+?)(?:@(?P<url>https?://\S+?))?(?:\*(?P<count
 def parse_agent_option(text: str) -> Entry:
     """'openai:q3@http://host:8000/v1*3' -> 3 agents of openai:q3 served at that URL."""
     match = _OPTION.match(text.strip())
+    if match and "@" in match["model"] and "@http" not in match["model"]:
+        where = match["model"].rsplit("@", 1)[1]
+        raise RosterError(
+            f"the endpoint '{where}' in --agent '{text}' needs a scheme, e.g. @http://{where}."
+        )
     if not match or "@http" in match["model"] or "*" in match["model"]:
         raise RosterError(
             f"cannot read --agent '{text}'; write MODEL[@URL][*COUNT], "
@@ -90,7 +95,7 @@ def entries_from_dicts(rows: Any, where: str) -> tuple[Entry, ...]:
             raise RosterError(f"{label} has no 'model'.")
         for key, value in row.items():
             if not _fits(value, _TYPES[key]):
-                raise RosterError(f"{label}: {key} = {value!r} is not a {_TYPES[key]}.")
+                raise RosterError(f"{label}: {key} = {value!r} is not {_kind(_TYPES[key])}.")
         entry = Entry(**row)
         _check(entry, label)
         entries.append(entry)
@@ -131,6 +136,12 @@ def _fits(value: Any, type_name: str) -> bool:
     if "float" in type_name:
         return isinstance(value, int | float) and not isinstance(value, bool)
     return isinstance(value, str)
+
+
+def _kind(type_name: str) -> str:
+    if "float" in type_name:
+        return "a number"
+    return "a whole number" if "int" in type_name else "a string"
 
 
 def _check(entry: Entry, where: str) -> None:

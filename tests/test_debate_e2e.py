@@ -268,7 +268,7 @@ def test_strip_think_drops_reasoning_from_quoted_responses(tmp_path):
 def test_a_prompt_that_cannot_fit_is_a_failed_turn_never_sent(tmp_path):
     run_dir = run_ok(tmp_path, "--max-model-len", "60", "--max-tokens", "40", "--rounds", "0")
     turns = turns_of(run_dir)
-    assert all(t["error"].startswith("ContextError: the prompt needs") for t in turns)
+    assert all(t["error"].startswith("ContextError: the question prompt needs") for t in turns)
     assert metrics_of(run_dir)["failed_turns"] == len(turns)
 
 

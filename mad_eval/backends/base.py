@@ -66,11 +66,15 @@ class Guarded(Backend):
     """Bounds concurrency and time per request and turns any failure into a failed Generation,
     so one bad request never stops a run and never becomes a graded answer."""
 
-    def __init__(self, inner: Backend, concurrency: int, timeout: float | None = None):
+    def __init__(
+        self, inner: Backend, slots: int | asyncio.Semaphore, timeout: float | None = None
+    ):
+        """`slots`: requests in flight at once, or a semaphore shared with the other models
+        served by the same endpoint."""
         self.inner = inner
         self.spec = inner.spec
         self.timeout = timeout
-        self._slots = asyncio.Semaphore(concurrency)
+        self._slots = asyncio.Semaphore(slots) if isinstance(slots, int) else slots
 
     async def generate(self, request: Request) -> Generation:
         async with self._slots:

@@ -120,3 +120,44 @@ def test_ties_break_at_random_but_reproducibly():
     assert picks == {"1", "2"}
     again = [majority_vote(ballot, random.Random(7)).answer for _ in range(5)]
     assert len(set(again)) == 1
+
+
+def test_hub_accuracy_and_groups_by_hand():
+    """Hub = agent 2: right on q1 in round 0 (1 of 3); on q1 and q3 in round 1 (2 of 3).
+    Groups {0} and {1, 2}, each voting among its own agents."""
+    m = compute_metrics(
+        case_turns(), agents=3, rounds=1, voters=[0, 1, 2], seed=0, hub=2, groups=GROUPS
+    )
+    assert [r["hub_accuracy"] for r in m["rounds"]] == pytest.approx([100 / 3, 200 / 3])
+    solo, pair = m["groups"]
+    assert solo["group"] == "solo" and solo["agents"] == [0]
+    # Agent 0 alone: round 0 right on q1, q2; round 1 right on q3 only (q2 unparsed).
+    assert solo["maj"] == pytest.approx(200 / 3) and solo["debate"] == pytest.approx(100 / 3)
+    assert solo["transitions"][0]["c2i"] == pytest.approx(200 / 3)
+    assert solo["transitions"][0]["i2c"] == pytest.approx(100 / 3)
+    # Agents 1, 2 in round 1: q1 5 (wrong) and 4 (right), q2 3 and 3 (wrong), q3 failed and
+    # 7 (right): 2 right of 5 turns that did not fail.
+    assert pair["agents"] == [1, 2]
+    assert pair["rounds"][1]["agent_accuracy"] == pytest.approx(200 / 5)
+    assert pair["unparsed"] == 1 and pair["failed_turns"] == 1
+    # One group only: no breakdown.
+    assert "groups" not in compute_metrics(
+        case_turns(), 3, 1, [0, 1, 2], seed=0, groups={"all": [0, 1, 2]}
+    )
+
+
+GROUPS = {"solo": [0], "pair": [1, 2]}
+
+
+def test_prefix_share_is_pooled_token_fraction():
+    turns = case_turns()
+    for t in turns:  # round 0: 100-token prompts, agents 1 and 2 repeat agent 0's whole prompt
+        t.context_tokens = 100 if t.round == 0 else 200
+        t.prefix_tokens = (0 if t.agent == 0 else 100) if t.round == 0 else 50 * t.agent
+    m = compute_metrics(turns, agents=3, rounds=1, voters=[0, 1, 2], seed=0)
+    assert m["rounds"][0]["prefix_share"] == pytest.approx(600 / 900)
+    assert m["rounds"][1]["prefix_share"] == pytest.approx(450 / 1800)
+    assert m["prefix_share"] == pytest.approx(1050 / 2700)
+    turns[0].cut_tokens = 7
+    m = compute_metrics(turns, agents=3, rounds=1, voters=[0, 1, 2], seed=0)
+    assert (m["context_cut_turns"], m["context_cut_tokens"]) == (1, 7)

@@ -16,8 +16,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from transformers import AutoTokenizer
-
 
 class StubServer:
     def __init__(
@@ -33,7 +31,11 @@ class StubServer:
         self.reply = reply or (
             lambda body: f"Reasoning... so the answer is \\boxed{{{body['seed'] % 3}}}"
         )
-        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer) if tokenizer else None
+        self.tokenizer = None
+        if tokenizer:
+            from transformers import AutoTokenizer  # only tests that count tokens pay for it
+
+            self.tokenizer = AutoTokenizer.from_pretrained(tokenizer)
         self.max_model_len = max_model_len
         self.fail_if = fail_if  # requests for which this is true always answer 500
         self.delay = delay  # seconds each chat request takes, like a model generating

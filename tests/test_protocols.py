@@ -130,7 +130,9 @@ def test_parameters_on_the_command_line():
     ("text", "message"),
     [
         ("ring", "unknown protocol 'ring'; available: centralized, decentralized"),
-        ("sparse:degre=4", "it accepts: degree, graph"),
+        ("sparse:degre=4", "class 'sparse' has no parameter 'degre'; it accepts: degree, graph"),
+        ("decentralized:hub=1", "has no parameter 'hub'; it accepts: no parameters"),
+        ("heterogeneous:hub=1", "the decentralized topology cannot take {'hub': 1}"),
         ("sparse:4", "write key=value"),
         ("sparse:degree=-1", "degree must be a whole number >= 0"),
         ("nosuchmodule.x:Thing", "cannot import module 'nosuchmodule.x'"),

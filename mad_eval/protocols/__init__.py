@@ -146,13 +146,20 @@ def _build(
     source: str,
     prompt_style: str | None = None,
 ) -> Choice:
+    parameters = inspect.signature(cls).parameters.values()
+    named = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    takes_more = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    unknown = [key for key in params if key not in named]
+    if unknown and not takes_more:
+        raise ProtocolError(
+            f"protocol class '{cls_name}' has no parameter '{unknown[0]}'; "
+            f"it accepts: {', '.join(named) or 'no parameters'}."
+        )
     try:
         protocol = cls(**params)
     except TypeError as exc:
-        accepted = [p for p in inspect.signature(cls).parameters if p not in ("args", "kwargs")]
         raise ProtocolError(
-            f"bad parameters {params} for protocol class '{cls_name}' ({exc}); "
-            f"it accepts: {', '.join(accepted) or 'no parameters'}."
+            f"protocol class '{cls_name}' cannot take the parameters {params} ({exc})."
         ) from None
     return Choice(protocol, cls_name, source, prompt_style)
 

@@ -29,7 +29,7 @@ class Heterogeneous(Protocol):
             self.topology = classes[topology](**topology_params)
         except TypeError as exc:
             raise ProtocolError(
-                f"heterogeneous: bad params for topology {topology} ({exc})."
+                f"heterogeneous: the {topology} topology cannot take {topology_params} ({exc})."
             ) from None
         self.roster = roster
         self.hub = self.topology.hub

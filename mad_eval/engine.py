@@ -61,36 +61,39 @@ class Engine:
         """All rounds of one debate; returns the last round's turns."""
         previous: list[Turn] = []
         for round_ in range(self.config.rounds + 1):
+            # Decided once per agent: the prompt is built from it and the turn records it.
+            sees = [self.visible(seat.agent.index, previous) for seat in self.seats]
             keys = [(run, question.id, round_, seat.agent.index) for seat in self.seats]
             if all(key in self.done for key in keys):
                 prompts: list[Fitted | ContextError | None] = [None] * len(self.seats)
             else:
-                prompts = await asyncio.to_thread(self.round_prompts, question, previous)
+                prompts = await asyncio.to_thread(self.round_prompts, question, previous, sees)
             shared = self.shared_prefixes(prompts)
             previous = await asyncio.gather(
                 *(
-                    self.turn(run, question, round_, seat, previous, prompt, prefix)
-                    for seat, prompt, prefix in zip(self.seats, prompts, shared, strict=True)
+                    self.turn(run, question, round_, seat, previous, seen, prompt, prefix)
+                    for seat, seen, prompt, prefix in zip(
+                        self.seats, sees, prompts, shared, strict=True
+                    )
                 )
             )
         return previous
 
     def round_prompts(
-        self, question: Question, previous: list[Turn]
+        self, question: Question, previous: list[Turn], sees: list[list[int]]
     ) -> list[Fitted | ContextError | None]:
         """Every agent's prompt for the next round, fitted to its context budget."""
         prompts: list[Fitted | ContextError | None] = []
-        for seat in self.seats:
+        for seat, seen in zip(self.seats, sees, strict=True):
             try:
-                prompts.append(self.fit(seat, question, previous))
+                prompts.append(self.fit(seat, question, previous, seen))
             except ContextError as exc:
                 prompts.append(exc)
         return prompts
 
-    def fit(self, seat: Seat, question: Question, previous: list[Turn]) -> Fitted:
+    def fit(self, seat: Seat, question: Question, previous: list[Turn], sees: list[int]) -> Fitted:
         agent = seat.agent.index
         system = persona_for(self.config.prompt_style, agent, seat.agent.persona)
-        sees = self.visible(agent, previous)
         if not sees:
             return seat.fitter.fit(
                 lambda _: question_prompt(question.text, system), [], seat.budget
@@ -131,6 +134,7 @@ class Engine:
         round_: int,
         seat: Seat,
         previous: list[Turn],
+        sees: list[int],
         prompt: Fitted | ContextError | None,
         prefix: int | None,
     ) -> Turn:
@@ -172,7 +176,7 @@ class Engine:
             top_p=sampling.top_p,
             max_tokens=sampling.max_tokens,
             messages_hash=messages_hash(messages),
-            sees=self.visible(agent.index, previous),
+            sees=sees,
             text=generation.text,
             answer=answer,
             correct=correct,

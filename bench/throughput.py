@@ -55,7 +55,7 @@ def main() -> None:
     server = multiprocessing.Process(target=serve, args=(args.delay, urls, stop))
     server.start()
     base_url = urls.get(timeout=30)
-    backend = Guarded(make_backend("openai:stub-model", base_url), args.concurrency)
+    backend = Guarded.single(make_backend("openai:stub-model", base_url), args.concurrency)
     protocol = resolve("decentralized").protocol
     engine = Engine(config, protocol, shared_seats(config, backend), {}, turns.append)
 

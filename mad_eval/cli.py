@@ -103,17 +103,34 @@ def run(
     model: Annotated[
         str | None,
         typer.Option(
-            help="Model spec: openai:<model> or "
+            help="Model spec: openai:<model> (a server), vllm:<model folder or hub id> "
+            "(in-process vLLM) or "
             "sim[:p0=..,s0=..,k=..,mbeta=..,skill=..,w=..,delay=..,words=..,think=..]."
         ),
     ] = None,
     base_url: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
+            "--base-url",
             envvar="OPENAI_BASE_URL",
-            help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1.",
+            help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1; repeat it for "
+            "replicas of the model (each request goes to the least busy one).",
         ),
     ] = None,
+    api: Annotated[
+        str,
+        typer.Option(
+            help="chat: send messages to /chat/completions (the server applies its chat "
+            "template); completions: send the prompt text we render to /completions."
+        ),
+    ] = "chat",
+    template: Annotated[
+        str,
+        typer.Option(
+            help="How text prompts (--api completions, vllm:) are rendered: chat (the "
+            "tokenizer's chat template) or raw (message texts, for base checkpoints)."
+        ),
+    ] = "chat",
     runs: Annotated[
         int, typer.Option(help="Independent seeded repetitions (the paper averages 5).")
     ] = 1,
@@ -142,8 +159,38 @@ def run(
     ] = False,
     concurrency: Annotated[int, typer.Option(help="Requests in flight per endpoint.")] = 64,
     timeout: Annotated[
-        float, typer.Option(help="Seconds before one request counts as failed.")
+        float, typer.Option(help="Seconds one request attempt may take before it is retried.")
     ] = 600.0,
+    retries: Annotated[
+        int,
+        typer.Option(
+            help="Retries of a request after a rate limit, server error, timeout or dropped "
+            "connection, with exponential backoff (or the server's Retry-After)."
+        ),
+    ] = 5,
+    backoff: Annotated[
+        float,
+        typer.Option(
+            help="Seconds before the first retry, doubled for each next one (up to 60), "
+            "half of it random so clients that failed together do not return together."
+        ),
+    ] = 1.0,
+    cache: Annotated[
+        Path | None,
+        typer.Option(
+            help="SQLite file of answers already received; an identical request (same model, "
+            "endpoint, messages, sampling and seed) is answered from it, not sent again."
+        ),
+    ] = None,
+    tensor_parallel_size: Annotated[
+        int, typer.Option(help="vllm: GPUs the in-process engine splits the model over.")
+    ] = 1,
+    gpu_memory_utilization: Annotated[
+        float, typer.Option(help="vllm: fraction of GPU memory the engine may use.")
+    ] = 0.9,
+    dtype: Annotated[
+        str, typer.Option(help="vllm: weights type (auto, bfloat16, float16, float32).")
+    ] = "auto",
     out: Annotated[
         Path | None,
         typer.Option(
@@ -176,9 +223,17 @@ def run(
                 max_model_len=max_model_len,
                 tokenizer=tokenizer,
                 strip_think=strip_think,
-                base_url=base_url,
+                api=api,
+                template=template,
+                dtype=dtype,
+                base_urls=tuple(base_url or ()),
                 concurrency=concurrency,
                 timeout=timeout,
+                retries=retries,
+                backoff=backoff,
+                cache=str(cache) if cache else None,
+                tensor_parallel_size=tensor_parallel_size,
+                gpu_memory_utilization=gpu_memory_utilization,
             ),
         )
     except USER_ERRORS as exc:
@@ -224,6 +279,12 @@ def run(
             for backend in plan.backends.values():
                 await backend.aclose()
             store.close()
+            if plan.cache:
+                console.print(
+                    f"Request cache {plan.cache.path}: {plan.cache.hits} answers reused, "
+                    f"{plan.cache.stored} new ones stored."
+                )
+                plan.cache.close()
 
     try:
         asyncio.run(debate())

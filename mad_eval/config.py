@@ -12,6 +12,8 @@ from mad_eval.prompts import STYLES
 from mad_eval.roster import Agent, Entry, group_labels
 
 DEFAULT_MODEL = "sim"
+APIS = ("chat", "completions")
+TEMPLATES = ("chat", "raw")
 DEFAULT_BENCHMARK = "arith"
 RESULTS_ROOT = Path("results")
 
@@ -52,12 +54,29 @@ class RunConfig:
     max_model_len: int | None = None  # None: what the server reports, else no budget
     tokenizer: str | None = None  # None: the model's own when it can be found
     roster: tuple[Entry, ...] = ()  # empty: `agents` copies of `model`
+    api: str = "chat"  # chat | completions: which OpenAI endpoint receives the prompt
+    template: str = "chat"  # chat | raw: how text-prompt backends render the messages
+    dtype: str = "auto"  # the in-process vLLM engine's weights type
     # Operational settings: they change how fast a run goes, never what it records.
-    base_url: str | None = None
+    base_urls: tuple[str, ...] = ()  # replicas of the one model; a roster names its own
     concurrency: int = 64
     timeout: float = 600.0
+    retries: int = 5
+    backoff: float = 1.0  # seconds before the first retry, doubling each time
+    cache: str | None = None
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
 
-    OPERATIONAL = ("base_url", "concurrency", "timeout")
+    OPERATIONAL = (
+        "base_urls",
+        "concurrency",
+        "timeout",
+        "retries",
+        "backoff",
+        "cache",
+        "tensor_parallel_size",
+        "gpu_memory_utilization",
+    )
 
     def validate(self) -> None:
         checks = [
@@ -94,8 +113,31 @@ class RunConfig:
                 f"the roster has {sum(e.count for e in self.roster)} agents but --agents is "
                 f"{self.agents}; leave --agents out or make them match",
             ),
+            (self.api in APIS, f"--api must be one of {', '.join(APIS)}, got '{self.api}'"),
+            (
+                self.template in TEMPLATES,
+                f"--template must be one of {', '.join(TEMPLATES)}, got '{self.template}'",
+            ),
+            *(
+                (
+                    url.startswith(("http://", "https://")),
+                    f"--base-url '{url}' needs a scheme, e.g. http://{url}",
+                )
+                for url in self.base_urls
+            ),
             (self.concurrency >= 1, f"--concurrency must be at least 1, got {self.concurrency}"),
             (self.timeout > 0, f"--timeout must be positive, got {self.timeout}"),
+            (self.retries >= 0, f"--retries must be 0 or more, got {self.retries}"),
+            (self.backoff >= 0, f"--backoff must be 0 or more, got {self.backoff}"),
+            (
+                self.tensor_parallel_size >= 1,
+                f"--tensor-parallel-size must be at least 1, got {self.tensor_parallel_size}",
+            ),
+            (
+                0.0 < self.gpu_memory_utilization <= 1.0,
+                "--gpu-memory-utilization must lie in (0, 1], "
+                f"got {self.gpu_memory_utilization}",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -113,7 +155,7 @@ class RunConfig:
                         index=len(team),
                         group=label,
                         model=entry.model,
-                        base_url=entry.base_url or self.base_url,
+                        base_urls=entry.base_urls or self.base_urls,
                         temperature=_first(entry.temperature, self.temperature),
                         top_p=_first(entry.top_p, self.top_p),
                         max_tokens=_first(entry.max_tokens, self.max_tokens),
@@ -129,13 +171,14 @@ class RunConfig:
         Endpoints are operational: a server may move without changing what it answers."""
         identity = {k: v for k, v in self.to_dict().items() if k not in self.OPERATIONAL}
         identity["roster"] = [
-            {k: v for k, v in entry.items() if k != "base_url"} for entry in identity["roster"]
+            {k: v for k, v in entry.items() if k != "base_urls"} for entry in identity["roster"]
         ]
         return identity
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["roster"] = [entry.to_dict() for entry in self.roster]
+        data["base_urls"] = list(self.base_urls)
         return data
 
     def default_out(self) -> Path:

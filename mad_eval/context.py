@@ -53,6 +53,14 @@ def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
     return int(differ[0]) if differ.size else n
 
 
+def raw_render(messages: Messages) -> str:
+    """The raw template for base checkpoints: each message's text, then a blank line."""
+    return "".join(m["content"] + "\n\n" for m in messages)
+
+
+RAW_TEMPLATE = "raw: each message's text followed by a blank line"
+
+
 def _plain_render(messages: Messages) -> str:
     """A template-like rendering: role headers stand in for a real template's tokens."""
     parts = [f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages]
@@ -64,9 +72,19 @@ class TokenCounter(ABC):
 
     name: str
     exact: bool
+    template: str = "chat"  # chat: the tokenizer's chat template; raw: raw_render
 
     @abstractmethod
     def encode_messages(self, messages: Messages) -> Encoded: ...
+
+    @abstractmethod
+    def render(self, messages: Messages) -> str:
+        """The prompt text a text-prompt backend sends; ContextError if it cannot be made."""
+
+    @property
+    def template_source(self) -> str | None:
+        """The template as the manifest records it."""
+        return RAW_TEMPLATE if self.template == "raw" else None
 
     @abstractmethod
     def count(self, encoded: Encoded) -> int: ...
@@ -84,22 +102,36 @@ class TokenCounter(ABC):
 class HFCounter(TokenCounter):
     """A transformers tokenizer, rendering prompts as vLLM's chat endpoint does."""
 
-    def __init__(self, tokenizer: Any, name: str) -> None:
+    def __init__(self, tokenizer: Any, name: str, template: str = "chat") -> None:
         self.tokenizer = tokenizer
         self.name = f"hf:{name}"
-        self.exact = getattr(tokenizer, "chat_template", None) is not None
+        self.template = template
+        self.has_chat_template = getattr(tokenizer, "chat_template", None) is not None
+        self.exact = template == "raw" or self.has_chat_template
 
     def _ids(self, text: str) -> np.ndarray:
         return np.asarray(self.tokenizer.encode(text, add_special_tokens=False), dtype=np.int64)
 
-    def encode_messages(self, messages: Messages) -> Encoded:
-        if self.exact:
-            text = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True
+    def render(self, messages: Messages) -> str:
+        if self.template == "raw":
+            return raw_render(messages)
+        if not self.has_chat_template:
+            raise ContextError(
+                f"tokenizer {self.name.removeprefix('hf:')!r} has no chat template to render "
+                "prompts with; pass --tokenizer with one, or --template raw for a base model."
             )
-        else:
-            text = _plain_render(messages)
-        return self._ids(text)
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+
+    @property
+    def template_source(self) -> str | None:
+        if self.template == "chat" and self.has_chat_template:
+            return str(self.tokenizer.chat_template)
+        return super().template_source
+
+    def encode_messages(self, messages: Messages) -> Encoded:
+        return self._ids(self.render(messages) if self.exact else _plain_render(messages))
 
     def count(self, encoded: Encoded) -> int:
         return len(encoded) + (0 if self.exact else PROMPT_MARGIN)
@@ -128,6 +160,17 @@ class EstimateCounter(TokenCounter):
 
     name = "estimate"
     exact = False
+
+    def __init__(self, template: str = "chat") -> None:
+        self.template = template
+
+    def render(self, messages: Messages) -> str:
+        if self.template == "raw":
+            return raw_render(messages)
+        raise ContextError(
+            "rendering prompts with the model's chat template needs its tokenizer; "
+            "pass --tokenizer, or --template raw for a base model."
+        )
 
     def encode_messages(self, messages: Messages) -> Encoded:
         # Code points, so prefixes compare in numpy like token ids do.
@@ -163,8 +206,12 @@ def _no_torch_notice() -> Iterator[None]:
         logger.removeFilter(keep)
 
 
+def _load_hf(name: str, template: str) -> HFCounter:
+    return HFCounter(_tokenizer(name), name, template)
+
+
 @cache
-def _load_hf(name: str) -> HFCounter:
+def _tokenizer(name: str) -> Any:
     with _no_torch_notice():
         from transformers import AutoTokenizer
 
@@ -173,16 +220,20 @@ def _load_hf(name: str) -> HFCounter:
         tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True)
     except Exception:
         tokenizer = AutoTokenizer.from_pretrained(name)
-    return HFCounter(tokenizer, name)
+    return tokenizer
 
 
 # Cached too, so a hub id that cannot be reached is tried once, not once per agent.
 @cache
-def load_counter(tokenizer: str | None, model: str) -> tuple[TokenCounter, str | None]:
-    """The counter for a model, and a warning to show the user (None when exact)."""
+def load_counter(
+    tokenizer: str | None, model: str, template: str = "chat"
+) -> tuple[TokenCounter, str | None]:
+    """The counter for a model, and a warning to show the user (None when exact).
+    `template` says how text-prompt backends render messages: chat (the tokenizer's chat
+    template) or raw (raw_render); the counter counts that rendering."""
     if tokenizer is not None:
         try:
-            counter = _load_hf(tokenizer)
+            counter = _load_hf(tokenizer, template)
         except Exception as error:
             raise ContextError(
                 f"cannot load tokenizer {tokenizer!r} ({error.__class__.__name__}); "
@@ -190,16 +241,16 @@ def load_counter(tokenizer: str | None, model: str) -> tuple[TokenCounter, str |
             ) from error
         return counter, _template_warning(counter)
     if model == "sim" or model.startswith("sim:"):
-        return EstimateCounter(), None
+        return EstimateCounter(template), None
     name = model.partition(":")[2] or model
     if Path(name).is_dir() or _HUB_ID.fullmatch(name):
         try:
-            counter = _load_hf(name)
+            counter = _load_hf(name, template)
         except Exception:
             pass
         else:
             return counter, _template_warning(counter)
-    return EstimateCounter(), (
+    return EstimateCounter(template), (
         f"no tokenizer found for model {model!r}, so prompt lengths are estimated "
         f"at {CHARS_PER_TOKEN} characters per token; pass --tokenizer for exact counts."
     )

@@ -30,7 +30,6 @@ class Seat:
     backend: Backend
     fitter: Fitter
     budget: int | None  # prompt tokens allowed: max model length minus max tokens
-    endpoint: str | None  # as recorded (credentials hidden)
 
 
 class Engine:
@@ -153,7 +152,7 @@ class Engine:
         )
         if isinstance(prompt, ContextError):  # never sent: the server would refuse it
             messages: Messages = []
-            generation = Generation(text=None, error=f"ContextError: {prompt}")
+            generation = Generation(text=None, error=f"ContextError: {prompt}", attempts=0)
         else:
             messages = prompt.messages
             state = previous[agent.index].state if previous else None
@@ -186,7 +185,9 @@ class Engine:
             latency=round(generation.latency, 4),
             error=generation.error,
             state=generation.state,
-            endpoint=seat.endpoint,
+            endpoint=generation.endpoint,
+            attempts=generation.attempts,
+            cached=generation.cached,
             context_tokens=fitted.tokens if fitted else None,
             cut_tokens=fitted.cut if fitted else 0,
             prefix_tokens=prefix,
@@ -206,4 +207,4 @@ def shared_seats(config: RunConfig, backend: Backend) -> list[Seat]:
     """Every agent of `config` on one backend, prompt lengths estimated, no context budget:
     the simplest table, for scripts and tests that build an Engine by hand."""
     fitter = Fitter(EstimateCounter(), strip_think=config.strip_think)
-    return [Seat(agent, backend, fitter, None, None) for agent in config.team()]
+    return [Seat(agent, backend, fitter, None) for agent in config.team()]

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mad_eval.backends import Backend, Guarded, make_backend
+from mad_eval.backends import Backend, Guarded, Replica, RetryPolicy, make_backend
+from mad_eval.backends.cache import Cached, RequestCache
 from mad_eval.benchmarks import BenchmarkSpec, load_questions
 from mad_eval.config import DEFAULT_MODEL, ConfigError, RunConfig
-from mad_eval.context import Fitter, TokenCounter, load_counter
+from mad_eval.context import ContextError, Fitter, TokenCounter, load_counter
 from mad_eval.engine import Seat
 from mad_eval.protocols import Choice, check_protocol, resolve
 from mad_eval.records import Question
@@ -19,6 +20,8 @@ from mad_eval.roster import Agent, Entry, entries_from_dicts, load_roster_file, 
 from mad_eval.store import redact
 
 DEFAULT_AGENTS = 5
+# Agents share a backend when they share a model, its endpoints and its tokenizer.
+BackendKey = tuple[str, tuple[str, ...], str | None]
 
 
 @dataclass
@@ -28,8 +31,9 @@ class Plan:
     spec: BenchmarkSpec
     questions: list[Question]
     team: list[Agent]
-    backends: dict[tuple[str, str | None], Backend]
+    backends: dict[BackendKey, Backend]
     fitters: dict[int, Fitter]  # by agent index
+    cache: RequestCache | None = None
     warnings: list[str] = field(default_factory=list)
 
     async def seats(self) -> list[Seat]:
@@ -40,7 +44,7 @@ class Plan:
         seats = []
         unknown: set[str] = set()
         for agent in self.team:
-            backend = self.backends[(agent.model, agent.base_url)]
+            backend = self.backends[_key(agent)]
             length = agent.max_model_len or backend.max_model_len
             budget = None
             if length is not None:
@@ -52,8 +56,7 @@ class Plan:
                     )
             elif not agent.model.startswith("sim"):
                 unknown.add(agent.model)
-            endpoint = redact(agent.base_url) if agent.base_url else None
-            seats.append(Seat(agent, backend, self.fitters[agent.index], budget, endpoint))
+            seats.append(Seat(agent, backend, self.fitters[agent.index], budget))
         if unknown:
             self.warnings.append(
                 f"the context length of {', '.join(sorted(unknown))} is unknown (the server does "
@@ -78,13 +81,25 @@ class Plan:
                 "hub": protocol.hub,
                 "sees": [protocol.sees(i, n) for i in range(n)],
             },
-            "prompt": {"style": self.config.prompt_style, "strip_think": self.config.strip_think},
+            "prompt": {
+                "style": self.config.prompt_style,
+                "strip_think": self.config.strip_think,
+                "api": self.config.api,
+                "template": self.config.template,
+                # What text-prompt backends (--api completions, vllm:) render messages with,
+                # by tokenizer: the prompt text each turn sent follows from its messages.
+                "templates": {
+                    seat.fitter.counter.name: seat.fitter.counter.template_source
+                    for seat in seats
+                    if _renders_text(seat.agent.model, self.config)
+                },
+            },
             "team": [
                 {
                     "agent": seat.agent.index,
                     "group": seat.agent.group,
                     "model": seat.agent.model,
-                    "endpoint": seat.endpoint,
+                    "endpoints": redact(seat.agent.base_urls),
                     "temperature": seat.agent.temperature,
                     "top_p": seat.agent.top_p,
                     "max_tokens": seat.agent.max_tokens,
@@ -141,30 +156,90 @@ def make_plan(
     config = replace(config, max_tokens=config.max_tokens or spec.max_tokens)
 
     team = config.team()
-    backends: dict[tuple[str, str | None], Backend] = {}
+    backends: dict[BackendKey, Backend] = {}
     slots: dict[str, asyncio.Semaphore] = {}  # one limit per endpoint, whatever it serves
     counters: dict[tuple[str | None, str], TokenCounter] = {}
     fitters: dict[int, Fitter] = {}
     by_counter: dict[int, Fitter] = {}
     warnings: list[str] = []
+    cache = RequestCache(config.cache) if config.cache else None
     for agent in team:
-        where = (agent.model, agent.base_url)
-        if where not in backends:
-            inner = make_backend(agent.model, agent.base_url, config.timeout)
-            endpoint = slots.setdefault(
-                agent.base_url or agent.model, asyncio.Semaphore(config.concurrency)
-            )
-            backends[where] = Guarded(inner, endpoint)
         name = (agent.tokenizer, agent.model)
         if name not in counters:
-            counters[name], warning = load_counter(*name)
+            counters[name], warning = load_counter(*name, config.template)
             if warning:
                 warnings.append(warning)
         counter = counters[name]
         fitters[agent.index] = by_counter.setdefault(
             id(counter), Fitter(counter, strip_think=config.strip_think)
         )
-    return Plan(config, choice, spec, questions, team, backends, fitters, warnings)
+        if _key(agent) not in backends:
+            backends[_key(agent)] = _backend(agent, counter, config, slots, cache)
+    return Plan(config, choice, spec, questions, team, backends, fitters, cache, warnings)
+
+
+def _key(agent: Agent) -> BackendKey:
+    return (agent.model, agent.base_urls, agent.tokenizer)
+
+
+def _renders_text(model: str, config: RunConfig) -> bool:
+    """Whether this model's backend is sent prompt text we render, rather than messages."""
+    kind = model.partition(":")[0]
+    return kind == "vllm" or (kind == "openai" and config.api == "completions")
+
+
+def _backend(
+    agent: Agent,
+    counter: TokenCounter,
+    config: RunConfig,
+    slots: dict[str, asyncio.Semaphore],
+    cache: RequestCache | None,
+) -> Backend:
+    """The agent's model behind the guard (a replica per endpoint), and the cache if asked."""
+    render = None
+    if _renders_text(agent.model, config):
+        try:
+            counter.render([{"role": "user", "content": "2 + 2?"}])
+        except ContextError as exc:
+            raise ConfigError(f"agent {agent.index} ({agent.model}): {exc}") from None
+        render = counter.render
+    elif config.template == "raw" and agent.model.startswith("openai:"):
+        raise ConfigError(
+            "--template raw needs --api completions: the chat endpoint applies the "
+            "server's own chat template."
+        )
+    urls: tuple[str | None, ...] = agent.base_urls or (None,)
+    replicas = [
+        Replica(
+            make_backend(
+                agent.model,
+                url,
+                timeout=config.timeout,
+                api=config.api,
+                render=render,
+                engine=dict(
+                    max_model_len=agent.max_model_len,
+                    tensor_parallel_size=config.tensor_parallel_size,
+                    gpu_memory_utilization=config.gpu_memory_utilization,
+                    dtype=config.dtype,
+                ),
+            ),
+            slots.setdefault(url or agent.model, asyncio.Semaphore(config.concurrency)),
+            redact(url),
+        )
+        for url in urls
+    ]
+    backend: Backend = Guarded(replicas, config.timeout, RetryPolicy(config.retries, config.backoff))
+    if cache is None:
+        return backend
+    identity = {
+        "model": agent.model,
+        "endpoints": sorted(redact(url) for url in agent.base_urls),
+        "api": config.api if agent.model.startswith("openai:") else None,
+        "template": counter.template_source if render else None,
+        "dtype": config.dtype if agent.model.startswith("vllm:") else None,
+    }
+    return Cached(backend, cache, identity)
 
 
 def _roster(

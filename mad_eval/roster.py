@@ -26,7 +26,7 @@ class Entry:
     model: str
     count: int = 1
     name: str | None = None
-    base_url: str | None = None
+    base_urls: tuple[str, ...] = ()  # replicas serving `model`; empty: the run's --base-url
     temperature: float | None = None
     top_p: float | None = None
     max_tokens: int | None = None
@@ -35,7 +35,9 @@ class Entry:
     persona: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        data = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        data["base_urls"] = list(self.base_urls)
+        return data
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ class Agent:
     index: int
     group: str
     model: str
-    base_url: str | None
+    base_urls: tuple[str, ...]
     temperature: float
     top_p: float
     max_tokens: int | None
@@ -54,12 +56,14 @@ class Agent:
     persona: str | None
 
 
-_TYPES = {f.name: f.type for f in fields(Entry)}
+# A roster file writes `base_url`: one URL, or a list of replicas of the same model.
+_TYPES = {f.name: f.type for f in fields(Entry) if f.name != "base_urls"} | {"base_url": "urls"}
 _OPTION = re.compile(r"^(?P<model>.+?)(?:@(?P<url>https?://\S+?))?(?:\*(?P<count>\d+))?$")
 
 
 def parse_agent_option(text: str) -> Entry:
-    """'openai:q3@http://host:8000/v1*3' -> 3 agents of openai:q3 served at that URL."""
+    """'openai:q3@http://host:8000/v1*3' -> 3 agents of openai:q3 served at that URL;
+    'openai:q3@http://a/v1,http://b/v1' -> one agent served by two replicas."""
     match = _OPTION.match(text.strip())
     if match and "@" in match["model"] and "@http" not in match["model"]:
         where = match["model"].rsplit("@", 1)[1]
@@ -71,7 +75,8 @@ def parse_agent_option(text: str) -> Entry:
             f"cannot read --agent '{text}'; write MODEL[@URL][*COUNT], "
             "e.g. openai:q25@http://localhost:8000/v1*2."
         )
-    entry = Entry(match["model"], int(match["count"] or 1), base_url=match["url"])
+    urls = tuple(match["url"].split(",")) if match["url"] else ()
+    entry = Entry(match["model"], int(match["count"] or 1), base_urls=urls)
     _check(entry, f"--agent '{text}'")
     return entry
 
@@ -96,7 +101,9 @@ def entries_from_dicts(rows: Any, where: str) -> tuple[Entry, ...]:
         for key, value in row.items():
             if not _fits(value, _TYPES[key]):
                 raise RosterError(f"{label}: {key} = {value!r} is not {_kind(_TYPES[key])}.")
-        entry = Entry(**row)
+        row = dict(row)
+        urls = row.pop("base_url", ())
+        entry = Entry(**row, base_urls=(urls,) if isinstance(urls, str) else tuple(urls))
         _check(entry, label)
         entries.append(entry)
     return tuple(entries)
@@ -131,6 +138,10 @@ def group_labels(entries: tuple[Entry, ...]) -> list[str]:
 
 
 def _fits(value: Any, type_name: str) -> bool:
+    if type_name == "urls":
+        return isinstance(value, str) or (
+            isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+        )
     if "int" in type_name and "float" not in type_name:
         return isinstance(value, int) and not isinstance(value, bool)
     if "float" in type_name:
@@ -139,6 +150,8 @@ def _fits(value: Any, type_name: str) -> bool:
 
 
 def _kind(type_name: str) -> str:
+    if type_name == "urls":
+        return "a URL or a non-empty list of URLs"
     if "float" in type_name:
         return "a number"
     return "a whole number" if "int" in type_name else "a string"
@@ -148,9 +161,12 @@ def _check(entry: Entry, where: str) -> None:
     checks = [
         (entry.count >= 1, f"count must be at least 1, got {entry.count}"),
         (bool(entry.model.strip()), "model must not be empty"),
-        (
-            entry.base_url is None or entry.base_url.startswith(("http://", "https://")),
-            f"base_url '{entry.base_url}' needs a scheme, e.g. http://{entry.base_url}",
+        *(
+            (
+                url.startswith(("http://", "https://")),
+                f"base_url '{url}' needs a scheme, e.g. http://{url}",
+            )
+            for url in entry.base_urls
         ),
         (
             entry.temperature is None or 0.0 <= entry.temperature <= 2.0,

@@ -108,7 +108,7 @@ class RunStore:
             "config": config.identity(),
             "operational": {
                 **{k: redact(getattr(config, k)) for k in config.OPERATIONAL},
-                "roster_endpoints": [redact(entry.base_url) for entry in config.roster],
+                "roster_endpoints": [redact(entry.base_urls) for entry in config.roster],
             },
             **extra,
             "versions": _versions(),
@@ -126,7 +126,9 @@ class RunStore:
 
 
 def redact(value: Any) -> Any:
-    """Hide credentials written into a URL (https://user:key@host)."""
+    """Hide credentials written into a URL (https://user:key@host), or into each of a list."""
+    if isinstance(value, list | tuple):
+        return [redact(item) for item in value]
     return re.sub(r"//[^/@\s]+@", "//***@", value) if isinstance(value, str) else value
 
 

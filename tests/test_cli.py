@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import pytest
 from cli_helpers import mad_eval, small_run, turns_of, without_timing
@@ -162,6 +163,10 @@ def test_openai_compatible_server_end_to_end(tmp_path):
             "0.8",
             "--seed",
             "5",
+            "--retries",
+            "2",
+            "--backoff",
+            "0.01",
             "--out",
             "served",
             cwd=tmp_path,
@@ -181,7 +186,8 @@ def test_openai_compatible_server_end_to_end(tmp_path):
         assert (sent["temperature"], sent["top_p"], sent["max_tokens"]) == (0.7, 0.8, 77)
         assert t["model"] == "openai:stub-model"
         if t["seed"] % 7 == 0:  # a failure is recorded as such, never graded
-            assert t["error"].startswith("InternalServerError:")
+            assert t["error"].startswith("InternalServerError: HTTP 500: injected failure")
+            assert t["error"].endswith("(gave up after 3 attempts)") and t["attempts"] == 3
             assert t["answer"] is None and t["correct"] is None
         else:
             assert t["error"] is None
@@ -191,8 +197,9 @@ def test_openai_compatible_server_end_to_end(tmp_path):
             assert t["latency"] > 0
     failed = sum(1 for t in turns if t["error"])
     assert 0 < failed < len(turns)
-    # Each success was asked once; each failure once plus the client's two retries.
-    assert len(requests) == (len(turns) - failed) + 3 * failed
+    # Each success was answered once; each failure was asked once plus its two retries.
+    asked = Counter(r["seed"] for r in requests)
+    assert all(asked[t["seed"]] == (3 if t["error"] else 1) for t in turns)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["failed_turns"] == failed
     assert compute_metrics([Turn(**t) for t in turns], 3, 1, [0, 1, 2], seed=5) == metrics
@@ -225,7 +232,7 @@ def test_report_recomputes_metrics_from_turns(tmp_path):
         (["--model", "sim:p0=2"], "p0 must lie in [0, 1]"),
         (
             ["--model", "openai:m", "--base-url", "localhost:8000/v1"],
-            "base URL 'localhost:8000/v1' needs a scheme, e.g. http://localhost:8000/v1.",
+            "--base-url 'localhost:8000/v1' needs a scheme, e.g. http://localhost:8000/v1.",
         ),
         (
             ["--model", "openai:m", "--base-url", "http://127.0.0.1:9/v1"],

@@ -19,11 +19,11 @@ from mad_eval.roster import (
         ("sim:p0=0.3,s0=2*4", Entry("sim:p0=0.3,s0=2", 4)),
         (
             "openai:q3-sdrl@http://host-a:8000/v1*3",
-            Entry("openai:q3-sdrl", 3, base_url="http://host-a:8000/v1"),
+            Entry("openai:q3-sdrl", 3, base_urls=("http://host-a:8000/v1",)),
         ),
         (
             "openai:Qwen/Qwen3-8B@https://h/v1",
-            Entry("openai:Qwen/Qwen3-8B", base_url="https://h/v1"),
+            Entry("openai:Qwen/Qwen3-8B", base_urls=("https://h/v1",)),
         ),
     ],
 )
@@ -53,7 +53,7 @@ def test_roster_file(tmp_path):
     entries = load_roster_file(path)
     assert entries == (
         Entry("openai:a", 2, temperature=0.5, persona="Be brief."),
-        Entry("openai:a", base_url="http://b/v1"),
+        Entry("openai:a", base_urls=("http://b/v1",)),
     )
     assert group_labels(entries) == ["openai:a", "openai:a#2"]
 
@@ -97,8 +97,8 @@ def test_team_resolves_each_agent_with_fallbacks():
 
 
 def test_endpoints_are_operational_but_models_are_identity():
-    a = RunConfig(agents=1, roster=(Entry("openai:m", base_url="http://one/v1"),))
-    b = RunConfig(agents=1, roster=(Entry("openai:m", base_url="http://two/v1"),))
-    c = RunConfig(agents=1, roster=(Entry("openai:n", base_url="http://one/v1"),))
+    a = RunConfig(agents=1, roster=(Entry("openai:m", base_urls=("http://one/v1",)),))
+    b = RunConfig(agents=1, roster=(Entry("openai:m", base_urls=("http://two/v1",)),))
+    c = RunConfig(agents=1, roster=(Entry("openai:n", base_urls=("http://one/v1",)),))
     assert a.identity() == b.identity() != c.identity()
     assert a.default_out().name == "arith-decentralized-n1-t3-openai_mx1"

@@ -2,44 +2,68 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from mad_eval.backends.base import (
     Backend,
     BackendError,
     Generation,
     Guarded,
+    Replica,
     Request,
+    RetryPolicy,
     Sampling,
+    TransientError,
 )
+from mad_eval.prompts import Messages
 
 __all__ = [
     "Backend",
     "BackendError",
     "Generation",
     "Guarded",
+    "Replica",
     "Request",
+    "RetryPolicy",
     "Sampling",
+    "TransientError",
     "make_backend",
 ]
 
-KINDS = ("openai", "sim")
+KINDS = ("openai", "vllm", "sim")
 
 
-def make_backend(spec: str, base_url: str | None = None, timeout: float = 600.0) -> Backend:
-    """Build the backend a model spec names: 'openai:<model>' or 'sim[:<params>]'."""
+def make_backend(
+    spec: str,
+    base_url: str | None = None,
+    *,
+    timeout: float = 600.0,
+    api: str = "chat",
+    render: Callable[[Messages], str] | None = None,
+    engine: dict[str, Any] | None = None,
+) -> Backend:
+    """Build the backend a model spec names: 'openai:<model>' (a server at `base_url`),
+    'vllm:<model>' (an in-process engine with `engine` options) or 'sim[:<params>]'.
+    `render` turns messages into prompt text for backends that take text."""
     kind, _, rest = spec.partition(":")
     if kind == "sim":
         from mad_eval.backends.sim import SimBackend, SimParams
 
         return SimBackend(SimParams.parse(rest), spec)
+    if kind in ("openai", "vllm") and not rest:
+        raise BackendError(f"model spec '{kind}:' needs a model name, e.g. {kind}:Qwen/Qwen3-8B.")
     if kind == "openai":
-        if not rest:
-            raise BackendError(
-                "model spec 'openai:' needs a model name, e.g. openai:Qwen/Qwen3-8B."
-            )
         from mad_eval.backends.openai_backend import OpenAIBackend
 
-        return OpenAIBackend(rest, base_url, timeout=timeout)
+        return OpenAIBackend(rest, base_url, timeout=timeout, api=api, render=render)
+    if kind == "vllm":
+        from mad_eval.backends.vllm_backend import VLLMBackend
+
+        if render is None:
+            raise ValueError("the in-process vLLM backend needs a function that renders prompts")
+        return VLLMBackend(rest, render, **(engine or {}))
     raise BackendError(
-        f"unknown model spec '{spec}'; use openai:<model> for an OpenAI-compatible server "
-        "or sim[:p0=...,s0=...] for simulated agents."
+        f"unknown model spec '{spec}'; use openai:<model> for an OpenAI-compatible server, "
+        "vllm:<model> for an in-process vLLM engine, or sim[:p0=...,s0=...] for simulated agents."
     )

@@ -3,17 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from mad_eval.prompts import Messages
 from mad_eval.records import Question
 
+# Longest wait a server's Retry-After is honoured for; beyond it the server is down, not busy.
+MAX_RETRY_AFTER = 600.0
+
 
 class BackendError(Exception):
     """A backend cannot serve at all (bad spec, no server): reported before the run starts."""
+
+
+class TransientError(Exception):
+    """A request failed in a way that may pass: rate limit, server error, timeout, dropped
+    connection. `retry_after` is the wait the server asked for, in seconds, if it did."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -43,10 +57,14 @@ class Generation:
     latency: float = 0.0
     error: str | None = None
     state: dict[str, Any] | None = None
+    endpoint: str | None = None  # the replica that answered (credentials hidden)
+    attempts: int = 1  # requests sent for this answer: 1 plus retries (0 if it was cached)
+    cached: bool = False
 
 
 class Backend(ABC):
-    """Turns a chat request into a generation. Raising is fine: the guard records the error."""
+    """Turns a chat request into a generation. Raising is fine: the guard records the error;
+    raise TransientError for failures worth retrying."""
 
     spec: str
     # The context length the server reports (vLLM's /v1/models does), known after check().
@@ -62,39 +80,126 @@ class Backend(ABC):
         """Release connections."""
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff and jitter; a server's Retry-After wins."""
+
+    retries: int = 5
+    base: float = 1.0  # seconds before the first retry, doubled each time
+    cap: float = 60.0
+    rng: Callable[[], float] = field(default=random.random, compare=False)
+
+    def wait(self, retry: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry number `retry` (0-based)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), MAX_RETRY_AFTER)
+        ceiling = min(self.cap, self.base * 2**retry)
+        # Half fixed, half random: clients that failed together do not return together.
+        return ceiling / 2 * (1 + self.rng())
+
+
+@dataclass(eq=False)
+class Replica:
+    """One endpoint serving the model, with its own limit on requests in flight (shared with
+    the other models that endpoint serves)."""
+
+    backend: Backend
+    slots: asyncio.Semaphore
+    endpoint: str | None  # as recorded (credentials hidden)
+    outstanding: int = 0  # requests picked for it and not yet answered, queued ones included
+    resting_until: float = 0.0  # after a transient failure, other replicas go first until then
+
+
 class Guarded(Backend):
-    """Bounds concurrency and time per request and turns any failure into a failed Generation,
-    so one bad request never stops a run and never becomes a graded answer."""
+    """One model behind one or more replicas. Each request goes to the replica with the fewest
+    outstanding requests, waits for a slot there, and is bounded in time; transient failures
+    are retried (on whichever replica is then least loaded) with backoff. Whatever still fails
+    becomes a failed Generation, so one bad request never stops a run and never becomes a
+    graded answer."""
 
     def __init__(
-        self, inner: Backend, slots: int | asyncio.Semaphore, timeout: float | None = None
+        self,
+        replicas: list[Replica],
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
     ):
-        """`slots`: requests in flight at once, or a semaphore shared with the other models
-        served by the same endpoint."""
-        self.inner = inner
-        self.spec = inner.spec
+        if not replicas:
+            raise ValueError("a guarded backend needs at least one replica")
+        self.replicas = replicas
+        self.spec = replicas[0].backend.spec
         self.timeout = timeout
-        self._slots = asyncio.Semaphore(slots) if isinstance(slots, int) else slots
+        self.retry = retry or RetryPolicy()
+        self._turn = 0  # rotates which replica wins a tie
+
+    @classmethod
+    def single(
+        cls, inner: Backend, slots: int | asyncio.Semaphore, timeout: float | None = None
+    ) -> Guarded:
+        """One backend, no retries: for in-process engines, scripts and tests."""
+        semaphore = asyncio.Semaphore(slots) if isinstance(slots, int) else slots
+        return cls([Replica(inner, semaphore, None)], timeout, RetryPolicy(retries=0))
 
     async def generate(self, request: Request) -> Generation:
-        async with self._slots:
-            start = time.perf_counter()
+        start = time.perf_counter()
+        for attempt in range(1, self.retry.retries + 2):
+            replica = self._pick()
+            replica.outstanding += 1
             try:
-                generation = await asyncio.wait_for(self.inner.generate(request), self.timeout)
-            except Exception as exc:  # recorded in the turn, counted in metrics
-                message = str(exc) or type(exc).__name__
-                return Generation(
-                    text=None,
-                    error=f"{type(exc).__name__}: {message}",
-                    latency=time.perf_counter() - start,
-                )
-            if generation.latency == 0.0:
-                generation.latency = time.perf_counter() - start
-            return generation
+                async with replica.slots:
+                    generation = await asyncio.wait_for(
+                        replica.backend.generate(request), self.timeout
+                    )
+            except (TransientError, TimeoutError) as exc:
+                if isinstance(exc, TransientError):
+                    error = str(exc)  # says what failed, e.g. "RateLimitError: HTTP 429: ..."
+                else:
+                    error = f"TimeoutError: no answer within {self.timeout:g} s"
+                retry_after = getattr(exc, "retry_after", None)
+                wait = self.retry.wait(attempt - 1, retry_after)
+                replica.resting_until = time.monotonic() + wait
+            except Exception as exc:  # not worth retrying: recorded in the turn
+                return _failed(_describe(exc), start, attempt)
+            else:
+                generation.endpoint = replica.endpoint
+                generation.attempts = attempt
+                if generation.latency == 0.0:
+                    generation.latency = time.perf_counter() - start
+                return generation
+            finally:
+                replica.outstanding -= 1
+            if attempt <= self.retry.retries:
+                await asyncio.sleep(wait)
+        tries = self.retry.retries + 1
+        return _failed(f"{error} (gave up after {tries} attempts)", start, tries)
+
+    def _pick(self) -> Replica:
+        if len(self.replicas) == 1:
+            return self.replicas[0]
+        now, n = time.monotonic(), len(self.replicas)
+        self._turn += 1
+        order = range(self._turn, self._turn + n)
+        return min(
+            (self.replicas[i % n] for i in order),
+            key=lambda r: (r.resting_until > now, r.outstanding),
+        )
 
     async def check(self) -> None:
-        await self.inner.check()
-        self.max_model_len = self.inner.max_model_len
+        for replica in self.replicas:
+            await replica.backend.check()
+        lengths = {r.backend.max_model_len for r in self.replicas} - {None}
+        # Replicas of one model should agree; if not, the smallest context is the safe one.
+        self.max_model_len = min(lengths) if lengths else None
 
     async def aclose(self) -> None:
-        await self.inner.aclose()
+        for replica in self.replicas:
+            await replica.backend.aclose()
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc) or type(exc).__name__}"
+
+
+def _failed(error: str, start: float, attempts: int) -> Generation:
+    return Generation(
+        text=None, error=error, latency=time.perf_counter() - start, attempts=attempts
+    )

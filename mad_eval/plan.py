@@ -229,7 +229,8 @@ def _backend(
         )
         for url in urls
     ]
-    backend: Backend = Guarded(replicas, config.timeout, RetryPolicy(config.retries, config.backoff))
+    retry = RetryPolicy(config.retries, config.backoff)
+    backend: Backend = Guarded(replicas, config.timeout, retry)
     if cache is None:
         return backend
     identity = {

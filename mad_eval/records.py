@@ -45,9 +45,10 @@ class Turn:
     # Opaque per-agent state a backend carries between rounds (the simulated agents'
     # beliefs); kept in the record so a resumed run continues exactly where it stopped.
     state: dict[str, Any] | None = None
-    # Where the request went (the replica that answered), and the prompt as the context budget saw it: its tokens, the
-    # tokens cut from quoted responses to fit (0: nothing cut), and the tokens it shares as
-    # a prefix with a lower-numbered agent's prompt in the same round (for vLLM's cache).
+    # Where the request went (the replica that answered), and the prompt as the context
+    # budget saw it: its tokens, the tokens cut from quoted responses to fit (0: nothing
+    # cut), and the tokens it shares as a prefix with a lower-numbered agent's prompt in the
+    # same round (for vLLM's prefix cache).
     endpoint: str | None = None
     context_tokens: int | None = None
     cut_tokens: int = 0

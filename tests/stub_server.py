@@ -1,20 +1,31 @@
 """A tiny OpenAI-compatible chat server on localhost for end-to-end tests.
 
-It answers every chat request with a boxed number derived from the request's seed (or
-what `reply` writes), logs each request body, and can be told to fail chosen requests with
-HTTP 500 every time. Given a tokenizer folder and a context length it counts tokens as vLLM
-does and refuses, like vLLM, a prompt that leaves no room for max_tokens.
+It answers every chat or completions request with a boxed number derived from the
+request's seed (or what `reply` writes), logs each request body, and can be told to fail
+chosen requests with HTTP 500 every time (`fail_if`) or to misbehave on chosen attempts
+(`fault`): answer 429 or 503 (with a Retry-After header when `retry_after` is set), hang
+past the client's timeout, or drop the connection. Given a tokenizer folder and a context
+length it counts tokens as vLLM does and refuses, like vLLM, a prompt that leaves no room
+for max_tokens.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+
+class _Server(ThreadingHTTPServer):
+    # The default backlog of 5 refuses connections when a client opens dozens at once,
+    # which the client would see (and retry) as a dropped connection.
+    request_queue_size = 256
 
 
 class StubServer:
@@ -26,6 +37,9 @@ class StubServer:
         reply: Callable[[dict], str] | None = None,
         tokenizer: Path | None = None,
         max_model_len: int | None = None,
+        fault: Callable[[dict, int], str | None] | None = None,
+        retry_after: float | None = None,
+        hang: float = 5.0,
     ):
         self.model = model
         self.reply = reply or (
@@ -39,12 +53,19 @@ class StubServer:
         self.max_model_len = max_model_len
         self.fail_if = fail_if  # requests for which this is true always answer 500
         self.delay = delay  # seconds each chat request takes, like a model generating
+        # fault(body, attempt) -> "429" | "503" | "hang" | "drop" | None, where attempt counts
+        # the requests seen with this body's seed (1 for the first).
+        self.fault = fault
+        self.retry_after = retry_after
+        self.hang = hang  # seconds a "hang" fault sleeps before answering
+        self.attempts: dict[int, int] = {}
+        self.arrivals: list[float] = []  # monotonic time each request arrived
         self.in_flight = 0
         self.peak_in_flight = 0
         self.requests: list[dict[str, Any]] = []
         self.refused = 0  # prompts refused for exceeding the context length
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -60,14 +81,24 @@ class StubServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | str:
+        """The status and payload to send, or "drop" to close the connection unanswered."""
         with self._lock:
             self.requests.append(body)
+            self.arrivals.append(time.monotonic())
             count = len(self.requests)
+            seed = body.get("seed")
+            self.attempts[seed] = attempt = self.attempts.get(seed, 0) + 1
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
-            time.sleep(self.delay)
+            fault = self.fault(body, attempt) if self.fault else None
+            if fault == "drop":
+                return "drop"
+            if fault in ("429", "503"):
+                message = "rate limited" if fault == "429" else "overloaded"
+                return int(fault), {"error": {"message": message}}
+            time.sleep(self.hang if fault == "hang" else self.delay)
             return self._reply(body, count)
         finally:
             with self._lock:
@@ -76,6 +107,7 @@ class StubServer:
     def _reply(self, body: dict[str, Any], count: int) -> tuple[int, dict[str, Any]]:
         if self.fail_if and self.fail_if(body):
             return 500, {"error": {"message": "injected failure", "type": "server_error"}}
+        chat = "messages" in body
         prompt, pieces = self._count(body)
         limit = body.get("max_tokens") or 1 << 30
         if self.max_model_len and prompt + limit > self.max_model_len:
@@ -90,18 +122,17 @@ class StubServer:
         finish = "length" if len(pieces_out) > limit else "stop"
         text = "".join(pieces_out[:limit])
         completion = min(len(pieces_out), limit)
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+        if chat:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
         return 200, {
-            "id": f"chatcmpl-{count}",
-            "object": "chat.completion",
+            "id": f"cmpl-{count}",
+            "object": "chat.completion" if chat else "text_completion",
             "created": 0,
             "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": finish,
-                }
-            ],
+            "choices": [choice],
             "usage": {
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,
@@ -112,11 +143,17 @@ class StubServer:
     def _count(self, body: dict[str, Any]) -> tuple[int, Callable[[str], list[str]]]:
         """Prompt tokens, and how to split a reply into tokens (words without a tokenizer)."""
         if self.tokenizer is None:
-            words = sum(len(m["content"].split()) for m in body["messages"])
+            texts = (
+                [m["content"] for m in body["messages"]] if "messages" in body else [body["prompt"]]
+            )
+            words = sum(len(text.split()) for text in texts)
             return words, lambda text: [w + " " for w in text.split()]
-        rendered = self.tokenizer.apply_chat_template(
-            body["messages"], tokenize=False, add_generation_prompt=True
-        )
+        if "messages" in body:
+            rendered = self.tokenizer.apply_chat_template(
+                body["messages"], tokenize=False, add_generation_prompt=True
+            )
+        else:
+            rendered = body["prompt"]
         ids = self.tokenizer.encode(rendered, add_special_tokens=False)
 
         def pieces(text: str) -> list[str]:
@@ -137,10 +174,14 @@ class StubServer:
             def send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
+                if status in (429, 503) and stub.retry_after is not None:
+                    self.send_header("Retry-After", f"{stub.retry_after:g}")
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                # The client may have given up waiting (a "hang" fault): nothing to answer.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(data)
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/") == "/v1/models":
@@ -154,9 +195,14 @@ class StubServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length))
-                if self.path.rstrip("/") != "/v1/chat/completions":
+                if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/completions"):
                     self.send(404, {"error": {"message": "not found"}})
                     return
-                self.send(*stub.answer(body))
+                answer = stub.answer(body)
+                if answer == "drop":  # as a crashed or restarted server would
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    return
+                self.send(*answer)
 
         return Handler

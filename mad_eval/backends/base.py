@@ -107,6 +107,7 @@ class Replica:
     slots: asyncio.Semaphore
     endpoint: str | None  # as recorded (credentials hidden)
     outstanding: int = 0  # requests picked for it and not yet answered, queued ones included
+    failures: int = 0  # transient failures in a row
     resting_until: float = 0.0  # after a transient failure, other replicas go first until then
 
 
@@ -141,8 +142,9 @@ class Guarded(Backend):
 
     async def generate(self, request: Request) -> Generation:
         start = time.perf_counter()
+        failed_on: set[int] = set()  # replicas this request failed on: try the others first
         for attempt in range(1, self.retry.retries + 2):
-            replica = self._pick()
+            replica = self._pick(failed_on)
             replica.outstanding += 1
             try:
                 async with replica.slots:
@@ -156,10 +158,15 @@ class Guarded(Backend):
                     error = f"TimeoutError: no answer within {self.timeout:g} s"
                 retry_after = getattr(exc, "retry_after", None)
                 wait = self.retry.wait(attempt - 1, retry_after)
-                replica.resting_until = time.monotonic() + wait
+                # A replica failing again and again rests longer and longer.
+                replica.failures += 1
+                rest = self.retry.wait(replica.failures - 1, retry_after)
+                replica.resting_until = time.monotonic() + rest
+                failed_on.add(id(replica))
             except Exception as exc:  # not worth retrying: recorded in the turn
                 return _failed(_describe(exc), start, attempt)
             else:
+                replica.failures = 0
                 generation.endpoint = replica.endpoint
                 generation.attempts = attempt
                 if generation.latency == 0.0:
@@ -172,7 +179,9 @@ class Guarded(Backend):
         tries = self.retry.retries + 1
         return _failed(f"{error} (gave up after {tries} attempts)", start, tries)
 
-    def _pick(self) -> Replica:
+    def _pick(self, failed_on: set[int]) -> Replica:
+        """The replica with the fewest outstanding requests among those not resting after a
+        failure, preferring ones this request has not failed on; ties take turns."""
         if len(self.replicas) == 1:
             return self.replicas[0]
         now, n = time.monotonic(), len(self.replicas)
@@ -180,7 +189,7 @@ class Guarded(Backend):
         order = range(self._turn, self._turn + n)
         return min(
             (self.replicas[i % n] for i in order),
-            key=lambda r: (r.resting_until > now, r.outstanding),
+            key=lambda r: (id(r) in failed_on, r.resting_until > now, r.outstanding),
         )
 
     async def check(self) -> None:

@@ -1,0 +1,291 @@
+"""Serving at scale against local servers that misbehave on purpose: retries with backoff and
+Retry-After, replicas chosen by least outstanding requests, the completions API with our own
+rendering, and the persistent request cache."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from email.utils import formatdate
+from pathlib import Path
+
+import pytest
+from cli_helpers import mad_eval, turns_of
+from stub_server import StubServer
+from tiny_tokenizer import CHATML, save_chat_tokenizer
+
+from mad_eval.backends import Guarded, Replica, Request, RetryPolicy, Sampling
+from mad_eval.backends.openai_backend import OpenAIBackend, retry_after
+from mad_eval.context import raw_render
+from mad_eval.records import Question
+
+FAST = ("--retries", "3", "--backoff", "0.01")
+QUESTION = Question("q", "What is 2 + 2?", "4")
+
+
+def served_run(tmp_path: Path, url: str | list[str], *extra: str, out: str = "r") -> list[dict]:
+    urls = [url] if isinstance(url, str) else url
+    args = [arg for u in urls for arg in ("--base-url", u)]
+    result = mad_eval(
+        "run", "--model", "openai:stub-model", *args, "--agents", "3", "--rounds", "1",
+        "--limit", "4", "--out", out, *FAST, *extra, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return turns_of(tmp_path / out)
+
+
+def ask(backend: Guarded, seed: int = 1):
+    request = Request(
+        [{"role": "user", "content": "What is 2 + 2?"}], Sampling(1.0, 1.0, 16, seed), QUESTION
+    )
+
+    async def go():
+        try:
+            return await backend.generate(request)
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(go())
+
+
+def guarded(*urls: str, retries: int = 3, timeout: float = 30.0, **policy) -> Guarded:
+    replicas = [
+        Replica(OpenAIBackend("stub-model", url, timeout), asyncio.Semaphore(8), url)
+        for url in urls
+    ]
+    return Guarded(replicas, timeout, RetryPolicy(retries, **policy))
+
+
+# --- the retry policy -------------------------------------------------------------------
+
+
+def test_backoff_doubles_with_jitter_up_to_the_cap():
+    low = RetryPolicy(base=1.0, cap=5.0, rng=lambda: 0.0)
+    high = RetryPolicy(base=1.0, cap=5.0, rng=lambda: 0.999999)
+    assert [low.wait(i, None) for i in range(5)] == [0.5, 1.0, 2.0, 2.5, 2.5]
+    assert [round(high.wait(i, None), 3) for i in range(5)] == [1.0, 2.0, 4.0, 5.0, 5.0]
+    # The server's Retry-After wins over the backoff, however short or long.
+    assert low.wait(3, 0.25) == 0.25
+    assert low.wait(0, 7.0) == 7.0
+
+
+def test_retry_after_reads_seconds_and_http_dates():
+    assert retry_after({"retry-after": "3"}) == 3.0
+    assert retry_after({"retry-after": "0.5"}) == 0.5
+    assert retry_after({}) is None
+    assert retry_after({"retry-after": "soon"}) is None
+    in_ten = retry_after({"retry-after": formatdate(time.time() + 10, usegmt=True)})
+    assert in_ten is not None and 8 <= in_ten <= 10
+
+
+# --- retries against a server that fails on purpose ---------------------------------------
+
+
+def test_rate_limits_server_errors_timeouts_and_dropped_connections_are_retried(tmp_path):
+    """Every request fails first, in one of four ways; the run still answers every turn and
+    each turn records how many requests it took."""
+    ways = ("429", "503", "hang", "drop")
+
+    def fault(body, attempt):
+        return ways[body["seed"] % 4] if attempt == 1 else None
+
+    with StubServer(fault=fault, hang=3.0) as server:
+        turns = served_run(tmp_path, server.base_url, "--timeout", "1")
+        asked = Counter(r["seed"] for r in server.requests)
+    assert len(turns) == 4 * 3 * 2
+    assert all(t["error"] is None and t["answer"] == str(t["seed"] % 3) for t in turns)
+    assert all(t["attempts"] == 2 == asked[t["seed"]] for t in turns)
+    assert {t["seed"] % 4 for t in turns} == {0, 1, 2, 3}  # all four faults happened
+
+
+def test_a_request_that_keeps_failing_becomes_a_failed_turn_after_bounded_attempts(tmp_path):
+    with StubServer(fault=lambda body, attempt: "429") as server:
+        turns = served_run(tmp_path, server.base_url, "--rounds", "0")
+        asked = Counter(r["seed"] for r in server.requests)
+    assert len(turns) == 4 * 3
+    for t in turns:
+        assert t["error"] == "RateLimitError: HTTP 429: rate limited (gave up after 4 attempts)"
+        assert t["answer"] is None and t["correct"] is None and t["text"] is None
+        assert t["attempts"] == 4 == asked[t["seed"]]
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert metrics["failed_turns"] == len(turns)
+
+
+def test_retry_after_is_honoured():
+    """The server asks for 0.6 s; the backoff alone would wait 0.01 s."""
+    with StubServer(fault=lambda body, attempt: "429" if attempt == 1 else None,
+                    retry_after=0.6) as server:  # fmt: skip
+        generation = ask(guarded(server.base_url, base=0.01))
+        first, second = server.arrivals
+    assert generation.error is None and generation.attempts == 2
+    assert second - first >= 0.6
+
+
+def test_refusals_are_not_retried():
+    """A 400 (here: a prompt over the context length) will not pass by asking again."""
+    with StubServer(max_model_len=8) as server:
+        generation = ask(guarded(server.base_url, base=0.01))
+    assert generation.attempts == 1 and len(server.requests) == 1
+    assert generation.error.startswith("BadRequestError:")
+    assert "maximum context length" in generation.error
+
+
+# --- replicas ---------------------------------------------------------------------------
+
+
+def test_requests_spread_over_replicas_and_each_turn_names_its_own(tmp_path):
+    with StubServer(delay=0.05) as a, StubServer(delay=0.05) as b, StubServer(delay=0.05) as c:
+        turns = served_run(tmp_path, [a.base_url, b.base_url, c.base_url], "--concurrency", "2")
+        seen = {s.base_url: {r["seed"] for r in s.requests} for s in (a, b, c)}
+        peaks = [s.peak_in_flight for s in (a, b, c)]
+    assert all(t["error"] is None for t in turns)
+    for t in turns:
+        assert t["seed"] in seen[t["endpoint"]]
+    # 24 turns, at most 2 in flight per replica: every replica took a fair share.
+    assert all(len(seeds) >= 5 for seeds in seen.values())
+    assert max(peaks) <= 2
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["team"][0]["endpoints"] == [a.base_url, b.base_url, c.base_url]
+
+
+def test_the_least_busy_replica_gets_the_work():
+    """Eight debates of eight rounds each: a fast replica finishes its requests sooner, so it
+    has fewer outstanding when the next round asks, and takes most of the work."""
+
+    async def debate(backend, start):
+        out = []
+        for seed in range(start, start + 8):
+            messages = [{"role": "user", "content": "hi"}]
+            out.append(await backend.generate(Request(messages, Sampling(1, 1, 8, seed), QUESTION)))
+        return out
+
+    async def go(backend):
+        try:
+            return await asyncio.gather(*(debate(backend, 100 * d) for d in range(8)))
+        finally:
+            await backend.aclose()
+
+    with StubServer(delay=0.01) as fast, StubServer(delay=0.2) as slow:
+        debates = asyncio.run(go(guarded(fast.base_url, slow.base_url)))
+        fast_count, slow_count = len(fast.requests), len(slow.requests)
+    assert all(g.error is None for generations in debates for g in generations)
+    assert fast_count + slow_count == 64
+    assert fast_count > 3 * slow_count
+
+
+def test_a_dead_replica_is_routed_around(tmp_path):
+    """One replica drops every generation request; its requests are retried on the other."""
+    with StubServer(fault=lambda body, attempt: "drop") as dead, StubServer() as alive:
+        turns = served_run(tmp_path, [dead.base_url, alive.base_url])
+    assert all(t["error"] is None and t["endpoint"] == alive.base_url for t in turns)
+    assert any(t["attempts"] > 1 for t in turns)  # some went to the dead one first
+
+
+# --- the request cache ------------------------------------------------------------------
+
+
+def test_a_second_identical_run_with_the_cache_sends_zero_requests(tmp_path):
+    with StubServer() as server:
+        first = served_run(tmp_path, server.base_url, "--cache", "answers.db", out="one")
+        sent = len(server.requests)
+        # Operational settings are not part of the key: a new timeout, retry count and
+        # concurrency still find every answer.
+        again = mad_eval(
+            "run", "--model", "openai:stub-model", "--base-url", server.base_url,
+            "--agents", "3", "--rounds", "1", "--limit", "4", "--out", "two",
+            "--cache", "answers.db", "--timeout", "77", "--retries", "1", "--concurrency", "3",
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert len(server.requests) == sent == len(first)
+        assert "24 answers reused, 0 new ones stored" in again.stdout
+        # A different sampling setting is a different request.
+        served_run(tmp_path, server.base_url, "--cache", "answers.db", "--temperature", "0.5",
+                   out="three")  # fmt: skip
+        assert len(server.requests) == 2 * sent
+    second = turns_of(tmp_path / "two")
+    assert all(t["cached"] and t["attempts"] == 0 for t in second)
+    assert not any(t["cached"] for t in first)
+    keep = ("question", "round", "agent", "seed", "messages_hash", "text", "answer", "endpoint")
+    assert sorted([{k: t[k] for k in keep} for t in first], key=str) == sorted(
+        [{k: t[k] for k in keep} for t in second], key=str
+    )
+    metrics = [json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("one", "two")]
+    assert metrics[0]["debate"] == metrics[1]["debate"] and metrics[0]["maj"] == metrics[1]["maj"]
+
+
+def test_failures_are_not_cached(tmp_path):
+    with StubServer(fail_if=lambda body: body["seed"] % 5 == 0) as server:
+        first = served_run(tmp_path, server.base_url, "--rounds", "0", "--cache", "c.db",
+                           "--retries", "0", out="one")  # fmt: skip
+        sent = len(server.requests)
+        served_run(tmp_path, server.base_url, "--rounds", "0", "--cache", "c.db",
+                   "--retries", "0", out="two")  # fmt: skip
+        asked_again = [r["seed"] for r in server.requests[sent:]]
+    failed = sorted(t["seed"] for t in first if t["error"])
+    assert failed and sorted(asked_again) == failed
+
+
+def test_an_unusable_cache_path_is_one_clear_sentence(tmp_path):
+    (tmp_path / "file").write_text("")
+    result = mad_eval("run", "--limit", "1", "--cache", "file/answers.db", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "cannot use file/answers.db as a request cache" in result.stderr
+
+
+# --- the completions API ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory) -> Path:
+    corpus = ["Problem: What is 7 + 8? Reason step by step, then answer in \\boxed{15}."] * 20
+    return save_chat_tokenizer(tmp_path_factory.mktemp("tok"), corpus, vocab_size=400)
+
+
+def test_completions_send_the_prompt_we_render_with_the_chat_template(tmp_path, tokenizer_dir):
+    with StubServer(tokenizer=tokenizer_dir, max_model_len=4096) as server:
+        turns = served_run(tmp_path, server.base_url, "--api", "completions",
+                           "--tokenizer", str(tokenizer_dir))  # fmt: skip
+        requests = list(server.requests)
+    assert all("prompt" in r and "messages" not in r for r in requests)
+    assert all(r["prompt"].startswith("<|im_start|>user\n") for r in requests)
+    assert all(r["prompt"].endswith("<|im_end|>\n<|im_start|>assistant\n") for r in requests)
+    # Our count of the rendered text is the server's count of what it received.
+    assert all(t["error"] is None and t["context_tokens"] == t["prompt_tokens"] for t in turns)
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["prompt"]["api"] == "completions"
+    assert manifest["prompt"]["templates"] == {f"hf:{tokenizer_dir}": CHATML}
+
+
+def test_completions_with_the_raw_template_for_base_checkpoints(tmp_path, tokenizer_dir):
+    with StubServer(tokenizer=tokenizer_dir, max_model_len=4096) as server:
+        turns = served_run(tmp_path, server.base_url, "--api", "completions",
+                           "--template", "raw", "--tokenizer", str(tokenizer_dir))  # fmt: skip
+        prompts = [r["prompt"] for r in server.requests]
+    assert all("<|im_start|>" not in p and p.endswith("\n\n") for p in prompts)
+    assert all(t["error"] is None and t["context_tokens"] == t["prompt_tokens"] for t in turns)
+    round0 = [p for p in prompts if "agent 0" not in p]
+    assert round0 and all(p == raw_render([{"role": "user", "content": p[:-2]}]) for p in round0)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--api", "completions"],
+            "rendering prompts with the model's chat template needs its tokenizer",
+        ),
+        (["--template", "raw"], "--template raw needs --api completions"),
+        (["--api", "stream"], "--api must be one of chat, completions, got 'stream'."),
+        (["--retries", "-1"], "--retries must be 0 or more, got -1."),
+    ],
+)
+def test_serving_options_misused_get_one_clear_sentence(tmp_path, extra, message):
+    result = mad_eval(
+        "run", "--model", "openai:m", "--base-url", "http://127.0.0.1:9/v1", *extra,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert message in result.stderr

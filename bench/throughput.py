@@ -2,11 +2,13 @@
 whose every request takes a fixed time, as a model's generation would.
 
     .venv/bin/python bench/throughput.py --questions 200 --delay 0.05 --concurrency 64
+    .venv/bin/python bench/throughput.py --replicas 3 --concurrency 32
+    .venv/bin/python bench/throughput.py --cache /tmp/answers.db   # twice: the second is all hits
 
 Prints requests per second, the most and the mean requests in flight (a harness that
-keeps the server busy holds the mean near the concurrency limit), the request latency the
-client saw, and the CPU time the harness spent per request. The stub
-runs in its own process so its work does not count against the harness.
+keeps the servers busy holds the mean near replicas x the concurrency limit), the request
+latency the client saw, and the CPU time the harness spent per request. Each stub runs in
+its own process so its work does not count against the harness.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from stub_server import StubServer
 
-from mad_eval.backends import Guarded, make_backend
+from mad_eval.backends import Guarded, Replica, RetryPolicy, make_backend
+from mad_eval.backends.cache import Cached, RequestCache
 from mad_eval.config import RunConfig
 from mad_eval.engine import Engine, shared_seats
 from mad_eval.protocols import resolve
@@ -42,7 +45,9 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--delay", type=float, default=0.05, help="seconds per request")
-    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--concurrency", type=int, default=64, help="per replica")
+    parser.add_argument("--replicas", type=int, default=1, help="stub servers, one process each")
+    parser.add_argument("--cache", help="a request cache file (run twice to measure hits)")
     args = parser.parse_args()
 
     questions = [
@@ -50,40 +55,56 @@ def main() -> None:
     ]
     config = RunConfig(agents=args.agents, rounds=args.rounds, max_tokens=64, model="openai:stub")
     turns = []
-    urls: multiprocessing.Queue = multiprocessing.Queue()
-    stop = multiprocessing.Event()
-    server = multiprocessing.Process(target=serve, args=(args.delay, urls, stop))
-    server.start()
-    base_url = urls.get(timeout=30)
-    backend = Guarded.single(make_backend("openai:stub-model", base_url), args.concurrency)
-    protocol = resolve("decentralized").protocol
-    engine = Engine(config, protocol, shared_seats(config, backend), {}, turns.append)
+    servers = []
+    for _ in range(args.replicas):
+        urls: multiprocessing.Queue = multiprocessing.Queue()
+        stop = multiprocessing.Event()
+        process = multiprocessing.Process(target=serve, args=(args.delay, urls, stop))
+        process.start()
+        servers.append((process, urls, stop, urls.get(timeout=30)))
 
     async def go() -> None:
+        slots = args.concurrency
+        replicas = [
+            Replica(make_backend("openai:stub-model", url), asyncio.Semaphore(slots), url)
+            for *_, url in servers
+        ]
+        backend = Guarded(replicas, 600.0, RetryPolicy())
+        cache = RequestCache(args.cache) if args.cache else None
+        if cache:
+            backend = Cached(backend, cache, {"model": "openai:stub-model"})
+        protocol = resolve("decentralized").protocol
+        engine = Engine(config, protocol, shared_seats(config, backend), {}, turns.append)
         try:
             await engine.run(questions)
         finally:
             await backend.aclose()
+            if cache:
+                print(f"cache: {cache.hits} hits, {cache.stored} stored")
+                cache.close()
 
     start, cpu = time.perf_counter(), time.process_time()
     asyncio.run(go())
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-    stop.set()
-    peak = urls.get(timeout=30)
-    server.join()
+    peaks = []
+    for process, urls, stop, _ in servers:
+        stop.set()
+        peaks.append(urls.get(timeout=30))
+        process.join()
+    limit = args.concurrency * args.replicas
 
     failed = sum(t.failed for t in turns)
-    ideal = args.concurrency / args.delay
+    ideal = limit / args.delay
     print(f"turns: {len(turns)} ({failed} failed) in {elapsed:.2f} s")
     print(
         f"throughput: {len(turns) / elapsed:.0f} requests/s "
         f"({ideal:.0f} if a request took only the sleep)"
     )
-    print(f"peak requests in flight at the server: {peak} (limit {args.concurrency})")
+    print(f"peak requests in flight per server: {peaks} (limit {args.concurrency} each)")
     print(f"harness CPU: {1000 * cpu / len(turns):.2f} ms per request")
     mean_latency = sum(t.latency for t in turns) / len(turns)
     busy = sum(t.latency for t in turns) / elapsed
-    print(f"mean requests in flight: {busy:.1f} (throughput x latency; limit {args.concurrency})")
+    print(f"mean requests in flight: {busy:.1f} (throughput x latency; limit {limit})")
     print(
         f"mean request latency: {1000 * mean_latency:.0f} ms "
         f"(the server sleeps {1000 * args.delay:.0f} ms per request)"

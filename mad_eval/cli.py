@@ -188,6 +188,10 @@ def run(
     gpu_memory_utilization: Annotated[
         float, typer.Option(help="vllm: fraction of GPU memory the engine may use.")
     ] = 0.9,
+    enforce_eager: Annotated[
+        bool,
+        typer.Option(help="vllm: skip CUDA graph capture (starts faster, runs slower)."),
+    ] = False,
     dtype: Annotated[
         str, typer.Option(help="vllm: weights type (auto, bfloat16, float16, float32).")
     ] = "auto",
@@ -234,6 +238,7 @@ def run(
                 cache=str(cache) if cache else None,
                 tensor_parallel_size=tensor_parallel_size,
                 gpu_memory_utilization=gpu_memory_utilization,
+                enforce_eager=enforce_eager,
             ),
         )
     except USER_ERRORS as exc:

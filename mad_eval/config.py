@@ -66,6 +66,7 @@ class RunConfig:
     cache: str | None = None
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
+    enforce_eager: bool = False
 
     OPERATIONAL = (
         "base_urls",
@@ -76,6 +77,7 @@ class RunConfig:
         "cache",
         "tensor_parallel_size",
         "gpu_memory_utilization",
+        "enforce_eager",
     )
 
     def validate(self) -> None:

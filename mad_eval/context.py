@@ -342,10 +342,10 @@ class Fitter:
             room -= tokens - budget
             cap = min(cap - 1, _water_level(lengths, room, marker))
 
-        _, bare = self._encode(build([""] * len(texts)))
+        # `tokens` is now the prompt with every quoted response cut down to the marker.
         raise ContextError(
-            f"the prompt needs {bare} tokens without any quoted response, but the budget is "
-            f"{budget} tokens (max model length minus max tokens)."
+            f"the prompt needs {tokens} tokens even with every quoted response cut away, but "
+            f"the budget is {budget} tokens (max model length minus max tokens)."
         )
 
 

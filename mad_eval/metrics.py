@@ -185,6 +185,10 @@ def compute_metrics(
         "length_stops": sum(1 for t in live if t.finish_reason == "length"),
         "context_cut_turns": sum(1 for t in turns if t.cut_tokens),
         "context_cut_tokens": sum(t.cut_tokens for t in turns),
+        # Serving: answers that needed retries, requests sent in all, answers from the cache.
+        "retried_turns": sum(1 for t in turns if t.attempts > 1),
+        "requests_sent": sum(t.attempts for t in turns),
+        "cached_turns": sum(1 for t in turns if t.cached),
         "prefix_share": share["overall"],
         "per_run": per_run,
     }

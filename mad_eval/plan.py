@@ -222,6 +222,8 @@ def _backend(
                     tensor_parallel_size=config.tensor_parallel_size,
                     gpu_memory_utilization=config.gpu_memory_utilization,
                     dtype=config.dtype,
+                    enforce_eager=config.enforce_eager,
+                    add_special_tokens=config.template == "raw",
                 ),
             ),
             slots.setdefault(url or agent.model, asyncio.Semaphore(config.concurrency)),

@@ -78,6 +78,9 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
         f"{metrics['turns']} turns; unparsed answers: {metrics['unparsed']}, "
         f"failed turns: {metrics['failed_turns']}, stopped at max tokens: "
         f"{metrics.get('length_stops', 0)}, prompts cut to fit: "
-        f"{metrics.get('context_cut_turns', 0)}"
+        f"{metrics.get('context_cut_turns', 0)}; requests sent: "
+        f"{metrics.get('requests_sent', metrics['turns'])}, turns retried: "
+        f"{metrics.get('retried_turns', 0)}, answers from the cache: "
+        f"{metrics.get('cached_turns', 0)}"
     )
     return Group(*parts)

@@ -243,8 +243,9 @@ def test_cut_counts_only_budget_truncation_not_think_stripping(counter: TokenCou
 
 
 def test_question_alone_over_budget_is_an_error(counter: TokenCounter) -> None:
-    bare = counter.count(counter.encode_messages(build(["", ""])))
-    with pytest.raises(ContextError, match=f"needs {bare} tokens.*budget is 10 tokens"):
+    # What is left with both responses cut down to the marker, as the message says.
+    bare = counter.count(counter.encode_messages(build([CUT_MARKER, CUT_MARKER])))
+    with pytest.raises(ContextError, match=f"needs {bare} tokens even with every quoted"):
         Fitter(counter).fit(build, [response(5, 1), response(5, 2)], budget=10)
 
 

@@ -161,3 +161,13 @@ def test_prefix_share_is_pooled_token_fraction():
     turns[0].cut_tokens = 7
     m = compute_metrics(turns, agents=3, rounds=1, voters=[0, 1, 2], seed=0)
     assert (m["context_cut_turns"], m["context_cut_tokens"]) == (1, 7)
+
+
+def test_serving_counts_come_from_the_turns():
+    turns = case_turns()
+    turns[0].attempts, turns[1].attempts = 3, 0  # two retries; one never sent
+    turns[1].cached = True
+    m = compute_metrics(turns, agents=3, rounds=1, voters=[0, 1, 2], seed=0)
+    assert m["retried_turns"] == 1
+    assert m["requests_sent"] == len(turns) - 1 + 2
+    assert m["cached_turns"] == 1

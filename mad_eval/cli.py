@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -45,7 +46,8 @@ USER_ERRORS = (
 
 
 def fail(message: str) -> typer.Exit:
-    errors.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # Escaped: a message may hold brackets, such as pip install 'mad-eval[vllm]'.
+    errors.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
 
 
@@ -253,7 +255,9 @@ def run(
             seats = await plan.seats()
             done = store.open(config, plan.manifest_extra(seats))
             for warning in plan.warnings:
-                errors.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+                errors.print(
+                    f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True
+                )
             if model is None and not config.roster:
                 console.print(
                     "No --model given: using simulated agents (sim). "

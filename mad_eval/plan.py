@@ -8,7 +8,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mad_eval.backends import Backend, Guarded, Replica, RetryPolicy, make_backend
+from mad_eval.backends import (
+    Backend,
+    Guarded,
+    Replica,
+    RetryPolicy,
+    make_backend,
+    require_installed,
+)
 from mad_eval.backends.cache import Cached, RequestCache
 from mad_eval.benchmarks import BenchmarkSpec, load_questions
 from mad_eval.config import DEFAULT_MODEL, ConfigError, RunConfig
@@ -152,6 +159,8 @@ def make_plan(
             "(repeated) or --roster FILE, or use a preset that lists one."
         )
     check_protocol(choice.protocol, config.agents)
+    for entry in roster or (Entry(config.model),):
+        require_installed(entry.model)
     spec, questions = load_questions(benchmark, data_dir, limit)
     config = replace(config, max_tokens=config.max_tokens or spec.max_tokens)
 
@@ -196,14 +205,8 @@ def _backend(
     cache: RequestCache | None,
 ) -> Backend:
     """The agent's model behind the guard (a replica per endpoint), and the cache if asked."""
-    render = None
-    if _renders_text(agent.model, config):
-        try:
-            counter.render([{"role": "user", "content": "2 + 2?"}])
-        except ContextError as exc:
-            raise ConfigError(f"agent {agent.index} ({agent.model}): {exc}") from None
-        render = counter.render
-    elif config.template == "raw" and agent.model.startswith("openai:"):
+    render = counter.render if _renders_text(agent.model, config) else None
+    if config.template == "raw" and agent.model.startswith("openai:") and render is None:
         raise ConfigError(
             "--template raw needs --api completions: the chat endpoint applies the "
             "server's own chat template."
@@ -231,6 +234,11 @@ def _backend(
         )
         for url in urls
     ]
+    if render is not None:  # found out now, not at the first request
+        try:
+            render([{"role": "user", "content": "2 + 2?"}])
+        except ContextError as exc:
+            raise ConfigError(f"agent {agent.index} ({agent.model}): {exc}") from None
     retry = RetryPolicy(config.retries, config.backoff)
     backend: Backend = Guarded(replicas, config.timeout, retry)
     if cache is None:

@@ -5,6 +5,7 @@ rendering, and the persistent request cache."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import time
 from collections import Counter
@@ -289,3 +290,11 @@ def test_serving_options_misused_get_one_clear_sentence(tmp_path, extra, message
     )  # fmt: skip
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def test_the_vllm_backend_without_vllm_says_how_to_install_it(tmp_path):
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here; tests/test_vllm.py runs it")
+    result = mad_eval("run", "--model", "vllm:/models/qwen3-8b", "--limit", "1", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "the vllm:<model> backend needs vLLM: pip install 'mad-eval[vllm]'" in result.stderr

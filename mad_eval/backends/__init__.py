@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -29,9 +30,19 @@ __all__ = [
     "Sampling",
     "TransientError",
     "make_backend",
+    "require_installed",
 ]
 
 KINDS = ("openai", "vllm", "sim")
+
+
+def require_installed(spec: str) -> None:
+    """Raise BackendError, saying what to install, if the spec's backend needs a package that
+    is missing: found out before any tokenizer or data is loaded."""
+    if spec.startswith("vllm:") and importlib.util.find_spec("vllm") is None:
+        from mad_eval.backends.vllm_backend import INSTALL_HINT
+
+        raise BackendError(INSTALL_HINT)
 
 
 def make_backend(
@@ -59,6 +70,8 @@ def make_backend(
         return OpenAIBackend(rest, base_url, timeout=timeout, api=api, render=render)
     if kind == "vllm":
         from mad_eval.backends.vllm_backend import VLLMBackend
+
+        require_installed(spec)
 
         if render is None:
             raise ValueError("the in-process vLLM backend needs a function that renders prompts")

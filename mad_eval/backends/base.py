@@ -132,14 +132,6 @@ class Guarded(Backend):
         self.retry = retry or RetryPolicy()
         self._turn = 0  # rotates which replica wins a tie
 
-    @classmethod
-    def single(
-        cls, inner: Backend, slots: int | asyncio.Semaphore, timeout: float | None = None
-    ) -> Guarded:
-        """One backend, no retries: for in-process engines, scripts and tests."""
-        semaphore = asyncio.Semaphore(slots) if isinstance(slots, int) else slots
-        return cls([Replica(inner, semaphore, None)], timeout, RetryPolicy(retries=0))
-
     async def generate(self, request: Request) -> Generation:
         start = time.perf_counter()
         failed_on: set[int] = set()  # replicas this request failed on: try the others first

@@ -1,44 +1,106 @@
 """Pure functions from turns to the paper's numbers (in percent): Maj, Debate, Delta,
-per-round accuracy and transitions, averaged over seeded runs with their spread."""
+per-round accuracy, diversity and answer lengths, and transitions, averaged over seeded
+runs with their spread."""
 
 from __future__ import annotations
 
-import random
+import math
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
-from mad_eval.grading import equivalent
-from mad_eval.records import Turn, derive_seed
+from mad_eval.records import Turn
+from mad_eval.tally import Rates, Tallies, majority_vote, tally
+
+__all__ = ["compute_metrics", "formulas", "majority_vote", "mean_std", "percent"]
 
 
-@dataclass(frozen=True)
-class Vote:
-    answer: str | None
-    correct: bool
+Formula = Callable[[Rates], np.ndarray]
+ROUND_FIELDS = (
+    "vote_accuracy",
+    "agent_accuracy",
+    "unanimous",
+    "entropy",
+    "rho",
+    "n_eff",
+    "length_right",
+    "length_wrong",
+)
+MOVE_FIELDS = ("c2i", "i2c", "delta")
 
 
-def majority_vote(turns: list[Turn], rng: random.Random) -> Vote:
-    """Plurality over extracted answers grouped by equivalence (not by string); ties are
-    broken by `rng`. Unparsed answers do not vote; no answer at all is a wrong vote."""
-    groups: list[list[Turn]] = []
-    for turn in turns:
-        if turn.answer is None:
-            continue
-        for group in groups:
-            if equivalent(turn.answer, group[0].answer):  # type: ignore[arg-type]
-                group.append(turn)
-                break
-        else:
-            groups.append([turn])
-    if not groups:
-        return Vote(None, False)
-    top = max(len(g) for g in groups)
-    winner = rng.choice([g for g in groups if len(g) == top])
-    return Vote(winner[0].answer, bool(winner[0].correct))
+def formulas(rounds: int, agents: int, hub: bool = False) -> dict[str, Formula]:
+    """Every number of metrics.json by name (`maj`, `round2.vote_accuracy`, `move1.c2i`, ...)
+    as a function of a run's rates: evaluated on all questions for metrics.json, on
+    resampled questions for a bootstrap. Rates are fractions; accuracies come out in percent."""
+    last = rounds
+    found: dict[str, Formula] = {
+        "maj": _percent("vote0"),
+        "debate": _percent(f"vote{last}"),
+        "delta": _gain("vote0", f"vote{last}"),
+    }
+    if rounds == 0:  # independent samples: the single-agent numbers
+        found["mean_at_k"] = _percent("agent0")
+        found["maj_at_k"] = _percent("vote0")
+    for r in range(rounds + 1):
+        found |= {
+            f"round{r}.vote_accuracy": _percent(f"vote{r}"),
+            f"round{r}.agent_accuracy": _percent(f"agent{r}"),
+            f"round{r}.unanimous": _percent(f"unanimous{r}"),
+            f"round{r}.entropy": _plain(f"entropy{r}"),
+            f"round{r}.rho": _rho(r),
+            f"round{r}.n_eff": _n_eff(r, agents),
+            f"round{r}.length_right": _plain(f"len_right{r}"),
+            f"round{r}.length_wrong": _plain(f"len_wrong{r}"),
+        }
+        if hub:
+            found[f"round{r}.hub_accuracy"] = _percent(f"hub{r}")
+    for r in range(1, rounds + 1):
+        found |= {
+            f"move{r}.c2i": _percent(f"c2i{r}"),
+            f"move{r}.i2c": _percent(f"i2c{r}"),
+            f"move{r}.delta": _gain(f"c2i{r}", f"i2c{r}"),
+        }
+    return found
+
+
+def _plain(key: str) -> Formula:
+    return lambda rates: rates[key]
+
+
+def _percent(key: str) -> Formula:
+    return lambda rates: 100.0 * rates[key]
+
+
+def _gain(before: str, after: str) -> Formula:
+    return lambda rates: 100.0 * (rates[after] - rates[before])
+
+
+def _rho(r: int) -> Formula:
+    """Correlation of two agents' correctness: for exchangeable agents right with probability
+    p, P(two agree) = 1 - 2p(1-p)(1-rho). Undefined when every answer is right or wrong."""
+
+    def rho(rates: Rates) -> np.ndarray:
+        p, agree = rates[f"agent{r}"], rates[f"agree{r}"]
+        spread = 2 * p * (1 - p)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(spread > 0, 1 - (1 - agree) / np.where(spread > 0, spread, 1), np.nan)
+
+    return rho
+
+
+def _n_eff(r: int, agents: int) -> Formula:
+    """The correlation lemma's effective ensemble size N / (1 + (N-1) rho): N independent
+    agents are worth N, perfectly correlated ones are worth one."""
+
+    def n_eff(rates: Rates) -> np.ndarray:
+        scale = 1 + (agents - 1) * _rho(r)(rates)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(scale > 0, agents / np.where(scale > 0, scale, 1), np.nan)
+
+    return n_eff
 
 
 def percent(hits: Iterable[bool]) -> float | None:
@@ -46,82 +108,42 @@ def percent(hits: Iterable[bool]) -> float | None:
     return 100.0 * sum(values) / len(values) if values else None
 
 
-def run_metrics(
-    turns: list[Turn], voters: list[int], rounds: int, seed: int, hub: int | None = None
-) -> dict[str, Any]:
-    """The numbers of one seeded run. Failed turns are left out of every rate."""
-    by_round: dict[int, dict[str, list[Turn]]] = defaultdict(lambda: defaultdict(list))
-    by_agent: dict[tuple[str, int], dict[int, Turn]] = defaultdict(dict)
-    for t in turns:
-        by_round[t.round][t.question].append(t)
-        by_agent[(t.question, t.agent)][t.round] = t
-
-    per_round = []
-    for r in range(rounds + 1):
-        votes = []
-        for qid, qturns in sorted(by_round[r].items()):
-            ballot = sorted(
-                (t for t in qturns if t.agent in voters and not t.failed), key=lambda t: t.agent
-            )
-            if ballot:  # a question whose every voter failed has no vote to score
-                rng = random.Random(derive_seed(seed, "vote", ballot[0].run, qid, r))
-                votes.append(majority_vote(ballot, rng).correct)
-        live = [t for q in by_round[r].values() for t in q if not t.failed]
-        row = {
-            "round": r,
-            "vote_accuracy": percent(votes),
-            "agent_accuracy": percent(bool(t.correct) for t in live),
-        }
-        if hub is not None:
-            row["hub_accuracy"] = percent(bool(t.correct) for t in live if t.agent == hub)
-        per_round.append(row)
-
-    transitions = []
-    for r in range(1, rounds + 1):
-        pairs = [
-            (bool(seen[r - 1].correct), bool(seen[r].correct))
-            for seen in by_agent.values()
-            if r - 1 in seen and r in seen and not seen[r - 1].failed and not seen[r].failed
-        ]
-        c2i = percent(before and not after for before, after in pairs)
-        i2c = percent(after and not before for before, after in pairs)
-        transitions.append(
-            {
-                "from_round": r - 1,
-                "to_round": r,
-                "c2i": c2i,
-                "i2c": i2c,
-                "delta": None if c2i is None or i2c is None else i2c - c2i,
-            }
-        )
-
-    maj, debate = per_round[0]["vote_accuracy"], per_round[-1]["vote_accuracy"]
-    return {
-        "maj": maj,
-        "debate": debate,
-        "delta": None if maj is None or debate is None else debate - maj,
-        "rounds": per_round,
-        "transitions": transitions,
-        "turns": len(turns),
-        "unparsed": sum(1 for t in turns if not t.failed and t.answer is None),
-        "failed_turns": sum(1 for t in turns if t.failed),
-    }
-
-
 def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
     """Mean and sample standard deviation across runs (std is None with fewer than 2 runs)."""
-    present = [v for v in values if v is not None]
+    present = [v for v in values if v is not None and not math.isnan(v)]
     if not present:
         return None, None
     std = float(np.std(present, ddof=1)) if len(present) > 1 else None
     return float(np.mean(present)), std
 
 
-def _average(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in keys:
-        out[key], out[f"{key}_std"] = mean_std([row[key] for row in rows])
+def _nest(names: Iterable[str], cell: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """metrics.json's shape from flat names: `round2.x` goes to rounds[2], `move1.x` to
+    transitions[0]; `cell(name)` gives the fields one name contributes."""
+    out: dict[str, Any] = {"rounds": [], "transitions": []}
+    for name in names:
+        head, _, field = name.partition(".")
+        if not field:
+            out.update(cell(name))
+            continue
+        if head.startswith("round"):
+            r = int(head.removeprefix("round"))
+            rows, index, first = out["rounds"], r, {"round": r}
+        else:
+            r = int(head.removeprefix("move"))
+            rows, index, first = out["transitions"], r - 1, {"from_round": r - 1, "to_round": r}
+        if len(rows) <= index:
+            rows.append(first)
+        rows[index].update(cell(name))
     return out
+
+
+def _field(name: str) -> str:
+    return name.partition(".")[2] or name
+
+
+def _value(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
 
 
 def compute_metrics(
@@ -132,52 +154,47 @@ def compute_metrics(
     seed: int,
     hub: int | None = None,
     groups: dict[str, list[int]] | None = None,
+    tallies: Tallies | None = None,
 ) -> dict[str, Any]:
     """metrics.json: means over runs, their sample std, and each run's own numbers.
     With a `hub`, its own accuracy per round; with several `groups` (label -> agents), the
-    same numbers for each group's agents alone, the vote taken among them."""
-    by_run: dict[int, list[Turn]] = defaultdict(list)
-    for t in turns:
-        by_run[t.run].append(t)
-    per_run = [
-        {"run": run, **run_metrics(by_run[run], voters, rounds, seed, hub)}
-        for run in sorted(by_run)
-    ]
-    if not per_run:
+    same numbers for each group's agents alone, the vote taken among them. `tallies` are
+    the turns' own, when the caller has counted them already."""
+    if not turns:
         raise ValueError("no turns recorded yet: nothing to measure.")
+    tallies = tallies or tally(turns, voters, rounds, seed, hub)
+    rates = tallies.rates()
+    values = {name: f(rates) for name, f in formulas(rounds, agents, hub is not None).items()}
 
-    headline = _average(per_run, ("maj", "debate", "delta"))
-    round_keys = ("vote_accuracy", "agent_accuracy") + (
-        ("hub_accuracy",) if hub is not None else ()
-    )
+    def mean_cell(name: str) -> dict[str, Any]:
+        mean, std = mean_std([_value(v) for v in values[name]])
+        return {_field(name): mean, f"{_field(name)}_std": std}
+
+    per_run = []
+    for i, run in enumerate(tallies.runs):
+        mine = [t for t in turns if t.run == run]
+        per_run.append(
+            {
+                "run": run,
+                **_nest(values, lambda name, i=i: {_field(name): _value(values[name][i])}),
+                "turns": len(mine),
+                "unparsed": sum(1 for t in mine if not t.failed and t.answer is None),
+                "failed_turns": sum(1 for t in mine if t.failed),
+            }
+        )
+    summary = _nest(values, mean_cell)
     share = prefix_share(turns)
-    per_round = [
-        {
-            "round": r,
-            **_average([p["rounds"][r] for p in per_run], round_keys),
-            "prefix_share": share["by_round"].get(r),
-        }
-        for r in range(rounds + 1)
-    ]
-    transitions = [
-        {
-            "from_round": r - 1,
-            "to_round": r,
-            **_average([p["transitions"][r - 1] for p in per_run], ("c2i", "i2c", "delta")),
-        }
-        for r in range(1, rounds + 1)
-    ]
+    for row in summary["rounds"]:
+        row["prefix_share"] = share["by_round"].get(row["round"])
     live = [t for t in turns if not t.failed]
     metrics = {
         "runs": len(per_run),
-        "questions": len({t.question for t in turns}),
+        "questions": len(tallies.questions),
         "agents": agents,
         "rounds_of_debate": rounds,
         "voters": voters,
         "hub": hub,
-        **headline,
-        "rounds": per_round,
-        "transitions": transitions,
+        **summary,
         "turns": len(turns),
         "unparsed": sum(p["unparsed"] for p in per_run),
         "unparsed_pct": percent(t.answer is None for t in live),

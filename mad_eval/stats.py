@@ -1,0 +1,82 @@
+"""Error bars over questions: bootstrap confidence intervals and a paired bootstrap test.
+
+Both resample questions with replacement and re-evaluate the same formula that gives the
+number in metrics.json (metrics.formulas), averaged over runs as metrics.json averages it.
+The resampling is seeded, so a table prints the same intervals every time.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from mad_eval.metrics import Formula
+from mad_eval.tally import Tallies
+
+REPLICATES = 2000
+
+
+def _weights(questions: int, replicates: int, seed: int) -> np.ndarray:
+    """How often each replicate draws each question: [replicates, questions]."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(questions, np.full(questions, 1 / questions), size=replicates).astype(
+        float
+    )
+
+
+def _over_runs(values: np.ndarray) -> np.ndarray:
+    """Mean over runs (axis 0), ignoring runs where the number is undefined."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a replicate with nothing defined
+        return np.nanmean(values, axis=0)
+
+
+def point(tallies: Tallies, formula: Formula) -> float | None:
+    value = float(_over_runs(formula(tallies.rates())))
+    return None if np.isnan(value) else value
+
+
+def bootstrap_ci(
+    tallies: Tallies,
+    formula: Formula,
+    replicates: int = REPLICATES,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float | None, float | None]:
+    """Percentile interval of the number over question resamples; (None, None) if undefined."""
+    draws = _over_runs(formula(tallies.rates(_weights(len(tallies.questions), replicates, seed))))
+    draws = draws[~np.isnan(draws)]
+    if draws.size == 0:
+        return None, None
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(draws, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def paired_test(
+    a: Tallies,
+    formula_a: Formula,
+    b: Tallies,
+    formula_b: Formula,
+    replicates: int = REPLICATES,
+    seed: int = 0,
+) -> tuple[float | None, int]:
+    """Two-sided p-value that number A equals number B, with both computed on the same
+    resampled questions (those both have answered); and how many questions that was.
+
+    The replicates' differences, centred on the observed one, estimate its distribution
+    when there is no difference: p is the share at least as far from zero as observed.
+    """
+    common = sorted(set(a.questions) & set(b.questions))
+    if not common:
+        return None, 0
+    a, b = a.on(common), b.on(common)
+    observed = _over_runs(formula_a(a.rates())) - _over_runs(formula_b(b.rates()))
+    if np.isnan(observed):
+        return None, len(common)
+    w = _weights(len(common), replicates, seed)
+    diffs = _over_runs(formula_a(a.rates(w))) - _over_runs(formula_b(b.rates(w)))
+    diffs = diffs[~np.isnan(diffs)]
+    extreme = np.sum(np.abs(diffs - observed) >= abs(observed) - 1e-12)
+    return float((1 + extreme) / (1 + diffs.size)), len(common)

@@ -1,0 +1,171 @@
+"""Per-question counts behind every rate a run reports.
+
+Each rate is a ratio of two sums over questions (right votes / questions with a vote, right
+answers / answers, ...). Keeping the numerator and denominator of each question apart lets
+one code path give a run's number (sum over all questions) and a bootstrap replicate's
+(questions drawn with replacement, so each is counted as often as it was drawn).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+
+from mad_eval.grading import equivalent
+from mad_eval.records import Turn, derive_seed
+
+
+@dataclass(frozen=True)
+class Vote:
+    answer: str | None
+    correct: bool
+
+
+def answer_groups(turns: list[Turn]) -> list[list[Turn]]:
+    """Parsed answers grouped by equivalence (not by string), in order of first appearance."""
+    groups: list[list[Turn]] = []
+    for turn in turns:
+        if turn.answer is None:
+            continue
+        for group in groups:
+            if equivalent(turn.answer, group[0].answer):  # type: ignore[arg-type]
+                group.append(turn)
+                break
+        else:
+            groups.append([turn])
+    return groups
+
+
+def majority_vote(turns: list[Turn], rng: random.Random) -> Vote:
+    """Plurality over extracted answers grouped by equivalence; ties are broken by `rng`.
+    Unparsed answers do not vote; no answer at all is a wrong vote."""
+    groups = answer_groups(turns)
+    if not groups:
+        return Vote(None, False)
+    top = max(len(g) for g in groups)
+    winner = rng.choice([g for g in groups if len(g) == top])
+    return Vote(winner[0].answer, bool(winner[0].correct))
+
+
+def entropy_bits(turns: list[Turn]) -> float:
+    """Shannon entropy of the agents' answers; every unparsed answer falls in one more class."""
+    sizes = [len(g) for g in answer_groups(turns)]
+    sizes.append(sum(1 for t in turns if t.answer is None))
+    total = sum(sizes)
+    return -sum(s / total * math.log2(s / total) for s in sizes if s)
+
+
+class Rates(dict):
+    """Rates by tally key, each worked out when first asked for. A rate with nothing to
+    count is NaN."""
+
+    def __init__(self, tallies: Tallies, weights: np.ndarray | None):
+        super().__init__()
+        self.tallies, self.weights = tallies, weights
+
+    def __missing__(self, key: str) -> np.ndarray:
+        num, den = self.tallies.num[key], self.tallies.den[key]
+        if self.weights is None:
+            num, den = num.sum(axis=1), den.sum(axis=1)
+        else:
+            num, den = num @ self.weights.T, den @ self.weights.T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self[key] = np.where(den > 0, num / den, np.nan)
+        return self[key]
+
+
+@dataclass
+class Tallies:
+    """Numerators and denominators per (run, question) of every rate of a set of turns.
+
+    Keys: `vote{r}` (right votes), `agent{r}` (right answers), `hub{r}` (the hub's right
+    answers), `unanimous{r}` (questions whose answers all agree), `entropy{r}` (bits summed
+    over questions), `agree{r}` (agent pairs equally right or wrong), `len_right{r}` and
+    `len_wrong{r}` (completion tokens summed over right / wrong answers), and for debate
+    rounds `c2i{r}` and `i2c{r}` (agents moving right->wrong and wrong->right into round r).
+    """
+
+    runs: list[int]
+    questions: list[str]
+    num: dict[str, np.ndarray]  # key -> [runs, questions]
+    den: dict[str, np.ndarray]
+
+    def rates(self, weights: np.ndarray | None = None) -> Rates:
+        """Every rate per run ([runs]); with question weights [replicates, questions] (how
+        often a bootstrap replicate drew each question), per run and replicate."""
+        return Rates(self, weights)
+
+    def on(self, questions: list[str]) -> Tallies:
+        """The same tallies on `questions` (a subset, in that order), to pair two methods."""
+        index = [self.questions.index(q) for q in questions]
+        return Tallies(
+            self.runs,
+            list(questions),
+            {k: v[:, index] for k, v in self.num.items()},
+            {k: v[:, index] for k, v in self.den.items()},
+        )
+
+
+def tally(
+    turns: list[Turn], voters: list[int], rounds: int, seed: int, hub: int | None = None
+) -> Tallies:
+    """Count everything once. Failed turns are left out of every count; a question whose
+    every voter failed has no vote to score."""
+    runs = sorted({t.run for t in turns})
+    questions = sorted({t.question for t in turns})
+    row = {run: i for i, run in enumerate(runs)}
+    col = {q: j for j, q in enumerate(questions)}
+    keys = ["vote", "agent", "unanimous", "entropy", "agree", "len_right", "len_wrong"]
+    keys += ["hub"] if hub is not None else []
+    shape = (len(runs), len(questions))
+    names = [f"{k}{r}" for r in range(rounds + 1) for k in keys]
+    names += [f"{k}{r}" for r in range(1, rounds + 1) for k in ("c2i", "i2c")]
+    num = {name: np.zeros(shape) for name in names}
+    den = {name: np.zeros(shape) for name in names}
+
+    def add(key: str, at: tuple[int, int], n: float, d: float) -> None:
+        num[key][at] += n
+        den[key][at] += d
+
+    cells: dict[tuple[int, str, int], list[Turn]] = defaultdict(list)
+    for t in turns:
+        if not t.failed and t.round <= rounds:
+            cells[(t.run, t.question, t.round)].append(t)
+    for (run, qid, r), live in cells.items():
+        at = (row[run], col[qid])
+        live.sort(key=lambda t: t.agent)
+        ballot = [t for t in live if t.agent in voters]
+        if ballot:
+            rng = random.Random(derive_seed(seed, "vote", run, qid, r))
+            add(f"vote{r}", at, majority_vote(ballot, rng).correct, 1)
+        right = [bool(t.correct) for t in live]
+        add(f"agent{r}", at, sum(right), len(right))
+        if hub is not None:
+            mine = [bool(t.correct) for t in live if t.agent == hub]
+            add(f"hub{r}", at, sum(mine), len(mine))
+        groups = answer_groups(live)
+        add(f"unanimous{r}", at, len(groups) == 1 and len(groups[0]) == len(live), 1)
+        add(f"entropy{r}", at, entropy_bits(live), 1)
+        pairs = list(combinations(right, 2))
+        add(f"agree{r}", at, sum(a == b for a, b in pairs), len(pairs))
+        for t in live:
+            if t.completion_tokens is not None:
+                add(f"len_right{r}" if t.correct else f"len_wrong{r}", at, t.completion_tokens, 1)
+
+    by_agent: dict[tuple[int, str, int], dict[int, Turn]] = defaultdict(dict)
+    for t in turns:
+        if not t.failed:
+            by_agent[(t.run, t.question, t.agent)][t.round] = t
+    for (run, qid, _), seen in by_agent.items():
+        at = (row[run], col[qid])
+        for r in range(1, rounds + 1):
+            if r - 1 in seen and r in seen:
+                before, after = bool(seen[r - 1].correct), bool(seen[r].correct)
+                add(f"c2i{r}", at, before and not after, 1)
+                add(f"i2c{r}", at, after and not before, 1)
+    return Tallies(runs, questions, num, den)

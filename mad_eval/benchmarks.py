@@ -41,6 +41,12 @@ class BenchmarkSpec:
     path: Path | None = None
     builtin: dict[str, Any] | None = None
 
+    @property
+    def title(self) -> str:
+        """The name tables print: the description's lead ("MATH500: ..."), else the name."""
+        lead, colon, _ = self.description.partition(": ")
+        return lead if colon and len(lead) <= 24 else self.name
+
 
 def spec_dirs() -> list[Path]:
     """./benchmarks first so a user's spec shadows the project's spec of the same name."""

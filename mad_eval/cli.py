@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -12,18 +12,20 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mad_eval import options
 from mad_eval.backends import BackendError
 from mad_eval.benchmarks import BenchmarkError
 from mad_eval.config import DEFAULT_BENCHMARK, ConfigError
 from mad_eval.context import ContextError
 from mad_eval.engine import Engine
-from mad_eval.metrics import compute_metrics
 from mad_eval.plan import make_plan
-from mad_eval.prompts import STYLES
 from mad_eval.protocols import ProtocolError, catalogue
 from mad_eval.report import metrics_view
+from mad_eval.results import load_run, load_runs, parse_labels
 from mad_eval.roster import RosterError
+from mad_eval.stats import REPLICATES
 from mad_eval.store import RunStore, StoreError
+from mad_eval.tables import ERRORS, FORMATS, LAYOUTS, render, tidy
 
 app = typer.Typer(
     help="Multi-agent debate evaluation: Maj vs Debate, per-round accuracy and transitions.",
@@ -53,198 +55,136 @@ def fail(message: str) -> typer.Exit:
 
 @app.command()
 def run(
-    protocol: Annotated[
-        str,
-        typer.Option(
-            help="Debate protocol: a preset (see `mad-eval protocols`), NAME:key=value,... "
-            "(e.g. sparse:degree=4) or pkg.module:Class for your own."
-        ),
-    ] = "decentralized",
-    agents: Annotated[
-        int | None, typer.Option(help="Number of agents N (default 5, or the roster's size).")
-    ] = None,
-    rounds: Annotated[
-        int, typer.Option(help="Debate rounds T after the initial answers (round 0).")
-    ] = 3,
-    agent: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--agent",
-            metavar="MODEL[@URL][*COUNT]",
-            help="A group of agents, repeated for a mixed team, e.g. "
-            "--agent 'openai:a@http://host-a:8000/v1*3' --agent 'openai:b*2'.",
-        ),
-    ] = None,
-    roster: Annotated[
-        Path | None,
-        typer.Option(
-            help="TOML file of [[agent]] tables: model, count, name, base_url, "
-            "temperature, top_p, max_tokens, max_model_len, tokenizer, persona."
-        ),
-    ] = None,
-    prompt_style: Annotated[
-        str | None,
-        typer.Option(
-            help=f"Debate prompt: {', '.join(STYLES)} (default: the preset's, else debate)."
-        ),
-    ] = None,
-    benchmark: Annotated[
-        str,
-        typer.Option(
-            help="Benchmark name (arith, math500, amc23, aime24, aime25) or a .jsonl path."
-        ),
-    ] = DEFAULT_BENCHMARK,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(
-            envvar="MAD_EVAL_DATA",
-            help="Read benchmark files from this folder instead of the Hugging Face hub.",
-        ),
-    ] = None,
-    limit: Annotated[int | None, typer.Option(help="Use only the first K questions.")] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            help="Model spec: openai:<model> (a server), vllm:<model folder or hub id> "
-            "(in-process vLLM) or "
-            "sim[:p0=..,s0=..,k=..,mbeta=..,skill=..,w=..,delay=..,words=..,think=..]."
-        ),
-    ] = None,
-    base_url: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--base-url",
-            metavar="URL",
-            envvar="OPENAI_BASE_URL",
-            help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1; repeat it for "
-            "replicas of the model (each request goes to the least busy one).",
-        ),
-    ] = None,
-    api: Annotated[
-        str,
-        typer.Option(
-            metavar="chat|completions",
-            help="chat: send messages to /chat/completions (the server applies its chat "
-            "template); completions: send the prompt text we render to /completions."
-        ),
-    ] = "chat",
-    template: Annotated[
-        str,
-        typer.Option(
-            metavar="chat|raw",
-            help="How text prompts (--api completions, vllm:) are rendered: chat (the "
-            "tokenizer's chat template) or raw (message texts, for base checkpoints)."
-        ),
-    ] = "chat",
-    runs: Annotated[
-        int, typer.Option(help="Independent seeded repetitions (the paper averages 5).")
-    ] = 1,
-    seed: Annotated[int, typer.Option(help="Base seed; every turn's seed derives from it.")] = 0,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling top-p.")] = 0.9,
-    max_tokens: Annotated[
-        int | None, typer.Option(help="Tokens per answer (default: the benchmark's budget).")
-    ] = None,
-    max_model_len: Annotated[
-        int | None,
-        typer.Option(
-            help="Context length; prompts are fitted to it minus --max-tokens "
-            "(default: what the server reports)."
-        ),
-    ] = None,
-    tokenizer: Annotated[
-        str | None,
-        typer.Option(
-            help="Tokenizer folder or hub id for counting prompt tokens "
-            "(default: the model's own, else a conservative estimate)."
-        ),
-    ] = None,
-    strip_think: Annotated[
-        bool, typer.Option(help="Drop <think>...</think> from quoted responses.")
-    ] = False,
-    concurrency: Annotated[int, typer.Option(help="Requests in flight per endpoint.")] = 64,
-    timeout: Annotated[
-        float, typer.Option(help="Seconds one request attempt may take before it is retried.")
-    ] = 600.0,
-    retries: Annotated[
-        int,
-        typer.Option(
-            help="Retries of a request after a rate limit, server error, timeout or dropped "
-            "connection, with exponential backoff (or the server's Retry-After)."
-        ),
-    ] = 5,
-    backoff: Annotated[
-        float,
-        typer.Option(
-            help="Seconds before the first retry, doubled for each next one (up to 60), "
-            "half of it random so clients that failed together do not return together."
-        ),
-    ] = 1.0,
-    cache: Annotated[
-        Path | None,
-        typer.Option(
-            help="SQLite file of answers already received; an identical request (same model, "
-            "endpoint, messages, sampling and seed) is answered from it, not sent again."
-        ),
-    ] = None,
-    tensor_parallel_size: Annotated[
-        int, typer.Option(help="vllm: GPUs the in-process engine splits the model over.")
-    ] = 1,
-    gpu_memory_utilization: Annotated[
-        float, typer.Option(help="vllm: fraction of GPU memory the engine may use.")
-    ] = 0.9,
-    enforce_eager: Annotated[
-        bool,
-        typer.Option(help="vllm: skip CUDA graph capture (starts faster, runs slower)."),
-    ] = False,
-    dtype: Annotated[
-        str, typer.Option(help="vllm: weights type (auto, bfloat16, float16, float32).")
-    ] = "auto",
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            help="Run directory (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>)."
-        ),
-    ] = None,
+    protocol: options.Protocol = "decentralized",
+    agents: options.Agents = None,
+    rounds: options.Rounds = 3,
+    agent: options.Agent = None,
+    roster: options.Roster = None,
+    prompt_style: options.PromptStyle = None,
+    benchmark: options.Benchmark = DEFAULT_BENCHMARK,
+    data_dir: options.DataDir = None,
+    limit: options.Limit = None,
+    model: options.Model = None,
+    base_url: options.BaseUrl = None,
+    api: options.Api = "chat",
+    template: options.Template = "chat",
+    runs: options.Runs = 1,
+    seed: options.Seed = 0,
+    temperature: options.Temperature = 1.0,
+    top_p: options.TopP = 0.9,
+    max_tokens: options.MaxTokens = None,
+    max_model_len: options.MaxModelLen = None,
+    tokenizer: options.Tokenizer = None,
+    strip_think: options.StripThink = False,
+    concurrency: options.Concurrency = 64,
+    timeout: options.Timeout = 600.0,
+    retries: options.Retries = 5,
+    backoff: options.Backoff = 1.0,
+    cache: options.Cache = None,
+    tensor_parallel_size: options.TensorParallelSize = 1,
+    gpu_memory_utilization: options.GpuMemoryUtilization = 0.9,
+    enforce_eager: options.EnforceEager = False,
+    dtype: options.Dtype = "auto",
+    out: options.Out = None,
 ) -> None:
     """Run a multi-agent debate and report Maj, Debate, Δ and transitions.
 
     Running the same command again resumes an interrupted run in the same directory.
     """
+    settings = {k: v for k, v in locals().items() if k not in PLAN_ARGUMENTS}
+    _execute(
+        protocol=protocol,
+        agents=agents,
+        agent_options=agent or [],
+        roster_file=roster,
+        prompt_style=prompt_style,
+        settings=settings,
+    )
+
+
+@app.command()
+def single(
+    samples: Annotated[
+        int, typer.Option("--samples", "-k", help="Independent answers K per question.")
+    ] = 4,
+    benchmark: options.Benchmark = DEFAULT_BENCHMARK,
+    data_dir: options.DataDir = None,
+    limit: options.Limit = None,
+    model: options.Model = None,
+    base_url: options.BaseUrl = None,
+    api: options.Api = "chat",
+    template: options.Template = "chat",
+    runs: options.Runs = 1,
+    seed: options.Seed = 0,
+    temperature: options.Temperature = 1.0,
+    top_p: options.TopP = 0.9,
+    max_tokens: options.MaxTokens = None,
+    max_model_len: options.MaxModelLen = None,
+    tokenizer: options.Tokenizer = None,
+    concurrency: options.Concurrency = 64,
+    timeout: options.Timeout = 600.0,
+    retries: options.Retries = 5,
+    backoff: options.Backoff = 1.0,
+    cache: options.Cache = None,
+    tensor_parallel_size: options.TensorParallelSize = 1,
+    gpu_memory_utilization: options.GpuMemoryUtilization = 0.9,
+    enforce_eager: options.EnforceEager = False,
+    dtype: options.Dtype = "auto",
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Run directory (default: results/<benchmark>-single-k<K>-<model>)."),
+    ] = None,
+) -> None:
+    """Sample K answers per question without debate; report mean@K and maj@K.
+
+    Each answer is one turn of round 0, seeded like a debate's round 0, so turns.jsonl is
+    also a rollout file for `mad-eval train`. The same command resumes an interrupted run.
+    """
+    if samples < 1:
+        raise fail(f"--samples must be at least 1, got {samples}.")
+    settings = {k: v for k, v in locals().items() if k != "samples"}
+    _execute(
+        protocol="single",
+        agents=samples,
+        agent_options=[],
+        roster_file=None,
+        prompt_style=None,
+        settings={**settings, "rounds": 0},
+    )
+
+
+# run()'s options that make_plan takes by name; the rest are RunConfig settings.
+PLAN_ARGUMENTS = {"protocol", "agents", "agent", "roster", "prompt_style"}
+
+
+def _execute(
+    *,
+    protocol: str,
+    agents: int | None,
+    agent_options: list[str],
+    roster_file: Path | None,
+    prompt_style: str | None,
+    settings: dict[str, Any],
+) -> None:
+    """Plan, run (or resume) and report: the body `run` and `single` share."""
+    out, model = settings.pop("out"), settings["model"]
+    base_url, cache = settings.pop("base_url"), settings.pop("cache")
     try:
         plan = make_plan(
             protocol=protocol,
             agents=agents,
-            agent_options=agent or [],
-            roster_file=roster,
+            agent_options=agent_options,
+            roster_file=roster_file,
             prompt_style=prompt_style,
-            benchmark=benchmark,
-            data_dir=data_dir,
-            limit=limit,
-            model=model,
-            settings=dict(
-                rounds=rounds,
-                runs=runs,
-                seed=seed,
-                temperature=temperature,
-                top_p=top_p,
-                max_tokens=max_tokens,
-                max_model_len=max_model_len,
-                tokenizer=tokenizer,
-                strip_think=strip_think,
-                api=api,
-                template=template,
-                dtype=dtype,
-                base_urls=tuple(base_url or ()),
-                concurrency=concurrency,
-                timeout=timeout,
-                retries=retries,
-                backoff=backoff,
-                cache=str(cache) if cache else None,
-                tensor_parallel_size=tensor_parallel_size,
-                gpu_memory_utilization=gpu_memory_utilization,
-                enforce_eager=enforce_eager,
-            ),
+            benchmark=settings.pop("benchmark"),
+            data_dir=settings.pop("data_dir"),
+            limit=settings.pop("limit"),
+            model=settings.pop("model"),
+            settings={
+                **settings,
+                "base_urls": tuple(base_url or ()),
+                "cache": str(cache) if cache else None,
+            },
         )
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
@@ -267,15 +207,21 @@ def run(
                     "Pass --model openai:NAME --base-url URL to benchmark a served checkpoint."
                 )
             team = ", ".join(sorted({a.group for a in plan.team}))
+            if protocol == "single":
+                what = f"{config.agents} independent samples ({team}), no debate"
+            else:
+                what = (
+                    f"{config.agents} agents ({team}), {config.rounds} rounds, "
+                    f"{plan.choice.cls} protocol, {config.prompt_style} prompts"
+                )
             console.print(
                 f"{plan.spec.name}: {len(questions)} questions x {config.runs} run(s), "
-                f"{config.agents} agents ({team}), {config.rounds} rounds, "
-                f"{plan.choice.cls} protocol, {config.prompt_style} prompts -> {store.root}"
+                f"{what} -> {store.root}"
                 + (f" (resuming: {len(done)} turns already recorded)" if done else "")
             )
             with _progress() as progress:
                 task = progress.add_task(
-                    "debating",
+                    "sampling" if protocol == "single" else "debating",
                     total=config.runs * len(questions) * (config.rounds + 1) * config.agents,
                 )
                 engine = Engine(
@@ -342,30 +288,116 @@ def report(
     _report(RunStore(run_dir))
 
 
+@app.command()
+def table(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(metavar="RUN...", help="Run directories, any number.")
+    ],
+    layout: Annotated[
+        str,
+        typer.Option(
+            metavar="|".join(LAYOUTS),
+            help="debate: Maj, Debate, Δ per benchmark; single: mean@K, maj@K; rounds: vote "
+            "accuracy after each round; transitions: C→I, I→C per round; lengths: tokens of "
+            "correct and incorrect answers per round; diversity: unanimous share, answer "
+            "entropy, ρ and N_eff per round.",
+        ),
+    ] = "debate",
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="|".join(FORMATS),
+            help="csv: tidy, a row per method, benchmark and number, with std, 95% bootstrap "
+            "interval and p-value; latex: booktabs, best values bold; md: Markdown.",
+        ),
+    ] = "md",
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="RUN=NAME",
+            help="Name a run's method (repeatable); by default the settings that differ "
+            "between the runs name them.",
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(help="The method others are tested against (default: the first)."),
+    ] = None,
+    error: Annotated[
+        str,
+        typer.Option(
+            metavar="|".join(ERRORS),
+            help="Error bars in latex and md: std over seeded runs, half the 95% bootstrap "
+            "interval over questions, or none.",
+        ),
+    ] = "std",
+    replicates: Annotated[
+        int, typer.Option(help="Bootstrap resamples of the questions.")
+    ] = REPLICATES,
+    out: Annotated[
+        Path | None, typer.Option(help="Write the table here, not to the screen.")
+    ] = None,
+) -> None:
+    """Print a paper table of several runs, grouped by benchmark and method."""
+    for value, allowed, name in (
+        (layout, LAYOUTS, "--layout"),
+        (fmt, FORMATS, "--format"),
+        (error, ERRORS, "--error"),
+    ):
+        if value not in allowed:
+            raise fail(f"{name} must be one of {', '.join(allowed)}, got '{value}'.")
+    if replicates < 100:
+        raise fail(f"--replicates must be at least 100, got {replicates}.")
+    try:
+        runs = load_runs(run_dirs, parse_labels(label or []))
+        text = render(tidy(runs, layout, baseline, replicates), fmt, error)
+    except (StoreError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    if out is None:
+        print(text, end="")
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    console.print(f"Wrote {out} ({layout} layout, {len(runs)} runs).")
+
+
+@app.command()
+def plot(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(metavar="RUN...", help="Run directories, any number.")
+    ],
+    out: Annotated[Path, typer.Option(help="Folder the PNG files are written to.")] = Path(
+        "results/plots"
+    ),
+    label: Annotated[
+        list[str] | None,
+        typer.Option(metavar="RUN=NAME", help="Name a run's method (repeatable), as in table."),
+    ] = None,
+    replicates: Annotated[
+        int, typer.Option(help="Bootstrap resamples for the 95% intervals drawn.")
+    ] = REPLICATES,
+) -> None:
+    """Draw accuracy by round, transitions and diversity (N_eff) as PNG files."""
+    from mad_eval.plots import draw  # matplotlib loads only when plotting
+
+    try:
+        runs = load_runs(run_dirs, parse_labels(label or []))
+        written = draw(runs, out, replicates)
+    except (StoreError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    for path in written:
+        console.print(f"Wrote {path}")
+
+
 def _report(store: RunStore) -> None:
     """metrics.json from the run's records alone: its manifest and turns.jsonl."""
     try:
-        manifest = store.manifest()
-        turns = store.read_turns()
+        run = load_run(store.root)
     except StoreError as exc:
         raise fail(str(exc)) from None
-    config = manifest["config"]
-    if not turns:
-        raise fail(f"{store.turns_path} holds no turns yet; nothing to report.")
-    groups: dict[str, list[int]] = {}
-    for seat in manifest.get("team", []):
-        groups.setdefault(seat["group"], []).append(seat["agent"])
-    metrics = compute_metrics(
-        turns,
-        agents=config["agents"],
-        rounds=config["rounds"],
-        voters=manifest["protocol"]["voters"],
-        seed=config["seed"],
-        hub=manifest["protocol"].get("hub"),
-        groups=groups,
-    )
-    store.write_metrics(metrics)
-    console.print(metrics_view(metrics, title=store.root.name))
+    store.write_metrics(run.metrics)
+    console.print(metrics_view(run.metrics, title=store.root.name))
     console.print(f"Records: {store.turns_path}  Metrics: {store.metrics_path}")
 
 

@@ -137,8 +137,7 @@ class RunConfig:
             ),
             (
                 0.0 < self.gpu_memory_utilization <= 1.0,
-                "--gpu-memory-utilization must lie in (0, 1], "
-                f"got {self.gpu_memory_utilization}",
+                f"--gpu-memory-utilization must lie in (0, 1], got {self.gpu_memory_utilization}",
             ),
         ]
         for ok, message in checks:
@@ -191,7 +190,10 @@ class RunConfig:
             model = "+".join(f"{label}x{entry.count}" for label, entry in groups)
         else:
             model = self.model
-        name = f"{bench}-{self.protocol}-n{self.agents}-t{self.rounds}-{model}"
+        if self.protocol == "single":  # mad-eval single: K samples, no debate
+            name = f"{bench}-single-k{self.agents}-{model}"
+        else:
+            name = f"{bench}-{self.protocol}-n{self.agents}-t{self.rounds}-{model}"
         if self.prompt_style != "debate":
             name += f"-{self.prompt_style}"
         if self.runs > 1:

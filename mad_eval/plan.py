@@ -76,6 +76,7 @@ class Plan:
         return {
             "benchmark": {
                 "name": self.spec.name,
+                "title": self.spec.title,
                 "kind": self.spec.kind,
                 "questions": [q.id for q in self.questions],
             },

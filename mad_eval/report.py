@@ -19,19 +19,28 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
     runs = metrics["runs"]
     spread = f" (mean ± std over {runs} runs)" if runs > 1 else ""
     headline = Table(title=f"{title}{spread}", title_justify="left")
-    for name in ("Maj", "Debate", "Δ"):
-        headline.add_column(name, justify="right")
-    headline.add_row(
-        fmt(metrics["maj"], metrics["maj_std"]),
-        fmt(metrics["debate"], metrics["debate_std"]),
-        fmt(metrics["delta"], metrics["delta_std"], signed=True),
-    )
+    if metrics["rounds_of_debate"] == 0:  # mad-eval single: K samples, no debate
+        k = metrics["agents"]
+        for name in (f"mean@{k}", f"maj@{k}"):
+            headline.add_column(name, justify="right")
+        headline.add_row(
+            fmt(metrics["mean_at_k"], metrics["mean_at_k_std"]),
+            fmt(metrics["maj_at_k"], metrics["maj_at_k_std"]),
+        )
+    else:
+        for name in ("Maj", "Debate", "Δ"):
+            headline.add_column(name, justify="right")
+        headline.add_row(
+            fmt(metrics["maj"], metrics["maj_std"]),
+            fmt(metrics["debate"], metrics["debate_std"]),
+            fmt(metrics["delta"], metrics["delta_std"], signed=True),
+        )
 
     hub = metrics.get("hub")
     rounds = Table(title="Accuracy by round (%)", title_justify="left")
     columns = ["round", "vote", "mean agent"]
     columns += [f"hub (agent {hub})"] if hub is not None else []
-    for name in [*columns, "prefix share"]:
+    for name in [*columns, "unanimous", "N_eff", "prefix share"]:
         rounds.add_column(name, justify="right")
     for row in metrics["rounds"]:
         cells = [
@@ -41,6 +50,9 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
         ]
         if hub is not None:
             cells.append(fmt(row["hub_accuracy"], row["hub_accuracy_std"]))
+        cells.append(fmt(row.get("unanimous")))
+        n_eff = row.get("n_eff")
+        cells.append("-" if n_eff is None else f"{n_eff:.2f}")
         share = row.get("prefix_share")
         cells.append("-" if share is None else f"{100 * share:.0f}%")
         rounds.add_row(*cells)

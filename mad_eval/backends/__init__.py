@@ -33,6 +33,7 @@ __all__ = [
     "require_installed",
 ]
 
+
 def require_installed(spec: str) -> None:
     """Raise BackendError, saying what to install, if the spec's backend needs a package that
     is missing: found out before any tokenizer or data is loaded."""

@@ -18,6 +18,7 @@ from mad_eval.protocols.base import Protocol, ProtocolError, check_protocol
 from mad_eval.protocols.centralized import Centralized
 from mad_eval.protocols.decentralized import Decentralized
 from mad_eval.protocols.heterogeneous import Heterogeneous
+from mad_eval.protocols.single import Single
 from mad_eval.protocols.sparse import Sparse
 
 __all__ = [
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 BUILTIN: dict[str, type[Protocol]] = {
-    cls.name: cls for cls in (Decentralized, Sparse, Centralized, Heterogeneous)
+    cls.name: cls for cls in (Decentralized, Sparse, Centralized, Heterogeneous, Single)
 }
 ENTRY_POINT_GROUP = "mad_eval.protocols"
 PRESET_KEYS = {"class", "description", "prompt_style", "params"}

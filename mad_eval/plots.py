@@ -1,0 +1,173 @@
+"""The paper's figures as PNG, drawn from the same tidy frames the tables print, so a
+point on a plot is a number of metrics.json: accuracy by round, transitions, diversity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display needed, none opened
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from mad_eval.results import Run
+from mad_eval.stats import REPLICATES
+from mad_eval.tables import tidy
+
+PANEL = (4.2, 3.4)  # inches per benchmark panel
+C2I, I2C = "#c0392b", "#27ae60"
+HATCHES = ("", "//", "..", "xx", "\\\\", "oo")
+
+
+def _panels(count: int, rows: int = 1) -> tuple[Figure, np.ndarray]:
+    fig, axes = plt.subplots(
+        rows,
+        count,
+        figsize=(PANEL[0] * count, PANEL[1] * rows + 0.6),
+        squeeze=False,
+        layout="constrained",
+    )
+    return fig, axes
+
+
+def _benchmarks(frame: pd.DataFrame) -> list[str]:
+    return [b for b in dict.fromkeys(frame["benchmark"]) if b != "Avg"]
+
+
+def _legend(fig: Figure, axes: np.ndarray) -> None:
+    """One legend for the figure, below the panels, so it never covers a line."""
+    handles, labels = {}, []
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in handles:
+                handles[label] = handle
+                labels.append(label)
+    fig.legend(
+        [handles[label] for label in labels],
+        labels,
+        loc="outside lower center",
+        ncols=min(len(labels), 4),
+        frameon=False,
+    )
+
+
+def rounds_figure(frame: pd.DataFrame) -> Figure:
+    """Vote accuracy after each round, a line per method, the 95% interval shaded."""
+    benchmarks = _benchmarks(frame)
+    fig, axes = _panels(len(benchmarks))
+    for ax, benchmark in zip(axes[0], benchmarks, strict=True):
+        mine = frame[frame["benchmark"] == benchmark]
+        for method, rows in mine.groupby("method", sort=False):
+            x = rows["key"].map(lambda k: int(k.split(".")[0].removeprefix("round")))
+            ax.plot(x, rows["value"], marker="o", label=method)
+            ax.fill_between(x, rows["ci_low"], rows["ci_high"], alpha=0.15)
+        ax.set_title(benchmark)
+        ax.set_xlabel("debate round")
+        ax.set_ylabel("vote accuracy (%)")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Accuracy by round (shaded: 95% bootstrap interval over questions)")
+    _legend(fig, axes)
+    return fig
+
+
+def transitions_figure(frame: pd.DataFrame) -> Figure:
+    """Share of agents going correct->incorrect and incorrect->correct in each round: bars
+    grouped by round, colour for the direction, hatching for the method."""
+    benchmarks = _benchmarks(frame)
+    fig, axes = _panels(len(benchmarks))
+    methods = list(dict.fromkeys(frame["method"]))
+    width = 0.8 / (2 * len(methods))
+    for ax, benchmark in zip(axes[0], benchmarks, strict=True):
+        mine = frame[(frame["benchmark"] == benchmark) & frame["metric"].isin(["C→I", "I→C"])]
+        moves = list(dict.fromkeys(mine["part"]))
+        for m, method in enumerate(methods):
+            for d, (metric, color) in enumerate((("C→I", C2I), ("I→C", I2C))):
+                rows = mine[(mine["method"] == method) & (mine["metric"] == metric)]
+                x = np.array([moves.index(p) for p in rows["part"]], dtype=float)
+                low = (rows["value"] - rows["ci_low"]).clip(lower=0)
+                high = (rows["ci_high"] - rows["value"]).clip(lower=0)
+                ax.bar(
+                    x - 0.4 + width * (2 * m + d + 0.5),
+                    rows["value"],
+                    width,
+                    yerr=[low, high],
+                    capsize=2,
+                    color=color,
+                    hatch=HATCHES[m % len(HATCHES)],
+                    edgecolor="white",
+                )
+        ax.set_xticks(range(len(moves)), moves)
+        ax.set_xlabel("debate round")
+        ax.set_title(benchmark)
+        ax.set_ylabel("agents (%)")
+        ax.grid(axis="y", alpha=0.3)
+    handles = [
+        Patch(color=C2I, label="correct → incorrect"),
+        Patch(color=I2C, label="incorrect → correct"),
+    ]
+    handles += [
+        Patch(facecolor="grey", hatch=HATCHES[m % len(HATCHES)], edgecolor="white", label=method)
+        for m, method in enumerate(methods)
+    ]
+    fig.legend(
+        handles=handles, loc="outside lower center", ncols=min(len(handles), 4), frameon=False
+    )
+    fig.suptitle("Agent transitions per round (bars: 95% bootstrap interval)")
+    return fig
+
+
+def diversity_figure(frame: pd.DataFrame) -> Figure:
+    """Effective ensemble size N_eff and the share of unanimous questions by round."""
+    benchmarks = _benchmarks(frame)
+    fig, axes = _panels(len(benchmarks), rows=2)
+    for column, benchmark in enumerate(benchmarks):
+        mine = frame[frame["benchmark"] == benchmark]
+        top, bottom = axes[0][column], axes[1][column]
+        for method, rows in mine.groupby("method", sort=False):
+            rounds = rows["part"].str.removeprefix("round ").astype(int)
+            for ax, metric in ((top, "N_eff"), (bottom, "unanimous")):
+                picked = rows["metric"] == metric
+                ax.plot(rounds[picked], rows.loc[picked, "value"], marker="o", label=method)
+        agents = int(mine["agents"].max())
+        top.axhline(agents, color="grey", linestyle=":", linewidth=1)
+        top.axhline(1, color="grey", linestyle=":", linewidth=1)
+        top.set_title(benchmark)
+        top.set_ylabel("effective agents N_eff")
+        bottom.set_ylabel("unanimous questions (%)")
+        bottom.set_xlabel("debate round")
+        for ax in (top, bottom):
+            ax.xaxis.get_major_locator().set_params(integer=True)
+            ax.grid(alpha=0.3)
+    fig.suptitle("Answer diversity by round (dotted: N_eff = N and N_eff = 1)")
+    _legend(fig, axes)
+    return fig
+
+
+FIGURES = {
+    "rounds": ("rounds", rounds_figure),
+    "transitions": ("transitions", transitions_figure),
+    "diversity": ("diversity", diversity_figure),
+}
+
+
+def draw(runs: list[Run], folder: Path, replicates: int = REPLICATES) -> list[Path]:
+    """Write every figure that the runs have data for; return the files written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, (layout, make) in FIGURES.items():
+        frame = tidy(runs, layout, replicates=replicates)
+        frame = frame[frame["benchmark"] != "Avg"]
+        if frame.empty:  # no debate round in any run: nothing moved
+            continue
+        fig = make(frame)
+        path = folder / f"{name}.png"
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
+        written.append(path)
+    return written

@@ -1,0 +1,142 @@
+"""Finished runs as tables and plots see them: each run's records, its counts per question
+and its metrics, all recomputed from turns.jsonl, and a name for the method it measured."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mad_eval.metrics import Formula, compute_metrics, formulas
+from mad_eval.records import Turn
+from mad_eval.store import RunStore, StoreError
+from mad_eval.tally import Tallies, tally
+
+# What can tell two methods apart, in the order a generated label lists them.
+LABEL_FIELDS = ("model", "protocol", "agents", "rounds", "prompt", "temperature", "seed")
+
+
+@dataclass
+class Run:
+    root: Path
+    manifest: dict[str, Any]
+    turns: list[Turn]
+    tallies: Tallies
+    metrics: dict[str, Any]
+    label: str = ""
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.manifest["config"]
+
+    @property
+    def benchmark(self) -> str:
+        return self.manifest.get("benchmark", {}).get("name", self.config["benchmark"])
+
+    @property
+    def title(self) -> str:
+        return self.manifest.get("benchmark", {}).get("title", self.benchmark)
+
+    @property
+    def rounds(self) -> int:
+        return self.config["rounds"]
+
+    @property
+    def formulas(self) -> dict[str, Formula]:
+        hub = self.manifest["protocol"].get("hub") is not None
+        return formulas(self.rounds, self.config["agents"], hub)
+
+    def describe(self) -> dict[str, str]:
+        """The method's settings as short text, by LABEL_FIELDS name."""
+        config = self.config
+        if config.get("roster"):
+            model = "+".join(f"{_short(e['model'])}x{e.get('count', 1)}" for e in config["roster"])
+        else:
+            model = _short(config["model"])
+        return {
+            "model": model,
+            "protocol": config["protocol"],
+            "agents": f"N={config['agents']}",
+            "rounds": f"T={config['rounds']}",
+            "prompt": config.get("prompt_style", "debate"),
+            "temperature": f"temp={config['temperature']}",
+            "seed": f"seed={config['seed']}",
+        }
+
+
+def _short(model: str) -> str:
+    """openai:Qwen/Qwen2.5-7B-Instruct -> Qwen2.5-7B-Instruct; sim specs stay whole."""
+    kind, _, name = model.partition(":")
+    if kind in ("openai", "vllm") and name:
+        return name.rstrip("/").rsplit("/", 1)[-1]
+    return model
+
+
+def measure(manifest: dict[str, Any], turns: list[Turn]) -> tuple[Tallies, dict[str, Any]]:
+    """The run's counts per question and its metrics.json, from its records alone."""
+    config, protocol = manifest["config"], manifest["protocol"]
+    groups: dict[str, list[int]] = {}
+    for seat in manifest.get("team", []):
+        groups.setdefault(seat["group"], []).append(seat["agent"])
+    found = tally(turns, protocol["voters"], config["rounds"], config["seed"], protocol.get("hub"))
+    metrics = compute_metrics(
+        turns,
+        agents=config["agents"],
+        rounds=config["rounds"],
+        voters=protocol["voters"],
+        seed=config["seed"],
+        hub=protocol.get("hub"),
+        groups=groups,
+        tallies=found,
+    )
+    return found, metrics
+
+
+def load_run(root: Path) -> Run:
+    """Read one run directory; a folder that is no run, or holds no turns, is a StoreError."""
+    store = RunStore(root)
+    manifest = store.manifest()
+    turns = store.read_turns()
+    if not turns:
+        raise StoreError(f"{store.turns_path} holds no turns yet; nothing to report.")
+    found, metrics = measure(manifest, turns)
+    return Run(store.root, manifest, turns, found, metrics)
+
+
+def load_runs(roots: list[Path], labels: dict[str, str] | None = None) -> list[Run]:
+    """Read runs and name their methods: a --label given for the folder, else the settings
+    that differ between the runs (model, protocol, N, ...), else the model.
+    Two runs of one benchmark under one name are refused: their numbers would be mixed up."""
+    labels = dict(labels or {})
+    runs = [load_run(root) for root in roots]
+    described = [run.describe() for run in runs]
+    fields = LABEL_FIELDS
+    if all(run.config["protocol"] == "single" for run in runs):
+        fields = tuple(f for f in fields if f != "agents")  # K is shown per benchmark
+    varying = [f for f in fields if len({d[f] for d in described}) > 1]
+    for run, settings in zip(runs, described, strict=True):
+        given = labels.pop(str(run.root), None) or labels.pop(run.root.name, None)
+        run.label = given or " ".join(settings[f] for f in varying) or settings["model"]
+    if labels:
+        unknown = ", ".join(sorted(labels))
+        raise StoreError(f"--label names {unknown}, which is not one of the runs given.")
+    seen: dict[tuple[str, str], Path] = {}
+    for run in runs:
+        other = seen.setdefault((run.label, run.benchmark), run.root)
+        if other != run.root:
+            raise StoreError(
+                f"{other} and {run.root} are both '{run.label}' on {run.benchmark}; "
+                f"name them apart with --label {run.root}=NAME."
+            )
+    return runs
+
+
+def parse_labels(options: list[str]) -> dict[str, str]:
+    """--label RUN=NAME options, RUN being the run folder as given or its last part."""
+    labels = {}
+    for option in options:
+        folder, equals, name = option.partition("=")
+        if not equals or not folder or not name:
+            raise StoreError(f"--label '{option}' must look like RUN_DIR=NAME.")
+        labels[str(Path(folder))] = name
+    return labels

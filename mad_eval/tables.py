@@ -1,0 +1,401 @@
+"""The seed paper's tables from finished runs: one tidy frame (a row per method, benchmark
+and number, with its spread, bootstrap interval and test), rendered as CSV, LaTeX
+(booktabs) or Markdown. Every value is a number of the run's metrics.json."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from mad_eval.results import Run
+from mad_eval.stats import REPLICATES, bootstrap_ci, paired_test
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    key: str  # the number's name in metrics.formulas
+    better: str | None = "max"  # which end is bolded: max, min or None
+    digits: int = 1
+    signed: bool = False
+
+
+# A layout: for a run's number of debate rounds, the table's row parts (a label appended
+# to the method's, "" for none) and each part's columns.
+Layout = Callable[[int], list[tuple[str, list[Column]]]]
+
+
+def _debate(rounds: int) -> list[tuple[str, list[Column]]]:
+    return [
+        ("", [Column("Maj", "maj"), Column("Debate", "debate"), Column("Δ", "delta", signed=True)])
+    ]
+
+
+def _single(rounds: int) -> list[tuple[str, list[Column]]]:
+    # Round 0 is K independent samples in any run, a debate's as much as `mad-eval single`'s.
+    return [("", [Column("mean@K", "round0.agent_accuracy"), Column("maj@K", "maj")])]
+
+
+def _rounds(rounds: int) -> list[tuple[str, list[Column]]]:
+    return [("", [Column(f"R{r}", f"round{r}.vote_accuracy") for r in range(rounds + 1)])]
+
+
+def _transitions(rounds: int) -> list[tuple[str, list[Column]]]:
+    return [
+        (
+            f"{r - 1}→{r}",
+            [
+                Column("C→I", f"move{r}.c2i", better="min"),
+                Column("I→C", f"move{r}.i2c"),
+                Column("Δ", f"move{r}.delta", signed=True),
+            ],
+        )
+        for r in range(1, rounds + 1)
+    ]
+
+
+def _lengths(rounds: int) -> list[tuple[str, list[Column]]]:
+    return [
+        (
+            f"round {r}",
+            [
+                Column("correct", f"round{r}.length_right", better=None, digits=0),
+                Column("incorrect", f"round{r}.length_wrong", better=None, digits=0),
+            ],
+        )
+        for r in range(rounds + 1)
+    ]
+
+
+def _diversity(rounds: int) -> list[tuple[str, list[Column]]]:
+    return [
+        (
+            f"round {r}",
+            [
+                Column("unanimous", f"round{r}.unanimous", better=None),
+                Column("entropy", f"round{r}.entropy", better=None, digits=2),
+                Column("ρ", f"round{r}.rho", better=None, digits=2),
+                Column("N_eff", f"round{r}.n_eff", better=None, digits=2),
+            ],
+        )
+        for r in range(rounds + 1)
+    ]
+
+
+LAYOUTS: dict[str, Layout] = {
+    "debate": _debate,
+    "single": _single,
+    "rounds": _rounds,
+    "transitions": _transitions,
+    "lengths": _lengths,
+    "diversity": _diversity,
+}
+FORMATS = ("csv", "latex", "md")
+ERRORS = ("std", "ci", "none")
+COLUMNS = [
+    "layout",
+    "method",
+    "part",
+    "benchmark",
+    "metric",
+    "key",
+    "value",
+    "std",
+    "runs",
+    "agents",
+    "ci_low",
+    "ci_high",
+    "questions",
+    "p_value",
+    "p_test",
+    "better",
+    "digits",
+    "run_dir",
+]
+
+
+def tidy(
+    runs: list[Run], layout: str, baseline: str | None = None, replicates: int = REPLICATES
+) -> pd.DataFrame:
+    """One row per method x benchmark x number (x round part), in the runs' order.
+
+    `value` and `std` are metrics.json's mean and std over runs; `ci_low`/`ci_high` a 95%
+    bootstrap interval over questions. `p_value` tests a Δ against zero (Debate against
+    Maj on the same questions; I→C against C→I), and any other number against the
+    baseline method's on the questions both answered (the first method unless named).
+    """
+    base = baseline or runs[0].label
+    if baseline and baseline not in {run.label for run in runs}:
+        known = ", ".join(dict.fromkeys(run.label for run in runs))
+        raise ValueError(f"--baseline '{baseline}' is not one of the methods: {known}.")
+    by_key = {(run.label, run.benchmark): run for run in runs}
+    rows = []
+    for run in runs:
+        formulas = run.formulas
+        for part, columns in LAYOUTS[layout](run.rounds):
+            for column in columns:
+                value, std = _mean_std(run, column.key)
+                low, high = bootstrap_ci(run.tallies, formulas[column.key], replicates)
+                p_value, p_test, questions = _test(run, column.key, by_key, base, replicates)
+                rows.append(
+                    {
+                        "layout": layout,
+                        "method": run.label,
+                        "part": part,
+                        "benchmark": run.title,
+                        "metric": column.header,
+                        "key": column.key,
+                        "value": value,
+                        "std": std,
+                        "runs": run.metrics["runs"],
+                        "agents": run.config["agents"],
+                        "ci_low": low,
+                        "ci_high": high,
+                        "questions": questions,
+                        "p_value": p_value,
+                        "p_test": p_test,
+                        "better": column.better,
+                        "digits": column.digits,
+                        "run_dir": str(run.root),
+                    }
+                )
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame = pd.concat([frame, _average(frame)], ignore_index=True)
+    return frame.astype({c: float for c in ("value", "std", "ci_low", "ci_high", "p_value")})
+
+
+def _mean_std(run: Run, key: str) -> tuple[float | None, float | None]:
+    """The number as metrics.json holds it, found by its formula name."""
+    head, _, field = key.partition(".")
+    if not field:
+        return run.metrics[key], run.metrics[f"{key}_std"]
+    if head.startswith("round"):
+        row = run.metrics["rounds"][int(head.removeprefix("round"))]
+    else:
+        row = run.metrics["transitions"][int(head.removeprefix("move")) - 1]
+    return row[field], row[f"{field}_std"]
+
+
+def _test(
+    run: Run, key: str, by_key: dict[tuple[str, str], Run], base: str, replicates: int
+) -> tuple[float | None, str | None, int]:
+    formulas = run.formulas
+    if key == "delta" or key.endswith(".delta"):
+        if key == "delta":
+            first, second, text = "debate", "maj", "debate vs maj"
+        else:
+            r = key.removeprefix("move").removesuffix(".delta")
+            first, second, text = f"move{r}.i2c", f"move{r}.c2i", "I→C vs C→I"
+        p, n = paired_test(run.tallies, formulas[first], run.tallies, formulas[second], replicates)
+        return p, text, n
+    other = by_key.get((base, run.benchmark))
+    if other is None or other is run or key not in other.formulas:
+        return None, None, len(run.tallies.questions)
+    p, n = paired_test(run.tallies, formulas[key], other.tallies, other.formulas[key], replicates)
+    return p, f"vs {base}", n
+
+
+def _average(frame: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Avg group: each method's mean over benchmarks, for methods that have
+    every benchmark of the table (an average over fewer would not compare)."""
+    benchmarks = frame["benchmark"].unique()
+    if len(benchmarks) < 2:
+        return frame.iloc[0:0]
+    rows = []
+    for _, group in frame.groupby(["method", "part", "metric"], sort=False):
+        if set(group["benchmark"]) != set(benchmarks) or group["value"].isna().any():
+            continue
+        first = group.iloc[0]
+        rows.append(
+            {
+                **{c: None for c in COLUMNS},
+                **first[["layout", "method", "part", "metric", "key", "better", "digits"]],
+                "benchmark": "Avg",
+                "value": float(np.mean(group["value"])),
+                "runs": int(group["runs"].min()),
+            }
+        )
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    return frame.drop(columns=["better", "digits"]).to_csv(index=False)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The printed table: benchmarks as column groups, methods (x parts) as rows."""
+
+    benchmarks: list[str]
+    metrics: list[str]  # headers within a group, in layout order
+    rows: list[tuple[str, str]]  # (method, part)
+    cells: dict[tuple[str, str, str, str], pd.Series]  # (method, part, benchmark, metric)
+
+
+def grid(frame: pd.DataFrame) -> Grid:
+    benchmarks = list(dict.fromkeys(frame["benchmark"]))
+    metrics = list(dict.fromkeys(frame["metric"]))
+    # Rows of a per-round layout go round by round, so each round's methods stand together.
+    pairs = list(dict.fromkeys(zip(frame["method"], frame["part"], strict=True)))
+    parts = list(dict.fromkeys(p for _, p in pairs))
+    rows = sorted(pairs, key=lambda pair: parts.index(pair[1]))
+    cells = {(r["method"], r["part"], r["benchmark"], r["metric"]): r for _, r in frame.iterrows()}
+    return Grid(benchmarks, metrics, rows, cells)
+
+
+def _best(g: Grid) -> set[tuple[str, str, str, str]]:
+    """Cells holding the best printed value of their column within their part (ties too)."""
+    best = set()
+    for benchmark in g.benchmarks:
+        for metric in g.metrics:
+            for part in dict.fromkeys(p for _, p in g.rows):
+                cells = [
+                    g.cells[key]
+                    for m, p in g.rows
+                    if p == part and (key := (m, p, benchmark, metric)) in g.cells
+                ]
+                shown = {
+                    (c["method"], part, benchmark, metric): round(c["value"], int(c["digits"]))
+                    for c in cells
+                    if c["better"] and _present(c["value"])
+                }
+                if len(shown) < 2:
+                    continue
+                pick = max if cells[0]["better"] == "max" else min
+                top = pick(shown.values())
+                best |= {key for key, v in shown.items() if v == top}
+    return best
+
+
+def _present(value: object) -> bool:
+    return value is not None and not (isinstance(value, float) and np.isnan(value))
+
+
+def _number(cell: pd.Series, error: str) -> tuple[str, str | None]:
+    """The value as printed, and its error bar (std over runs, or the CI's half-width)."""
+    if not _present(cell["value"]):
+        return "-", None
+    digits = int(cell["digits"])
+    sign = "+" if cell["metric"] == "Δ" else ""
+    text = f"{cell['value']:{sign}.{digits}f}"
+    if error == "std" and _present(cell["std"]):
+        return text, f"{cell['std']:.{digits}f}"
+    if error == "ci" and _present(cell["ci_low"]):
+        return text, f"{(cell['ci_high'] - cell['ci_low']) / 2:.{digits}f}"
+    return text, None
+
+
+def _group_title(frame: pd.DataFrame, benchmark: str) -> str:
+    """The benchmark, and for the single layout the K its runs sampled (when they agree)."""
+    ks = frame.loc[frame["benchmark"] == benchmark, "agents"].dropna().unique()
+    if frame["layout"].iloc[0] == "single" and len(ks) == 1:
+        return f"{benchmark} (K={int(ks[0])})"
+    return benchmark
+
+
+def _row_label(method: str, part: str) -> str:
+    return f"{method} ({part})" if part else method
+
+
+def _error_note(error: str) -> str:
+    if error == "std":
+        return "± is the sample std over seeded runs (none with one run)"
+    if error == "ci":
+        return "± is half the width of a 95% bootstrap interval over questions"
+    return "no error bars"
+
+
+LATEX_SPECIAL = {c: f"\\{c}" for c in "&%$#_{}"} | {
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "\\": r"\textbackslash{}",
+}
+LATEX_SYMBOLS = {"Δ": r"$\Delta$", "→": r"$\to$", "ρ": r"$\rho$", "±": r"$\pm$"}
+
+
+def latex_escape(text: str) -> str:
+    escaped = "".join(LATEX_SPECIAL.get(c, c) for c in text)
+    for symbol, command in LATEX_SYMBOLS.items():
+        escaped = escaped.replace(symbol, command)
+    return escaped.replace("N_eff", r"$N_\mathrm{eff}$").replace(r"N\_eff", r"$N_\mathrm{eff}$")
+
+
+def to_latex(frame: pd.DataFrame, error: str = "std") -> str:
+    """A booktabs tabular: a column group per benchmark, the best value of each column bold."""
+    g, best = grid(frame), _best(grid(frame))
+    width = len(g.metrics)
+    spec = "l" + ("@{\\hspace{1em}}" + "r" * width) * len(g.benchmarks)
+    lines = [
+        f"% mad-eval table --layout {frame['layout'].iloc[0]}: {_error_note(error)}.",
+        "% Needs \\usepackage{booktabs}.",
+        f"\\begin{{tabular}}{{{spec}}}",
+        "\\toprule",
+        " & "
+        + " & ".join(
+            f"\\multicolumn{{{width}}}{{c}}{{{latex_escape(_group_title(frame, b))}}}"
+            for b in g.benchmarks
+        )
+        + " \\\\",
+        " ".join(
+            f"\\cmidrule(lr){{{2 + i * width}-{1 + (i + 1) * width}}}"
+            for i in range(len(g.benchmarks))
+        ),
+        "Method & " + " & ".join(latex_escape(m) for m in g.metrics * len(g.benchmarks)) + " \\\\",
+        "\\midrule",
+    ]
+    previous = g.rows[0][1]
+    for method, part in g.rows:
+        cells = [latex_escape(_row_label(method, part))]
+        for benchmark in g.benchmarks:
+            for metric in g.metrics:
+                key = (method, part, benchmark, metric)
+                if key not in g.cells:
+                    cells.append("-")
+                    continue
+                text, bar = _number(g.cells[key], error)
+                text = text.replace("-", "$-$") if text != "-" else text
+                if key in best:
+                    text = f"\\textbf{{{text}}}"
+                cells.append(text + (f"{{\\tiny $\\pm${bar}}}" if bar else ""))
+        if lines[-1] != "\\midrule" and part != previous:
+            lines.append("\\midrule")
+        previous = part
+        lines.append(" & ".join(cells) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}", ""]
+    return "\n".join(lines)
+
+
+def to_markdown(frame: pd.DataFrame, error: str = "std") -> str:
+    """A GitHub table: one header row naming benchmark and number, best values bold."""
+    g, best = grid(frame), _best(grid(frame))
+    header = ["Method"] + [f"{_group_title(frame, b)} {m}" for b in g.benchmarks for m in g.metrics]
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" + "---:|" * (len(header) - 1),
+    ]
+    for method, part in g.rows:
+        cells = [_row_label(method, part).replace("|", "\\|")]
+        for benchmark in g.benchmarks:
+            for metric in g.metrics:
+                key = (method, part, benchmark, metric)
+                if key not in g.cells:
+                    cells.append("-")
+                    continue
+                text, bar = _number(g.cells[key], error)
+                text = f"**{text}**" if key in best else text
+                cells.append(text + (f" ± {bar}" if bar else ""))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(f"_{_error_note(error).capitalize()}._")
+    return "\n".join(lines) + "\n"
+
+
+def render(frame: pd.DataFrame, fmt: str, error: str = "std") -> str:
+    if fmt == "csv":
+        return to_csv(frame)
+    if fmt == "latex":
+        return to_latex(frame, error)
+    return to_markdown(frame, error)

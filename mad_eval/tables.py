@@ -4,6 +4,7 @@ and number, with its spread, bootstrap interval and test), rendered as CSV, LaTe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -225,7 +226,7 @@ def to_csv(frame: pd.DataFrame) -> str:
     return frame.drop(columns=["better", "digits"]).to_csv(index=False)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Grid:
     """The printed table: benchmarks as column groups, methods (x parts) as rows."""
 
@@ -233,6 +234,10 @@ class Grid:
     metrics: list[str]  # headers within a group, in layout order
     rows: list[tuple[str, str]]  # (method, part)
     cells: dict[tuple[str, str, str, str], pd.Series]  # (method, part, benchmark, metric)
+
+    @functools.cached_property
+    def best(self) -> set[tuple[str, str, str, str]]:
+        return _best(self)
 
 
 def grid(frame: pd.DataFrame) -> Grid:
@@ -244,6 +249,20 @@ def grid(frame: pd.DataFrame) -> Grid:
     rows = sorted(pairs, key=lambda pair: parts.index(pair[1]))
     cells = {(r["method"], r["part"], r["benchmark"], r["metric"]): r for _, r in frame.iterrows()}
     return Grid(benchmarks, metrics, rows, cells)
+
+
+def _row_cells(g: Grid, method: str, part: str, error: str) -> list[tuple[str, str | None, bool]]:
+    """A row's printed cells, a benchmark's columns after another: the value ("-" when
+    missing), its error bar, and whether it is the best of its column."""
+    cells = []
+    for benchmark in g.benchmarks:
+        for metric in g.metrics:
+            key = (method, part, benchmark, metric)
+            if key in g.cells:
+                cells.append((*_number(g.cells[key], error), key in g.best))
+            else:
+                cells.append(("-", None, False))
+    return cells
 
 
 def _best(g: Grid) -> set[tuple[str, str, str, str]]:
@@ -325,7 +344,7 @@ def latex_escape(text: str) -> str:
 
 def to_latex(frame: pd.DataFrame, error: str = "std") -> str:
     """A booktabs tabular: a column group per benchmark, the best value of each column bold."""
-    g, best = grid(frame), _best(grid(frame))
+    g = grid(frame)
     width = len(g.metrics)
     spec = "l" + ("@{\\hspace{1em}}" + "r" * width) * len(g.benchmarks)
     lines = [
@@ -349,17 +368,10 @@ def to_latex(frame: pd.DataFrame, error: str = "std") -> str:
     previous = g.rows[0][1]
     for method, part in g.rows:
         cells = [latex_escape(_row_label(method, part))]
-        for benchmark in g.benchmarks:
-            for metric in g.metrics:
-                key = (method, part, benchmark, metric)
-                if key not in g.cells:
-                    cells.append("-")
-                    continue
-                text, bar = _number(g.cells[key], error)
-                text = text.replace("-", "$-$") if text != "-" else text
-                if key in best:
-                    text = f"\\textbf{{{text}}}"
-                cells.append(text + (f"{{\\tiny $\\pm${bar}}}" if bar else ""))
+        for text, bar, bold in _row_cells(g, method, part, error):
+            text = text.replace("-", "$-$") if text != "-" else text
+            text = f"\\textbf{{{text}}}" if bold else text
+            cells.append(text + (f"{{\\tiny $\\pm${bar}}}" if bar else ""))
         if lines[-1] != "\\midrule" and part != previous:
             lines.append("\\midrule")
         previous = part
@@ -370,7 +382,7 @@ def to_latex(frame: pd.DataFrame, error: str = "std") -> str:
 
 def to_markdown(frame: pd.DataFrame, error: str = "std") -> str:
     """A GitHub table: one header row naming benchmark and number, best values bold."""
-    g, best = grid(frame), _best(grid(frame))
+    g = grid(frame)
     header = ["Method"] + [f"{_group_title(frame, b)} {m}" for b in g.benchmarks for m in g.metrics]
     lines = [
         "| " + " | ".join(header) + " |",
@@ -378,15 +390,8 @@ def to_markdown(frame: pd.DataFrame, error: str = "std") -> str:
     ]
     for method, part in g.rows:
         cells = [_row_label(method, part).replace("|", "\\|")]
-        for benchmark in g.benchmarks:
-            for metric in g.metrics:
-                key = (method, part, benchmark, metric)
-                if key not in g.cells:
-                    cells.append("-")
-                    continue
-                text, bar = _number(g.cells[key], error)
-                text = f"**{text}**" if key in best else text
-                cells.append(text + (f" ± {bar}" if bar else ""))
+        for text, bar, bold in _row_cells(g, method, part, error):
+            cells.append((f"**{text}**" if bold else text) + (f" ± {bar}" if bar else ""))
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(f"_{_error_note(error).capitalize()}._")

@@ -33,12 +33,20 @@ def answer_groups(turns: list[Turn]) -> list[list[Turn]]:
         if turn.answer is None:
             continue
         for group in groups:
-            if equivalent(turn.answer, group[0].answer):  # type: ignore[arg-type]
+            if _same(turn, group[0]):
                 group.append(turn)
                 break
         else:
             groups.append([turn])
     return groups
+
+
+def _same(a: Turn, b: Turn) -> bool:
+    """Two graded answers are equivalent when both equal the gold; one right and one wrong
+    never are. Only two wrong answers need comparing, which saves most math-verify calls."""
+    if bool(a.correct) != bool(b.correct):
+        return False
+    return bool(a.correct) or equivalent(a.answer, b.answer)  # type: ignore[arg-type]
 
 
 def majority_vote(turns: list[Turn], rng: random.Random) -> Vote:

@@ -11,5 +11,11 @@ for benchmark in arith math500; do
       --out "$out/$benchmark-$protocol" >/dev/null
   done
 done
-"$mad_eval" table "$out"/arith-* "$out"/math500-* --format md
-"$mad_eval" plot "$out"/arith-* "$out"/math500-* --out docs
+runs=()
+for benchmark in arith math500; do
+  for protocol in decentralized sparse centralized reflection; do
+    runs+=("$out/$benchmark-$protocol")
+  done
+done
+"$mad_eval" table "${runs[@]}" --format md
+"$mad_eval" plot "${runs[@]}" --out docs

@@ -104,8 +104,8 @@ def load_run(root: Path) -> Run:
 
 
 def load_runs(roots: list[Path], labels: dict[str, str] | None = None) -> list[Run]:
-    """Read runs and name their methods: a --label given for the folder, else the settings
-    that differ between the runs (model, protocol, N, ...), else the model.
+    """Read runs and name their methods: a --label given for the folder, else the fewest
+    settings that differ between the runs (model, protocol, N, ...), else the model.
     Two runs of one benchmark under one name are refused: their numbers would be mixed up."""
     labels = dict(labels or {})
     runs = [load_run(root) for root in roots]
@@ -113,10 +113,20 @@ def load_runs(roots: list[Path], labels: dict[str, str] | None = None) -> list[R
     fields = LABEL_FIELDS
     if all(run.config["protocol"] == "single" for run in runs):
         fields = tuple(f for f in fields if f != "agents")  # K is shown per benchmark
+    # The fewest differing settings that tell the runs of each benchmark apart, in order.
     varying = [f for f in fields if len({d[f] for d in described}) > 1]
+    chosen: list[str] = []
+    for field in varying:
+        chosen.append(field)
+        names = {
+            (" ".join(d[f] for f in chosen), run.benchmark)
+            for d, run in zip(described, runs, strict=True)
+        }
+        if len(names) == len(runs):
+            break
     for run, settings in zip(runs, described, strict=True):
         given = labels.pop(str(run.root), None) or labels.pop(run.root.name, None)
-        run.label = given or " ".join(settings[f] for f in varying) or settings["model"]
+        run.label = given or " ".join(settings[f] for f in chosen) or settings["model"]
     if labels:
         unknown = ", ".join(sorted(labels))
         raise StoreError(f"--label names {unknown}, which is not one of the runs given.")

@@ -190,3 +190,19 @@ def test_a_folder_that_is_no_run_is_named(runs):
     result = mad_eval("table", "alpha", "nowhere", cwd=runs)
     assert result.returncode == 2
     assert "nowhere is not a run directory (no manifest.json)." in result.stderr
+
+
+def test_methods_are_named_by_the_fewest_settings_that_tell_them_apart(runs):
+    gamma = runs / "gamma"
+    shutil.copytree(runs / "alpha", gamma)
+    manifest = json.loads((gamma / "manifest.json").read_text())
+    manifest["config"].update(protocol="sparse", prompt_style="verification")
+    (gamma / "manifest.json").write_text(json.dumps(manifest))
+    found = load_runs([runs / "alpha", runs / "beta", gamma])
+    # The model alone leaves alpha and gamma alike; model and protocol tell all three apart,
+    # so the prompt style, which differs too, is not needed.
+    assert [run.label for run in found] == [
+        "alpha decentralized",
+        "beta decentralized",
+        "alpha sparse",
+    ]

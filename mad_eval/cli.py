@@ -28,7 +28,8 @@ from mad_eval.store import RunStore, StoreError
 from mad_eval.tables import ERRORS, FORMATS, LAYOUTS, render, tidy
 
 app = typer.Typer(
-    help="Multi-agent debate evaluation: Maj vs Debate, per-round accuracy and transitions.",
+    help="Multi-agent debate evaluation: Maj vs Debate, per-round accuracy and transitions, "
+    "single-agent mean@K and maj@K, paper tables and figures.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -291,7 +292,7 @@ def report(
 @app.command()
 def table(
     run_dirs: Annotated[
-        list[Path], typer.Argument(metavar="RUN...", help="Run directories, any number.")
+        list[Path], typer.Argument(metavar="RUN", help="Run directories, any number.")
     ],
     layout: Annotated[
         str,
@@ -365,7 +366,7 @@ def table(
 @app.command()
 def plot(
     run_dirs: Annotated[
-        list[Path], typer.Argument(metavar="RUN...", help="Run directories, any number.")
+        list[Path], typer.Argument(metavar="RUN", help="Run directories, any number.")
     ],
     out: Annotated[Path, typer.Option(help="Folder the PNG files are written to.")] = Path(
         "results/plots"

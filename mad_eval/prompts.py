@@ -25,6 +25,7 @@ STYLES = {
     "verification": "check every step of every response, then answer",
     "roles": "agent 0 defends the majority answer, agent 1 attacks it, the rest judge",
     "personas": "the debate prompt, with a different system prompt (persona) per agent",
+    "critique": "name the main conflict, critique each competing argument, keep or revise",
 }
 
 INSTRUCTIONS = {
@@ -41,6 +42,14 @@ INSTRUCTIONS = {
         "Verify every response above in turn. For each one, go through its steps in order, "
         "say whether each step is valid, and name the first wrong step if there is one. Then "
         "give the answer that survives this verification."
+    ),
+    # The paper's critique-measurement setting: the reply lays out the private critique
+    # that `mad-eval judge` scores (conflict, critique, keep-or-revise decision).
+    "critique": (
+        "First name the main conflict among the responses above: on what do they disagree, "
+        "and which answers compete? Then critique each competing argument step by step, "
+        "saying which steps hold, which fail and why. Decide whether to keep your previous "
+        "answer or revise it, and say which you do and for what reason."
     ),
 }
 

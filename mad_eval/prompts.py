@@ -135,3 +135,68 @@ def quoted_responses(prompt: str) -> list[str]:
 def _messages(system: str | None, user: str) -> Messages:
     head = [{"role": "system", "content": system}] if system else []
     return [*head, {"role": "user", "content": user}]
+
+
+# The LLM judge's rubric (the seed paper's four critique criteria, in our own words): each
+# criterion with its top score and what earns the points.
+JUDGE_CRITERIA = {
+    "conflict_identification": (
+        2,
+        "Did the reply find the real disagreement among the responses it read? 0: it does "
+        "not mention one, or names a conflict that is not there; 1: it notices that the "
+        "responses differ but not where their reasoning parts; 2: it names the exact point "
+        "(step, claim or value) where the competing arguments diverge.",
+    ),
+    "critique_correctness": (
+        3,
+        "Are its judgements of the arguments right? 0: it endorses wrong steps or rejects "
+        "right ones throughout; 1: mostly wrong; 2: mostly right with a real slip; 3: every "
+        "judgement it makes of a step is right.",
+    ),
+    "critique_specificity": (
+        2,
+        'Does it point at particular steps? 0: generic remarks only ("this looks wrong"); '
+        "1: it points at some steps without showing what is wrong with them; 2: it quotes or "
+        "names the faulty steps and shows why they fail or hold.",
+    ),
+    "engagement_revision": (
+        2,
+        "Does its keep-or-revise decision follow from the critique? 0: it ignores the other "
+        "responses, or changes its answer against its own critique; 1: the decision is "
+        "stated but loosely tied to the critique; 2: it keeps or revises exactly as its "
+        "critique warrants and says why.",
+    ),
+}
+
+JUDGE_SYSTEM = (
+    "You grade how one participant in a multi-agent debate dealt with the other "
+    "participants' responses. Grade the reply, not whether its final answer is right, "
+    "except where the rubric says so."
+)
+
+
+def judge_prompt(context: Messages, reply: str, reference: str | None = None) -> Messages:
+    """The judge's messages: the context the agent saw (its own messages, verbatim), its
+    reply, the rubric, and optionally the gold answer; the judge answers in JSON."""
+    seen = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in context)
+    rubric = "\n".join(
+        f"- {name} (0 to {top}): {text}" for name, (top, text) in JUDGE_CRITERIA.items()
+    )
+    keys = ", ".join(f'"{name}": <integer>' for name in JUDGE_CRITERIA)
+    gold = f"The correct final answer is: {reference}\n\n" if reference is not None else ""
+    content = (
+        f"The participant was shown this:\n<context>\n{seen}\n</context>\n\n"
+        f"The participant replied:\n<reply>\n{reply}\n</reply>\n\n{gold}"
+        f"Score the reply on each criterion:\n{rubric}\n\n"
+        f"Answer with only a JSON object: {{{keys}}}"
+    )
+    return _messages(JUDGE_SYSTEM, content)
+
+
+def judge_correction(problem: str) -> str:
+    """The one follow-up a malformed judge answer gets."""
+    keys = ", ".join(f"{name} (0 to {top})" for name, (top, _) in JUDGE_CRITERIA.items())
+    return (
+        f"Your answer could not be used: {problem} Reply again with only a JSON object "
+        f"holding an integer for each of {keys}."
+    )

@@ -30,6 +30,17 @@ def runs(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def variant(runs: Path, name: str, **changes: dict) -> Path:
+    """A copy of the alpha run with manifest sections updated (e.g. config={...})."""
+    folder = runs / name
+    shutil.copytree(runs / "alpha", folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for section, values in changes.items():
+        manifest[section].update(values)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
 def approx(value):
     return None if value is None else pytest.approx(value, abs=1e-4)
 
@@ -97,11 +108,7 @@ def test_csv_is_tidy_and_its_values_are_metrics_json(runs):
 
 
 def test_average_group_covers_methods_with_every_benchmark(runs):
-    other = runs / "alpha-other"
-    shutil.copytree(runs / "alpha", other)
-    manifest = json.loads((other / "manifest.json").read_text())
-    manifest["benchmark"].update(name="other", title="Other")
-    (other / "manifest.json").write_text(json.dumps(manifest))
+    other = variant(runs, "alpha-other", benchmark={"name": "other", "title": "Other"})
     frame = tidy(load_runs([runs / "alpha", other, runs / "beta"]), "debate", replicates=200)
     avg = frame[frame["benchmark"] == "Avg"].set_index("metric")
     assert list(avg["method"].unique()) == ["alpha"]  # beta has no "Other" run
@@ -193,11 +200,7 @@ def test_a_folder_that_is_no_run_is_named(runs):
 
 
 def test_methods_are_named_by_the_fewest_settings_that_tell_them_apart(runs):
-    gamma = runs / "gamma"
-    shutil.copytree(runs / "alpha", gamma)
-    manifest = json.loads((gamma / "manifest.json").read_text())
-    manifest["config"].update(protocol="sparse", prompt_style="verification")
-    (gamma / "manifest.json").write_text(json.dumps(manifest))
+    gamma = variant(runs, "gamma", config={"protocol": "sparse", "prompt_style": "verification"})
     found = load_runs([runs / "alpha", runs / "beta", gamma])
     # The model alone leaves alpha and gamma alike; model and protocol tell all three apart,
     # so the prompt style, which differs too, is not needed.

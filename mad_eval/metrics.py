@@ -14,32 +14,20 @@ import numpy as np
 from mad_eval.records import Turn
 from mad_eval.tally import Rates, Tallies, majority_vote, tally
 
-__all__ = ["compute_metrics", "formulas", "majority_vote", "mean_std", "percent"]
+__all__ = ["compute_metrics", "formulas", "lookup", "majority_vote", "mean_std", "percent"]
 
 
 Formula = Callable[[Rates], np.ndarray]
-ROUND_FIELDS = (
-    "vote_accuracy",
-    "agent_accuracy",
-    "unanimous",
-    "entropy",
-    "rho",
-    "n_eff",
-    "length_right",
-    "length_wrong",
-)
-MOVE_FIELDS = ("c2i", "i2c", "delta")
 
 
 def formulas(rounds: int, agents: int, hub: bool = False) -> dict[str, Formula]:
     """Every number of metrics.json by name (`maj`, `round2.vote_accuracy`, `move1.c2i`, ...)
     as a function of a run's rates: evaluated on all questions for metrics.json, on
     resampled questions for a bootstrap. Rates are fractions; accuracies come out in percent."""
-    last = rounds
     found: dict[str, Formula] = {
         "maj": _percent("vote0"),
-        "debate": _percent(f"vote{last}"),
-        "delta": _gain("vote0", f"vote{last}"),
+        "debate": _percent(f"vote{rounds}"),
+        "delta": _gain("vote0", f"vote{rounds}"),
     }
     if rounds == 0:  # independent samples: the single-agent numbers
         found["mean_at_k"] = _percent("agent0")
@@ -117,29 +105,45 @@ def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
     return float(np.mean(present)), std
 
 
+def locate(name: str) -> tuple[str | None, int, str]:
+    """Where a formula's number sits in metrics.json: `round2.x` is rounds[2]["x"], `move1.x`
+    is transitions[0]["x"], a plain name is top level: (list or None, index, field)."""
+    head, _, field = name.partition(".")
+    if not field:
+        return None, 0, name
+    if head.startswith("round"):
+        return "rounds", int(head.removeprefix("round")), field
+    return "transitions", int(head.removeprefix("move")) - 1, field
+
+
+def lookup(metrics: dict[str, Any], name: str) -> tuple[float | None, float | None]:
+    """A number of metrics.json by formula name, with its std over runs."""
+    section, index, field = locate(name)
+    row = metrics if section is None else metrics[section][index]
+    return row[field], row[f"{field}_std"]
+
+
 def _nest(names: Iterable[str], cell: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
-    """metrics.json's shape from flat names: `round2.x` goes to rounds[2], `move1.x` to
-    transitions[0]; `cell(name)` gives the fields one name contributes."""
+    """metrics.json's shape from flat names (see `locate`); `cell(name)` gives the fields
+    one name contributes."""
     out: dict[str, Any] = {"rounds": [], "transitions": []}
     for name in names:
-        head, _, field = name.partition(".")
-        if not field:
+        section, index, _ = locate(name)
+        if section is None:
             out.update(cell(name))
             continue
-        if head.startswith("round"):
-            r = int(head.removeprefix("round"))
-            rows, index, first = out["rounds"], r, {"round": r}
-        else:
-            r = int(head.removeprefix("move"))
-            rows, index, first = out["transitions"], r - 1, {"from_round": r - 1, "to_round": r}
+        rows = out[section]
         if len(rows) <= index:
-            rows.append(first)
+            r = index if section == "rounds" else index + 1
+            rows.append(
+                {"round": r} if section == "rounds" else {"from_round": r - 1, "to_round": r}
+            )
         rows[index].update(cell(name))
     return out
 
 
 def _field(name: str) -> str:
-    return name.partition(".")[2] or name
+    return locate(name)[2]
 
 
 def _value(value: float) -> float | None:

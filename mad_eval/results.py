@@ -3,6 +3,7 @@ and its metrics, all recomputed from turns.jsonl, and a name for the method it m
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ class Run:
     def rounds(self) -> int:
         return self.config["rounds"]
 
-    @property
+    @functools.cached_property
     def formulas(self) -> dict[str, Formula]:
         hub = self.manifest["protocol"].get("hub") is not None
         return formulas(self.rounds, self.config["agents"], hub)
@@ -129,7 +130,11 @@ def load_runs(roots: list[Path], labels: dict[str, str] | None = None) -> list[R
         run.label = given or " ".join(settings[f] for f in chosen) or settings["model"]
     if labels:
         unknown = ", ".join(sorted(labels))
-        raise StoreError(f"--label names {unknown}, which is not one of the runs given.")
+        given = ", ".join(str(run.root) for run in runs)
+        raise StoreError(
+            f"--label names {unknown}, which is not one of the runs given ({given}); "
+            "name a run by its folder as given or by the folder's last part."
+        )
     seen: dict[tuple[str, str], Path] = {}
     for run in runs:
         other = seen.setdefault((run.label, run.benchmark), run.root)

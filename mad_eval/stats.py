@@ -7,6 +7,7 @@ The resampling is seeded, so a table prints the same intervals every time.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -17,12 +18,15 @@ from mad_eval.tally import Tallies
 REPLICATES = 2000
 
 
+@functools.lru_cache(maxsize=8)
 def _weights(questions: int, replicates: int, seed: int) -> np.ndarray:
-    """How often each replicate draws each question: [replicates, questions]."""
+    """How often each replicate draws each question: [replicates, questions]. The same for
+    every number of a table (one seed), so it is drawn once; callers must not modify it."""
     rng = np.random.default_rng(seed)
-    return rng.multinomial(questions, np.full(questions, 1 / questions), size=replicates).astype(
-        float
-    )
+    draws = rng.multinomial(questions, np.full(questions, 1 / questions), size=replicates)
+    weights = draws.astype(float)
+    weights.setflags(write=False)
+    return weights
 
 
 def _over_runs(values: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from mad_eval.metrics import lookup
 from mad_eval.results import Run
 from mad_eval.stats import REPLICATES, bootstrap_ci, paired_test
 
@@ -138,7 +139,7 @@ def tidy(
         formulas = run.formulas
         for part, columns in LAYOUTS[layout](run.rounds):
             for column in columns:
-                value, std = _mean_std(run, column.key)
+                value, std = lookup(run.metrics, column.key)
                 low, high = bootstrap_ci(run.tallies, formulas[column.key], replicates)
                 p_value, p_test, questions = _test(run, column.key, by_key, base, replicates)
                 rows.append(
@@ -166,18 +167,6 @@ def tidy(
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame = pd.concat([frame, _average(frame)], ignore_index=True)
     return frame.astype({c: float for c in ("value", "std", "ci_low", "ci_high", "p_value")})
-
-
-def _mean_std(run: Run, key: str) -> tuple[float | None, float | None]:
-    """The number as metrics.json holds it, found by its formula name."""
-    head, _, field = key.partition(".")
-    if not field:
-        return run.metrics[key], run.metrics[f"{key}_std"]
-    if head.startswith("round"):
-        row = run.metrics["rounds"][int(head.removeprefix("round"))]
-    else:
-        row = run.metrics["transitions"][int(head.removeprefix("move")) - 1]
-    return row[field], row[f"{field}_std"]
 
 
 def _test(

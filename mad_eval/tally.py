@@ -49,10 +49,13 @@ def _same(a: Turn, b: Turn) -> bool:
     return bool(a.correct) or equivalent(a.answer, b.answer)  # type: ignore[arg-type]
 
 
-def majority_vote(turns: list[Turn], rng: random.Random) -> Vote:
+def majority_vote(
+    turns: list[Turn], rng: random.Random, groups: list[list[Turn]] | None = None
+) -> Vote:
     """Plurality over extracted answers grouped by equivalence; ties are broken by `rng`.
-    Unparsed answers do not vote; no answer at all is a wrong vote."""
-    groups = answer_groups(turns)
+    Unparsed answers do not vote; no answer at all is a wrong vote. `groups` are the
+    turns' answer_groups, when the caller has them already."""
+    groups = answer_groups(turns) if groups is None else groups
     if not groups:
         return Vote(None, False)
     top = max(len(g) for g in groups)
@@ -60,9 +63,10 @@ def majority_vote(turns: list[Turn], rng: random.Random) -> Vote:
     return Vote(winner[0].answer, bool(winner[0].correct))
 
 
-def entropy_bits(turns: list[Turn]) -> float:
-    """Shannon entropy of the agents' answers; every unparsed answer falls in one more class."""
-    sizes = [len(g) for g in answer_groups(turns)]
+def entropy_bits(turns: list[Turn], groups: list[list[Turn]]) -> float:
+    """Shannon entropy of the agents' answers (`groups`: their answer_groups); every
+    unparsed answer falls in one more class."""
+    sizes = [len(g) for g in groups]
     sizes.append(sum(1 for t in turns if t.answer is None))
     total = sum(sizes)
     return -sum(s / total * math.log2(s / total) for s in sizes if s)
@@ -147,18 +151,19 @@ def tally(
     for (run, qid, r), live in cells.items():
         at = (row[run], col[qid])
         live.sort(key=lambda t: t.agent)
+        groups = answer_groups(live)
         ballot = [t for t in live if t.agent in voters]
         if ballot:
             rng = random.Random(derive_seed(seed, "vote", run, qid, r))
-            add(f"vote{r}", at, majority_vote(ballot, rng).correct, 1)
+            same = groups if len(ballot) == len(live) else None  # every live agent votes
+            add(f"vote{r}", at, majority_vote(ballot, rng, same).correct, 1)
         right = [bool(t.correct) for t in live]
         add(f"agent{r}", at, sum(right), len(right))
         if hub is not None:
             mine = [bool(t.correct) for t in live if t.agent == hub]
             add(f"hub{r}", at, sum(mine), len(mine))
-        groups = answer_groups(live)
         add(f"unanimous{r}", at, len(groups) == 1 and len(groups[0]) == len(live), 1)
-        add(f"entropy{r}", at, entropy_bits(live), 1)
+        add(f"entropy{r}", at, entropy_bits(live, groups), 1)
         pairs = list(combinations(right, 2))
         add(f"agree{r}", at, sum(a == b for a, b in pairs), len(pairs))
         for t in live:

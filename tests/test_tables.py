@@ -174,7 +174,7 @@ def test_labels_name_methods_and_clashes_are_refused(runs):
     assert clash.returncode == 2
     assert "are both 'alpha' on golden; name them apart with --label" in clash.stderr
     unknown = mad_eval("table", "alpha", "--label", "gamma=X", cwd=runs)
-    assert "--label names gamma, which is not one of the runs given." in unknown.stderr
+    assert "--label names gamma, which is not one of the runs given (alpha);" in unknown.stderr
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ that question is done, so a slow question never idles the server.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from mad_eval import grading
@@ -91,25 +91,17 @@ class Engine:
         return prompts
 
     def fit(self, seat: Seat, question: Question, previous: list[Turn], sees: list[int]) -> Fitted:
-        agent = seat.agent.index
-        system = persona_for(self.config.prompt_style, agent, seat.agent.persona)
-        if not sees:
-            return seat.fitter.fit(
-                lambda _: question_prompt(question.text, system), [], seat.budget
-            )
-        labels = [f"agent {j}" for j in sees]
-
-        def build(texts: list[str]) -> Messages:
-            return debate_prompt(
-                question.text,
-                list(zip(labels, texts, strict=True)),
-                own=f"agent {agent}" if agent in sees else None,
-                style=self.config.prompt_style,
-                agent=agent,
-                system=system,
-            )
-
-        return seat.fitter.fit(build, [previous[j].text or "" for j in sees], seat.budget)
+        agent = seat.agent
+        return agent_prompt(
+            question,
+            previous,
+            sees,
+            agent.index,
+            agent.persona,
+            self.config.prompt_style,
+            seat.fitter,
+            seat.budget,
+        )
 
     def shared_prefixes(self, prompts: list[Fitted | ContextError | None]) -> list[int | None]:
         """Tokens each prompt shares with a lower-numbered agent's prompt of the same round
@@ -201,6 +193,37 @@ class Engine:
         if not previous:
             return []
         return [j for j in self.protocol.sees(agent, len(self.seats)) if not previous[j].failed]
+
+
+def agent_prompt(
+    question: Question,
+    previous: Sequence[Turn] | Mapping[int, Turn],
+    sees: list[int],
+    agent: int,
+    persona: str | None,
+    style: str,
+    fitter: Fitter,
+    budget: int | None,
+) -> Fitted:
+    """The prompt agent `agent` is sent: the question alone in round 0 (`sees` empty), else
+    the debate prompt quoting the previous-round turns of `sees` (indexed by agent), fitted
+    to `budget`. The engine and the judge's replay both build prompts here."""
+    system = persona_for(style, agent, persona)
+    if not sees:
+        return fitter.fit(lambda _: question_prompt(question.text, system), [], budget)
+    labels = [f"agent {j}" for j in sees]
+
+    def build(texts: list[str]) -> Messages:
+        return debate_prompt(
+            question.text,
+            list(zip(labels, texts, strict=True)),
+            own=f"agent {agent}" if agent in sees else None,
+            style=style,
+            agent=agent,
+            system=system,
+        )
+
+    return fitter.fit(build, [previous[j].text or "" for j in sees], budget)
 
 
 def shared_seats(config: RunConfig, backend: Backend) -> list[Seat]:

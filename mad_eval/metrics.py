@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from mad_eval.records import Turn
-from mad_eval.tally import Rates, Tallies, majority_vote, tally
+from mad_eval.records import Turn, Verdict
+from mad_eval.tally import CRITIQUE, Rates, Tallies, majority_vote, tally, tally_verdicts
 
 __all__ = ["compute_metrics", "formulas", "lookup", "majority_vote", "mean_std", "percent"]
 
@@ -20,10 +20,14 @@ __all__ = ["compute_metrics", "formulas", "lookup", "majority_vote", "mean_std",
 Formula = Callable[[Rates], np.ndarray]
 
 
-def formulas(rounds: int, agents: int, hub: bool = False) -> dict[str, Formula]:
+def formulas(
+    rounds: int, agents: int, hub: bool = False, critique: bool = False
+) -> dict[str, Formula]:
     """Every number of metrics.json by name (`maj`, `round2.vote_accuracy`, `move1.c2i`, ...)
     as a function of a run's rates: evaluated on all questions for metrics.json, on
-    resampled questions for a bootstrap. Rates are fractions; accuracies come out in percent."""
+    resampled questions for a bootstrap. Rates are fractions; accuracies come out in percent.
+    With `critique`, the judge's mean scores and failure rate, over all debate rounds
+    (`critique_total`) and per round (`round1.critique_total`)."""
     found: dict[str, Formula] = {
         "maj": _percent("vote0"),
         "debate": _percent(f"vote{rounds}"),
@@ -51,6 +55,11 @@ def formulas(rounds: int, agents: int, hub: bool = False) -> dict[str, Formula]:
             f"move{r}.i2c": _percent(f"i2c{r}"),
             f"move{r}.delta": _gain(f"c2i{r}", f"i2c{r}"),
         }
+    if critique:
+        for r in ["", *range(1, rounds + 1)]:
+            where = f"round{r}." if r != "" else ""
+            found |= {f"{where}critique_{name}": _plain(f"score{r}:{name}") for name in CRITIQUE}
+            found[f"{where}judge_failure_rate"] = _percent(f"judge_fail{r}")
     return found
 
 
@@ -159,16 +168,22 @@ def compute_metrics(
     hub: int | None = None,
     groups: dict[str, list[int]] | None = None,
     tallies: Tallies | None = None,
+    verdicts: list[Verdict] | None = None,
 ) -> dict[str, Any]:
     """metrics.json: means over runs, their sample std, and each run's own numbers.
     With a `hub`, its own accuracy per round; with several `groups` (label -> agents), the
-    same numbers for each group's agents alone, the vote taken among them. `tallies` are
-    the turns' own, when the caller has counted them already."""
+    same numbers for each group's agents alone, the vote taken among them; with the judge's
+    `verdicts`, the critique scores. `tallies` are the turns' (and verdicts') own, when the
+    caller has counted them already."""
     if not turns:
         raise ValueError("no turns recorded yet: nothing to measure.")
-    tallies = tallies or tally(turns, voters, rounds, seed, hub)
+    if tallies is None:
+        tallies = tally(turns, voters, rounds, seed, hub)
+        if verdicts:
+            tallies = tally_verdicts(verdicts, tallies, rounds)
     rates = tallies.rates()
-    values = {name: f(rates) for name, f in formulas(rounds, agents, hub is not None).items()}
+    named = formulas(rounds, agents, hub is not None, critique=bool(verdicts))
+    values = {name: f(rates) for name, f in named.items()}
 
     def mean_cell(name: str) -> dict[str, Any]:
         mean, std = mean_std([_value(v) for v in values[name]])
@@ -213,12 +228,34 @@ def compute_metrics(
         "prefix_share": share["overall"],
         "per_run": per_run,
     }
+    if verdicts:
+        metrics["judge"] = judge_counts(verdicts, summary["rounds"])
     if groups and len(groups) > 1:
         metrics["groups"] = [
             {"group": label, **group_metrics(turns, members, rounds, seed)}
             for label, members in groups.items()
         ]
     return metrics
+
+
+def judge_counts(verdicts: list[Verdict], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the judging went, in all and in each round's row: turns scored, judge failures
+    (no usable answer after one correction) and requests that failed (to be asked again)."""
+    for row in rows:
+        if row["round"] >= 1:
+            mine = [v for v in verdicts if v.round == row["round"] and v.error is None]
+            row["judged"] = sum(1 for v in mine if v.scores is not None)
+            row["judge_failures"] = sum(1 for v in mine if v.scores is None)
+    return {
+        "setting": verdicts[0].setting,
+        "verdicts": len(verdicts),
+        "judged": sum(1 for v in verdicts if v.scores is not None),
+        "judge_failures": sum(1 for v in verdicts if v.failure is not None),
+        "failed_requests": sum(1 for v in verdicts if v.error is not None),
+        "corrected": sum(1 for v in verdicts if v.scores is not None and len(v.raw) > 1),
+        "requests_sent": sum(v.attempts for v in verdicts),
+        "cached": sum(1 for v in verdicts if v.cached),
+    }
 
 
 def group_metrics(turns: list[Turn], members: list[int], rounds: int, seed: int) -> dict[str, Any]:

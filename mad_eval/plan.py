@@ -19,7 +19,7 @@ from mad_eval.backends import (
 from mad_eval.backends.cache import Cached, RequestCache
 from mad_eval.benchmarks import BenchmarkSpec, load_questions
 from mad_eval.config import DEFAULT_MODEL, ConfigError, RunConfig
-from mad_eval.context import ContextError, Fitter, TokenCounter, load_counter
+from mad_eval.context import ContextError, EstimateCounter, Fitter, TokenCounter, load_counter
 from mad_eval.engine import Seat
 from mad_eval.protocols import Choice, check_protocol, resolve
 from mad_eval.records import Question
@@ -186,6 +186,29 @@ def make_plan(
         if _key(agent) not in backends:
             backends[_key(agent)] = _backend(agent, counter, config, slots, cache)
     return Plan(config, choice, spec, questions, team, backends, fitters, cache, warnings)
+
+
+def judge_backend(model: str, config: RunConfig) -> tuple[Backend, RequestCache | None]:
+    """The LLM judge behind the same guard, endpoint limits and request cache as the agents:
+    `config` carries the judge's sampling and the operational settings."""
+    require_installed(model)
+    judge = Agent(
+        index=0,
+        group="judge",
+        model=model,
+        base_urls=config.base_urls,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        max_tokens=config.max_tokens,
+        max_model_len=config.max_model_len,
+        tokenizer=config.tokenizer,
+        persona=None,
+    )
+    counter: TokenCounter = EstimateCounter()
+    if _renders_text(model, config):  # only an in-process judge needs its chat template
+        counter, _ = load_counter(config.tokenizer, model, config.template)
+    cache = RequestCache(config.cache) if config.cache else None
+    return _backend(judge, counter, config, {}, cache), cache
 
 
 def _key(agent: Agent) -> BackendKey:

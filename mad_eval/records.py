@@ -1,4 +1,5 @@
-"""Question and Turn records and their JSON Lines form: the data every other module shares."""
+"""Question, Turn and judge Verdict records and their JSON Lines form: the data every other
+module shares."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+TurnKey = tuple[int, str, int, int]
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,59 @@ class Turn:
 
     @classmethod
     def from_json(cls, line: str) -> Turn:
+        return cls(**json.loads(line))
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What decides a verdict besides the prompt: one judge.jsonl holds one setting."""
+
+    judge: str  # the judge's model spec
+    reference: bool  # whether the judge is shown the gold answer
+    temperature: float
+    top_p: float
+    max_tokens: int
+    seed: int
+
+    def describe(self) -> str:
+        gold = "with" if self.reference else "without"
+        return (
+            f"{self.judge} ({gold} the gold answer, temperature {self.temperature}, "
+            f"top_p {self.top_p}, max_tokens {self.max_tokens}, seed {self.seed})"
+        )
+
+
+@dataclass
+class Verdict:
+    """One judged turn: a line of judge.jsonl."""
+
+    run: int
+    question: str
+    round: int
+    agent: int
+    setting: dict[str, Any]  # Setting's fields
+    prompt_hash: str  # of the judge's first messages: rubric, the agent's context, its reply
+    raw: list[str]  # the judge's answers in order (two when it was corrected once)
+    scores: dict[str, int] | None
+    total: int | None
+    failure: str | None = None  # why no answer could be used, after one correction
+    error: str | None = None  # the request failed: asked again when judging resumes
+    attempts: int = 0  # requests sent, retries included (0 when the cache answered)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency: float = 0.0
+    endpoint: str | None = None
+    cached: bool = False
+
+    @property
+    def key(self) -> TurnKey:
+        return (self.run, self.question, self.round, self.agent)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, line: str) -> Verdict:
         return cls(**json.loads(line))
 
 

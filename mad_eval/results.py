@@ -4,14 +4,14 @@ and its metrics, all recomputed from turns.jsonl, and a name for the method it m
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mad_eval.metrics import Formula, compute_metrics, formulas
-from mad_eval.records import Turn
-from mad_eval.store import RunStore, StoreError
-from mad_eval.tally import Tallies, tally
+from mad_eval.records import Turn, Verdict
+from mad_eval.store import JudgeLog, RunStore, StoreError
+from mad_eval.tally import Tallies, tally, tally_verdicts
 
 # What can tell two methods apart, in the order a generated label lists them.
 LABEL_FIELDS = ("model", "protocol", "agents", "rounds", "prompt", "temperature", "seed")
@@ -24,6 +24,7 @@ class Run:
     turns: list[Turn]
     tallies: Tallies
     metrics: dict[str, Any]
+    verdicts: list[Verdict] = field(default_factory=list)
     label: str = ""
 
     @property
@@ -45,7 +46,7 @@ class Run:
     @functools.cached_property
     def formulas(self) -> dict[str, Formula]:
         hub = self.manifest["protocol"].get("hub") is not None
-        return formulas(self.rounds, self.config["agents"], hub)
+        return formulas(self.rounds, self.config["agents"], hub, critique=bool(self.verdicts))
 
     def describe(self) -> dict[str, str]:
         """The method's settings as short text, by LABEL_FIELDS name."""
@@ -73,13 +74,18 @@ def _short(model: str) -> str:
     return model
 
 
-def measure(manifest: dict[str, Any], turns: list[Turn]) -> tuple[Tallies, dict[str, Any]]:
-    """The run's counts per question and its metrics.json, from its records alone."""
+def measure(
+    manifest: dict[str, Any], turns: list[Turn], verdicts: list[Verdict] | None = None
+) -> tuple[Tallies, dict[str, Any]]:
+    """The run's counts per question and its metrics.json, from its records alone: its
+    turns and, when it has been judged, the judge's verdicts."""
     config, protocol = manifest["config"], manifest["protocol"]
     groups: dict[str, list[int]] = {}
     for seat in manifest.get("team", []):
         groups.setdefault(seat["group"], []).append(seat["agent"])
     found = tally(turns, protocol["voters"], config["rounds"], config["seed"], protocol.get("hub"))
+    if verdicts:
+        found = tally_verdicts(verdicts, found, config["rounds"])
     metrics = compute_metrics(
         turns,
         agents=config["agents"],
@@ -89,6 +95,7 @@ def measure(manifest: dict[str, Any], turns: list[Turn]) -> tuple[Tallies, dict[
         hub=protocol.get("hub"),
         groups=groups,
         tallies=found,
+        verdicts=verdicts,
     )
     return found, metrics
 
@@ -100,8 +107,9 @@ def load_run(root: Path) -> Run:
     turns = store.read_turns()
     if not turns:
         raise StoreError(f"{store.turns_path} holds no turns yet; nothing to report.")
-    found, metrics = measure(manifest, turns)
-    return Run(store.root, manifest, turns, found, metrics)
+    verdicts = JudgeLog(store.root).read()
+    found, metrics = measure(manifest, turns, verdicts)
+    return Run(store.root, manifest, turns, found, metrics, verdicts)
 
 
 def load_runs(roots: list[Path], labels: dict[str, str] | None = None) -> list[Run]:
@@ -117,8 +125,8 @@ def load_runs(roots: list[Path], labels: dict[str, str] | None = None) -> list[R
     # The fewest differing settings that tell the runs of each benchmark apart, in order.
     varying = [f for f in fields if len({d[f] for d in described}) > 1]
     chosen: list[str] = []
-    for field in varying:
-        chosen.append(field)
+    for setting in varying:
+        chosen.append(setting)
         names = {
             (" ".join(d[f] for f in chosen), run.benchmark)
             for d, run in zip(described, runs, strict=True)

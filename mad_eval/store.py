@@ -1,19 +1,25 @@
-"""One run directory: manifest.json, append-only turns.jsonl (the source of truth), metrics.json."""
+"""One run directory: manifest.json, append-only turns.jsonl (the source of truth), metrics.json,
+and judge.jsonl when its debate turns have been judged."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mad_eval.config import RunConfig
-from mad_eval.records import Turn
+from mad_eval.records import Setting, Turn, TurnKey, Verdict
+
+T = TypeVar("T")
+JUDGE_FILE = "judge.jsonl"
 
 PACKAGES = (
     "mad-eval",
@@ -68,28 +74,9 @@ class RunStore:
         return json.loads(self.manifest_path.read_text(encoding="utf-8"))
 
     def read_turns(self, repair: bool = False) -> list[Turn]:
-        """All recorded turns. A run killed mid-write leaves a partial last line: it is
-        dropped, and with `repair` cut from the file so appends start on a clean line."""
-        if not self.turns_path.exists():
-            return []
-        data = self.turns_path.read_bytes()
-        end = data.rfind(b"\n") + 1
-        if repair and end < len(data):
-            with self.turns_path.open("r+b") as f:
-                f.truncate(end)
-        turns = {}
-        for number, line in enumerate(data[:end].decode("utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                turn = Turn.from_json(line)
-            except (ValueError, TypeError) as exc:
-                raise StoreError(
-                    f"{self.turns_path} line {number} is not a turn record ({exc}); "
-                    "fix or remove that line."
-                ) from None
-            turns[turn.key] = turn  # a repeated key (never written by us) keeps the last
-        return list(turns.values())
+        """All recorded turns; `repair` cuts a partial last line left by a crash."""
+        found = read_records(self.turns_path, Turn.from_json, "a turn record", repair)
+        return list({turn.key: turn for turn in found}.values())  # a repeated key keeps the last
 
     def write_metrics(self, metrics: dict[str, Any]) -> None:
         self._write_json(self.metrics_path, metrics)
@@ -133,6 +120,66 @@ class RunStore:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         os.replace(tmp, path)
+
+
+class JudgeLog:
+    """judge.jsonl beside a run: verdicts appended and flushed as they finish."""
+
+    def __init__(self, root: Path):
+        self.path = Path(root) / JUDGE_FILE
+        self._sink = None
+
+    def read(self, repair: bool = False) -> list[Verdict]:
+        """The latest verdict of each turn."""
+        found = read_records(self.path, Verdict.from_json, "a judge verdict", repair)
+        return list({v.key: v for v in found}.values())
+
+    def open(self, setting: Setting) -> dict[TurnKey, Verdict]:
+        """Start appending; return the verdicts already there. Verdicts of another setting
+        are refused: one file, one judge, or the averages would mix judges."""
+        done = {v.key: v for v in self.read(repair=True)}
+        wanted = dataclasses.asdict(setting)
+        other = next((v for v in done.values() if v.setting != wanted), None)
+        if other is not None:
+            raise StoreError(
+                f"{self.path} holds verdicts of {Setting(**other.setting).describe()}; judge "
+                "again with that setting to resume, or move the file away to judge anew."
+            )
+        self._sink = self.path.open("a", encoding="utf-8")
+        return done
+
+    def append(self, verdict: Verdict) -> None:
+        assert self._sink is not None, "open() the log first"
+        self._sink.write(verdict.to_json() + "\n")
+        self._sink.flush()
+
+    def close(self) -> None:
+        if self._sink:
+            self._sink.close()
+            self._sink = None
+
+
+def read_records(path: Path, parse: Callable[[str], T], what: str, repair: bool = False) -> list[T]:
+    """Every record of an append-only JSON Lines file, in order. A writer killed mid-line
+    leaves a partial last line: it is dropped, and with `repair` cut from the file."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if repair and end < len(data):
+        with path.open("r+b") as f:
+            f.truncate(end)
+    records = []
+    for number, line in enumerate(data[:end].decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(parse(line))
+        except (ValueError, TypeError) as exc:
+            raise StoreError(
+                f"{path} line {number} is not {what} ({exc}); fix or remove that line."
+            ) from None
+    return records
 
 
 def redact(value: Any) -> Any:

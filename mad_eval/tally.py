@@ -17,7 +17,11 @@ from itertools import combinations
 import numpy as np
 
 from mad_eval.grading import equivalent
-from mad_eval.records import Turn, derive_seed
+from mad_eval.prompts import JUDGE_CRITERIA
+from mad_eval.records import Turn, Verdict, derive_seed
+
+# What the judge's scores are tallied as: each criterion, and their sum.
+CRITIQUE = (*JUDGE_CRITERIA, "total")
 
 
 @dataclass(frozen=True)
@@ -182,3 +186,30 @@ def tally(
                 add(f"c2i{r}", at, before and not after, 1)
                 add(f"i2c{r}", at, after and not before, 1)
     return Tallies(runs, questions, num, den)
+
+
+def tally_verdicts(verdicts: list[Verdict], tallies: Tallies, rounds: int) -> Tallies:
+    """`tallies` with the judge's counts added: `score{r}:{name}` (a criterion's scores, or
+    `total`, summed over the turns scored; its denominator counts them) and `judge_fail{r}`
+    (judge failures of the turns scored or failed); without `r`, over every round. A
+    verdict whose request failed counts nowhere: it is to be asked again."""
+    shape = (len(tallies.runs), len(tallies.questions))
+    tags = ["", *(str(r) for r in range(1, rounds + 1))]
+    names = [f"score{t}:{c}" for t in tags for c in CRITIQUE] + [f"judge_fail{t}" for t in tags]
+    num = {name: np.zeros(shape) for name in names}
+    den = {name: np.zeros(shape) for name in names}
+    row = {run: i for i, run in enumerate(tallies.runs)}
+    col = {q: j for j, q in enumerate(tallies.questions)}
+    for v in verdicts:
+        if v.error is not None or v.run not in row or v.question not in col:
+            continue
+        at = (row[v.run], col[v.question])
+        for tag in ("", str(v.round)):
+            num[f"judge_fail{tag}"][at] += v.scores is None
+            den[f"judge_fail{tag}"][at] += 1
+            if v.scores is None:
+                continue
+            for name in CRITIQUE:
+                num[f"score{tag}:{name}"][at] += v.total if name == "total" else v.scores[name]
+                den[f"score{tag}:{name}"][at] += 1
+    return Tallies(tallies.runs, tallies.questions, {**tallies.num, **num}, {**tallies.den, **den})

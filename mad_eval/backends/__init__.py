@@ -53,13 +53,18 @@ def make_backend(
     engine: dict[str, Any] | None = None,
 ) -> Backend:
     """Build the backend a model spec names: 'openai:<model>' (a server at `base_url`),
-    'vllm:<model>' (an in-process engine with `engine` options) or 'sim[:<params>]'.
+    'vllm:<model>' (an in-process engine with `engine` options), 'sim[:<params>]' or, as a
+    judge, 'sim-judge[:<params>]'.
     `render` turns messages into prompt text for backends that take text."""
     kind, _, rest = spec.partition(":")
     if kind == "sim":
         from mad_eval.backends.sim import SimBackend, SimParams
 
         return SimBackend(SimParams.parse(rest), spec)
+    if kind == "sim-judge":
+        from mad_eval.backends.sim_judge import SimJudge
+
+        return SimJudge.parse(spec)
     if kind in ("openai", "vllm") and not rest:
         raise BackendError(f"model spec '{kind}:' needs a model name, e.g. {kind}:Qwen/Qwen3-8B.")
     if kind == "openai":
@@ -76,5 +81,6 @@ def make_backend(
         return VLLMBackend(rest, render, **(engine or {}))
     raise BackendError(
         f"unknown model spec '{spec}'; use openai:<model> for an OpenAI-compatible server, "
-        "vllm:<model> for an in-process vLLM engine, or sim[:p0=...,s0=...] for simulated agents."
+        "vllm:<model> for an in-process vLLM engine, sim[:p0=...,s0=...] for simulated agents "
+        "or sim-judge[:bad=...] for a simulated judge."
     )

@@ -15,16 +15,19 @@ from rich.table import Table
 from mad_eval import options
 from mad_eval.backends import BackendError
 from mad_eval.benchmarks import BenchmarkError
-from mad_eval.config import DEFAULT_BENCHMARK, ConfigError
+from mad_eval.config import DEFAULT_BENCHMARK, ConfigError, RunConfig
 from mad_eval.context import ContextError
 from mad_eval.engine import Engine
-from mad_eval.plan import make_plan
+from mad_eval.judge import Judge, judge_cases, parse_rounds, pending
+from mad_eval.plan import judge_backend, make_plan
 from mad_eval.protocols import ProtocolError, catalogue
+from mad_eval.records import Setting
+from mad_eval.replay import run_questions
 from mad_eval.report import metrics_view
 from mad_eval.results import load_run, load_runs, parse_labels
 from mad_eval.roster import RosterError
 from mad_eval.stats import REPLICATES
-from mad_eval.store import RunStore, StoreError
+from mad_eval.store import JudgeLog, RunStore, StoreError
 from mad_eval.tables import ERRORS, FORMATS, LAYOUTS, render, tidy
 
 app = typer.Typer(
@@ -259,6 +262,116 @@ def _execute(
 
 
 @app.command()
+def judge(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="A debate run directory.")],
+    judge_model: Annotated[
+        str,
+        typer.Option(
+            "--judge",
+            metavar="SPEC",
+            help="The judge's model spec: openai:<model> (a server), vllm:<model> "
+            "(in-process) or sim-judge[:bad=..] (simulated, to try the pipeline offline).",
+        ),
+    ],
+    base_url: options.BaseUrl = None,
+    rounds: Annotated[
+        str | None,
+        typer.Option(metavar="A..B", help="Debate rounds to judge: A..B, R or R,S (default: all)."),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option(help="Judge only the run's first LIMIT questions.")
+    ] = None,
+    reference: Annotated[bool, typer.Option(help="Show the judge the gold answer.")] = False,
+    data_dir: options.DataDir = None,
+    temperature: Annotated[float, typer.Option(help="The judge's sampling temperature.")] = 0.0,
+    top_p: Annotated[float, typer.Option(help="The judge's nucleus sampling top-p.")] = 1.0,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per judge answer.")] = 2048,
+    seed: Annotated[int, typer.Option(help="Base seed of the judge's requests.")] = 0,
+    concurrency: options.Concurrency = 64,
+    timeout: options.Timeout = 600.0,
+    retries: options.Retries = 5,
+    backoff: options.Backoff = 1.0,
+    cache: options.Cache = None,
+) -> None:
+    """Score every debate turn's critique with an LLM judge; write judge.jsonl and metrics.json.
+
+    The judge reads exactly the messages the agent was sent and its reply, and scores
+    conflict identification (0-2), critique correctness (0-3), critique specificity (0-2)
+    and engagement and revision (0-2). Running it again resumes.
+    """
+    store = RunStore(run_dir)
+    setting = Setting(judge_model, reference, temperature, top_p, max_tokens, seed)
+    try:
+        manifest = store.manifest()
+        turns = store.read_turns()
+        total = manifest["config"]["rounds"]
+        if total == 0:
+            raise StoreError(
+                f"{run_dir} has no debate rounds (T = 0): there is no critique to judge."
+            )
+        if limit is not None and limit < 1:
+            raise ConfigError(f"--limit must be at least 1, got {limit}.")
+        chosen = parse_rounds(rounds, total)
+        config = RunConfig(
+            model=judge_model,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            base_urls=tuple(base_url or ()),
+            concurrency=concurrency,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            cache=str(cache) if cache else None,
+        )
+        config.validate()
+        questions = run_questions(manifest, data_dir)
+        cases, skipped = judge_cases(manifest, turns, questions, chosen, limit, reference)
+        backend, request_cache = judge_backend(judge_model, config)
+    except USER_ERRORS as exc:
+        raise fail(str(exc)) from None
+
+    log = JudgeLog(store.root)
+
+    async def score() -> None:
+        try:
+            todo = pending(cases, log.open(setting))
+            await backend.check()
+            console.print(
+                f"Judging {len(cases)} debate turns of {store.root} (rounds "
+                f"{', '.join(map(str, chosen))}) with {setting.describe()}"
+                + (f"; {len(cases) - len(todo)} already judged" if len(todo) < len(cases) else "")
+            )
+            for reason, count in skipped.items():
+                errors.print(
+                    f"[yellow]skipped:[/] {count} turns: {escape(reason)}.", highlight=False
+                )
+            with _progress("verdicts") as progress:
+                task = progress.add_task("judging", total=len(todo))
+                judge = Judge(backend, setting, log.append, lambda: progress.advance(task))
+                await judge.run(todo)
+        finally:
+            await backend.aclose()
+            log.close()
+            if request_cache:
+                request_cache.close()
+
+    try:
+        asyncio.run(score())
+    except USER_ERRORS as exc:
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        errors.print(
+            f"Interrupted. Every finished verdict is in {log.path}; "
+            "run the same command again to resume."
+        )
+        raise typer.Exit(code=130) from None
+    _report(store)
+    console.print(f"Verdicts: {log.path}")
+
+
+@app.command()
 def protocols() -> None:
     """List the protocols --protocol accepts by name, with what each does."""
     table = Table(title="protocols", show_lines=False)
@@ -402,12 +515,12 @@ def _report(store: RunStore) -> None:
     console.print(f"Records: {store.turns_path}  Metrics: {store.metrics_path}")
 
 
-def _progress() -> Progress:
+def _progress(unit: str = "turns") -> Progress:
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("turns"),
+        TextColumn(unit),
         TimeElapsedColumn(),
         console=console,
     )

@@ -7,12 +7,26 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from mad_eval.prompts import JUDGE_CRITERIA
+from mad_eval.tally import CRITIQUE
 
-def fmt(value: float | None, std: float | None = None, signed: bool = False) -> str:
+# Short column headers for the judge's criteria, on the console and in tables.
+CRITIQUE_HEADERS = {
+    "conflict_identification": "conflict",
+    "critique_correctness": "correctness",
+    "critique_specificity": "specificity",
+    "engagement_revision": "engagement",
+    "total": "total",
+}
+
+
+def fmt(
+    value: float | None, std: float | None = None, digits: int = 1, signed: bool = False
+) -> str:
     if value is None:
         return "-"
-    text = f"{value:+.1f}" if signed else f"{value:.1f}"
-    return f"{text} ± {std:.1f}" if std is not None else text
+    text = f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+    return f"{text} ± {std:.{digits}f}" if std is not None else text
 
 
 def metrics_view(metrics: dict[str, Any], title: str) -> Group:
@@ -70,6 +84,8 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
                 fmt(row["delta"], row["delta_std"], signed=True),
             )
         parts.append(moves)
+    if metrics.get("judge"):
+        parts.append(critique_view(metrics))
     if metrics.get("groups"):
         groups = Table(title="By agent group (%)", title_justify="left")
         for name in ("group", "agents", "Maj", "Debate", "Δ", "agent acc. round 0 → last"):
@@ -96,3 +112,30 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
         f"{metrics.get('cached_turns', 0)}"
     )
     return Group(*parts)
+
+
+def critique_view(metrics: dict[str, Any]) -> Table:
+    """The judge's mean scores per debate round and over all of them, with its failures."""
+    judge = metrics["judge"]
+    table = Table(
+        title=f"Critique scores by {judge['setting']['judge']} (mean per judged turn)",
+        title_justify="left",
+    )
+    table.add_column("round", justify="right")
+    for name, (top, _) in JUDGE_CRITERIA.items():
+        table.add_column(f"{CRITIQUE_HEADERS[name]} (0-{top})", justify="right")
+    for name in ("total (0-9)", "judged", "judge failures"):
+        table.add_column(name, justify="right")
+    rows = [(str(row["round"]), row, row) for row in metrics["rounds"] if "judged" in row]
+    rows.append(("all", metrics, judge))  # the overall means sit at the top level
+    for label, scores, counts in rows:
+        table.add_row(
+            label,
+            *(
+                fmt(scores[f"critique_{n}"], scores[f"critique_{n}_std"], digits=2)
+                for n in CRITIQUE
+            ),
+            str(counts["judged"]),
+            str(counts["judge_failures"]),
+        )
+    return table

@@ -12,8 +12,10 @@ import numpy as np
 import pandas as pd
 
 from mad_eval.metrics import lookup
+from mad_eval.report import CRITIQUE_HEADERS
 from mad_eval.results import Run
 from mad_eval.stats import REPLICATES, bootstrap_ci, paired_test
+from mad_eval.tally import CRITIQUE
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,23 @@ def _diversity(rounds: int) -> list[tuple[str, list[Column]]]:
     ]
 
 
+def _critique(rounds: int) -> list[tuple[str, list[Column]]]:
+    parts = [(f"round {r}", f"round{r}.") for r in range(1, rounds + 1)] + [("all", "")]
+    return [
+        (
+            part,
+            [
+                *(
+                    Column(CRITIQUE_HEADERS[name], f"{where}critique_{name}", digits=2)
+                    for name in CRITIQUE
+                ),
+                Column("fail %", f"{where}judge_failure_rate", better=None),
+            ],
+        )
+        for part, where in parts
+    ]
+
+
 LAYOUTS: dict[str, Layout] = {
     "debate": _debate,
     "single": _single,
@@ -94,6 +113,7 @@ LAYOUTS: dict[str, Layout] = {
     "transitions": _transitions,
     "lengths": _lengths,
     "diversity": _diversity,
+    "critique": _critique,
 }
 FORMATS = ("csv", "latex", "md")
 ERRORS = ("std", "ci", "none")
@@ -137,6 +157,11 @@ def tidy(
     rows = []
     for run in runs:
         formulas = run.formulas
+        if layout == "critique" and not run.verdicts:
+            raise ValueError(
+                f"{run.root} has no judge verdicts; score it first with "
+                f"`mad-eval judge {run.root} --judge MODEL`."
+            )
         for part, columns in LAYOUTS[layout](run.rounds):
             for column in columns:
                 value, std = lookup(run.metrics, column.key)
@@ -268,7 +293,8 @@ def _best(g: Grid) -> set[tuple[str, str, str, str]]:
                 shown = {
                     (c["method"], part, benchmark, metric): round(c["value"], int(c["digits"]))
                     for c in cells
-                    if c["better"] and _present(c["value"])
+                    # A frame holds a column's missing `better` as NaN or None.
+                    if c["better"] in ("max", "min") and _present(c["value"])
                 }
                 if len(shown) < 2:
                     continue

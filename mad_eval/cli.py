@@ -32,7 +32,7 @@ from mad_eval.tables import ERRORS, FORMATS, LAYOUTS, render, tidy
 
 app = typer.Typer(
     help="Multi-agent debate evaluation: Maj vs Debate, per-round accuracy and transitions, "
-    "single-agent mean@K and maj@K, paper tables and figures.",
+    "LLM-judge critique scores, single-agent mean@K and maj@K, paper tables and figures.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -297,7 +297,8 @@ def judge(
 
     The judge reads exactly the messages the agent was sent and its reply, and scores
     conflict identification (0-2), critique correctness (0-3), critique specificity (0-2)
-    and engagement and revision (0-2). Running it again resumes.
+    and engagement and revision (0-2). Question texts are read again from the run's
+    benchmark (pass the --data-dir the run used). Running it again resumes.
     """
     store = RunStore(run_dir)
     setting = Setting(judge_model, reference, temperature, top_p, max_tokens, seed)
@@ -344,8 +345,9 @@ def judge(
                 + (f"; {len(cases) - len(todo)} already judged" if len(todo) < len(cases) else "")
             )
             for reason, count in skipped.items():
+                turns = "turn" if count == 1 else "turns"
                 errors.print(
-                    f"[yellow]skipped:[/] {count} turns: {escape(reason)}.", highlight=False
+                    f"[yellow]skipped:[/] {count} {turns}: {escape(reason)}.", highlight=False
                 )
             with _progress("verdicts") as progress:
                 task = progress.add_task("judging", total=len(todo))

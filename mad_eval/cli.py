@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from mad_eval import options
 from mad_eval.backends import BackendError
+from mad_eval.backends.cache import RequestCache
 from mad_eval.benchmarks import BenchmarkError
 from mad_eval.config import DEFAULT_BENCHMARK, ConfigError, RunConfig
 from mad_eval.context import ContextError
@@ -241,23 +243,9 @@ def _execute(
             for backend in plan.backends.values():
                 await backend.aclose()
             store.close()
-            if plan.cache:
-                console.print(
-                    f"Request cache {plan.cache.path}: {plan.cache.hits} answers reused, "
-                    f"{plan.cache.stored} new ones stored."
-                )
-                plan.cache.close()
+            _close_cache(plan.cache)
 
-    try:
-        asyncio.run(debate())
-    except USER_ERRORS as exc:
-        raise fail(str(exc)) from None
-    except KeyboardInterrupt:
-        errors.print(
-            f"Interrupted. Every finished turn is in {store.turns_path}; "
-            "run the same command again to resume."
-        )
-        raise typer.Exit(code=130) from None
+    _resumable(debate(), "turn", store.turns_path)
     _report(store)
 
 
@@ -356,19 +344,9 @@ def judge(
         finally:
             await backend.aclose()
             log.close()
-            if request_cache:
-                request_cache.close()
+            _close_cache(request_cache)
 
-    try:
-        asyncio.run(score())
-    except USER_ERRORS as exc:
-        raise fail(str(exc)) from None
-    except KeyboardInterrupt:
-        errors.print(
-            f"Interrupted. Every finished verdict is in {log.path}; "
-            "run the same command again to resume."
-        )
-        raise typer.Exit(code=130) from None
+    _resumable(score(), "verdict", log.path)
     _report(store)
     console.print(f"Verdicts: {log.path}")
 
@@ -504,6 +482,30 @@ def plot(
         raise fail(str(exc)) from None
     for path in written:
         console.print(f"Wrote {path}")
+
+
+def _resumable(work: Coroutine[Any, Any, None], what: str, records: Path) -> None:
+    """Run `work` in one event loop; a user error ends it in one sentence, and Ctrl-C says
+    where the finished records are."""
+    try:
+        asyncio.run(work)
+    except USER_ERRORS as exc:
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        errors.print(
+            f"Interrupted. Every finished {what} is in {records}; "
+            "run the same command again to resume."
+        )
+        raise typer.Exit(code=130) from None
+
+
+def _close_cache(cache: RequestCache | None) -> None:
+    if cache is None:
+        return
+    console.print(
+        f"Request cache {cache.path}: {cache.hits} answers reused, {cache.stored} new ones stored."
+    )
+    cache.close()
 
 
 def _report(store: RunStore) -> None:

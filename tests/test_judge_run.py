@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -297,3 +298,36 @@ def test_a_run_without_debate_rounds_or_verdicts_says_so(tmp_path):
     result = mad_eval("table", "r", "--layout", "critique", cwd=tmp_path)
     assert result.returncode == 2
     assert "r has no judge verdicts; score it first with `mad-eval judge r" in result.stderr
+
+
+def test_the_request_cache_answers_a_second_judging_of_the_same_turns(tmp_path):
+    args = ("--agents", "3", "--rounds", "1", "--limit", "5")
+    assert mad_eval("run", *args, "--out", "a", cwd=tmp_path).returncode == 0
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    judged = ("--judge", "sim-judge:bad=0.3", "--cache", "cache.db")
+    assert mad_eval("judge", "a", *judged, cwd=tmp_path).returncode == 0
+    result = mad_eval("judge", "b", *judged, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "0 new ones stored" in result.stdout
+    a, b = verdicts_of(tmp_path / "a"), verdicts_of(tmp_path / "b")
+    scores = lambda found: sorted((v["question"], v["agent"], v["scores"]) for v in found)  # noqa: E731
+    assert scores(a) == scores(b)
+    assert all(v["cached"] and v["attempts"] == 0 for v in b)
+    judge = json.loads((tmp_path / "b" / "metrics.json").read_text())["judge"]
+    assert judge["cached"] == len(b) and judge["requests_sent"] == 0
+
+
+def test_metrics_json_holds_the_intervals_the_critique_table_prints(tmp_path):
+    args = ("--agents", "3", "--rounds", "2", "--limit", "8", "--out", "r")
+    assert mad_eval("run", *args, cwd=tmp_path).returncode == 0
+    assert mad_eval("judge", "r", "--judge", "sim-judge:bad=0.2", cwd=tmp_path).returncode == 0
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    table = mad_eval("table", "r", "--layout", "critique", "--format", "csv", cwd=tmp_path)
+    frame = pd.read_csv(io.StringIO(table.stdout))
+    assert len(frame) == 3 * 6
+    for _, row in frame.iterrows():
+        section, _, field = row["key"].rpartition(".")
+        place = metrics if not section else metrics["rounds"][int(section.removeprefix("round"))]
+        assert place[field] == pytest.approx(row["value"])
+        assert place[f"{field}_ci"] == pytest.approx([row["ci_low"], row["ci_high"]])
+        assert row["ci_low"] <= row["value"] <= row["ci_high"]

@@ -16,10 +16,8 @@ from mad_eval.config import RunConfig
 from mad_eval.context import ContextError, EstimateCounter, Fitted, Fitter, prefix_tokens
 from mad_eval.prompts import Messages, debate_prompt, persona_for, question_prompt
 from mad_eval.protocols import Protocol
-from mad_eval.records import Question, Turn, derive_seed, messages_hash
+from mad_eval.records import Question, Turn, TurnKey, derive_seed, messages_hash
 from mad_eval.roster import Agent
-
-TurnKey = tuple[int, str, int, int]
 
 
 @dataclass(frozen=True)

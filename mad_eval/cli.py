@@ -8,12 +8,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mad_eval import options
+from mad_eval import options, train_cli
 from mad_eval.backends import BackendError
 from mad_eval.backends.cache import RequestCache
 from mad_eval.benchmarks import BenchmarkError
@@ -31,6 +28,7 @@ from mad_eval.roster import RosterError
 from mad_eval.stats import REPLICATES
 from mad_eval.store import JudgeLog, RunStore, StoreError
 from mad_eval.tables import ERRORS, FORMATS, LAYOUTS, render, tidy
+from mad_eval.ui import console, errors, fail, progress_bar, warn
 
 app = typer.Typer(
     help="Multi-agent debate evaluation: Maj vs Debate, per-round accuracy and transitions, "
@@ -40,8 +38,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # help texts show [brackets] literally, e.g. MODEL[@URL][*COUNT]
 )
-console = Console()
-errors = Console(stderr=True)
 USER_ERRORS = (
     ConfigError,
     ProtocolError,
@@ -51,12 +47,6 @@ USER_ERRORS = (
     RosterError,
     ContextError,
 )
-
-
-def fail(message: str) -> typer.Exit:
-    # Escaped: a message may hold brackets, such as pip install 'mad-eval[vllm]'.
-    errors.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=2)
 
 
 @app.command()
@@ -204,9 +194,7 @@ def _execute(
             seats = await plan.seats()
             done = store.open(config, plan.manifest_extra(seats))
             for warning in plan.warnings:
-                errors.print(
-                    f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True
-                )
+                warn("warning", warning)
             if model is None and not config.roster:
                 console.print(
                     "No --model given: using simulated agents (sim). "
@@ -225,7 +213,7 @@ def _execute(
                 f"{what} -> {store.root}"
                 + (f" (resuming: {len(done)} turns already recorded)" if done else "")
             )
-            with _progress() as progress:
+            with progress_bar() as progress:
                 task = progress.add_task(
                     "sampling" if protocol == "single" else "debating",
                     total=config.runs * len(questions) * (config.rounds + 1) * config.agents,
@@ -333,11 +321,8 @@ def judge(
                 + (f"; {len(cases) - len(todo)} already judged" if len(todo) < len(cases) else "")
             )
             for reason, count in skipped.items():
-                turns = "turn" if count == 1 else "turns"
-                errors.print(
-                    f"[yellow]skipped:[/] {count} {turns}: {escape(reason)}.", highlight=False
-                )
-            with _progress("verdicts") as progress:
+                warn("skipped", f"{count} {'turn' if count == 1 else 'turns'}: {reason}.")
+            with progress_bar("verdicts") as progress:
                 task = progress.add_task("judging", total=len(todo))
                 judge = Judge(backend, setting, log.append, lambda: progress.advance(task))
                 await judge.run(todo)
@@ -519,16 +504,7 @@ def _report(store: RunStore) -> None:
     console.print(f"Records: {store.turns_path}  Metrics: {store.metrics_path}")
 
 
-def _progress(unit: str = "turns") -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(unit),
-        TimeElapsedColumn(),
-        console=console,
-    )
-
+app.add_typer(train_cli.app, name="train")
 
 if __name__ == "__main__":
     app()

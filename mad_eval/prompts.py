@@ -127,6 +127,13 @@ def debate_prompt(
     return _messages(system, content)
 
 
+def pair_prompt(question: str, first: str, second: str) -> Messages:
+    """Self-debate training (SDRL): the model weighs two of its own rollouts and answers.
+    It is the debate prompt of an agent that reads agents 0 and 1 and is neither of them,
+    so a trained model meets in evaluation exactly the context it was trained on."""
+    return debate_prompt(question, [("agent 0", first), ("agent 1", second)], agent=2)
+
+
 def quoted_responses(prompt: str) -> list[str]:
     """The peer responses quoted in a debate prompt, in order (inverse of debate_prompt)."""
     return _RESPONSE_BLOCK.findall(prompt)

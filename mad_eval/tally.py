@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -30,9 +32,19 @@ class Vote:
     correct: bool
 
 
-def answer_groups(turns: list[Turn]) -> list[list[Turn]]:
+class Graded(Protocol):
+    """Anything graded: a turn, a training rollout."""
+
+    answer: str | None
+    correct: bool | None
+
+
+G = TypeVar("G", bound=Graded)
+
+
+def answer_groups(turns: Sequence[G]) -> list[list[G]]:
     """Parsed answers grouped by equivalence (not by string), in order of first appearance."""
-    groups: list[list[Turn]] = []
+    groups: list[list[G]] = []
     for turn in turns:
         if turn.answer is None:
             continue
@@ -45,7 +57,7 @@ def answer_groups(turns: list[Turn]) -> list[list[Turn]]:
     return groups
 
 
-def _same(a: Turn, b: Turn) -> bool:
+def _same(a: Graded, b: Graded) -> bool:
     """Two graded answers are equivalent when both equal the gold; one right and one wrong
     never are. Only two wrong answers need comparing, which saves most math-verify calls."""
     if bool(a.correct) != bool(b.correct):

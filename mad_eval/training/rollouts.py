@@ -1,0 +1,101 @@
+"""Rollouts to build self-debate data from: a `mad-eval single` run (each round-0 turn is one
+rollout) or a JSON Lines file of (prompt id, question, gold, response), graded here with the
+evaluation's own grader."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from mad_eval.grading import grade
+from mad_eval.replay import run_questions
+from mad_eval.store import RunStore, StoreError
+
+# The generic file's fields, with the names also accepted for each.
+FIELDS = {
+    "prompt_id": ("prompt_id", "id", "question_id"),
+    "question": ("question", "problem", "prompt"),
+    "gold": ("gold", "answer", "ground_truth"),
+    "response": ("response", "completion", "text"),
+}
+
+
+@dataclass(frozen=True)
+class Rollout:
+    prompt_id: str
+    question: str
+    gold: str
+    response: str
+    answer: str | None  # the extracted final answer, None when there is none
+    correct: bool
+    source: str  # where it came from: a run's turn key, or a file's line
+
+
+@dataclass(frozen=True)
+class Rollouts:
+    items: list[Rollout]
+    benchmark: str  # the data source recorded with each pair
+    kind: str = "math"  # the benchmark's kind: verl's `ability`
+
+
+def read_rollouts(path: Path, data_dir: Path | None = None) -> Rollouts:
+    """A run folder (its round-0 turns, grades as recorded) or a JSON Lines file."""
+    path = Path(path)
+    if path.is_dir():
+        return _from_run(path, data_dir)
+    if not path.is_file():
+        raise StoreError(f"{path} is neither a run folder nor a JSON Lines file of rollouts.")
+    return _from_jsonl(path)
+
+
+def _from_run(root: Path, data_dir: Path | None) -> Rollouts:
+    store = RunStore(root)
+    manifest = store.manifest()
+    questions = run_questions(manifest, data_dir)
+    items = [
+        Rollout(
+            prompt_id=t.question,
+            question=questions[t.question].text,
+            gold=questions[t.question].gold,
+            response=t.text or "",
+            answer=t.answer,
+            correct=bool(t.correct),
+            source=f"{root.name}:run{t.run}/{t.question}/round0/agent{t.agent}",
+        )
+        for t in sorted(store.read_turns(), key=lambda t: t.key)
+        if t.round == 0 and not t.failed  # a failed request is no rollout
+    ]
+    if not items:
+        raise StoreError(f"{store.turns_path} holds no answered round-0 turns to pair.")
+    recorded = manifest.get("benchmark", {})
+    benchmark = recorded.get("name") or manifest["config"]["benchmark"]
+    return Rollouts(items, str(benchmark), recorded.get("kind", "math"))
+
+
+def _from_jsonl(path: Path) -> Rollouts:
+    items = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise StoreError(f"{path} line {number} is not JSON ({exc.msg}).") from None
+        if not isinstance(row, dict):
+            raise StoreError(f"{path} line {number} is not a JSON object.")
+        values = {}
+        for name, accepted in FIELDS.items():
+            found = next((row[k] for k in accepted if k in row), None)
+            if found is None:
+                raise StoreError(
+                    f"{path} line {number} has no {name} (give one of: {', '.join(accepted)})."
+                )
+            values[name] = str(found)
+        graded = grade(values["response"], values["gold"])
+        items.append(
+            Rollout(**values, answer=graded.answer, correct=graded.correct, source=f"line {number}")
+        )
+    if not items:
+        raise StoreError(f"{path} holds no rollouts.")
+    return Rollouts(items, path.stem)

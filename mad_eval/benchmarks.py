@@ -85,7 +85,7 @@ def load_questions(
     if benchmark.endswith((".jsonl", ".toml")) and not path.is_file():
         raise BenchmarkError(f"benchmark file '{benchmark}' does not exist")
     if benchmark.endswith(".jsonl"):  # any JSONL: 'question' or 'problem', 'answer', optional 'id'
-        rows = _read_jsonl(path, path.name)
+        rows = read_jsonl(path, path.name)
         first = rows[0][1] if rows else {}
         question = "problem" if "question" not in first and "problem" in first else "question"
         fields = {"file": str(path), "question": question, "answer": "answer"}
@@ -152,10 +152,10 @@ def _spec_questions(spec: BenchmarkSpec, data_dir: Path | None) -> list[Question
                 f"local data file '{spec.local['file']}' for benchmark '{spec.name}' is not in "
                 f"{base}; pass --data-dir pointing at the folder that holds it or set {DATA_ENV}"
             )
-        return _to_questions(_read_jsonl(file, file.name), spec.local, spec.name)
+        return _to_questions(read_jsonl(file, file.name), spec.local, spec.name)
     hub: dict[str, Any] = spec.hub or {}
     path, label = _download(hub), f"{hub['repo']}/{hub['file']}"
-    rows = _read_parquet(path, label) if label.endswith(".parquet") else _read_jsonl(path, label)
+    rows = _read_parquet(path, label) if label.endswith(".parquet") else read_jsonl(path, label)
     return _to_questions(rows, hub, spec.name)
 
 
@@ -173,7 +173,8 @@ def _download(hub: dict[str, Any]) -> Path:
         ) from exc
 
 
-def _read_jsonl(path: Path, label: str) -> Rows:
+def read_jsonl(path: Path, label: str) -> Rows:
+    """Every JSON object of a JSON Lines file, each with where it was ("LABEL line N")."""
     try:
         lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines(): U+2028 is JSON
     except (OSError, UnicodeDecodeError) as exc:

@@ -173,7 +173,7 @@ def test_generic_rollout_files_are_graded_here(tmp_path):
     ("rows", "args", "message"),
     [
         ('{"prompt_id": "a", "question": "q"}\n', [], "line 1 has no gold"),
-        ("not json\n", [], "line 1 is not JSON"),
+        ("not json\n", [], "r.jsonl line 1: invalid JSON"),
         ("", [], "holds no rollouts"),
         (None, [], "missing.jsonl is neither a run folder nor a JSON Lines file"),
         (

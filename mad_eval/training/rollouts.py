@@ -4,10 +4,10 @@ evaluation's own grader."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from mad_eval.benchmarks import read_jsonl
 from mad_eval.grading import grade
 from mad_eval.replay import run_questions
 from mad_eval.store import RunStore, StoreError
@@ -75,27 +75,15 @@ def _from_run(root: Path, data_dir: Path | None) -> Rollouts:
 
 def _from_jsonl(path: Path) -> Rollouts:
     items = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise StoreError(f"{path} line {number} is not JSON ({exc.msg}).") from None
-        if not isinstance(row, dict):
-            raise StoreError(f"{path} line {number} is not a JSON object.")
+    for where, row in read_jsonl(path, path.name):
         values = {}
         for name, accepted in FIELDS.items():
             found = next((row[k] for k in accepted if k in row), None)
             if found is None:
-                raise StoreError(
-                    f"{path} line {number} has no {name} (give one of: {', '.join(accepted)})."
-                )
+                raise StoreError(f"{where} has no {name} (give one of: {', '.join(accepted)}).")
             values[name] = str(found)
         graded = grade(values["response"], values["gold"])
-        items.append(
-            Rollout(**values, answer=graded.answer, correct=graded.correct, source=f"line {number}")
-        )
+        items.append(Rollout(**values, answer=graded.answer, correct=graded.correct, source=where))
     if not items:
         raise StoreError(f"{path} holds no rollouts.")
     return Rollouts(items, path.stem)

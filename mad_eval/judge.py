@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -90,7 +91,7 @@ class Case:
     question: Question
     messages: Messages
 
-    @property
+    @functools.cached_property  # asked when choosing what to judge and again in the verdict
     def prompt_hash(self) -> str:
         return messages_hash(self.messages)
 

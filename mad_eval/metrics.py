@@ -56,10 +56,17 @@ def formulas(
             f"move{r}.delta": _gain(f"c2i{r}", f"i2c{r}"),
         }
     if critique:
-        for r in ["", *range(1, rounds + 1)]:
-            where = f"round{r}." if r != "" else ""
-            found |= {f"{where}critique_{name}": _plain(f"score{r}:{name}") for name in CRITIQUE}
-            found[f"{where}judge_failure_rate"] = _percent(f"judge_fail{r}")
+        found |= critique_formulas(rounds)
+    return found
+
+
+def critique_formulas(rounds: int) -> dict[str, Formula]:
+    """The judge's numbers: mean scores and failure rate over all debate rounds and per round."""
+    found: dict[str, Formula] = {}
+    for r in ["", *range(1, rounds + 1)]:
+        where = f"round{r}." if r != "" else ""
+        found |= {f"{where}critique_{name}": _plain(f"score{r}:{name}") for name in CRITIQUE}
+        found[f"{where}judge_failure_rate"] = _percent(f"judge_fail{r}")
     return found
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 TurnKey = tuple[int, str, int, int]
 
@@ -22,8 +22,19 @@ class Question:
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
+class JsonLine:
+    """A record that is one line of a JSON Lines file."""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_json(cls, line: str) -> Self:
+        return cls(**json.loads(line))
+
+
 @dataclass
-class Turn:
+class Turn(JsonLine):
     """One agent's answer in one round of one debate; a line of turns.jsonl."""
 
     run: int
@@ -69,13 +80,6 @@ class Turn:
     def failed(self) -> bool:
         return self.error is not None
 
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
-
-    @classmethod
-    def from_json(cls, line: str) -> Turn:
-        return cls(**json.loads(line))
-
 
 @dataclass(frozen=True)
 class Setting:
@@ -97,7 +101,7 @@ class Setting:
 
 
 @dataclass
-class Verdict:
+class Verdict(JsonLine):
     """One judged turn: a line of judge.jsonl."""
 
     run: int
@@ -121,13 +125,6 @@ class Verdict:
     @property
     def key(self) -> TurnKey:
         return (self.run, self.question, self.round, self.agent)
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
-
-    @classmethod
-    def from_json(cls, line: str) -> Verdict:
-        return cls(**json.loads(line))
 
 
 def derive_seed(*parts: object) -> int:

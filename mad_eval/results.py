@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mad_eval.metrics import Formula, compute_metrics, formulas, locate
+from mad_eval.metrics import Formula, compute_metrics, critique_formulas, formulas, locate
 from mad_eval.records import Turn, Verdict
 from mad_eval.stats import bootstrap_ci
 from mad_eval.store import JudgeLog, RunStore, StoreError
@@ -106,11 +106,10 @@ def measure(
 def critique_intervals(metrics: dict[str, Any], found: Tallies, rounds: int) -> None:
     """Add to each critique number of metrics.json its 95% bootstrap interval over
     questions (`critique_total_ci`: [low, high]), the one `table --layout critique` prints."""
-    for name, formula in formulas(rounds, 1, critique=True).items():
+    for name, formula in critique_formulas(rounds).items():
         section, index, field = locate(name)
-        if field.startswith("critique_") or field == "judge_failure_rate":
-            row = metrics if section is None else metrics[section][index]
-            row[f"{field}_ci"] = list(bootstrap_ci(found, formula))
+        row = metrics if section is None else metrics[section][index]
+        row[f"{field}_ci"] = list(bootstrap_ci(found, formula))
 
 
 def load_run(root: Path) -> Run:

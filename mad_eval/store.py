@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mad_eval.config import RunConfig
-from mad_eval.records import Setting, Turn, TurnKey, Verdict
+from mad_eval.records import JsonLine, Setting, Turn, TurnKey, Verdict
 
 T = TypeVar("T")
 JUDGE_FILE = "judge.jsonl"
@@ -38,6 +38,21 @@ class StoreError(ValueError):
     """The run directory cannot be used for this run."""
 
 
+class Sink:
+    """An append-only JSON Lines file, flushed after each record: a crash loses at most the
+    record being written (read_records drops its partial line)."""
+
+    def __init__(self, path: Path):
+        self._file = path.open("a", encoding="utf-8")
+
+    def write(self, record: JsonLine) -> None:
+        self._file.write(record.to_json() + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class RunStore:
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -54,14 +69,12 @@ class RunStore:
             self.root.mkdir(parents=True, exist_ok=True)
             self._write_json(self.manifest_path, self._manifest(config, extra or {}))
         done = {turn.key: turn for turn in self.read_turns(repair=True)}
-        self._sink = self.turns_path.open("a", encoding="utf-8")
+        self._sink = Sink(self.turns_path)
         return done
 
     def append(self, turn: Turn) -> None:
-        """Write one turn and flush, so a crash loses at most the turn being written."""
         assert self._sink is not None, "open() the store first"
-        self._sink.write(turn.to_json() + "\n")
-        self._sink.flush()
+        self._sink.write(turn)
 
     def close(self) -> None:
         if self._sink:
@@ -145,13 +158,12 @@ class JudgeLog:
                 f"{self.path} holds verdicts of {Setting(**other.setting).describe()}; judge "
                 "again with that setting to resume, or move the file away to judge anew."
             )
-        self._sink = self.path.open("a", encoding="utf-8")
+        self._sink = Sink(self.path)
         return done
 
     def append(self, verdict: Verdict) -> None:
         assert self._sink is not None, "open() the log first"
-        self._sink.write(verdict.to_json() + "\n")
-        self._sink.flush()
+        self._sink.write(verdict)
 
     def close(self) -> None:
         if self._sink:

@@ -14,6 +14,7 @@ from mad_eval.training import (
     PAIRINGS,
     build_pairs,
     pair_rows,
+    pairing_rule,
     prompt_rows,
     read_rollouts,
     write_rows,
@@ -47,8 +48,8 @@ def pairs(
         str,
         typer.Option(
             metavar="freq|rand",
-            help="freq: a rollout of the most common answer and one of the second most "
-            "common; rand: two distinct rollouts drawn uniformly.",
+            help="freq (or frequency): a rollout of the most common answer and one of the "
+            "second most common; rand (or random): two distinct rollouts drawn uniformly.",
         ),
     ] = "freq",
     per_prompt: Annotated[int, typer.Option(help="Pairs per prompt, at most.")] = 1,
@@ -57,6 +58,7 @@ def pairs(
 ) -> None:
     """Build debate pairs from rollouts whose correctness disagrees; write them as verl data."""
     try:
+        pairing = pairing_rule(pairing)
         rollouts = read_rollouts(source, data_dir)
         found, summary = build_pairs(rollouts.items, pairing, per_prompt, seed)
         write_rows(pair_rows(found, rollouts.benchmark, rollouts.kind, PAIRINGS[pairing]), out)

@@ -146,7 +146,7 @@ def test_judge_scores_each_debate_turn_on_its_exact_context(debate):
     assert metrics["judge"]["setting"]["judge"] == "openai:judge"
     assert "critique_total" not in metrics["rounds"][0]
     assert "Critique scores by openai:judge" in result.stdout
-    assert "16.0" not in result.stdout and "5.33" in result.stdout
+    assert "5.33" in result.stdout  # the total's mean, shown on the console
 
 
 def test_critique_table_averages_are_the_recorded_scores(debate):
@@ -180,7 +180,7 @@ def test_judging_resumes_and_asks_again_only_what_failed(debate):
     with StubServer(model="judge", reply=judge_reply) as server:
         assert judge(run_dir, server.base_url, "--limit", "1").returncode == 0
         assert len(verdicts_of(run_dir)) == 6  # the first question's 3 agents x 2 rounds
-        first = len(server.requests)
+        assert len(server.requests) == 6
     fenced = lambda body: "FENCED:" in body["messages"][1]["content"]  # noqa: E731
     with StubServer(model="judge", reply=judge_reply, fail_if=fenced) as server:
         result = judge(run_dir, server.base_url)
@@ -196,7 +196,6 @@ def test_judging_resumes_and_asks_again_only_what_failed(debate):
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["judge"]["failed_requests"] == 0 and metrics["judge"]["judged"] == 18
     assert metrics["critique_total"] == pytest.approx(16 / 3)
-    assert first == 6
 
 
 def test_reference_shows_the_gold_and_another_setting_is_refused(debate):

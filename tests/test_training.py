@@ -163,6 +163,10 @@ def test_generic_rollout_files_are_graded_here(tmp_path):
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = mad_eval("train", "pairs", "r.jsonl", "--out", "p.jsonl", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    again = mad_eval("train", "pairs", "r.jsonl", "--pairing", "frequency", "--out", "q.jsonl",
+                     cwd=tmp_path)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "q.jsonl").read_text() == (tmp_path / "p.jsonl").read_text()
     (row,) = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert sorted(row["extra_info"]["answers"]) == ["2", "3"]
     assert row["data_source"] == "r"

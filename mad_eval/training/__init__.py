@@ -3,7 +3,7 @@ rollouts in, debate pairs and first-turn prompts out as verl data, plus reward f
 verl and TRL. Imports neither."""
 
 from mad_eval.training.export import pair_rows, prompt_rows, write_rows
-from mad_eval.training.pairs import PAIRINGS, Pair, Summary, build_pairs
+from mad_eval.training.pairs import PAIRINGS, Pair, Summary, build_pairs, pairing_rule
 from mad_eval.training.rewards import compute_score, grpo_reward
 from mad_eval.training.rollouts import Rollout, Rollouts, read_rollouts
 
@@ -17,6 +17,7 @@ __all__ = [
     "compute_score",
     "grpo_reward",
     "pair_rows",
+    "pairing_rule",
     "prompt_rows",
     "read_rollouts",
     "write_rows",

@@ -25,6 +25,14 @@ from mad_eval.training.rollouts import Rollout
 PAIRINGS = {"rand": "random", "freq": "frequency"}
 
 
+def pairing_rule(name: str) -> str:
+    """The rule's short name (rand, freq), given it or its long one (random, frequency)."""
+    short = {long: short for short, long in PAIRINGS.items()}.get(name, name)
+    if short not in PAIRINGS:
+        raise ValueError(f"--pairing must be one of {', '.join(PAIRINGS)}, got '{name}'.")
+    return short
+
+
 @dataclass(frozen=True)
 class Pair:
     first: Rollout
@@ -52,8 +60,7 @@ def build_pairs(
     rollouts: list[Rollout], pairing: str, per_prompt: int = 1, seed: int = 0
 ) -> tuple[list[Pair], Summary]:
     """Up to `per_prompt` distinct pairs per prompt by the rule `pairing` (rand or freq)."""
-    if pairing not in PAIRINGS:
-        raise ValueError(f"--pairing must be one of {', '.join(PAIRINGS)}, got '{pairing}'.")
+    pairing = pairing_rule(pairing)
     if per_prompt < 1:
         raise ValueError(f"--per-prompt must be at least 1, got {per_prompt}.")
     by_prompt: dict[str, list[Rollout]] = {}

@@ -148,10 +148,13 @@ class Engine:
             state = previous[agent.index].state if previous else None
             request = Request(messages, sampling, question, state)
             generation = await seat.backend.generate(request)
-        answer, correct = None, None
+        answer, correct, rouge = None, None, None
         if generation.error is None:
-            grade = await asyncio.to_thread(grading.grade, generation.text or "", question.gold)
-            answer, correct = grade.answer, grade.correct
+            text, gold = generation.text or "", question.gold
+            graded = await asyncio.to_thread(
+                grading.grade, text, gold, question.kind, question.options
+            )
+            answer, correct, rouge = graded.answer, graded.correct, graded.rouge
 
         fitted = prompt if isinstance(prompt, Fitted) else None
         turn = Turn(
@@ -169,6 +172,7 @@ class Engine:
             text=generation.text,
             answer=answer,
             correct=correct,
+            rouge=rouge,
             finish_reason=generation.finish_reason,
             prompt_tokens=generation.prompt_tokens,
             completion_tokens=generation.completion_tokens,
@@ -208,7 +212,9 @@ def agent_prompt(
     to `budget`. The engine and the judge's replay both build prompts here."""
     system = persona_for(style, agent, persona)
     if not sees:
-        return fitter.fit(lambda _: question_prompt(question.text, system), [], budget)
+        return fitter.fit(
+            lambda _: question_prompt(question.text, system, question.kind), [], budget
+        )
     labels = [f"agent {j}" for j in sees]
 
     def build(texts: list[str]) -> Messages:
@@ -219,6 +225,7 @@ def agent_prompt(
             style=style,
             agent=agent,
             system=system,
+            kind=question.kind,
         )
 
     return fitter.fit(build, [previous[j].text or "" for j in sees], budget)

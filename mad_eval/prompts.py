@@ -12,6 +12,28 @@ import re
 Messages = list[dict[str, str]]
 
 ANSWER_FORMAT = "Reason step by step, then give your final answer in \\boxed{}."
+# What each benchmark kind asks of the reply's end, so its grader can read the answer.
+ANSWER_FORMATS = {
+    "math": ANSWER_FORMAT,
+    "number": "Reason step by step, then give your final answer as a single number in \\boxed{}.",
+    "choice": (
+        "Reason step by step, then give the letter of the one option you choose, and nothing "
+        "else, in \\boxed{}."
+    ),
+    "preference": (
+        "Reason step by step, then give the letter of the better response, A or B, and nothing "
+        "else, in \\boxed{}."
+    ),
+    "summary": (
+        'End your reply with a line that starts with "Summary:", followed by your summary of '
+        "the article in three or four sentences and nothing after it."
+    ),
+}
+PREFERENCE_INSTRUCTION = (
+    "Below is a conversation between a human and an AI assistant, and two candidate "
+    "responses for the assistant's next turn. Which response is better: more helpful, "
+    "honest and harmless?"
+)
 
 # Each peer response is quoted inside these tags, so a reader (the simulated agents,
 # the LLM judge) can take the prompt apart again without guessing.
@@ -92,9 +114,32 @@ def persona_for(style: str, agent: int, persona: str | None = None) -> str | Non
     return PERSONAS[agent % len(PERSONAS)] if style == "personas" else None
 
 
-def question_prompt(question: str, system: str | None = None) -> Messages:
+def choice_question(question: str, options: list[str], instruction: str | None = None) -> str:
+    """A multiple-choice question as agents read it: the question, then lettered options."""
+    lead = f"{instruction}\n\n" if instruction else ""
+    listed = "\n".join(f"{chr(ord('A') + i)}. {option}" for i, option in enumerate(options))
+    return f"{lead}{question}\n\n{listed}"
+
+
+def preference_question(
+    conversation: str, responses: list[str], instruction: str | None = None
+) -> str:
+    """A two-way preference question: the conversation, then responses A and B."""
+    shown = "\n\n".join(
+        f"Response {chr(ord('A') + i)}:\n{text}" for i, text in enumerate(responses)
+    )
+    return f"{instruction or PREFERENCE_INSTRUCTION}\n\nConversation:\n{conversation}\n\n{shown}"
+
+
+def answer_format(kind: str) -> str:
+    if kind not in ANSWER_FORMATS:
+        raise ValueError(f"unknown benchmark kind {kind!r}; known: {', '.join(ANSWER_FORMATS)}")
+    return ANSWER_FORMATS[kind]
+
+
+def question_prompt(question: str, system: str | None = None, kind: str = "math") -> Messages:
     """Round 0: the agent answers the question on its own."""
-    return _messages(system, f"{question}\n\n{ANSWER_FORMAT}")
+    return _messages(system, f"{question}\n\n{answer_format(kind)}")
 
 
 def debate_prompt(
@@ -105,6 +150,7 @@ def debate_prompt(
     style: str = "debate",
     agent: int = 0,
     system: str | None = None,
+    kind: str = "math",
 ) -> Messages:
     """Round t >= 1: the question, the quoted previous-round responses, and the request to
     weigh them. `responses` holds (who, text) pairs in the order the protocol chose; `own`
@@ -122,16 +168,16 @@ def debate_prompt(
     content = (
         f"Problem:\n{question}\n\n"
         f"Here are the responses to this problem from the previous round:\n\n{quoted}\n\n"
-        f"{whose} {instruction or INSTRUCTIONS['debate']} {ANSWER_FORMAT}"
+        f"{whose} {instruction or INSTRUCTIONS['debate']} {answer_format(kind)}"
     )
     return _messages(system, content)
 
 
-def pair_prompt(question: str, first: str, second: str) -> Messages:
+def pair_prompt(question: str, first: str, second: str, kind: str = "math") -> Messages:
     """Self-debate training (SDRL): the model weighs two of its own rollouts and answers.
     It is the debate prompt of an agent that reads agents 0 and 1 and is neither of them,
     so a trained model meets in evaluation exactly the context it was trained on."""
-    return debate_prompt(question, [("agent 0", first), ("agent 1", second)], agent=2)
+    return debate_prompt(question, [("agent 0", first), ("agent 1", second)], agent=2, kind=kind)
 
 
 def quoted_responses(prompt: str) -> list[str]:

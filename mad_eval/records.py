@@ -17,9 +17,15 @@ class Question:
     """One benchmark item: the text an agent is asked and the gold answer it is graded against."""
 
     id: str
-    text: str
-    gold: str
+    text: str  # as the agents read it: a choice question lists its lettered options
+    gold: str  # a math answer, a number's exact form, an option letter, a reference summary
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    kind: str = "math"  # how answers are read and graded (grading.KINDS)
+
+    @property
+    def options(self) -> list[str]:
+        """A choice or preference question's options, in letter order (A first)."""
+        return self.meta.get("options", [])
 
 
 class JsonLine:
@@ -71,6 +77,8 @@ class Turn(JsonLine):
     # request cache), and whether the request cache answered.
     attempts: int = 1
     cached: bool = False
+    # A summary's ROUGE-1/2/L F1 against the reference (summaries are scored, not voted).
+    rouge: dict[str, float] | None = None
 
     @property
     def key(self) -> tuple[int, str, int, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -9,18 +10,33 @@ import random
 import re
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mad_eval.config import spec_folders
-from mad_eval.records import Question
+from mad_eval.grading import KINDS, choice_gold, number_gold
+from mad_eval.prompts import choice_question, preference_question
+from mad_eval.records import Question, derive_seed
 
-KINDS = ("math",)
 DATA_ENV = "MAD_EVAL_DATA"
 DEFAULT_MAX_TOKENS = 4096
-_SPEC_KEYS = ("name", "description", "kind", "max_tokens", "hub", "local", "builtin")
-_TABLES = {"hub": (".jsonl", ".parquet"), "local": (".jsonl",)}
+_SPEC_KEYS = (
+    *("name", "description", "kind", "max_tokens", "instruction", "seed", "base", "params"),
+    *("hub", "local", "builtin"),
+)
+_TABLES = {"hub": (".jsonl", ".jsonl.gz", ".parquet"), "local": (".jsonl",)}
+# The row fields each kind reads; `id` is optional everywhere, and so is a preference's
+# `prompt` (without it, the conversation is the chosen transcript up to its last reply).
+FIELDS = {
+    "math": ("question", "answer"),
+    "number": ("question", "answer"),
+    "summary": ("question", "answer"),
+    "choice": ("question", "options", "answer"),
+    "preference": ("chosen", "rejected"),
+}
+_OPTIONAL = ("id", "revision", "prompt")
+_REPLY = "\n\nAssistant:"  # HH-RLHF transcripts: "\n\nHuman: ...\n\nAssistant: ..."
 Rows = list[tuple[str, dict[str, Any]]]  # (where, row), where = "math500.jsonl line 7"
 
 
@@ -40,12 +56,24 @@ class BenchmarkSpec:
     local: dict[str, Any] | None = None
     path: Path | None = None
     builtin: dict[str, Any] | None = None
+    instruction: str | None = None  # put before each question (what to do with the options)
+    seed: int = 0  # a preference question's A/B order is drawn from (seed, question id)
+    params: dict[str, str] = field(default_factory=dict)  # e.g. MMLU's subject
+
+    @property
+    def source(self) -> str:
+        """Where the rows come from, for `mad-eval benchmarks`."""
+        if self.builtin:
+            return f"built in ({self.builtin['generator']}, {self.builtin['size']} questions)"
+        found = [f"hub {self.hub['repo']}"] if self.hub else []
+        found += [f"local {self.local['file']}"] if self.local else []
+        return "; ".join(found)
 
     @property
     def title(self) -> str:
         """The name tables print: the description's lead ("MATH500: ..."), else the name."""
         lead, colon, _ = self.description.partition(": ")
-        return lead if colon and len(lead) <= 24 else self.name
+        return lead if colon and len(lead) <= 40 else self.name
 
 
 def spec_dirs() -> list[Path]:
@@ -63,15 +91,42 @@ def list_specs() -> list[BenchmarkSpec]:
 
 
 def load_spec(name: str) -> BenchmarkSpec:
-    """Look a spec up by name; an unknown name lists the known ones so typos are easy to fix."""
-    if re.fullmatch(r"[\w.-]+", name):
+    """Look a spec up by name, with parameters after a colon (`mmlu:anatomy`,
+    `mmlu:subject=anatomy`); an unknown name lists the known ones so typos are easy to fix."""
+    stem, colon, given = name.partition(":")
+    path = _spec_path(stem)
+    if path is None:
+        known = ", ".join(spec.name for spec in list_specs())
+        raise BenchmarkError(
+            f"unknown benchmark '{stem}'; known: {known}; or give a path to a .jsonl file"
+        )
+    return _parse_spec(path, _overrides(given, path) if colon else None)
+
+
+def _spec_path(stem: str) -> Path | None:
+    if re.fullmatch(r"[\w.-]+", stem):
         for folder in spec_dirs():
-            if (folder / f"{name}.toml").is_file():
-                return _parse_spec(folder / f"{name}.toml")
-    known = ", ".join(spec.name for spec in list_specs())
-    raise BenchmarkError(
-        f"unknown benchmark '{name}'; known: {known}; or give a path to a .jsonl file"
-    )
+            if (folder / f"{stem}.toml").is_file():
+                return folder / f"{stem}.toml"
+    return None
+
+
+def _overrides(given: str, path: Path) -> dict[str, str]:
+    """`anatomy` (for a spec with one parameter) or `subject=anatomy,...` as a dict."""
+    names = list(_raw_spec(path).get("params", {}))
+    found: dict[str, str] = {}
+    for item in given.split(","):
+        key, equals, value = item.partition("=")
+        if not equals and len(names) == 1:
+            key, value = names[0], key
+        if key not in names or not re.fullmatch(r"[\w.-]+", value):
+            accepted = ", ".join(f"{n}=VALUE" for n in names) or "none"
+            raise BenchmarkError(
+                f"benchmark parameter '{item}' is not accepted by {path.stem}; its parameters: "
+                f"{accepted} (values: letters, digits, _ . -)"
+            )
+        found[key] = value
+    return found
 
 
 def load_questions(
@@ -93,17 +148,34 @@ def load_questions(
         spec = BenchmarkSpec(
             path.stem, f"questions from {path}", "math", DEFAULT_MAX_TOKENS, local=fields, path=path
         )
-        return spec, _to_questions(rows, fields, spec.name)[:limit]
+        return spec, _to_questions(rows, fields, spec)[:limit]
     spec = _parse_spec(path) if benchmark.endswith(".toml") else load_spec(benchmark)
     return spec, _spec_questions(spec, data_dir)[:limit]
 
 
-def _parse_spec(path: Path) -> BenchmarkSpec:
-    """Validate a spec before any data is read, so a typo fails in one sentence, not mid-run."""
+def _raw_spec(path: Path, depth: int = 0) -> dict[str, Any]:
+    """A spec file's TOML; with `base = "other"`, the other spec's TOML under its own keys
+    (parameters merged), so a preset names only what it changes."""
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeError, tomllib.TOMLDecodeError) as exc:
         raise BenchmarkError(f"cannot read benchmark spec {path}: {exc}") from exc
+    if "base" not in raw:
+        return raw
+    base = _spec_path(str(raw["base"]))
+    if base is None or base == path or depth > 4:
+        raise BenchmarkError(f"{path.name}: base '{raw['base']}' is no other benchmark spec")
+    merged = {**_raw_spec(base, depth + 1), **raw}
+    merged["params"] = {**merged.get("params", {}), **raw.get("params", {})}
+    merged.pop("name", None)
+    return merged
+
+
+def _parse_spec(path: Path, overrides: dict[str, str] | None = None) -> BenchmarkSpec:
+    """Validate a spec before any data is read, so a typo fails in one sentence, not mid-run.
+    Parameters (`[params]`, or `overrides` from the command line) fill `{name}` in the
+    description and the file fields; overridden ones also name the benchmark (mmlu_anatomy)."""
+    raw = _raw_spec(path)
 
     def need(ok: bool, problem: str) -> None:
         if not ok:
@@ -111,16 +183,25 @@ def _parse_spec(path: Path) -> BenchmarkSpec:
 
     for key in raw:
         need(key in _SPEC_KEYS, f"unknown key '{key}'; accepted keys: {', '.join(_SPEC_KEYS)}")
+    params = raw.get("params", {})
+    need(isinstance(params, dict), "'params' must be a [params] table")
+    need(all(isinstance(v, str) for v in params.values()), "[params] values must be text")
+    params = {**params, **(overrides or {})}
+    raw = _fill(raw, params)
     name, text, tokens = raw.get("name", path.stem), raw.get("description"), raw.get("max_tokens")
     need(name == path.stem, f"name '{name}' must match the file name '{path.stem}'")
     need(isinstance(text, str) and "\n" not in text, "'description' must be one line of text")
-    need(raw.get("kind") in KINDS, f"kind {raw.get('kind')!r} is not one of: {', '.join(KINDS)}")
+    kind = raw.get("kind")
+    need(kind in KINDS, f"kind {kind!r} is not one of: {', '.join(KINDS)}")
     need(type(tokens) is int and tokens > 0, f"max_tokens must be a positive integer: {tokens!r}")
+    instruction, seed = raw.get("instruction"), raw.get("seed", 0)
+    need(instruction is None or isinstance(instruction, str), "'instruction' must be text")
+    need(type(seed) is int, f"seed must be an integer: {seed!r}")
     for table in (t for t in _TABLES if t in raw):
         fields = raw[table]
         need(isinstance(fields, dict), f"'{table}' must be a [{table}] table")
-        needed = ("repo",) * (table == "hub") + ("file", "question", "answer")
-        for key in (*needed, *(k for k in ("id", "revision") if k in fields)):
+        needed = ("repo",) * (table == "hub") + ("file", *FIELDS[kind])
+        for key in (*needed, *(k for k in _OPTIONAL if k in fields)):
             ok = isinstance(fields.get(key), str) and fields[key] != ""
             need(ok, f"[{table}] needs a non-empty text value for '{key}'")
         suffixes = " or ".join(_TABLES[table])
@@ -134,8 +215,28 @@ def _parse_spec(path: Path) -> BenchmarkSpec:
         need(type(size) is int and size > 0, f"size must be a positive integer: {size!r}")
         need(type(seed) is int, f"seed must be an integer: {seed!r}")
     need(any(t in raw for t in ("hub", "local", "builtin")), "needs [hub], [local] or [builtin]")
+    if overrides:
+        name = "_".join([name, *overrides.values()])
     hub, local = raw.get("hub"), raw.get("local")
-    return BenchmarkSpec(name, text, raw["kind"], tokens, hub, local, path, builtin)
+    return BenchmarkSpec(
+        name, text, kind, tokens, hub, local, path, builtin, instruction, raw.get("seed", 0), params
+    )
+
+
+def _fill(raw: dict[str, Any], params: dict[str, str]) -> dict[str, Any]:
+    """`{name}` replaced by the parameter's value in the description and the tables' fields."""
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, str):
+            for key, given in params.items():
+                value = value.replace(f"{{{key}}}", given)
+        return value
+
+    filled = {key: fill(value) for key, value in raw.items()}
+    for table in ("hub", "local"):
+        if isinstance(raw.get(table), dict):
+            filled[table] = {key: fill(value) for key, value in raw[table].items()}
+    return filled
 
 
 def _spec_questions(spec: BenchmarkSpec, data_dir: Path | None) -> list[Question]:
@@ -152,11 +253,11 @@ def _spec_questions(spec: BenchmarkSpec, data_dir: Path | None) -> list[Question
                 f"local data file '{spec.local['file']}' for benchmark '{spec.name}' is not in "
                 f"{base}; pass --data-dir pointing at the folder that holds it or set {DATA_ENV}"
             )
-        return _to_questions(read_jsonl(file, file.name), spec.local, spec.name)
+        return _to_questions(read_jsonl(file, file.name), spec.local, spec)
     hub: dict[str, Any] = spec.hub or {}
     path, label = _download(hub), f"{hub['repo']}/{hub['file']}"
     rows = _read_parquet(path, label) if label.endswith(".parquet") else read_jsonl(path, label)
-    return _to_questions(rows, hub, spec.name)
+    return _to_questions(rows, hub, spec)
 
 
 def _download(hub: dict[str, Any]) -> Path:
@@ -176,8 +277,10 @@ def _download(hub: dict[str, Any]) -> Path:
 def read_jsonl(path: Path, label: str) -> Rows:
     """Every JSON object of a JSON Lines file, each with where it was ("LABEL line N")."""
     try:
-        lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines(): U+2028 is JSON
-    except (OSError, UnicodeDecodeError) as exc:
+        data = path.read_bytes()
+        data = gzip.decompress(data) if path.name.endswith(".gz") else data
+        lines = data.decode("utf-8").split("\n")  # not splitlines(): U+2028 is JSON
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise BenchmarkError(f"cannot read {label}: {exc}") from None
     rows: Rows = []
     for number, line in enumerate(lines, 1):
@@ -208,23 +311,89 @@ def _read_parquet(path: Path, label: str) -> Rows:
     return [(f"{label} row {i}", row) for i, row in enumerate(frame.to_dict("records"), 1)]
 
 
-def _to_questions(rows: Rows, fields: dict[str, Any], name: str) -> list[Question]:
+def _to_questions(rows: Rows, fields: dict[str, Any], spec: BenchmarkSpec) -> list[Question]:
     """Check every row up front: a bad row found mid-run wastes the requests made before it."""
     if not rows:
-        raise BenchmarkError(f"benchmark '{name}' has no rows")
-    used = {fields.get("id"), fields["question"], fields["answer"]}
+        raise BenchmarkError(f"benchmark '{spec.name}' has no rows")
+    used = {fields.get(key, "").split(".")[0] for key in (*FIELDS[spec.kind], "id", "prompt")}
     questions: list[Question] = []
     seen: dict[str, str] = {}
     for index, (where, row) in enumerate(rows):
-        qid = _text(row, fields["id"], where) if fields.get("id") else f"{name}-{index}"
-        _text(row, fields["question"], where, number_ok=False)  # kept verbatim below
-        gold = _text(row, fields["answer"], where)
+        qid = _text(row, fields["id"], where) if fields.get("id") else f"{spec.name}-{index}"
         if qid in seen:
             raise BenchmarkError(f"{where}: duplicate id '{qid}' (first used at {seen[qid]})")
         seen[qid] = where
         meta = {key: value for key, value in row.items() if key not in used}
-        questions.append(Question(qid, row[fields["question"]], gold, meta))
+        text, gold, extra = _read_row(row, fields, spec, qid, where)
+        questions.append(Question(qid, text, gold, {**meta, **extra}, spec.kind))
     return questions
+
+
+def _read_row(
+    row: dict[str, Any], fields: dict[str, Any], spec: BenchmarkSpec, qid: str, where: str
+) -> tuple[str, str, dict[str, Any]]:
+    """(text the agents read, gold, what the question records besides) of one row."""
+    kind = spec.kind
+    if kind == "preference":
+        return _preference(row, fields, spec, qid, where)
+    _text(row, fields["question"], where, number_ok=False)
+    question = row[fields["question"]]  # verbatim: the prompt is the source's text
+    raw_gold = _text(row, fields["answer"], where)
+    if kind == "choice":
+        options = _options(row, fields["options"], where)
+        gold = choice_gold(raw_gold, options)
+        if gold is None:
+            raise BenchmarkError(
+                f"{where}: answer {raw_gold!r} is neither an option letter nor a 0-based index "
+                f"of its {len(options)} options"
+            )
+        return choice_question(question, options, spec.instruction), gold, {"options": options}
+    if kind == "number":
+        gold = number_gold(raw_gold)
+        if gold is None:
+            raise BenchmarkError(f"{where}: answer {raw_gold!r} does not end in one number")
+        return _lead(spec.instruction, question), gold, {"answer_text": raw_gold}
+    return _lead(spec.instruction, question), raw_gold, {}
+
+
+def _lead(instruction: str | None, question: str) -> str:
+    return f"{instruction}\n\n{question}" if instruction else question
+
+
+def _options(row: dict[str, Any], path: str, where: str) -> list[str]:
+    """A list of option texts at `path` ("choices", or "choices.text" inside a mapping)."""
+    value: Any = row
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise BenchmarkError(f"{where}: missing field '{path}'")
+        value = value[part]
+    value = value.tolist() if hasattr(value, "tolist") else value  # parquet gives arrays
+    ok = isinstance(value, list) and 2 <= len(value) <= 26
+    if not ok or not all(isinstance(v, str) and v.strip() for v in value):
+        raise BenchmarkError(f"{where}: field '{path}' must be a list of 2 to 26 option texts")
+    return [v.strip() for v in value]
+
+
+def _preference(
+    row: dict[str, Any], fields: dict[str, Any], spec: BenchmarkSpec, qid: str, where: str
+) -> tuple[str, str, dict[str, Any]]:
+    """Two replies to one conversation, the preferred one first or second by a coin seeded
+    with (spec seed, question id): the order is fixed per question, recorded, and carries
+    no signal about which reply is better."""
+    chosen = _text(row, fields["chosen"], where, number_ok=False)
+    rejected = _text(row, fields["rejected"], where, number_ok=False)
+    if fields.get("prompt"):
+        conversation = _text(row, fields["prompt"], where, number_ok=False)
+    else:
+        conversation, _, _ = chosen.rpartition(_REPLY)
+        chosen, rejected = (text.rpartition(_REPLY)[2].strip() for text in (chosen, rejected))
+    if not chosen or not rejected:
+        raise BenchmarkError(f"{where}: a reply to compare is empty")
+    swap = random.Random(derive_seed(spec.seed, "order", qid)).random() < 0.5
+    order = ["rejected", "chosen"] if swap else ["chosen", "rejected"]
+    replies = [rejected, chosen] if swap else [chosen, rejected]
+    text = preference_question(conversation.strip(), replies, spec.instruction)
+    return text, "B" if swap else "A", {"options": replies, "order": order}
 
 
 def _text(row: dict[str, Any], field: str, where: str, number_ok: bool = True) -> str:

@@ -13,7 +13,7 @@ from rich.table import Table
 from mad_eval import options, train_cli
 from mad_eval.backends import BackendError
 from mad_eval.backends.cache import RequestCache
-from mad_eval.benchmarks import BenchmarkError
+from mad_eval.benchmarks import BenchmarkError, list_specs
 from mad_eval.config import DEFAULT_BENCHMARK, ConfigError, RunConfig
 from mad_eval.context import ContextError
 from mad_eval.engine import Engine
@@ -352,6 +352,26 @@ def protocols() -> None:
     )
 
 
+@app.command()
+def benchmarks() -> None:
+    """List the benchmarks --benchmark accepts by name: kind, source and description."""
+    table = Table(title="benchmarks", show_lines=False)
+    for column in ("name", "kind", "parameters (default)", "source", "description"):
+        table.add_column(column, style="bold" if column == "name" else None)
+    try:
+        specs = list_specs()
+    except BenchmarkError as exc:
+        raise fail(str(exc)) from None
+    for spec in specs:
+        params = ", ".join(f"{k}={v}" for k, v in spec.params.items())
+        table.add_row(spec.name, spec.kind, params, spec.source, spec.description)
+    console.print(table)
+    console.print(
+        "Parameters: NAME:key=value (e.g. mmlu:subject=anatomy, or mmlu:anatomy). Local files "
+        "are read from --data-dir or $MAD_EVAL_DATA; any .jsonl or .toml path works too."
+    )
+
+
 def _relative(source: str) -> str:
     try:
         return str(Path(source).relative_to(Path.cwd()))
@@ -379,7 +399,8 @@ def table(
             help="debate: Maj, Debate, Δ per benchmark; single: mean@K, maj@K; rounds: vote "
             "accuracy after each round; transitions: C→I, I→C per round; lengths: tokens of "
             "correct and incorrect answers per round; diversity: unanimous share, answer "
-            "entropy, ρ and N_eff per round.",
+            "entropy, ρ and N_eff per round; critique: the judge's scores; rouge: the consensus "
+            "summary's ROUGE-1/2/L per round (summary benchmarks).",
         ),
     ] = "debate",
     fmt: Annotated[

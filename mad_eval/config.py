@@ -185,6 +185,7 @@ class RunConfig:
     def default_out(self) -> Path:
         """results/<benchmark>-<protocol>-n<N>-t<T>-<model>: the same command finds the same run."""
         bench = Path(self.benchmark).stem if self.benchmark.endswith(".jsonl") else self.benchmark
+        bench = re.sub(r"[:=,]", "_", bench)  # mmlu:anatomy -> mmlu_anatomy
         if self.roster:
             groups = zip(group_labels(self.roster), self.roster, strict=True)
             model = "+".join(f"{label}x{entry.count}" for label, entry in groups)

@@ -48,7 +48,10 @@ PromptStyle = Annotated[
 
 Benchmark = Annotated[
     str,
-    typer.Option(help="Benchmark name (arith, math500, amc23, aime24, aime25) or a .jsonl path."),
+    typer.Option(
+        help="Benchmark name (see `mad-eval benchmarks`: arith, math500, gsm8k, mmlu:SUBJECT, "
+        "hh_rlhf, cnn_dailymail, ...), a spec .toml or a .jsonl path."
+    ),
 ]
 
 DataDir = Annotated[

@@ -71,6 +71,10 @@ class Plan:
             )
         return seats
 
+    def orders(self) -> dict[str, Any]:
+        found = {q.id: q.meta["order"] for q in self.questions if "order" in q.meta}
+        return {"orders": found} if found else {}
+
     def manifest_extra(self, seats: list[Seat]) -> dict[str, Any]:
         protocol, n = self.choice.protocol, len(self.team)
         return {
@@ -79,6 +83,8 @@ class Plan:
                 "title": self.spec.title,
                 "kind": self.spec.kind,
                 "questions": [q.id for q in self.questions],
+                # A preference question's A/B order: which reply the agents saw first.
+                **self.orders(),
             },
             "protocol": {
                 "name": self.config.protocol,

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from mad_eval.grading import ROUGE
 from mad_eval.records import Turn, Verdict
 from mad_eval.tally import CRITIQUE, Rates, Tallies, majority_vote, tally, tally_verdicts
 
@@ -21,13 +22,17 @@ Formula = Callable[[Rates], np.ndarray]
 
 
 def formulas(
-    rounds: int, agents: int, hub: bool = False, critique: bool = False
+    rounds: int, agents: int, hub: bool = False, critique: bool = False, kind: str = "math"
 ) -> dict[str, Formula]:
     """Every number of metrics.json by name (`maj`, `round2.vote_accuracy`, `move1.c2i`, ...)
     as a function of a run's rates: evaluated on all questions for metrics.json, on
     resampled questions for a bootstrap. Rates are fractions; accuracies come out in percent.
     With `critique`, the judge's mean scores and failure rate, over all debate rounds
-    (`critique_total`) and per round (`round1.critique_total`)."""
+    (`critique_total`) and per round (`round1.critique_total`). A summary benchmark has
+    ROUGE instead of votes (`rouge_formulas`)."""
+    if kind == "summary":
+        found = rouge_formulas(rounds)
+        return found | critique_formulas(rounds) if critique else found
     found: dict[str, Formula] = {
         "maj": _percent("vote0"),
         "debate": _percent(f"vote{rounds}"),
@@ -57,6 +62,21 @@ def formulas(
         }
     if critique:
         found |= critique_formulas(rounds)
+    return found
+
+
+def rouge_formulas(rounds: int) -> dict[str, Formula]:
+    """A summary run's numbers, F1 in percent: the consensus summary's ROUGE after the last
+    round (`rougeL`) and after each round (`round1.rougeL`), the agents' mean per round
+    (`round1.agent_rougeL`), and the last round's gain over round 0 (`rougeL_delta`)."""
+    found: dict[str, Formula] = {}
+    for m in ROUGE:
+        found[m] = _percent(f"{m}{rounds}")
+        found[f"{m}_delta"] = _gain(f"{m}0", f"{m}{rounds}")
+    for r in range(rounds + 1):
+        for m in ROUGE:
+            found[f"round{r}.{m}"] = _percent(f"{m}{r}")
+            found[f"round{r}.agent_{m}"] = _percent(f"agent_{m}{r}")
     return found
 
 
@@ -176,6 +196,7 @@ def compute_metrics(
     groups: dict[str, list[int]] | None = None,
     tallies: Tallies | None = None,
     verdicts: list[Verdict] | None = None,
+    kind: str = "math",
 ) -> dict[str, Any]:
     """metrics.json: means over runs, their sample std, and each run's own numbers.
     With a `hub`, its own accuracy per round; with several `groups` (label -> agents), the
@@ -185,11 +206,11 @@ def compute_metrics(
     if not turns:
         raise ValueError("no turns recorded yet: nothing to measure.")
     if tallies is None:
-        tallies = tally(turns, voters, rounds, seed, hub)
+        tallies = tally(turns, voters, rounds, seed, hub, kind)
         if verdicts:
             tallies = tally_verdicts(verdicts, tallies, rounds)
     rates = tallies.rates()
-    named = formulas(rounds, agents, hub is not None, critique=bool(verdicts))
+    named = formulas(rounds, agents, hub is not None, critique=bool(verdicts), kind=kind)
     values = {name: f(rates) for name, f in named.items()}
 
     def mean_cell(name: str) -> dict[str, Any]:
@@ -214,6 +235,7 @@ def compute_metrics(
         row["prefix_share"] = share["by_round"].get(row["round"])
     live = [t for t in turns if not t.failed]
     metrics = {
+        "kind": kind,
         "runs": len(per_run),
         "questions": len(tallies.questions),
         "agents": agents,
@@ -239,7 +261,7 @@ def compute_metrics(
         metrics["judge"] = judge_counts(verdicts, summary["rounds"])
     if groups and len(groups) > 1:
         metrics["groups"] = [
-            {"group": label, **group_metrics(turns, members, rounds, seed)}
+            {"group": label, **group_metrics(turns, members, rounds, seed, kind)}
             for label, members in groups.items()
         ]
     return metrics
@@ -265,12 +287,15 @@ def judge_counts(verdicts: list[Verdict], rows: list[dict[str, Any]]) -> dict[st
     }
 
 
-def group_metrics(turns: list[Turn], members: list[int], rounds: int, seed: int) -> dict[str, Any]:
-    """One agent group's numbers: its agents' accuracy and transitions, and their own vote."""
+def group_metrics(
+    turns: list[Turn], members: list[int], rounds: int, seed: int, kind: str = "math"
+) -> dict[str, Any]:
+    """One agent group's numbers: its agents' accuracy and transitions, and their own vote
+    (for summaries: their consensus summary's ROUGE)."""
     mine = [t for t in turns if t.agent in members]
-    found = compute_metrics(mine, len(members), rounds, members, seed)
-    keep = ("maj", "debate", "delta", "rounds", "transitions", "unparsed", "failed_turns")
-    rows = {key: found[key] for key in keep}
+    found = compute_metrics(mine, len(members), rounds, members, seed, kind=kind)
+    keep = ("maj", "debate", "delta", *ROUGE, "rounds", "transitions", "unparsed", "failed_turns")
+    rows = {key: found[key] for key in keep if key in found}
     for row in rows["rounds"]:
         row.pop("prefix_share")
     return {"agents": members, **rows}

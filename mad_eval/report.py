@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
+from mad_eval.grading import ROUGE
 from mad_eval.prompts import JUDGE_CRITERIA
 from mad_eval.tally import CRITIQUE
 
@@ -32,6 +33,8 @@ def fmt(
 def metrics_view(metrics: dict[str, Any], title: str) -> Group:
     runs = metrics["runs"]
     spread = f" (mean ± std over {runs} runs)" if runs > 1 else ""
+    if metrics.get("kind") == "summary":
+        return Group(*rouge_views(metrics, f"{title}{spread}"), _footer(metrics))
     headline = Table(title=f"{title}{spread}", title_justify="left")
     if metrics["rounds_of_debate"] == 0:  # mad-eval single: K samples, no debate
         k = metrics["agents"]
@@ -101,7 +104,39 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
                 f"{fmt(first)} → {fmt(last)}",
             )
         parts.append(groups)
-    parts.append(
+    parts.append(_footer(metrics))
+    return Group(*parts)
+
+
+def rouge_views(metrics: dict[str, Any], title: str) -> list[Any]:
+    """A summary run: the consensus summary's ROUGE after the last round and its gain over
+    round 0, then ROUGE by round, of the consensus and of the mean agent."""
+    headline = Table(title=f"{title}: consensus summary, ROUGE F1 (%)", title_justify="left")
+    for name in ("ROUGE-1", "ROUGE-2", "ROUGE-L", "Δ ROUGE-L (vs round 0)"):
+        headline.add_column(name, justify="right")
+    headline.add_row(
+        *(fmt(metrics[m], metrics[f"{m}_std"]) for m in ROUGE),
+        fmt(metrics["rougeL_delta"], metrics["rougeL_delta_std"], signed=True),
+    )
+    rounds = Table(title="ROUGE F1 by round (%)", title_justify="left")
+    for name in ("round", "R-1", "R-2", "R-L", "mean agent R-L", "prefix share"):
+        rounds.add_column(name, justify="right")
+    for row in metrics["rounds"]:
+        share = row.get("prefix_share")
+        rounds.add_row(
+            str(row["round"]),
+            *(fmt(row[m], row[f"{m}_std"]) for m in ROUGE),
+            fmt(row["agent_rougeL"], row["agent_rougeL_std"]),
+            "-" if share is None else f"{100 * share:.0f}%",
+        )
+    parts: list[Any] = [headline, rounds]
+    if metrics.get("judge"):
+        parts.append(critique_view(metrics))
+    return parts
+
+
+def _footer(metrics: dict[str, Any]) -> str:
+    return (
         f"{metrics['questions']} questions, {metrics['agents']} agents, "
         f"{metrics['turns']} turns; unparsed answers: {metrics['unparsed']}, "
         f"failed turns: {metrics['failed_turns']}, stopped at max tokens: "
@@ -111,7 +146,6 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
         f"{metrics.get('retried_turns', 0)}, answers from the cache: "
         f"{metrics.get('cached_turns', 0)}"
     )
-    return Group(*parts)
 
 
 def critique_view(metrics: dict[str, Any]) -> Table:

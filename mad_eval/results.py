@@ -44,10 +44,15 @@ class Run:
     def rounds(self) -> int:
         return self.config["rounds"]
 
+    @property
+    def kind(self) -> str:
+        return manifest_kind(self.manifest)
+
     @functools.cached_property
     def formulas(self) -> dict[str, Formula]:
         hub = self.manifest["protocol"].get("hub") is not None
-        return formulas(self.rounds, self.config["agents"], hub, critique=bool(self.verdicts))
+        agents, critique = self.config["agents"], bool(self.verdicts)
+        return formulas(self.rounds, agents, hub, critique=critique, kind=self.kind)
 
     def describe(self) -> dict[str, str]:
         """The method's settings as short text, by LABEL_FIELDS name."""
@@ -75,6 +80,11 @@ def _short(model: str) -> str:
     return model
 
 
+def manifest_kind(manifest: dict[str, Any]) -> str:
+    """The run's benchmark kind (runs made before kinds existed are math)."""
+    return manifest.get("benchmark", {}).get("kind", "math")
+
+
 def measure(
     manifest: dict[str, Any], turns: list[Turn], verdicts: list[Verdict] | None = None
 ) -> tuple[Tallies, dict[str, Any]]:
@@ -84,7 +94,9 @@ def measure(
     groups: dict[str, list[int]] = {}
     for seat in manifest.get("team", []):
         groups.setdefault(seat["group"], []).append(seat["agent"])
-    found = tally(turns, protocol["voters"], config["rounds"], config["seed"], protocol.get("hub"))
+    kind = manifest_kind(manifest)
+    voters, hub = protocol["voters"], protocol.get("hub")
+    found = tally(turns, voters, config["rounds"], config["seed"], hub, kind)
     if verdicts:
         found = tally_verdicts(verdicts, found, config["rounds"])
     metrics = compute_metrics(
@@ -97,6 +109,7 @@ def measure(
         groups=groups,
         tallies=found,
         verdicts=verdicts,
+        kind=kind,
     )
     if verdicts:
         critique_intervals(metrics, found, config["rounds"])

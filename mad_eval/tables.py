@@ -106,6 +106,15 @@ def _critique(rounds: int) -> list[tuple[str, list[Column]]]:
     ]
 
 
+def _rouge(rounds: int) -> list[tuple[str, list[Column]]]:
+    """The paper's summarisation table: the consensus summary's ROUGE after each round."""
+    headers = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L"}
+    return [
+        (f"round {r}", [Column(header, f"round{r}.{m}") for m, header in headers.items()])
+        for r in range(rounds + 1)
+    ]
+
+
 LAYOUTS: dict[str, Layout] = {
     "debate": _debate,
     "single": _single,
@@ -114,6 +123,7 @@ LAYOUTS: dict[str, Layout] = {
     "lengths": _lengths,
     "diversity": _diversity,
     "critique": _critique,
+    "rouge": _rouge,
 }
 FORMATS = ("csv", "latex", "md")
 ERRORS = ("std", "ci", "none")
@@ -157,6 +167,14 @@ def tidy(
     rows = []
     for run in runs:
         formulas = run.formulas
+        # Summaries are scored with ROUGE, not voted: rouge is theirs alone; critique is anyone's.
+        if layout != "critique" and (layout == "rouge") != (run.kind == "summary"):
+            what = "a summary" if run.kind == "summary" else f"a {run.kind}"
+            wanted = "--layout rouge" if run.kind == "summary" else "another layout (debate, ...)"
+            raise ValueError(
+                f"{run.root} ran {run.benchmark}, {what} benchmark: --layout {layout} does not "
+                f"apply to it; use {wanted}."
+            )
         if layout == "critique" and not run.verdicts:
             raise ValueError(
                 f"{run.root} has no judge verdicts; score it first with "

@@ -11,14 +11,14 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Protocol, TypeVar
 
 import numpy as np
 
-from mad_eval.grading import equivalent
+from mad_eval.grading import ROUGE, consensus, equivalent, same_answer
 from mad_eval.prompts import JUDGE_CRITERIA
 from mad_eval.records import Turn, Verdict, derive_seed
 
@@ -42,14 +42,18 @@ class Graded(Protocol):
 G = TypeVar("G", bound=Graded)
 
 
-def answer_groups(turns: Sequence[G]) -> list[list[G]]:
-    """Parsed answers grouped by equivalence (not by string), in order of first appearance."""
+Same = Callable[[str, str], bool]
+
+
+def answer_groups(turns: Sequence[G], same: Same = equivalent) -> list[list[G]]:
+    """Parsed answers grouped by equivalence (not by string), in order of first appearance.
+    `same` is the benchmark kind's equivalence (grading.same_answer)."""
     groups: list[list[G]] = []
     for turn in turns:
         if turn.answer is None:
             continue
         for group in groups:
-            if _same(turn, group[0]):
+            if _same(turn, group[0], same):
                 group.append(turn)
                 break
         else:
@@ -57,12 +61,12 @@ def answer_groups(turns: Sequence[G]) -> list[list[G]]:
     return groups
 
 
-def _same(a: Graded, b: Graded) -> bool:
+def _same(a: Graded, b: Graded, same: Same) -> bool:
     """Two graded answers are equivalent when both equal the gold; one right and one wrong
     never are. Only two wrong answers need comparing, which saves most math-verify calls."""
     if bool(a.correct) != bool(b.correct):
         return False
-    return bool(a.correct) or equivalent(a.answer, b.answer)  # type: ignore[arg-type]
+    return bool(a.correct) or same(a.answer, b.answer)  # type: ignore[arg-type]
 
 
 def majority_vote(
@@ -140,10 +144,19 @@ class Tallies:
 
 
 def tally(
-    turns: list[Turn], voters: list[int], rounds: int, seed: int, hub: int | None = None
+    turns: list[Turn],
+    voters: list[int],
+    rounds: int,
+    seed: int,
+    hub: int | None = None,
+    kind: str = "math",
 ) -> Tallies:
     """Count everything once. Failed turns are left out of every count; a question whose
-    every voter failed has no vote to score."""
+    every voter failed has no vote to score. Summaries are scored, not voted: see
+    `tally_summaries`."""
+    if kind == "summary":
+        return tally_summaries(turns, voters, rounds)
+    alike = same_answer(kind)
     runs = sorted({t.run for t in turns})
     questions = sorted({t.question for t in turns})
     row = {run: i for i, run in enumerate(runs)}
@@ -167,7 +180,7 @@ def tally(
     for (run, qid, r), live in cells.items():
         at = (row[run], col[qid])
         live.sort(key=lambda t: t.agent)
-        groups = answer_groups(live)
+        groups = answer_groups(live, alike)
         ballot = [t for t in live if t.agent in voters]
         if ballot:
             rng = random.Random(derive_seed(seed, "vote", run, qid, r))
@@ -197,6 +210,41 @@ def tally(
                 before, after = bool(seen[r - 1].correct), bool(seen[r].correct)
                 add(f"c2i{r}", at, before and not after, 1)
                 add(f"i2c{r}", at, after and not before, 1)
+    return Tallies(runs, questions, num, den)
+
+
+def tally_summaries(turns: list[Turn], voters: list[int], rounds: int) -> Tallies:
+    """A summary benchmark's counts: per round, the ROUGE of the voters' consensus summary
+    (`rouge1{r}`, `rouge2{r}`, `rougeL{r}`: the score of the summary picked by
+    grading.consensus, which never reads the reference; none parsed scores 0) and the
+    agents' mean ROUGE (`agent_rouge1{r}`, ...; an unparsed summary scores 0)."""
+    runs = sorted({t.run for t in turns})
+    questions = sorted({t.question for t in turns})
+    row = {run: i for i, run in enumerate(runs)}
+    col = {q: j for j, q in enumerate(questions)}
+    shape = (len(runs), len(questions))
+    names = [f"{p}{m}{r}" for r in range(rounds + 1) for m in ROUGE for p in ("", "agent_")]
+    num = {name: np.zeros(shape) for name in names}
+    den = {name: np.zeros(shape) for name in names}
+    cells: dict[tuple[int, str, int], list[Turn]] = defaultdict(list)
+    for t in turns:
+        if not t.failed and t.round <= rounds:
+            cells[(t.run, t.question, t.round)].append(t)
+    for (run, qid, r), live in cells.items():
+        at = (row[run], col[qid])
+        live.sort(key=lambda t: t.agent)
+        for t in live:
+            for m in ROUGE:
+                num[f"agent_{m}{r}"][at] += t.rouge[m] if t.rouge else 0.0
+                den[f"agent_{m}{r}"][at] += 1
+        ballot = [t for t in live if t.agent in voters]
+        if not ballot:
+            continue
+        parsed = [t for t in ballot if t.answer is not None and t.rouge]
+        picked = parsed[consensus([t.answer for t in parsed])] if parsed else None  # type: ignore[misc]
+        for m in ROUGE:
+            num[f"{m}{r}"][at] += picked.rouge[m] if picked else 0.0  # type: ignore[index]
+            den[f"{m}{r}"][at] += 1
     return Tallies(runs, questions, num, den)
 
 

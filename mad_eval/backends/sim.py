@@ -1,7 +1,9 @@
 """Simulated debate agents: the Dirichlet-compound-multinomial model of debate with private
 critique, so every feature runs offline with the dynamics the theory predicts.
 
-Over K candidate answers (the gold first, then K-1 wrong ones derived from the question id),
+Over K candidate answers (the gold first, then K-1 wrong ones derived from the question id;
+for a choice or preference question its option letters, the gold's first; for a summary the
+article's lead sentences first, then other extracts),
 an agent holds Dirichlet pseudo-counts alpha. Round 0: alpha = s0 * (p0, (1-p0)/(K-1), ...).
 Each answer is y ~ Categorical(theta), theta ~ Dirichlet(alpha). In a debate round the agent
 counts the answers quoted in its prompt (c), draws a private critique
@@ -16,14 +18,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import re
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
 import numpy as np
 
 from mad_eval.backends.base import Backend, BackendError, Generation, Request
-from mad_eval.grading import equivalent, extract_answer
+from mad_eval.grading import LETTERS, equivalent, extract, same_answer
 from mad_eval.prompts import quoted_responses
+from mad_eval.records import Question
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,9 @@ class SimParams:
             if not ok:
                 raise BackendError(f"sim parameters: {message}.")
 
-    def prior(self) -> np.ndarray:
-        rest = (1.0 - self.p0) / (self.k - 1)
-        return self.s0 * np.array([self.p0] + [rest] * (self.k - 1))
+    def prior(self, k: int) -> np.ndarray:
+        rest = (1.0 - self.p0) / (k - 1)
+        return self.s0 * np.array([self.p0] + [rest] * (k - 1))
 
 
 def _stable_int(text: str) -> int:
@@ -102,12 +106,45 @@ def candidates(question_id: str, gold: str, k: int) -> tuple[str, ...]:
     return (gold, *wrong)
 
 
-def _candidate_index(answer: str | None, options: tuple[str, ...]) -> int | None:
+def question_candidates(question: Question, k: int) -> tuple[str, ...]:
+    """The answers an agent can give to `question`: its option letters (gold first) for a
+    choice or preference, extractive summaries for a summary, else numbers near the gold."""
+    if question.kind in ("choice", "preference"):
+        letters = LETTERS[: len(question.options)]
+        return (question.gold, *(letter for letter in letters if letter != question.gold))
+    if question.kind == "summary":
+        return summaries(question.id, question.text, k)
+    return candidates(question.id, question.gold, k)
+
+
+@lru_cache(maxsize=4096)
+def summaries(question_id: str, text: str, k: int) -> tuple[str, ...]:
+    """The article's first three sentences (the classic lead baseline), then k-1 other
+    three-sentence extracts drawn from the id. The article is the text's longest paragraph,
+    so an instruction put before it is never quoted."""
+    article = max(text.split("\n\n"), key=len)
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", article.strip()) if s]
+    rng = random.Random(_stable_int(question_id))
+    found = [" ".join(sentences[:3])]
+    for _ in range(20 * k):  # short articles may not have k distinct extracts
+        if len(found) == k:
+            break
+        picked = sorted(rng.sample(range(len(sentences)), min(3, len(sentences))))
+        chosen = " ".join(sentences[i] for i in picked)
+        if chosen not in found:
+            found.append(chosen)
+    while len(found) < k:
+        found.append(found[-1])
+    return tuple(found)
+
+
+def _candidate_index(answer: str | None, options: tuple[str, ...], kind: str) -> int | None:
     if answer is None:
         return None
     if answer in options:
         return options.index(answer)
-    return next((i for i, option in enumerate(options) if equivalent(answer, option)), None)
+    same = same_answer(kind)
+    return next((i for i, option in enumerate(options) if same(answer, option)), None)
 
 
 class SimBackend(Backend):
@@ -121,29 +158,27 @@ class SimBackend(Backend):
             await asyncio.sleep(p.delay)
         rng = np.random.default_rng(request.sampling.seed)
         q = request.question
-        options = candidates(q.id, q.gold, p.k)
-        alpha = np.array(request.state["alpha"]) if request.state else p.prior()
+        options = question_candidates(q, p.k)
+        k = len(options)
+        alpha = np.array(request.state["alpha"]) if request.state else p.prior(k)
 
         prompt = request.messages[-1]["content"]
         peers = quoted_responses(prompt)
         if peers:
-            counts = np.zeros(p.k)
+            counts = np.zeros(k)
             for text in peers:
-                index = _candidate_index(extract_answer(text), options)
+                index = _candidate_index(extract(text, q.kind, q.options), options, q.kind)
                 if index is not None:
                     counts[index] += 1
             critique_belief = rng.dirichlet(alpha)
-            gold = np.eye(p.k)[0]
+            gold = np.eye(k)[0]
             beta = p.mbeta * ((1.0 - p.skill) * critique_belief + p.skill * gold)
             alpha = alpha + beta + p.w * counts
 
         theta = rng.dirichlet(alpha)
-        answer = options[int(rng.choice(p.k, p=theta))]
-        if peers:
-            text = f"Having weighed the {len(peers)} answers, I settle on \\boxed{{{answer}}}"
-        else:
-            text = f"Working through the problem, I get \\boxed{{{answer}}}"
-        words = _working(p.words, rng) + text.split()
+        answer = options[int(rng.choice(k, p=theta))]
+        text = _reply(answer, len(peers), q.kind)
+        words = _working(p.words, rng) + text.split(" ")  # keeps "\nSummary:" one word
         if p.think and p.words:
             words[0] = "<think>" + words[0]
             words[p.words - 1] += "</think>"
@@ -157,6 +192,16 @@ class SimBackend(Backend):
             completion_tokens=min(len(words), limit),
             state={"alpha": [round(float(a), 6) for a in alpha]},
         )
+
+
+def _reply(answer: str, peers: int, kind: str) -> str:
+    """The reply's last words, in the form the kind's grader reads."""
+    if kind == "summary":
+        lead = f"Having weighed the {peers} summaries," if peers else "Having read the article,"
+        return f"{lead} I write:\nSummary: {answer}"
+    if peers:
+        return f"Having weighed the {peers} answers, I settle on \\boxed{{{answer}}}"
+    return f"Working through the problem, I get \\boxed{{{answer}}}"
 
 
 _VOCABULARY = [

@@ -15,8 +15,9 @@ import json
 import numpy as np
 
 from mad_eval.backends.base import Backend, BackendError, Generation, Request
-from mad_eval.grading import equivalent, extract_answer
+from mad_eval.grading import extract, grade
 from mad_eval.prompts import JUDGE_CRITERIA, quoted_responses
+from mad_eval.records import Question
 
 MALFORMED = (
     "The reply engages well with the other responses.",
@@ -60,11 +61,11 @@ class SimJudge(Backend):
         prompt = next(m["content"] for m in request.messages if "<reply>" in m["content"])
         context, _, reply = prompt.rpartition("<reply>\n")
         reply = reply.rpartition("\n</reply>")[0]
-        gold = request.question.gold
-        peers = [extract_answer(text) for text in quoted_responses(context)]
-        answers = {a for a in peers if a is not None}
-        right = _right(extract_answer(reply), gold)
-        peer_right = any(_right(a, gold) for a in answers)
+        q = request.question
+        quoted = quoted_responses(context)
+        answers = {a for a in (extract(text, q.kind, q.options) for text in quoted) if a}
+        right = _right(reply, q)
+        peer_right = any(_right(text, q) for text in quoted)
         scores = {
             "conflict_identification": 2 if len(answers) > 1 else 0,
             "critique_correctness": 3 if right else 1,
@@ -78,5 +79,9 @@ class SimJudge(Backend):
         }
 
 
-def _right(answer: str | None, gold: str) -> bool:
-    return answer is not None and equivalent(answer, gold)
+def _right(text: str, question: Question) -> bool:
+    """A right answer; for a summary, one with ROUGE-L F1 of at least 0.3 to the reference."""
+    graded = grade(text, question.gold, question.kind, question.options)
+    if graded.rouge is not None:
+        return graded.rouge["rougeL"] >= 0.3
+    return bool(graded.correct)

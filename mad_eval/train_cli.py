@@ -60,7 +60,7 @@ def pairs(
     try:
         pairing = pairing_rule(pairing)
         rollouts = read_rollouts(source, data_dir)
-        found, summary = build_pairs(rollouts.items, pairing, per_prompt, seed)
+        found, summary = build_pairs(rollouts.items, pairing, per_prompt, seed, rollouts.kind)
         write_rows(pair_rows(found, rollouts.benchmark, rollouts.kind, PAIRINGS[pairing]), out)
     except ERRORS as exc:
         raise fail(str(exc)) from None

@@ -7,6 +7,7 @@ and the `ground_truth` the reward compares with) and `extra_info` (where it came
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,16 @@ FORMATS = (".parquet", ".jsonl")
 
 
 def pair_rows(pairs: list[Pair], source: str, ability: str, pairing: str) -> list[dict[str, Any]]:
-    """One row per debate pair: the model is asked to weigh both rollouts and answer."""
+    """One row per debate pair: the model is asked to weigh both rollouts and answer.
+    `ability` is the benchmark's kind, which also picks the answer format."""
     return [
         _row(
             source,
-            pair_prompt(pair.first.question, pair.first.response, pair.second.response),
+            pair_prompt(pair.first.question, pair.first.response, pair.second.response, ability),
             ability,
             pair.first.gold,
             {
+                **_grading(ability, pair.first.options),
                 "index": i,
                 "question_id": pair.first.prompt_id,
                 "pairing": pairing,
@@ -43,9 +46,21 @@ def pair_rows(pairs: list[Pair], source: str, ability: str, pairing: str) -> lis
 def prompt_rows(questions: list[Question], source: str, ability: str) -> list[dict[str, Any]]:
     """One row per question: the first-turn prompt the evaluation sends in round 0."""
     return [
-        _row(source, question_prompt(q.text), ability, q.gold, {"index": i, "question_id": q.id})
+        _row(
+            source,
+            question_prompt(q.text, kind=q.kind),
+            ability,
+            q.gold,
+            {**_grading(q.kind, q.options), "index": i, "question_id": q.id},
+        )
         for i, q in enumerate(questions)
     ]
+
+
+def _grading(kind: str, options: Sequence[str]) -> dict[str, Any]:
+    """What the reward needs besides the gold to grade a reply: the kind, and the options
+    of a choice (a letter beyond them is no answer)."""
+    return {"kind": kind, **({"options": list(options)} if options else {})}
 
 
 def _row(

@@ -18,6 +18,7 @@ import random
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from mad_eval.grading import same_answer
 from mad_eval.records import derive_seed
 from mad_eval.tally import answer_groups
 from mad_eval.training.rollouts import Rollout
@@ -57,9 +58,10 @@ class Summary:
 
 
 def build_pairs(
-    rollouts: list[Rollout], pairing: str, per_prompt: int = 1, seed: int = 0
+    rollouts: list[Rollout], pairing: str, per_prompt: int = 1, seed: int = 0, kind: str = "math"
 ) -> tuple[list[Pair], Summary]:
-    """Up to `per_prompt` distinct pairs per prompt by the rule `pairing` (rand or freq)."""
+    """Up to `per_prompt` distinct pairs per prompt by the rule `pairing` (rand or freq);
+    answers are grouped by the benchmark kind's equivalence."""
     pairing = pairing_rule(pairing)
     if per_prompt < 1:
         raise ValueError(f"--per-prompt must be at least 1, got {per_prompt}.")
@@ -69,7 +71,7 @@ def build_pairs(
     summary = Summary(prompts=len(by_prompt), rollouts=len(rollouts))
     pairs: list[Pair] = []
     for prompt_id, mine in by_prompt.items():
-        groups = answer_groups(mine)
+        groups = answer_groups(mine, same_answer(kind))
         summary.distinct.append(len(groups))
         summary.unparsed += sum(1 for r in mine if r.answer is None)
         right = sum(r.correct for r in mine)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mad_eval.benchmarks import read_jsonl
-from mad_eval.grading import grade
+from mad_eval.grading import VOTING_KINDS, grade
 from mad_eval.replay import run_questions
 from mad_eval.store import RunStore, StoreError
 
@@ -30,6 +30,7 @@ class Rollout:
     answer: str | None  # the extracted final answer, None when there is none
     correct: bool
     source: str  # where it came from: a run's turn key, or a file's line
+    options: tuple[str, ...] = ()  # a choice or preference question's options, A first
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ def _from_run(root: Path, data_dir: Path | None) -> Rollouts:
             answer=t.answer,
             correct=bool(t.correct),
             source=f"{root.name}:run{t.run}/{t.question}/round0/agent{t.agent}",
+            options=tuple(questions[t.question].options),
         )
         for t in sorted(store.read_turns(), key=lambda t: t.key)
         if t.round == 0 and not t.failed  # a failed request is no rollout
@@ -70,7 +72,13 @@ def _from_run(root: Path, data_dir: Path | None) -> Rollouts:
         raise StoreError(f"{store.turns_path} holds no answered round-0 turns to pair.")
     recorded = manifest.get("benchmark", {})
     benchmark = recorded.get("name") or manifest["config"]["benchmark"]
-    return Rollouts(items, str(benchmark), recorded.get("kind", "math"))
+    kind = recorded.get("kind", "math")
+    if kind not in VOTING_KINDS:
+        raise StoreError(
+            f"{root} ran {benchmark}, a {kind} benchmark: its answers are scored, not right or "
+            "wrong, so there are no disagreeing rollouts to pair."
+        )
+    return Rollouts(items, str(benchmark), kind)
 
 
 def _from_jsonl(path: Path) -> Rollouts:

@@ -158,6 +158,13 @@ FIGURES = {
 
 def draw(runs: list[Run], folder: Path, replicates: int = REPLICATES) -> list[Path]:
     """Write every figure that the runs have data for; return the files written."""
+    for run in runs:
+        if run.kind == "summary":
+            raise ValueError(
+                f"{run.root} ran {run.benchmark}, a summary benchmark: the figures draw votes "
+                "and transitions, which summaries do not have; `mad-eval table --layout rouge` "
+                "gives its ROUGE by round."
+            )
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, (layout, make) in FIGURES.items():

@@ -157,29 +157,21 @@ def tally(
     if kind == "summary":
         return tally_summaries(turns, voters, rounds)
     alike = same_answer(kind)
-    runs = sorted({t.run for t in turns})
-    questions = sorted({t.question for t in turns})
-    row = {run: i for i, run in enumerate(runs)}
-    col = {q: j for j, q in enumerate(questions)}
     keys = ["vote", "agent", "unanimous", "entropy", "agree", "len_right", "len_wrong"]
     keys += ["hub"] if hub is not None else []
-    shape = (len(runs), len(questions))
     names = [f"{k}{r}" for r in range(rounds + 1) for k in keys]
     names += [f"{k}{r}" for r in range(1, rounds + 1) for k in ("c2i", "i2c")]
-    num = {name: np.zeros(shape) for name in names}
-    den = {name: np.zeros(shape) for name in names}
+    found, cells = _cells(turns, rounds, names)
+    num, den = found.num, found.den
+    row = {run: i for i, run in enumerate(found.runs)}
+    col = {q: j for j, q in enumerate(found.questions)}
 
     def add(key: str, at: tuple[int, int], n: float, d: float) -> None:
         num[key][at] += n
         den[key][at] += d
 
-    cells: dict[tuple[int, str, int], list[Turn]] = defaultdict(list)
-    for t in turns:
-        if not t.failed and t.round <= rounds:
-            cells[(t.run, t.question, t.round)].append(t)
     for (run, qid, r), live in cells.items():
         at = (row[run], col[qid])
-        live.sort(key=lambda t: t.agent)
         groups = answer_groups(live, alike)
         ballot = [t for t in live if t.agent in voters]
         if ballot:
@@ -210,7 +202,24 @@ def tally(
                 before, after = bool(seen[r - 1].correct), bool(seen[r].correct)
                 add(f"c2i{r}", at, before and not after, 1)
                 add(f"i2c{r}", at, after and not before, 1)
-    return Tallies(runs, questions, num, den)
+    return found
+
+
+def _cells(
+    turns: list[Turn], rounds: int, names: list[str]
+) -> tuple[Tallies, dict[tuple[int, str, int], list[Turn]]]:
+    """Zeroed tallies named `names` over the turns' runs and questions, and the turns of each
+    (run, question, round) up to `rounds` that did not fail, in agent order."""
+    runs = sorted({t.run for t in turns})
+    questions = sorted({t.question for t in turns})
+    shape = (len(runs), len(questions))
+    num = {name: np.zeros(shape) for name in names}
+    den = {name: np.zeros(shape) for name in names}
+    cells: dict[tuple[int, str, int], list[Turn]] = defaultdict(list)
+    for t in sorted(turns, key=lambda t: t.agent):
+        if not t.failed and t.round <= rounds:
+            cells[(t.run, t.question, t.round)].append(t)
+    return Tallies(runs, questions, num, den), cells
 
 
 def tally_summaries(turns: list[Turn], voters: list[int], rounds: int) -> Tallies:
@@ -218,21 +227,13 @@ def tally_summaries(turns: list[Turn], voters: list[int], rounds: int) -> Tallie
     (`rouge1{r}`, `rouge2{r}`, `rougeL{r}`: the score of the summary picked by
     grading.consensus, which never reads the reference; none parsed scores 0) and the
     agents' mean ROUGE (`agent_rouge1{r}`, ...; an unparsed summary scores 0)."""
-    runs = sorted({t.run for t in turns})
-    questions = sorted({t.question for t in turns})
-    row = {run: i for i, run in enumerate(runs)}
-    col = {q: j for j, q in enumerate(questions)}
-    shape = (len(runs), len(questions))
     names = [f"{p}{m}{r}" for r in range(rounds + 1) for m in ROUGE for p in ("", "agent_")]
-    num = {name: np.zeros(shape) for name in names}
-    den = {name: np.zeros(shape) for name in names}
-    cells: dict[tuple[int, str, int], list[Turn]] = defaultdict(list)
-    for t in turns:
-        if not t.failed and t.round <= rounds:
-            cells[(t.run, t.question, t.round)].append(t)
+    found, cells = _cells(turns, rounds, names)
+    num, den = found.num, found.den
+    row = {run: i for i, run in enumerate(found.runs)}
+    col = {q: j for j, q in enumerate(found.questions)}
     for (run, qid, r), live in cells.items():
         at = (row[run], col[qid])
-        live.sort(key=lambda t: t.agent)
         for t in live:
             for m in ROUGE:
                 num[f"agent_{m}{r}"][at] += t.rouge[m] if t.rouge else 0.0
@@ -245,7 +246,7 @@ def tally_summaries(turns: list[Turn], voters: list[int], rounds: int) -> Tallie
         for m in ROUGE:
             num[f"{m}{r}"][at] += picked.rouge[m] if picked else 0.0  # type: ignore[index]
             den[f"{m}{r}"][at] += 1
-    return Tallies(runs, questions, num, den)
+    return found
 
 
 def tally_verdicts(verdicts: list[Verdict], tallies: Tallies, rounds: int) -> Tallies:

@@ -4,6 +4,7 @@ order, the consensus summary, and a run of each end to end."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import inspect
 import json
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import mad_eval, turns_of
 from kind_files import COMMONSENSE_QA, GSM8K, cnn_row, hh_row, write_all, write_jsonl
+from test_metrics import turn
 
 from mad_eval import grading
 from mad_eval.benchmarks import BenchmarkError, load_questions, read_jsonl
@@ -144,27 +146,9 @@ def test_rouge_scores_a_summary_against_the_reference() -> None:
 
 
 def _summary_turn(agent: int, answer: str | None, score: float) -> Turn:
-    return Turn(
-        run=0,
-        question="q",
-        round=0,
-        agent=agent,
-        model="m",
-        seed=0,
-        temperature=1.0,
-        top_p=1.0,
-        max_tokens=64,
-        messages_hash="h",
-        sees=[],
-        text=answer,
-        answer=answer,
-        correct=None,
-        finish_reason="stop",
-        prompt_tokens=1,
-        completion_tokens=1,
-        latency=0.0,
-        rouge=None if answer is None else {"rouge1": score, "rouge2": score, "rougeL": score},
-    )
+    scores = None if answer is None else {"rouge1": score, "rouge2": score, "rougeL": score}
+    found = turn("q", 0, agent, answer, False)
+    return dataclasses.replace(found, text=answer, correct=None, rouge=scores)
 
 
 def test_consensus_never_reads_the_reference() -> None:

@@ -100,7 +100,7 @@ def load_spec(name: str) -> BenchmarkSpec:
         raise BenchmarkError(
             f"unknown benchmark '{stem}'; known: {known}; or give a path to a .jsonl file"
         )
-    return _parse_spec(path, _overrides(given, path) if colon else None)
+    return _parse_spec(path, given if colon else None)
 
 
 def _spec_path(stem: str) -> Path | None:
@@ -111,9 +111,8 @@ def _spec_path(stem: str) -> Path | None:
     return None
 
 
-def _overrides(given: str, path: Path) -> dict[str, str]:
+def _overrides(given: str, names: list[str], path: Path) -> dict[str, str]:
     """`anatomy` (for a spec with one parameter) or `subject=anatomy,...` as a dict."""
-    names = list(_raw_spec(path).get("params", {}))
     found: dict[str, str] = {}
     for item in given.split(","):
         key, equals, value = item.partition("=")
@@ -171,10 +170,11 @@ def _raw_spec(path: Path, depth: int = 0) -> dict[str, Any]:
     return merged
 
 
-def _parse_spec(path: Path, overrides: dict[str, str] | None = None) -> BenchmarkSpec:
+def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
     """Validate a spec before any data is read, so a typo fails in one sentence, not mid-run.
-    Parameters (`[params]`, or `overrides` from the command line) fill `{name}` in the
-    description and the file fields; overridden ones also name the benchmark (mmlu_anatomy)."""
+    Parameters (`[params]`, or `given` on the command line: `anatomy`, `subject=anatomy`)
+    fill `{name}` in the description and the file fields; given ones also name the
+    benchmark (mmlu_anatomy)."""
     raw = _raw_spec(path)
 
     def need(ok: bool, problem: str) -> None:
@@ -186,7 +186,8 @@ def _parse_spec(path: Path, overrides: dict[str, str] | None = None) -> Benchmar
     params = raw.get("params", {})
     need(isinstance(params, dict), "'params' must be a [params] table")
     need(all(isinstance(v, str) for v in params.values()), "[params] values must be text")
-    params = {**params, **(overrides or {})}
+    overrides = _overrides(given, list(params), path) if given is not None else {}
+    params = {**params, **overrides}
     raw = _fill(raw, params)
     name, text, tokens = raw.get("name", path.stem), raw.get("description"), raw.get("max_tokens")
     need(name == path.stem, f"name '{name}' must match the file name '{path.stem}'")

@@ -16,7 +16,7 @@ from kind_files import COMMONSENSE_QA, GSM8K, cnn_row, hh_row, write_all, write_
 from test_metrics import turn
 
 from mad_eval import grading
-from mad_eval.benchmarks import BenchmarkError, load_questions, read_jsonl
+from mad_eval.benchmarks import BenchmarkError, load_questions, load_spec, read_jsonl
 from mad_eval.grading import (
     Grade,
     consensus,
@@ -244,7 +244,7 @@ def test_mmlu_takes_a_subject_and_the_preset_is_professional_medicine(shared_dat
     assert [(q.id, q.text, q.gold) for q in questions] == [(q.id, q.text, q.gold) for q in same]
     assert len(questions) == 272 and {q.gold for q in questions} == set("ABCD")
     assert named.local["file"] == "mmlu_professional_medicine.jsonl"
-    anatomy = load_questions.__globals__["load_spec"]("mmlu:subject=anatomy")
+    anatomy = load_spec("mmlu:subject=anatomy")
     assert anatomy.name == "mmlu_anatomy" and anatomy.hub["file"].startswith("anatomy/")
     with pytest.raises(BenchmarkError, match=r"local data file 'mmlu_anatomy\.jsonl'"):
         load_questions("mmlu:anatomy", shared_data)
@@ -278,7 +278,8 @@ def test_bad_rows_are_refused_in_one_sentence(
 
 
 def test_options_may_be_arrays_as_parquet_gives_them(tmp_path: Path) -> None:
-    np = pytest.importorskip("numpy")
+    import numpy as np
+
     from mad_eval.benchmarks import _options
 
     row = {"choices": {"text": np.array(["a", "b", "c"])}}

@@ -178,6 +178,7 @@ class Engine:
             completion_tokens=generation.completion_tokens,
             latency=round(generation.latency, 4),
             error=generation.error,
+            served_model=generation.served_model,
             state=generation.state,
             endpoint=generation.endpoint,
             attempts=generation.attempts,

@@ -79,6 +79,8 @@ class Turn(JsonLine):
     cached: bool = False
     # A summary's ROUGE-1/2/L F1 against the reference (summaries are scored, not voted).
     rouge: dict[str, float] | None = None
+    # The model the server said answered (None when it did not say, or no server answered).
+    served_model: str | None = None
 
     @property
     def key(self) -> tuple[int, str, int, int]:

@@ -4,9 +4,11 @@ It answers every chat or completions request with a boxed number derived from th
 request's seed (or what `reply` writes), logs each request body, and can be told to fail
 chosen requests with HTTP 500 every time (`fail_if`) or to misbehave on chosen attempts
 (`fault`): answer 429 or 503 (with a Retry-After header when `retry_after` is set), hang
-past the client's timeout, or drop the connection. Given a tokenizer folder and a context
-length it counts tokens as vLLM does and refuses, like vLLM, a prompt that leaves no room
-for max_tokens.
+past the client's timeout, drop the connection, or answer 200 with a body no completion
+is made of (BAD_BODIES: an HTML page, cut JSON, invalid UTF-8, no choices) or with one
+that is well formed but unusable (no content, another model's name). Given a tokenizer
+folder and a context length it counts tokens as vLLM does and refuses, like vLLM, a prompt
+that leaves no room for max_tokens.
 """
 
 from __future__ import annotations
@@ -20,6 +22,17 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+# 200 bodies a proxy or a failing server may send instead of a completion.
+BAD_BODIES = {
+    "html": (b"<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html"),
+    "notjson": (b'{"id": "cmpl-1", "choices": [{"index": 0, "mess', "application/json"),
+    "badutf8": (b'{"choices": [{"message": {"content": "\xff\xfe"}}]}', "application/json"),
+    "nochoices": (
+        b'{"id": "cmpl-1", "object": "chat.completion", "choices": []}',
+        "application/json",
+    ),
+}
 
 
 class _Server(ThreadingHTTPServer):
@@ -53,8 +66,9 @@ class StubServer:
         self.max_model_len = max_model_len
         self.fail_if = fail_if  # requests for which this is true always answer 500
         self.delay = delay  # seconds each chat request takes, like a model generating
-        # fault(body, attempt) -> "429" | "503" | "hang" | "drop" | None, where attempt counts
-        # the requests seen with this body's seed (1 for the first).
+        # fault(body, attempt) -> "429" | "503" | "hang" | "drop" | a BAD_BODIES name |
+        # "nullcontent" | "othermodel" | None, where attempt counts the requests seen with
+        # this body's seed (1 for the first).
         self.fault = fault
         self.retry_after = retry_after
         self.hang = hang  # seconds a "hang" fault sleeps before answering
@@ -82,7 +96,8 @@ class StubServer:
         self._server.server_close()
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | str:
-        """The status and payload to send, or "drop" to close the connection unanswered."""
+        """The status and payload to send, or "drop" to close the connection unanswered, or
+        the name of a BAD_BODIES entry to send instead of a completion."""
         with self._lock:
             self.requests.append(body)
             self.arrivals.append(time.monotonic())
@@ -93,13 +108,22 @@ class StubServer:
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
             fault = self.fault(body, attempt) if self.fault else None
-            if fault == "drop":
-                return "drop"
+            if fault == "drop" or fault in BAD_BODIES:
+                return fault
             if fault in ("429", "503"):
                 message = "rate limited" if fault == "429" else "overloaded"
                 return int(fault), {"error": {"message": message}}
             time.sleep(self.hang if fault == "hang" else self.delay)
-            return self._reply(body, count)
+            status, payload = self._reply(body, count)
+            if status == 200 and fault == "nullcontent":
+                choice = payload["choices"][0]
+                if "message" in choice:
+                    choice["message"]["content"] = None
+                else:
+                    choice["text"] = None
+            if status == 200 and fault == "othermodel":
+                payload["model"] = "some-other-model"
+            return status, payload
         finally:
             with self._lock:
                 self.in_flight -= 1
@@ -171,12 +195,14 @@ class StubServer:
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
 
-            def send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
+            def send(
+                self, status: int, payload: dict[str, Any] | bytes, kind: str = "application/json"
+            ) -> None:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 if status in (429, 503) and stub.retry_after is not None:
                     self.send_header("Retry-After", f"{stub.retry_after:g}")
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 # The client may have given up waiting (a "hang" fault): nothing to answer.
@@ -202,6 +228,9 @@ class StubServer:
                 if answer == "drop":  # as a crashed or restarted server would
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
+                    return
+                if isinstance(answer, str):
+                    self.send(200, *BAD_BODIES[answer])
                     return
                 self.send(*answer)
 

@@ -14,11 +14,19 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval, turns_of
-from stub_server import StubServer
+from stub_server import BAD_BODIES, StubServer
 from tiny_tokenizer import CHATML, save_chat_tokenizer
 
-from mad_eval.backends import Guarded, Replica, Request, RetryPolicy, Sampling
-from mad_eval.backends.openai_backend import OpenAIBackend, retry_after
+from mad_eval.backends import (
+    Backend,
+    Guarded,
+    Replica,
+    Request,
+    RetryPolicy,
+    Sampling,
+    TransientError,
+)
+from mad_eval.backends.openai_backend import OpenAIBackend, retry_after, served_as
 from mad_eval.context import raw_render
 from mad_eval.records import Question
 
@@ -112,6 +120,125 @@ def test_a_request_that_keeps_failing_becomes_a_failed_turn_after_bounded_attemp
         assert t["attempts"] == 4 == asked[t["seed"]]
     metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
     assert metrics["failed_turns"] == len(turns)
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_garbled_200_bodies_are_retried_and_recovered(tmp_path, api):
+    """A proxy's HTML page, cut JSON, invalid UTF-8 and an empty choice list are what a
+    healthy server would not send twice: each is retried, and the second answer counts."""
+    bodies = list(BAD_BODIES)
+
+    def fault(body, attempt):
+        return bodies[body["seed"] % len(bodies)] if attempt == 1 else None
+
+    extra = ["--api", "completions", "--template", "raw"] if api == "completions" else []
+    with StubServer(fault=fault) as server:
+        turns = served_run(tmp_path, server.base_url, *extra)
+    assert len(turns) == 4 * 3 * 2
+    assert all(t["error"] is None and t["answer"] == str(t["seed"] % 3) for t in turns)
+    assert all(t["attempts"] == 2 and t["served_model"] == "stub-model" for t in turns)
+    assert {t["seed"] % len(bodies) for t in turns} == set(range(len(bodies)))
+
+
+@pytest.mark.parametrize(
+    ("fault", "shown"),
+    [
+        ("html", "'<html><body><h1>502 Bad Gateway</h1></body></html>'"),
+        ("notjson", '\'{"id": "cmpl-1", "choices": [{"index": 0, "mess\''),
+        ("badutf8", '\'{"choices": [{"message": {"content": "\ufffd\ufffd"}}]}\''),
+        ("nochoices", '\'{"id": "cmpl-1", "object": "chat.completion", "choices": []}\''),
+    ],
+)
+def test_a_body_that_stays_garbled_fails_with_its_first_bytes(fault, shown):
+    with StubServer(fault=lambda body, attempt: fault) as server:
+        generation = ask(guarded(server.base_url, base=0.01, retries=2))
+    assert generation.attempts == 3 == len(server.requests)
+    assert generation.error == (
+        f"BadResponse: HTTP 200 with a body that is not a chat completion: {shown} "
+        "(gave up after 3 attempts)"
+    )
+
+
+def test_an_answer_without_text_is_a_failure_not_an_unparsed_answer(tmp_path):
+    with StubServer(fault=lambda body, attempt: "nullcontent") as server:
+        turns = served_run(tmp_path, server.base_url, "--rounds", "0")
+        sent = len(server.requests)
+    assert sent == len(turns) == 12  # the server's own answer: not asked twice
+    for t in turns:
+        assert t["error"] == "EmptyAnswer: the server answered with no text (finish_reason 'stop')"
+        assert t["text"] is None and t["answer"] is None and t["correct"] is None
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert metrics["failed_turns"] == 12 and metrics["unparsed"] == 0
+
+
+def test_an_answer_from_another_model_fails_its_turn():
+    with StubServer(fault=lambda body, attempt: "othermodel" if body["seed"] == 1 else None) as s:
+        wrong = ask(guarded(s.base_url, base=0.01), seed=1)
+        right = ask(guarded(s.base_url, base=0.01), seed=2)
+    assert wrong.attempts == 1 and wrong.text is None
+    assert wrong.error == (
+        "ModelMismatch: the server answered with model 'some-other-model', not 'stub-model'"
+    )
+    assert right.error is None and right.served_model == "stub-model"
+
+
+def test_a_dated_snapshot_of_the_model_asked_for_is_the_same_model():
+    assert served_as("gpt-4o-2024-08-06", "gpt-4o")
+    assert served_as(None, "gpt-4o") and served_as("gpt-4o", "gpt-4o")
+    assert not served_as("gpt-4o-mini", "gpt-4o")
+    assert not served_as("Qwen/Qwen3-8B", "Qwen/Qwen3-4B")
+
+
+def test_a_cancelled_request_is_neither_retried_nor_recorded():
+    """Cancelling a request while it fails over (here: each attempt is a dropped
+    connection) stops it at once: no further attempt, no failed generation."""
+
+    async def go(backend):
+        request = Request([{"role": "user", "content": "hi"}], Sampling(1, 1, 8, 1), QUESTION)
+        task = asyncio.create_task(backend.generate(request))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        try:
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await backend.aclose()
+
+    with StubServer(fault=lambda body, attempt: "hang", hang=0.05) as server:
+        backend = guarded(server.base_url, retries=50, timeout=0.02, base=0.01, cap=0.01)
+        asyncio.run(go(backend))
+        sent = len(server.requests)
+        time.sleep(0.3)
+        assert len(server.requests) == sent  # nothing asked after the cancellation
+
+
+def test_a_cancellation_a_client_turns_into_an_error_still_cancels():
+    """Some HTTP stacks answer a cancellation by raising their own connection error; the
+    guard must see the cancellation through it, not retry the request."""
+
+    class Converts(Backend):
+        spec = "fake"
+        calls = 0
+
+        async def generate(self, request):
+            Converts.calls += 1
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                raise TransientError("APIConnectionError: connection closed") from None
+
+    async def go():
+        backend = Guarded([Replica(Converts(), asyncio.Semaphore(1), None)], 30.0,
+                          RetryPolicy(5, base=0.0))  # fmt: skip
+        request = Request([{"role": "user", "content": "hi"}], Sampling(1, 1, 8, 1), QUESTION)
+        task = asyncio.create_task(backend.generate(request))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert Converts.calls == 1
 
 
 def test_retry_after_is_honoured():

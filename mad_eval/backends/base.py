@@ -1,4 +1,13 @@
-"""The one async interface every backend implements, and the guard wrapped around it once."""
+"""The one async interface every backend implements, and the guard wrapped around it once.
+
+What a failure becomes depends on who failed:
+- TransientError (rate limit, server error, timeout, dropped connection, a garbled 200): the
+  request is asked again, with backoff, on whichever replica is least busy.
+- RequestError (the server refused the request or answered it unusably): a failed turn,
+  recorded with its reason, never graded.
+- anything else is this process's own fault (a closed client, a broken cache, a bug): it
+  stops the run, and the turn is not recorded, so resuming asks it again.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +21,7 @@ from typing import Any
 
 from mad_eval.prompts import Messages
 from mad_eval.records import Question
+from mad_eval.sanitize import redact
 
 # Longest wait a server's Retry-After is honoured for; beyond it the server is down, not busy.
 MAX_RETRY_AFTER = 600.0
@@ -19,6 +29,11 @@ MAX_RETRY_AFTER = 600.0
 
 class BackendError(Exception):
     """A backend cannot serve at all (bad spec, no server): reported before the run starts."""
+
+
+class RequestError(Exception):
+    """The server answered this request with a refusal or an unusable answer that asking
+    again would not change: the turn fails, with this message as its error."""
 
 
 class TransientError(Exception):
@@ -58,13 +73,14 @@ class Generation:
     error: str | None = None
     state: dict[str, Any] | None = None
     endpoint: str | None = None  # the replica that answered (credentials hidden)
+    served_model: str | None = None  # the model the server says answered, when it says
     attempts: int = 1  # requests sent for this answer: 1 plus retries (0 if it was cached)
     cached: bool = False
 
 
 class Backend(ABC):
-    """Turns a chat request into a generation. Raising is fine: the guard records the error;
-    raise TransientError for failures worth retrying."""
+    """Turns a chat request into a generation. Raise TransientError for failures worth
+    retrying, RequestError for the server's refusals; anything else stops the run."""
 
     spec: str
     # The context length the server reports (vLLM's /v1/models does), known after check().
@@ -139,11 +155,10 @@ class Guarded(Backend):
             replica = self._pick(failed_on)
             replica.outstanding += 1
             try:
-                async with replica.slots:
-                    generation = await asyncio.wait_for(
-                        replica.backend.generate(request), self.timeout
-                    )
+                async with replica.slots, asyncio.timeout(self.timeout):
+                    generation = await replica.backend.generate(request)
             except (TransientError, TimeoutError) as exc:
+                _unless_cancelled()
                 if isinstance(exc, TransientError):
                     error = str(exc)  # says what failed, e.g. "RateLimitError: HTTP 429: ..."
                 else:
@@ -155,8 +170,9 @@ class Guarded(Backend):
                 rest = self.retry.wait(replica.failures - 1, retry_after)
                 replica.resting_until = time.monotonic() + rest
                 failed_on.add(id(replica))
-            except Exception as exc:  # not worth retrying: recorded in the turn
-                return _failed(_describe(exc), start, attempt)
+            except RequestError as exc:  # the server's own answer: recorded in the turn
+                _unless_cancelled()
+                return _failed(str(exc), start, attempt)
             else:
                 replica.failures = 0
                 generation.endpoint = replica.endpoint
@@ -196,11 +212,15 @@ class Guarded(Backend):
             await replica.backend.aclose()
 
 
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {str(exc) or type(exc).__name__}"
+def _unless_cancelled() -> None:
+    """Re-raise a cancellation that arrived while a request failed: libraries may turn it
+    into an error of their own, and a stopping run must not retry or record the request."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _failed(error: str, start: float, attempts: int) -> Generation:
     return Generation(
-        text=None, error=error, latency=time.perf_counter() - start, attempts=attempts
+        text=None, error=redact(error), latency=time.perf_counter() - start, attempts=attempts
     )

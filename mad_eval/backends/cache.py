@@ -19,7 +19,23 @@ from typing import Any
 
 from mad_eval.backends.base import Backend, BackendError, Generation, Request
 
-_STORED = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "state", "endpoint")
+_STORED = (
+    "text",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "state",
+    "endpoint",
+    "served_model",
+)
+# Marks a SQLite file as a mad-eval request cache ("MADc"), so another program's database
+# given as --cache is refused instead of written into.
+APPLICATION_ID = 0x4D414463
+_COLUMNS = ["key", "value", "created"]
+
+
+class CacheError(BackendError):
+    """The request cache cannot be read or written: the run stops, nothing half-recorded."""
 
 
 class RequestCache:
@@ -31,6 +47,7 @@ class RequestCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # Autocommit: every answer is on disk when put() returns.
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            self._claim()
             self._db.execute("PRAGMA journal_mode=WAL")  # other processes may read meanwhile
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(
@@ -38,21 +55,50 @@ class RequestCache:
                 " created REAL NOT NULL)"
             )
         except (OSError, sqlite3.Error) as exc:
-            raise BackendError(f"cannot use {self.path} as a request cache: {exc}.") from None
+            raise CacheError(f"cannot use {self.path} as a request cache: {exc}.") from None
+
+    def _claim(self) -> None:
+        """Mark a new file as ours; refuse one that holds another program's tables. A cache
+        written before the mark existed has exactly our one table, and is marked now."""
+        (app,) = self._db.execute("PRAGMA application_id").fetchone()
+        if app == APPLICATION_ID:
+            return
+        tables = [row[0] for row in self._db.execute("SELECT name FROM sqlite_master")]
+        columns = [row[1] for row in self._db.execute("PRAGMA table_info(answers)")]
+        if tables and (tables != ["answers", "sqlite_autoindex_answers_1"] or columns != _COLUMNS):
+            raise CacheError(
+                f"{self.path} is a database of another program (it holds "
+                f"{', '.join(t for t in tables if not t.startswith('sqlite_'))}), not a mad-eval "
+                "request cache; pass a new file to --cache."
+            )
+        self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
     def get(self, key: str) -> dict[str, Any] | None:
-        row = self._db.execute("SELECT value FROM answers WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return None
+        try:
+            row = self._db.execute("SELECT value FROM answers WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            value = json.loads(row[0])
+        except (sqlite3.Error, ValueError) as exc:
+            raise self._broken("read", exc) from None
         self.hits += 1
-        return json.loads(row[0])
+        return value
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO answers VALUES (?, ?, ?)",
-            (key, json.dumps(value, ensure_ascii=False), time.time()),
-        )
+        try:
+            self._db.execute(
+                "INSERT OR REPLACE INTO answers VALUES (?, ?, ?)",
+                (key, json.dumps(value, ensure_ascii=False), time.time()),
+            )
+        except sqlite3.Error as exc:
+            raise self._broken("written", exc) from None
         self.stored += 1
+
+    def _broken(self, how: str, exc: Exception) -> CacheError:
+        return CacheError(
+            f"the request cache {self.path} cannot be {how} ({exc}); free space or mend the "
+            "file (or pass another --cache), then run the same command again to resume."
+        )
 
     def close(self) -> None:
         self._db.close()

@@ -3,15 +3,25 @@ retries, replicas and limits are the guard's job (base.Guarded)."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
 import openai
 
-from mad_eval.backends.base import Backend, BackendError, Generation, Request, TransientError
+from mad_eval.backends.base import (
+    Backend,
+    BackendError,
+    Generation,
+    Request,
+    RequestError,
+    TransientError,
+)
 from mad_eval.prompts import Messages
+from mad_eval.sanitize import printable, redact
 
 # Local servers (vLLM) accept any key; the client insists on having one.
 PLACEHOLDER_KEY = "EMPTY"
@@ -61,8 +71,9 @@ class OpenAIBackend(Backend):
         sampling = dict(temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens)
         start = time.perf_counter()
         try:
+            # The raw response: a garbled body is ours to judge, not the client's to trust.
             if self.api == "chat":
-                response = await self.client.chat.completions.create(
+                raw = await self.client.chat.completions.with_raw_response.create(
                     model=self.model,
                     messages=request.messages,  # type: ignore[arg-type]
                     seed=s.seed,
@@ -70,39 +81,40 @@ class OpenAIBackend(Backend):
                 )
             else:
                 assert self.render is not None
-                response = await self.client.completions.create(
+                raw = await self.client.completions.with_raw_response.create(
                     model=self.model,
                     prompt=self.render(request.messages),
                     seed=s.seed,
                     **sampling,  # type: ignore[arg-type]
                 )
+            body = raw.http_response.content
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
             raise TransientError(f"{type(exc).__name__}: {exc}") from exc
         except openai.APIStatusError as exc:
+            message = f"{type(exc).__name__}: HTTP {exc.status_code}: {_message(exc)}"
             if exc.status_code in RETRYABLE or exc.status_code >= 500:
-                raise TransientError(
-                    f"{type(exc).__name__}: HTTP {exc.status_code}: {_message(exc)}",
-                    retry_after(exc.response.headers),
-                ) from exc
-            raise
+                raise TransientError(message, retry_after(exc.response.headers)) from exc
+            raise RequestError(message) from exc
         latency = time.perf_counter() - start
-        if not response.choices:
-            raise ValueError("the server returned no choices")
-        choice = response.choices[0]
-        text = choice.message.content if self.api == "chat" else choice.text  # type: ignore[union-attr]
-        usage = response.usage
+        reply = read_reply(body, self.api)
+        if not served_as(reply.model, self.model):
+            raise RequestError(
+                f"ModelMismatch: the server answered with model {reply.model!r}, not {self.model!r}"
+            )
         return Generation(
-            text=text or "",
-            finish_reason=choice.finish_reason,
-            prompt_tokens=usage.prompt_tokens if usage else None,
-            completion_tokens=usage.completion_tokens if usage else None,
+            text=reply.text,
+            finish_reason=reply.finish_reason,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
             latency=latency,
+            served_model=reply.model,
         )
 
     async def check(self) -> None:
-        where = self.base_url or "the OpenAI API"
+        where = redact(self.base_url) if self.base_url else "the OpenAI API"
         try:
-            models = await self.client.models.list()
+            raw = await self.client.models.with_raw_response.list()
+            body = raw.http_response.content
         except openai.APIConnectionError as exc:
             raise BackendError(
                 f"no OpenAI-compatible server answers at {where} ({exc}); "
@@ -114,17 +126,86 @@ class OpenAIBackend(Backend):
             ) from exc
         except openai.NotFoundError:
             return  # a server without /models can still serve chat completions
-        served = {m.id: m for m in models.data}
-        if served and self.model not in served:
+        except openai.APIStatusError as exc:
             raise BackendError(
-                f"the server at {where} does not serve model '{self.model}'; "
-                f"it serves: {', '.join(list(served)[:10])}."
+                f"the server at {where} answered its model list with HTTP {exc.status_code} "
+                f"({printable(_message(exc))}); check that it is an OpenAI-compatible server."
+            ) from exc
+        try:
+            data = json.loads(body.decode("utf-8"))["data"]
+            served = {str(m["id"]): m for m in data}
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError):
+            raise BackendError(
+                f"the server at {where} answered its model list with something else: "
+                f"{_first_bytes(body)}; check that it is an OpenAI-compatible server."
+            ) from None
+        if served and self.model not in served:
+            names = ", ".join(repr(printable(name)) for name in list(served)[:10])
+            raise BackendError(
+                f"the server at {where} does not serve model '{self.model}'; it serves: {names}."
             )
-        length = getattr(served.get(self.model), "max_model_len", None)
-        self.max_model_len = length if isinstance(length, int) else None
+        length = served.get(self.model, {}).get("max_model_len")
+        self.max_model_len = length if type(length) is int else None
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    model: str | None
+
+
+def read_reply(body: bytes, api: str) -> Reply:
+    """The first choice of a 200 response body. A body that is not a JSON completion (an
+    HTML error page from a proxy, cut or undecodable bytes, no choices) is transient; a
+    well-formed answer without text is the server's own answer, so a RequestError."""
+    try:
+        data = json.loads(body.decode("utf-8"))
+        choice = data["choices"][0]
+        text = choice["message"]["content"] if api == "chat" else choice["text"]
+    except (UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError):
+        raise TransientError(
+            f"BadResponse: HTTP 200 with a body that is not a {api} completion: "
+            f"{_first_bytes(body)}"
+        ) from None
+    finish = choice.get("finish_reason")
+    if not isinstance(text, str):
+        raise RequestError(
+            f"EmptyAnswer: the server answered with no text (finish_reason {finish!r})"
+        )
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    model = data.get("model")
+    return Reply(
+        text=text,
+        finish_reason=finish if isinstance(finish, str) else None,
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
+        model=model if isinstance(model, str) else None,
+    )
+
+
+def served_as(served: str | None, requested: str) -> bool:
+    """Whether a reply naming model `served` answers a request for `requested`: the same
+    name, no name at all, or a dated snapshot of it (gpt-4o -> gpt-4o-2024-08-06)."""
+    if served is None or served == requested:
+        return True
+    return served.startswith(requested + "-") and served[len(requested) + 1 :][:1].isdigit()
+
+
+def _count(value: object) -> int | None:
+    return value if type(value) is int else None
+
+
+def _first_bytes(body: bytes, limit: int = 80) -> str:
+    """The start of a body, as an error message can show it: printable, with its length."""
+    head = body[:limit].decode("utf-8", errors="replace")
+    more = f"... ({len(body)} bytes)" if len(body) > limit else ""
+    return printable(repr(head)) + more
 
 
 def retry_after(headers: object) -> float | None:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mad_eval.backends.base import Backend, BackendError, Generation, Request
+from mad_eval.backends.base import Backend, BackendError, Generation, Request, RequestError
 from mad_eval.prompts import Messages
 
 INSTALL_HINT = (
@@ -72,10 +72,13 @@ class VLLMBackend(Backend):
         start = time.perf_counter()
         final = None
         request_id = f"mad-eval-{next(self._ids)}"
-        async for output in self.engine.generate(_prompt(ids, text), params, request_id):
-            final = output
+        try:
+            async for output in self.engine.generate(_prompt(ids, text), params, request_id):
+                final = output
+        except (ValueError, TypeError) as exc:  # the engine refused this request's input
+            raise RequestError(f"{type(exc).__name__}: {exc}") from exc
         if final is None or not final.outputs:
-            raise ValueError("the engine returned no output")
+            raise RequestError("EmptyAnswer: the engine returned no output")
         choice = final.outputs[0]
         return Generation(
             text=choice.text,

@@ -1,0 +1,56 @@
+"""Text that leaves the process: credentials redacted from what is printed or recorded, and
+control characters taken out of what a server sent before it reaches a terminal."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+HIDDEN = "***"
+# A URL's user:password@, query parameters that carry credentials, bearer tokens, and the
+# shapes of the common API keys.
+_USERINFO = re.compile(r"(?<=//)[^/@\s]+@")
+_QUERY_SECRET = re.compile(
+    r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|auth|sig|signature|password|secret)=)"
+    r"[^&#\s]+"
+)
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',]+")
+_KEY_SHAPES = re.compile(r"\b(sk|hf|gsk|xai|pk)[-_][A-Za-z0-9_-]{12,}")
+_SECRET_ENV = re.compile(r"(?i)(?:^|_)(?:key|token|secret|password)$")
+# C0 and C1 controls but tab and newline, DEL, and the bidirectional overrides that can make
+# a terminal show text in another order than it was written.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _secret_values() -> list[str]:
+    """Values of the environment's credential variables (OPENAI_API_KEY, HF_TOKEN, ...)."""
+    found = {
+        value for name, value in os.environ.items() if _SECRET_ENV.search(name) and len(value) >= 8
+    }
+    return sorted(found, key=len, reverse=True)
+
+
+def redact(value: Any) -> Any:
+    """`value` with credentials hidden: in a string, or in each string of a list."""
+    if isinstance(value, list | tuple):
+        return [redact(item) for item in value]
+    if not isinstance(value, str):
+        return value
+    for secret in _secret_values():
+        value = value.replace(secret, HIDDEN)
+    value = _USERINFO.sub(HIDDEN + "@", value)
+    value = _QUERY_SECRET.sub(r"\1" + HIDDEN, value)
+    value = _BEARER.sub(r"\1" + HIDDEN, value)
+    return _KEY_SHAPES.sub(r"\1-" + HIDDEN, value)
+
+
+def printable(text: str) -> str:
+    """`text` safe to print: control characters (escape sequences, carriage returns, bells)
+    shown as U+FFFD instead of acted on by the terminal."""
+    return _CONTROL.sub("\ufffd", text)
+
+
+def outward(text: str) -> str:
+    """What every message to the user goes through: redacted, then made printable."""
+    return printable(redact(text))

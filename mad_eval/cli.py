@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,17 +17,17 @@ from mad_eval.backends.cache import RequestCache
 from mad_eval.benchmarks import BenchmarkError, list_specs
 from mad_eval.config import DEFAULT_BENCHMARK, ConfigError, RunConfig
 from mad_eval.context import ContextError
-from mad_eval.engine import Engine
+from mad_eval.engine import Engine, to_ask_again
 from mad_eval.judge import Judge, judge_cases, parse_rounds, pending
 from mad_eval.plan import judge_backend, make_plan
-from mad_eval.protocols import ProtocolError, catalogue
-from mad_eval.records import Setting
+from mad_eval.protocols import Protocol, ProtocolError, catalogue
+from mad_eval.records import Setting, Turn, TurnKey
 from mad_eval.replay import run_questions
 from mad_eval.report import metrics_view
 from mad_eval.results import load_run, load_runs, parse_labels
 from mad_eval.roster import RosterError
 from mad_eval.stats import REPLICATES
-from mad_eval.store import JudgeLog, RunStore, StoreError
+from mad_eval.store import SUPERSEDED, JudgeLog, RunStore, StoreError
 from mad_eval.tables import ERRORS, FORMATS, LAYOUTS, render, tidy
 from mad_eval.ui import console, errors, fail, progress_bar, warn
 
@@ -77,6 +78,7 @@ def run(
     retries: options.Retries = 5,
     backoff: options.Backoff = 1.0,
     cache: options.Cache = None,
+    retry_failed: options.RetryFailed = False,
     tensor_parallel_size: options.TensorParallelSize = 1,
     gpu_memory_utilization: options.GpuMemoryUtilization = 0.9,
     enforce_eager: options.EnforceEager = False,
@@ -85,7 +87,8 @@ def run(
 ) -> None:
     """Run a multi-agent debate and report Maj, Debate, Δ and transitions.
 
-    Running the same command again resumes an interrupted run in the same directory.
+    Running the same command again resumes an interrupted run in the same directory; add
+    --retry-failed to ask its failed turns again.
     """
     settings = {k: v for k, v in locals().items() if k not in PLAN_ARGUMENTS}
     _execute(
@@ -122,6 +125,7 @@ def single(
     retries: options.Retries = 5,
     backoff: options.Backoff = 1.0,
     cache: options.Cache = None,
+    retry_failed: options.RetryFailed = False,
     tensor_parallel_size: options.TensorParallelSize = 1,
     gpu_memory_utilization: options.GpuMemoryUtilization = 0.9,
     enforce_eager: options.EnforceEager = False,
@@ -165,6 +169,8 @@ def _execute(
     """Plan, run (or resume) and report: the body `run` and `single` share."""
     out, model = settings.pop("out"), settings["model"]
     base_url, cache = settings.pop("base_url"), settings.pop("cache")
+    retry_failed = settings.pop("retry_failed")
+    command = "single" if protocol == "single" else "run"
     try:
         plan = make_plan(
             protocol=protocol,
@@ -193,6 +199,8 @@ def _execute(
         try:
             seats = await plan.seats()
             done = store.open(config, plan.manifest_extra(seats))
+            if retry_failed:
+                done = _ask_again(store, done, plan.choice.protocol, config.agents)
             for warning in plan.warnings:
                 warn("warning", warning)
             if model is None and not config.roster:
@@ -234,7 +242,30 @@ def _execute(
             _close_cache(plan.cache)
 
     _resumable(debate(), "turn", store.turns_path)
-    _report(store)
+    _report(store, command)
+
+
+def _ask_again(
+    store: RunStore, done: dict[TurnKey, Turn], protocol: Protocol, agents: int
+) -> dict[TurnKey, Turn]:
+    """--retry-failed: move the failed turns, and those built without them, out of the
+    records, so the engine asks them again; return what stays done."""
+    again = to_ask_again(done, protocol, agents)
+    failed = sum(1 for key in again if done[key].failed)
+    store.supersede(again)
+    if again:
+        console.print(
+            f"Asking again {failed} failed {_plural(failed, 'turn')} and "
+            f"{len(again) - failed} later {_plural(len(again) - failed, 'turn')} built "
+            f"without them; the old records are in {store.root / SUPERSEDED}."
+        )
+    else:
+        console.print("No failed turns to ask again.")
+    return {key: turn for key, turn in done.items() if key not in again}
+
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
 
 
 @app.command()
@@ -491,18 +522,35 @@ def plot(
 
 
 def _resumable(work: Coroutine[Any, Any, None], what: str, records: Path) -> None:
-    """Run `work` in one event loop; a user error ends it in one sentence, and Ctrl-C says
-    where the finished records are."""
+    """Run `work` in one event loop. An error ends it in one sentence; Ctrl-C, SIGTERM or
+    SIGHUP cancels it (every request in flight with it, none recorded) and says where the
+    finished records are."""
+    signals: list[signal.Signals] = []
+
+    async def main() -> None:
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # asyncio.run handles SIGINT itself
+
+            def stop(sig: signal.Signals = sig) -> None:
+                signals.append(sig)
+                task.cancel()
+
+            loop.add_signal_handler(sig, stop)
+        await work
+
     try:
-        asyncio.run(work)
+        asyncio.run(main())
     except USER_ERRORS as exc:
         raise fail(str(exc)) from None
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        sig = signals[0] if signals else signal.SIGINT
+        how = "Interrupted (Ctrl-C)" if sig == signal.SIGINT else f"Stopped by {sig.name}"
         errors.print(
-            f"Interrupted. Every finished {what} is in {records}; "
-            "run the same command again to resume."
+            f"{how}. Every finished {what} is in {records}; run the same command again to resume.",
+            highlight=False,
         )
-        raise typer.Exit(code=130) from None
+        raise typer.Exit(code=128 + sig) from None
 
 
 def _close_cache(cache: RequestCache | None) -> None:
@@ -514,15 +562,23 @@ def _close_cache(cache: RequestCache | None) -> None:
     cache.close()
 
 
-def _report(store: RunStore) -> None:
-    """metrics.json from the run's records alone: its manifest and turns.jsonl."""
+def _report(store: RunStore, command: str | None = None) -> None:
+    """metrics.json from the run's records alone: its manifest and turns.jsonl. After a
+    `command` that made the run, say how to ask its failed turns again."""
     try:
         run = load_run(store.root)
+        store.write_metrics(run.metrics)
     except StoreError as exc:
         raise fail(str(exc)) from None
-    store.write_metrics(run.metrics)
     console.print(metrics_view(run.metrics, title=store.root.name))
     console.print(f"Records: {store.turns_path}  Metrics: {store.metrics_path}")
+    failed = run.metrics["failed_turns"]
+    if failed and command:
+        warn(
+            "failed",
+            f"{failed} {_plural(failed, 'turn')} failed (their errors are in turns.jsonl); "
+            f"run the same mad-eval {command} command with --retry-failed to ask them again.",
+        )
 
 
 app.add_typer(train_cli.app, name="train")

@@ -2,13 +2,18 @@
 
 There is no global round barrier: round t of one question starts as soon as round t-1 of
 that question is done, so a slow question never idles the server.
+
+A run stops as a whole: the first error that is not a turn's own (a full disk, a broken
+cache) or a cancellation (Ctrl-C) cancels every debate in flight, and only turns that were
+answered are ever recorded, so resuming asks exactly what is missing.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from mad_eval import grading
 from mad_eval.backends import Backend, Generation, Request, Sampling
@@ -18,6 +23,8 @@ from mad_eval.prompts import Messages, debate_prompt, persona_for, question_prom
 from mad_eval.protocols import Protocol
 from mad_eval.records import Question, Turn, TurnKey, derive_seed, messages_hash
 from mad_eval.roster import Agent
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,7 @@ class Engine:
         self.on_progress = on_progress
 
     async def run(self, questions: list[Question]) -> None:
-        await asyncio.gather(
-            *(self.debate(run, q) for run in range(self.config.runs) for q in questions)
-        )
+        await every(self.debate(run, q) for run in range(self.config.runs) for q in questions)
 
     async def debate(self, run: int, question: Question) -> list[Turn]:
         """All rounds of one debate; returns the last round's turns."""
@@ -66,12 +71,10 @@ class Engine:
             else:
                 prompts = await asyncio.to_thread(self.round_prompts, question, previous, sees)
             shared = self.shared_prefixes(prompts)
-            previous = await asyncio.gather(
-                *(
-                    self.turn(run, question, round_, seat, previous, seen, prompt, prefix)
-                    for seat, seen, prompt, prefix in zip(
-                        self.seats, sees, prompts, shared, strict=True
-                    )
+            previous = await every(
+                self.turn(run, question, round_, seat, previous, seen, prompt, prefix)
+                for seat, seen, prompt, prefix in zip(
+                    self.seats, sees, prompts, shared, strict=True
                 )
             )
         return previous
@@ -196,6 +199,42 @@ class Engine:
         if not previous:
             return []
         return [j for j in self.protocol.sees(agent, len(self.seats)) if not previous[j].failed]
+
+
+def to_ask_again(done: Mapping[TurnKey, Turn], protocol: Protocol, agents: int) -> set[TurnKey]:
+    """For --retry-failed: every failed turn, and every later turn of its debate that was
+    built without it. A turn was, when an agent it reads (or the agent itself, whose own
+    previous turn it continues) is to be asked again in the round before."""
+    by_debate: dict[tuple[int, str], dict[int, set[int]]] = {}
+    for (run, question, round_, agent), turn in done.items():
+        if turn.failed:
+            by_debate.setdefault((run, question), {}).setdefault(round_, set()).add(agent)
+    reads = [{*protocol.sees(i, agents), i} for i in range(agents)]
+    stale: set[TurnKey] = set()
+    last = max((key[2] for key in done), default=0)
+    for (run, question), failed in by_debate.items():
+        again: set[int] = set()
+        for round_ in range(min(failed), last + 1):
+            again = failed.get(round_, set()) | {i for i in range(agents) if reads[i] & again}
+            stale |= {(run, question, round_, i) for i in again}
+    return {key for key in stale if key in done}
+
+
+async def every(work: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """Await all of `work` concurrently, results in order. Unlike gather, the first failure
+    cancels the rest and waits for them, so nothing runs on after its caller has stopped;
+    the failure itself is raised, not wrapped in an ExceptionGroup."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(coroutine) for coroutine in work]
+    except BaseExceptionGroup as failures:
+        raise _first(failures) from None
+    return [task.result() for task in tasks]
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    inner = group.exceptions[0]
+    return _first(inner) if isinstance(inner, BaseExceptionGroup) else inner
 
 
 def agent_prompt(

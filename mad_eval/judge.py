@@ -10,7 +10,6 @@ appended to judge.jsonl beside the run as they finish, so judging resumes like a
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import json
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mad_eval.backends import Backend, Request, Sampling
+from mad_eval.engine import every
 from mad_eval.prompts import JUDGE_CRITERIA, Messages, judge_correction, judge_prompt
 from mad_eval.records import (
     Question,
@@ -160,7 +160,7 @@ class Judge:
         self.on_progress = on_progress
 
     async def run(self, cases: list[Case]) -> None:
-        await asyncio.gather(*(self.verdict(case) for case in cases))
+        await every(self.verdict(case) for case in cases)
 
     async def verdict(self, case: Case) -> Verdict:
         """Ask the judge; a malformed answer is shown its problem once and asked again."""

@@ -162,6 +162,14 @@ Cache = Annotated[
     ),
 ]
 
+RetryFailed = Annotated[
+    bool,
+    typer.Option(
+        help="Ask every failed turn of the run again, with the later turns of its debate that "
+        "were built without it; the replaced records move to the run's superseded/ folder."
+    ),
+]
+
 TensorParallelSize = Annotated[
     int, typer.Option(help="vllm: GPUs the in-process engine splits the model over.")
 ]

@@ -24,7 +24,7 @@ from mad_eval.engine import Seat
 from mad_eval.protocols import Choice, check_protocol, resolve
 from mad_eval.records import Question
 from mad_eval.roster import Agent, Entry, entries_from_dicts, load_roster_file, parse_agent_option
-from mad_eval.store import redact
+from mad_eval.sanitize import redact
 
 DEFAULT_AGENTS = 5
 # Agents share a backend when they share a model, its endpoints and its tokenizer.

@@ -1,15 +1,19 @@
 """One run directory: manifest.json, append-only turns.jsonl (the source of truth), metrics.json,
-and judge.jsonl when its debate turns have been judged."""
+and judge.jsonl when its debate turns have been judged; superseded/ holds the records that
+--retry-failed replaced, and .lock marks the one process writing to the folder."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import fcntl
 import json
 import os
-import re
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -17,9 +21,12 @@ from typing import Any, TypeVar
 
 from mad_eval.config import RunConfig
 from mad_eval.records import JsonLine, Setting, Turn, TurnKey, Verdict
+from mad_eval.sanitize import redact
 
 T = TypeVar("T")
 JUDGE_FILE = "judge.jsonl"
+LOCK_FILE = ".lock"
+SUPERSEDED = "superseded"
 
 PACKAGES = (
     "mad-eval",
@@ -38,19 +45,87 @@ class StoreError(ValueError):
     """The run directory cannot be used for this run."""
 
 
+class WriteError(StoreError):
+    """A record could not be written (a full disk, a read-only folder); nothing was left
+    half-written, and the message says what to do next."""
+
+    def __init__(self, path: Path, exc: OSError, then: str):
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            reason = "the disk is full"
+        else:
+            reason = exc.strerror or str(exc)
+        super().__init__(f"cannot write {path} ({reason}); {then}")
+
+
+RESUME = "every finished record is kept: free space and run the same command again to resume."
+
+
 class Sink:
-    """An append-only JSON Lines file, flushed after each record: a crash loses at most the
-    record being written (read_records drops its partial line)."""
+    """An append-only JSON Lines file, each record written whole by one write: a crash
+    loses at most the record being written (read_records drops its partial line), and a
+    failed write is cut back off the file before the error is raised."""
 
     def __init__(self, path: Path):
-        self._file = path.open("a", encoding="utf-8")
+        self.path = path
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise WriteError(path, exc, RESUME) from None
+        self._size = os.fstat(self._fd).st_size
 
     def write(self, record: JsonLine) -> None:
-        self._file.write(record.to_json() + "\n")
-        self._file.flush()
+        # backslashreplace: a lone surrogate in a text becomes its JSON escape, not a crash.
+        data = (record.to_json() + "\n").encode("utf-8", errors="backslashreplace")
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+            raise WriteError(self.path, exc, RESUME) from None
+        self._size += len(data)
 
     def close(self) -> None:
-        self._file.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class FolderLock:
+    """One writer per run folder: an exclusive flock on its .lock file. The system releases
+    it when the process ends, however it ends (kill -9 included)."""
+
+    def __init__(self, root: Path):
+        self.path = Path(root) / LOCK_FILE
+        self._fd = -1
+
+    def acquire(self) -> None:
+        if self._fd >= 0:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise WriteError(self.path, exc, "check the folder's permissions.") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 500).decode("utf-8", errors="replace").strip()
+            os.close(fd)
+            raise StoreError(
+                f"{self.path.parent} is in use by another mad-eval process "
+                f"({holder or 'starting'}); wait for it to finish, or pass another --out."
+            ) from None
+        with contextlib.suppress(OSError):  # who holds it is a courtesy, even on a full disk
+            os.ftruncate(fd, 0)
+            command = " ".join(redact(["mad-eval", *sys.argv[1:]]))
+            os.write(fd, f"PID {os.getpid()}: {command}"[:500].encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = -1
 
 
 class RunStore:
@@ -59,32 +134,65 @@ class RunStore:
         self.manifest_path = self.root / "manifest.json"
         self.turns_path = self.root / "turns.jsonl"
         self.metrics_path = self.root / "metrics.json"
-        self._sink = None
+        self.lock = FolderLock(self.root)
+        self._sink: Sink | None = None
 
     def open(self, config: RunConfig, extra: dict[str, Any] | None = None) -> dict[tuple, Turn]:
-        """Create the run or check it matches `config`; return the turns already recorded."""
-        if self.manifest_path.exists():
-            self._check_same(config, extra or {})
-        else:
+        """Lock the folder, create the run or check it matches `config`; return the turns
+        already recorded."""
+        try:
             self.root.mkdir(parents=True, exist_ok=True)
-            self._write_json(self.manifest_path, self._manifest(config, extra or {}))
-        done = {turn.key: turn for turn in self.read_turns(repair=True)}
-        self._sink = Sink(self.turns_path)
+        except OSError as exc:
+            raise WriteError(self.root, exc, "pass another --out.") from None
+        self.lock.acquire()
+        try:
+            if self.manifest_path.exists():
+                self._check_same(config, extra or {})
+            else:
+                manifest = self._manifest(config, extra or {})
+                write_json(self.manifest_path, manifest, "free space and run again.")
+            done = {turn.key: turn for turn in self.read_turns(repair=True)}
+            self._sink = Sink(self.turns_path)
+        except BaseException:
+            self.lock.release()
+            raise
         return done
 
     def append(self, turn: Turn) -> None:
         assert self._sink is not None, "open() the store first"
         self._sink.write(turn)
 
+    def supersede(self, keys: set[TurnKey]) -> int:
+        """Take the turns of `keys` (and their judge verdicts) out of the run's records into
+        superseded/, to be asked again; the run must be open. Returns the turns moved."""
+        assert self._sink is not None, "open() the store first"
+        if not keys:
+            return 0
+        self._sink.close()
+        moved = move_records(self.turns_path, keys, Turn.from_json, "a turn record")
+        move_records(self.root / JUDGE_FILE, keys, Verdict.from_json, "a judge verdict")
+        self._sink = Sink(self.turns_path)
+        return moved
+
     def close(self) -> None:
         if self._sink:
             self._sink.close()
             self._sink = None
+        self.lock.release()
 
     def manifest(self) -> dict[str, Any]:
         if not self.manifest_path.exists():
             raise StoreError(f"{self.root} is not a run directory (no manifest.json).")
-        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        try:
+            manifest = json.loads(self.manifest_path.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise StoreError(
+                f"{self.manifest_path} is damaged ({exc}); restore it from a copy, or start "
+                "the run anew in another folder."
+            ) from None
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
+            raise StoreError(f"{self.manifest_path} is not a mad-eval run manifest.")
+        return manifest
 
     def read_turns(self, repair: bool = False) -> list[Turn]:
         """All recorded turns; `repair` cuts a partial last line left by a crash."""
@@ -92,7 +200,8 @@ class RunStore:
         return list({turn.key: turn for turn in found}.values())  # a repeated key keeps the last
 
     def write_metrics(self, metrics: dict[str, Any]) -> None:
-        self._write_json(self.metrics_path, metrics)
+        then = f"free space and run mad-eval report {self.root} to write it."
+        write_json(self.metrics_path, metrics, then)
 
     def _check_same(self, config: RunConfig, extra: dict[str, Any]) -> None:
         manifest = self.manifest()
@@ -127,20 +236,14 @@ class RunStore:
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
         }
 
-    @staticmethod
-    def _write_json(path: Path, data: dict[str, Any]) -> None:
-        """Write to a temporary file and rename, so a reader never sees half a file."""
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-
 
 class JudgeLog:
     """judge.jsonl beside a run: verdicts appended and flushed as they finish."""
 
     def __init__(self, root: Path):
         self.path = Path(root) / JUDGE_FILE
-        self._sink = None
+        self.lock = FolderLock(Path(root))
+        self._sink: Sink | None = None
 
     def read(self, repair: bool = False) -> list[Verdict]:
         """The latest verdict of each turn."""
@@ -150,15 +253,20 @@ class JudgeLog:
     def open(self, setting: Setting) -> dict[TurnKey, Verdict]:
         """Start appending; return the verdicts already there. Verdicts of another setting
         are refused: one file, one judge, or the averages would mix judges."""
-        done = {v.key: v for v in self.read(repair=True)}
-        wanted = dataclasses.asdict(setting)
-        other = next((v for v in done.values() if v.setting != wanted), None)
-        if other is not None:
-            raise StoreError(
-                f"{self.path} holds verdicts of {Setting(**other.setting).describe()}; judge "
-                "again with that setting to resume, or move the file away to judge anew."
-            )
-        self._sink = Sink(self.path)
+        self.lock.acquire()
+        try:
+            done = {v.key: v for v in self.read(repair=True)}
+            wanted = dataclasses.asdict(setting)
+            other = next((v for v in done.values() if v.setting != wanted), None)
+            if other is not None:
+                raise StoreError(
+                    f"{self.path} holds verdicts of {Setting(**other.setting).describe()}; judge "
+                    "again with that setting to resume, or move the file away to judge anew."
+                )
+            self._sink = Sink(self.path)
+        except BaseException:
+            self.lock.release()
+            raise
         return done
 
     def append(self, verdict: Verdict) -> None:
@@ -169,36 +277,88 @@ class JudgeLog:
         if self._sink:
             self._sink.close()
             self._sink = None
+        self.lock.release()
 
 
 def read_records(path: Path, parse: Callable[[str], T], what: str, repair: bool = False) -> list[T]:
     """Every record of an append-only JSON Lines file, in order. A writer killed mid-line
     leaves a partial last line: it is dropped, and with `repair` cut from the file."""
+    return [record for _, record in _records(path, parse, what, repair)]
+
+
+def _records(
+    path: Path, parse: Callable[[str], T], what: str, repair: bool = False
+) -> Iterator[tuple[bytes, T]]:
+    """(line as written, record) for every whole line of a JSON Lines file."""
     if not path.exists():
-        return []
+        return
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1
     if repair and end < len(data):
         with path.open("r+b") as f:
             f.truncate(end)
-    records = []
-    for number, line in enumerate(data[:end].decode("utf-8").splitlines(), start=1):
+    for number, line in enumerate(data[:end].split(b"\n")[:-1], start=1):
         if not line.strip():
             continue
         try:
-            records.append(parse(line))
+            yield line, parse(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise StoreError(
+                f"{path} line {number} is not UTF-8 text; fix or remove that line."
+            ) from None
         except (ValueError, TypeError) as exc:
             raise StoreError(
                 f"{path} line {number} is not {what} ({exc}); fix or remove that line."
             ) from None
-    return records
 
 
-def redact(value: Any) -> Any:
-    """Hide credentials written into a URL (https://user:key@host), or into each of a list."""
-    if isinstance(value, list | tuple):
-        return [redact(item) for item in value]
-    return re.sub(r"//[^/@\s]+@", "//***@", value) if isinstance(value, str) else value
+def move_records(path: Path, keys: set[TurnKey], parse: Callable[[str], Any], what: str) -> int:
+    """Move the records of `keys` from a JSON Lines file to the file of the same name in
+    superseded/ beside it: appended there first, then the file is replaced whole by its
+    other lines, so a crash in between leaves a copy in both places, never in neither."""
+    kept, moved = [], []
+    for line, record in _records(path, parse, what):
+        (moved if record.key in keys else kept).append(line + b"\n")
+    if not moved:
+        return 0
+    then = "free space and run the same command again."
+    archive = path.parent / SUPERSEDED / path.name
+    try:
+        archive.parent.mkdir(exist_ok=True)
+        with archive.open("ab") as f:
+            f.writelines(moved)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise WriteError(archive, exc, then) from None
+    write_atomically(path, b"".join(kept), then)
+    return len(moved)
+
+
+def write_json(path: Path, data: dict[str, Any], then: str) -> None:
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    write_atomically(path, text.encode("utf-8", errors="backslashreplace"), then)
+
+
+def write_atomically(path: Path, data: bytes, then: str) -> None:
+    """Write a temporary file beside `path` and rename it over `path`: a reader sees the old
+    file or the new one, never half of one, and no temporary file outlives a failure."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise WriteError(path, exc, then) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise WriteError(path, exc, then) from None
+        raise
 
 
 def _versions() -> dict[str, str]:

@@ -1,0 +1,195 @@
+"""The run folder: one writer at a time, failed turns asked again in place, and damaged
+files named in one sentence."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from cli_helpers import mad_eval, small_run, turns_of, without_timing
+from stub_server import StubServer
+
+from mad_eval.engine import to_ask_again
+from mad_eval.protocols import resolve
+from mad_eval.records import Turn
+
+pytestmark = pytest.mark.slow
+
+
+def keys(turns: list[dict]) -> set[tuple]:
+    return {(t["run"], t["question"], t["round"], t["agent"]) for t in turns}
+
+
+# --- one writer per folder ----------------------------------------------------------------
+
+
+def test_a_second_process_on_a_folder_in_use_is_refused_until_the_first_ends(tmp_path):
+    args = ["run", "--model", "sim:delay=0.05", "--agents", "2", "--rounds", "1", "--limit", "40",
+            "--concurrency", "1"]  # fmt: skip
+    first = subprocess.Popen(
+        [sys.executable, "-m", "mad_eval", *args, "--out", "r"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    lock = tmp_path / "r" / ".lock"
+    deadline = time.monotonic() + 60
+    while not (lock.exists() and lock.read_text().startswith("PID")):
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.02)
+    try:
+        for second in (
+            [*args, "--out", "r"],
+            ["judge", "r", "--judge", "sim-judge"],
+        ):
+            result = mad_eval(*second, cwd=tmp_path)
+            assert result.returncode == 2
+            assert result.stderr.startswith(
+                f"error: r is in use by another mad-eval process (PID {first.pid}: mad-eval run "
+                "--model sim:delay=0.05"
+            ), result.stderr
+            assert "wait for it to finish, or pass another --out." in result.stderr
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    # kill -9 released the lock: the same command resumes the run.
+    resumed = mad_eval(*args, "--out", "r", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(turns_of(tmp_path / "r")) == 40 * 2 * 2 == len(keys(turns_of(tmp_path / "r")))
+
+
+# --- failed turns asked again in place ------------------------------------------------------
+
+
+def turn(round_: int, agent: int, failed: bool = False, question: str = "q") -> Turn:
+    return Turn(0, question, round_, agent, "m", 0, 1.0, 1.0, 8, "h", [], None, None, None,
+                None, None, None, 0.0, error="HTTP 500" if failed else None)  # fmt: skip
+
+
+def test_what_is_asked_again_follows_who_read_the_failed_turn():
+    # Four agents on a ring (each reads itself and its two neighbours), three rounds;
+    # agent 0 failed in round 1 of question q, nothing failed in question p.
+    sparse = resolve("sparse:degree=2").protocol
+    done = {
+        t.key: t for t in [turn(r, a, failed=(r, a) == (1, 0)) for r in range(4) for a in range(4)]
+    }
+    done |= {t.key: t for t in [turn(r, a, question="p") for r in range(4) for a in range(4)]}
+    again = to_ask_again(done, sparse, 4)
+    assert again == {
+        (0, "q", 1, 0),  # the failed turn
+        (0, "q", 2, 0), (0, "q", 2, 1), (0, "q", 2, 3),  # its readers in round 2
+        *((0, "q", 3, a) for a in range(4)),  # and theirs: everyone by round 3
+    }  # fmt: skip
+    # Decentralized: everyone read the failed turn.
+    everyone = resolve("decentralized").protocol
+    assert to_ask_again(done, everyone, 4) == {(0, "q", 1, 0)} | {
+        (0, "q", r, a) for r in (2, 3) for a in range(4)
+    }
+    # Agents that read only themselves: only the failed agent's own later turns.
+    alone = resolve("reflection").protocol
+    assert to_ask_again(done, alone, 4) == {(0, "q", r, 0) for r in (1, 2, 3)}
+
+
+def test_retry_failed_turns_a_faulty_run_into_the_fault_free_one(tmp_path):
+    args = ["--agents", "3", "--rounds", "2", "--limit", "6", "--retries", "0"]
+
+    def run(url: str, out: str, *extra: str):
+        return mad_eval("run", "--model", "openai:stub-model", "--base-url", url, *args,
+                        "--out", out, *extra, cwd=tmp_path)  # fmt: skip
+
+    with StubServer() as healthy:
+        assert run(healthy.base_url, "clean").returncode == 0
+    with StubServer(fail_if=lambda body: body["seed"] % 5 == 0) as faulty:
+        first = run(faulty.base_url, "r")
+    assert first.returncode == 0, first.stderr
+    faulty_turns = turns_of(tmp_path / "r")
+    failed = [t for t in faulty_turns if t["error"]]
+    assert failed and len(faulty_turns) == 6 * 3 * 3
+    assert (
+        f"{len(failed)} turns failed (their errors are in turns.jsonl); run the same mad-eval "
+        "run command with --retry-failed to ask them again." in first.stderr.replace("\n", " ")
+    )
+
+    with StubServer() as healthy:
+        resumed = run(healthy.base_url, "r")  # a plain resume asks nothing
+        assert resumed.returncode == 0 and not healthy.requests
+        retried = run(healthy.base_url, "r", "--retry-failed")
+        asked = len(healthy.requests)
+    assert retried.returncode == 0, retried.stderr
+    assert f"Asking again {len(failed)} failed turns and" in retried.stdout
+    clean = turns_of(tmp_path / "clean")
+    # Only the server that answered differs (it moved to another port).
+    assert without_timing(
+        [{**t, "endpoint": None} for t in turns_of(tmp_path / "r")]
+    ) == without_timing([{**t, "endpoint": None} for t in clean])
+    # The replaced records are kept for audit: the failed turns and those built without them.
+    superseded = turns_of(tmp_path / "r" / "superseded")
+    assert len(superseded) == asked and keys(failed) <= keys(superseded)
+    assert all(t["round"] > min(f["round"] for f in failed if f["question"] == t["question"])
+               for t in superseded if not t["error"])  # fmt: skip
+    metrics = [json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("r", "clean")]
+    assert metrics[0]["failed_turns"] == 0 and metrics[0]["debate"] == metrics[1]["debate"]
+
+
+# --- damaged files: one sentence each -----------------------------------------------------
+
+
+def test_a_truncated_manifest_is_named(tmp_path):
+    small_run(tmp_path)
+    manifest = tmp_path / "r" / "manifest.json"
+    manifest.write_text(manifest.read_text()[:100])
+    for args in (["report", "r"], ["run", "--agents", "2", "--rounds", "1", "--limit", "3",
+                                   "--out", "r"]):  # fmt: skip
+        result = mad_eval(*args, cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.startswith("error: r/manifest.json is damaged (")
+        assert "restore it from a copy, or start the run anew in another folder." in result.stderr
+
+
+def test_invalid_utf8_in_the_records_is_named_by_line(tmp_path):
+    small_run(tmp_path)
+    turns_file = tmp_path / "r" / "turns.jsonl"
+    lines = turns_file.read_bytes().splitlines(keepends=True)
+    turns_file.write_bytes(
+        b"".join(lines[:3]) + b'{"run": 0, "text": "\xff\xfe"}\n' + b"".join(lines[3:])
+    )
+    result = mad_eval("report", "r", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "error: r/turns.jsonl line 4 is not UTF-8 text; fix or remove that line."
+    )
+
+
+def test_another_programs_database_is_refused_as_a_cache(tmp_path):
+    other = sqlite3.connect(tmp_path / "app.db")
+    other.execute("CREATE TABLE users (name TEXT)")
+    other.commit()
+    other.close()
+    result = mad_eval("run", "--limit", "1", "--cache", "app.db", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "error: app.db is a database of another program (it holds users), not a mad-eval "
+        "request cache; pass a new file to --cache."
+    )
+    tables = sqlite3.connect(tmp_path / "app.db").execute("SELECT name FROM sqlite_master")
+    assert [row[0] for row in tables] == ["users"]  # nothing of ours written into it
+
+
+def test_a_cache_from_before_the_mark_is_still_ours(tmp_path):
+    old = sqlite3.connect(tmp_path / "old.db")
+    old.execute(
+        "CREATE TABLE answers (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
+    )
+    old.commit()
+    old.close()
+    result = mad_eval("run", "--agents", "2", "--rounds", "1", "--limit", "2", "--cache", "old.db",
+                      "--out", "r", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "0 answers reused, 8 new ones stored" in result.stdout
+    assert not Path(tmp_path / "r" / "metrics.json").read_text().count(".tmp")

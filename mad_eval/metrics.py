@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from mad_eval.grading import ROUGE
+from mad_eval.prompts import holds_quoting_tags
 from mad_eval.records import Turn, Verdict
 from mad_eval.tally import CRITIQUE, Rates, Tallies, majority_vote, tally, tally_verdicts
 
@@ -254,6 +255,8 @@ def compute_metrics(
         "retried_turns": sum(1 for t in turns if t.attempts > 1),
         "requests_sent": sum(t.attempts for t in turns),
         "cached_turns": sum(1 for t in turns if t.cached),
+        # Replies that wrote a tag prompts quote with: escaped wherever they were quoted.
+        "replies_with_quoting_tags": sum(1 for t in turns if holds_quoting_tags(t.text)),
         "prefix_share": share["overall"],
         "per_run": per_run,
     }

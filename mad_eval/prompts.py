@@ -41,6 +41,30 @@ RESPONSE_OPEN = '<response from="{who}">'
 RESPONSE_CLOSE = "</response>"
 _RESPONSE_BLOCK = re.compile(r'<response from="[^"\n]*">\n(.*?)\n</response>', re.DOTALL)
 
+
+def _tags(*names: str) -> re.Pattern[str]:
+    """The "<" that opens or closes one of these tags, however spaced or cased."""
+    return re.compile(r"<(?=\s*/?\s*(?:{})\b)".format("|".join(names)), re.IGNORECASE)
+
+
+# The tags prompts quote model text between: the debate's responses, and the judge's
+# context and reply. Quoted text holding one has its "<" escaped, visibly, so no reply can
+# close its own quote and open another agent's, or forge the judge's view of the debate.
+DEBATE_TAGS = _tags("response")
+JUDGE_TAGS = _tags("context", "reply")
+_ANY_TAG = _tags("response", "context", "reply")
+
+
+def quotable(text: str, tags: re.Pattern[str] = DEBATE_TAGS) -> str:
+    """`text` safe to quote between `tags`: any such tag inside it is escaped."""
+    return tags.sub("&lt;", text)
+
+
+def holds_quoting_tags(text: str | None) -> bool:
+    """Whether a reply wrote (by design or by chance) a tag that prompts quote with."""
+    return text is not None and _ANY_TAG.search(text) is not None
+
+
 STYLES = {
     "debate": "weigh the other responses and keep or change your answer",
     "reflection": "re-examine your own answer step by step, the others only as a cross-check",
@@ -158,7 +182,8 @@ def debate_prompt(
     if style not in STYLES:
         raise ValueError(f"unknown prompt style {style!r}; known: {', '.join(STYLES)}")
     quoted = "\n\n".join(
-        f"{RESPONSE_OPEN.format(who=who)}\n{text}\n{RESPONSE_CLOSE}" for who, text in responses
+        f"{RESPONSE_OPEN.format(who=who)}\n{quotable(text)}\n{RESPONSE_CLOSE}"
+        for who, text in responses
     )
     if own is None:
         whose = "None of these is your own previous response."
@@ -231,7 +256,7 @@ JUDGE_SYSTEM = (
 def judge_prompt(context: Messages, reply: str, reference: str | None = None) -> Messages:
     """The judge's messages: the context the agent saw (its own messages, verbatim), its
     reply, the rubric, and optionally the gold answer; the judge answers in JSON."""
-    seen = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in context)
+    seen = "\n\n".join(f"[{m['role']}]\n{quotable(m['content'], JUDGE_TAGS)}" for m in context)
     rubric = "\n".join(
         f"- {name} (0 to {top}): {text}" for name, (top, text) in JUDGE_CRITERIA.items()
     )
@@ -239,7 +264,7 @@ def judge_prompt(context: Messages, reply: str, reference: str | None = None) ->
     gold = f"The correct final answer is: {reference}\n\n" if reference is not None else ""
     content = (
         f"The participant was shown this:\n<context>\n{seen}\n</context>\n\n"
-        f"The participant replied:\n<reply>\n{reply}\n</reply>\n\n{gold}"
+        f"The participant replied:\n<reply>\n{quotable(reply, JUDGE_TAGS)}\n</reply>\n\n{gold}"
         f"Score the reply on each criterion:\n{rubric}\n\n"
         f"Answer with only a JSON object: {{{keys}}}"
     )

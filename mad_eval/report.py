@@ -136,6 +136,8 @@ def rouge_views(metrics: dict[str, Any], title: str) -> list[Any]:
 
 
 def _footer(metrics: dict[str, Any]) -> str:
+    tags = metrics.get("replies_with_quoting_tags")
+    escaped = f"; replies holding quoting tags (escaped when quoted): {tags}" if tags else ""
     return (
         f"{metrics['questions']} questions, {metrics['agents']} agents, "
         f"{metrics['turns']} turns; unparsed answers: {metrics['unparsed']}, "
@@ -144,7 +146,7 @@ def _footer(metrics: dict[str, Any]) -> str:
         f"{metrics.get('context_cut_turns', 0)}; requests sent: "
         f"{metrics.get('requests_sent', metrics['turns'])}, turns retried: "
         f"{metrics.get('retried_turns', 0)}, answers from the cache: "
-        f"{metrics.get('cached_turns', 0)}"
+        f"{metrics.get('cached_turns', 0)}{escaped}"
     )
 
 

@@ -2,11 +2,14 @@
 
 import json
 import re
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import mad_eval
 
 from mad_eval import benchmarks
 from mad_eval.benchmarks import BenchmarkError, list_specs, load_questions, load_spec, spec_dirs
@@ -36,6 +39,7 @@ def _fake_hub(monkeypatch: pytest.MonkeyPatch, files: dict[str, Path]) -> list[d
         return str(files[filename])
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(benchmarks, "_reachable", lambda endpoint: True)
     return calls
 
 
@@ -342,12 +346,31 @@ def test_hub_download_failure_says_how_to_work_offline(monkeypatch: pytest.Monke
         raise OSError("no network")
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
+    monkeypatch.setattr(benchmarks, "_reachable", lambda endpoint: True)
     with pytest.raises(BenchmarkError) as info:
         load_questions("math500")
     message = str(info.value)
     assert message.startswith("could not download test.jsonl from the Hugging Face hub")
     assert "HuggingFaceH4/MATH-500" in message
     assert "--data-dir" in message and "MAD_EVAL_DATA" in message
+
+
+def test_an_unreachable_hub_fails_in_one_sentence_within_seconds(tmp_path: Path) -> None:
+    """No hub (here: a port nobody listens on) and nothing in the hub cache: one sentence,
+    at once, instead of the client's own retries."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again before the run: connections are refused
+    env = {"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HUB_CACHE": str(tmp_path / "hub")}
+    start = time.monotonic()
+    result = mad_eval("run", "--benchmark", "gsm8k", "--limit", "1", cwd=tmp_path, env=env)
+    assert time.monotonic() - start < 15
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "error: could not download main/test-00000-of-00001.parquet from the Hugging Face hub "
+        "dataset openai/gsm8k (the hub cannot be reached); pass --data-dir pointing at local "
+        "files or set MAD_EVAL_DATA."
+    )
 
 
 def test_project_spec_asks_hub_for_pinned_dataset_file(

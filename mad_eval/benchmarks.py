@@ -8,14 +8,13 @@ import math
 import os
 import random
 import re
-import socket
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
+from mad_eval import online
 from mad_eval.config import spec_folders
 from mad_eval.grading import KINDS, choice_gold, number_gold
 from mad_eval.prompts import choice_question, preference_question
@@ -269,10 +268,9 @@ def _download(hub: dict[str, Any]) -> Path:
     repo, file, revision = hub["repo"], hub["file"], hub.get("revision")
     reachable = True
     try:
-        from huggingface_hub import constants, hf_hub_download
+        from huggingface_hub import hf_hub_download
 
-        # Offline, the client retries for about 23 s, printing each try; a probe tells in 3.
-        reachable = constants.HF_HUB_OFFLINE or _reachable(constants.ENDPOINT)
+        reachable = online.hub_reachable()
         extra = {} if reachable else {"local_files_only": True}
         return Path(hf_hub_download(repo, file, repo_type="dataset", revision=revision, **extra))
     except Exception as exc:  # offline, missing file, no client: all mean "use local files"
@@ -281,20 +279,6 @@ def _download(hub: dict[str, Any]) -> Path:
             f"could not download {file} from the Hugging Face hub dataset {repo} {why}; "
             f"pass --data-dir pointing at local files or set {DATA_ENV}."
         ) from exc
-
-
-def _reachable(endpoint: str, timeout: float = 3.0) -> bool:
-    """Whether a connection to the hub opens. Behind a proxy only the client can tell."""
-    if any(os.environ.get(f"{name}_proxy") or os.environ.get(f"{name.upper()}_PROXY")
-           for name in ("https", "http", "all")):  # fmt: skip
-        return True
-    url = urlsplit(endpoint)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        socket.create_connection((url.hostname or "", port), timeout=timeout).close()
-    except OSError:
-        return False
-    return True
 
 
 def read_jsonl(path: Path, label: str) -> Rows:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from mad_eval import online
 from mad_eval.prompts import Messages
 
 Encoded = np.ndarray
@@ -219,6 +220,8 @@ def _tokenizer(name: str) -> Any:
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True)
     except Exception:
+        if not Path(name).is_dir() and not online.hub_reachable():
+            raise
         tokenizer = AutoTokenizer.from_pretrained(name)
     return tokenizer
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import mad_eval
 
-from mad_eval import benchmarks
+from mad_eval import benchmarks, online
 from mad_eval.benchmarks import BenchmarkError, list_specs, load_questions, load_spec, spec_dirs
 
 MATH_COUNTS = {"math500": 500, "amc23": 40, "aime24": 30, "aime25": 30}
@@ -39,7 +39,7 @@ def _fake_hub(monkeypatch: pytest.MonkeyPatch, files: dict[str, Path]) -> list[d
         return str(files[filename])
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
-    monkeypatch.setattr(benchmarks, "_reachable", lambda endpoint: True)
+    monkeypatch.setattr(online, "hub_reachable", lambda: True)
     return calls
 
 
@@ -346,7 +346,7 @@ def test_hub_download_failure_says_how_to_work_offline(monkeypatch: pytest.Monke
         raise OSError("no network")
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
-    monkeypatch.setattr(benchmarks, "_reachable", lambda endpoint: True)
+    monkeypatch.setattr(online, "hub_reachable", lambda: True)
     with pytest.raises(BenchmarkError) as info:
         load_questions("math500")
     message = str(info.value)
@@ -355,13 +355,18 @@ def test_hub_download_failure_says_how_to_work_offline(monkeypatch: pytest.Monke
     assert "--data-dir" in message and "MAD_EVAL_DATA" in message
 
 
-def test_an_unreachable_hub_fails_in_one_sentence_within_seconds(tmp_path: Path) -> None:
-    """No hub (here: a port nobody listens on) and nothing in the hub cache: one sentence,
-    at once, instead of the client's own retries."""
+def no_hub(tmp_path: Path) -> dict[str, str]:
+    """The environment of a machine whose hub refuses connections and whose cache is empty."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed again before the run: connections are refused
-    env = {"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HUB_CACHE": str(tmp_path / "hub")}
+    return {"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HUB_CACHE": str(tmp_path / "hub")}
+
+
+def test_an_unreachable_hub_fails_in_one_sentence_within_seconds(tmp_path: Path) -> None:
+    """No hub and nothing in the hub cache: one sentence, at once, instead of the client's
+    own retries."""
+    env = no_hub(tmp_path)
     start = time.monotonic()
     result = mad_eval("run", "--benchmark", "gsm8k", "--limit", "1", cwd=tmp_path, env=env)
     assert time.monotonic() - start < 15
@@ -449,3 +454,17 @@ def test_data_dir_wins_over_hub(shared_data: Path, monkeypatch: pytest.MonkeyPat
     calls = _fake_hub(monkeypatch, {})
     load_questions("aime24", data_dir=shared_data, limit=1)
     assert calls == []
+
+
+def test_a_hub_tokenizer_is_not_waited_for_when_the_hub_cannot_be_reached(tmp_path: Path) -> None:
+    """A hub id as the model name makes mad-eval look for its tokenizer; offline it falls
+    back to estimates at once, and the real problem (no server) is the one sentence."""
+    start = time.monotonic()
+    result = mad_eval(
+        "run", "--model", "openai:Qwen/Qwen3-8B", "--base-url", "http://127.0.0.1:9/v1",
+        "--limit", "1", cwd=tmp_path, env=no_hub(tmp_path),
+    )  # fmt: skip
+    assert time.monotonic() - start < 15
+    assert result.returncode == 2
+    assert "error: no OpenAI-compatible server answers at http://127.0.0.1:9/v1" in result.stderr
+    assert "Retrying" not in result.stderr

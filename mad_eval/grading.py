@@ -5,33 +5,25 @@
 - choice, preference: an option letter (or the exact text of one option).
 - summary: the text after the last "Summary:" line, scored with ROUGE against the reference.
 
-Model text is hostile input: extraction is a linear scan, and math-verify (sympy) runs in a
-child process whose every call the parent bounds with a timeout, so no answer can hang a run.
-The worker is spawned, so a script that grades needs the usual `if __name__ == "__main__":`.
+Model text is hostile input: extraction is a linear scan, and math-verify (sympy) runs in
+worker processes (mad_eval.verifier) whose every call is bounded in time, so no answer can
+hang a run. The workers are plain subprocesses: a script that grades needs no main guard,
+and they die with the process that started them.
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
-import logging
-import multiprocessing
 import re
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from fractions import Fraction
 
-log = logging.getLogger(__name__)
+from mad_eval.verifier import verify
+from mad_eval.verify_worker import Comparison
 
 MAX_ANSWER_CHARS = 1000
 """Longer extracted answers count as unparsed: a truncated answer would be a guess."""
-VERIFY_TIMEOUT_S = 10.0
-"""Wall-clock bound on one math-verify comparison, enforced by the parent process."""
-_STARTUP_TIMEOUT_S = 120.0  # spawning a worker imports sympy; kept out of the per-call bound
 
 # A box opener, an escaped character (so `\{` and `\}` are not grouping) or a bare brace.
 _TOKEN = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{|\\.|[{}]", re.DOTALL)
@@ -54,6 +46,8 @@ class Grade:
     answer: str | None  # extracted final answer; None when nothing could be extracted
     correct: bool | None  # False when unparsed; None for a summary
     rouge: dict[str, float] | None = None
+    # math-verify could not decide within its bound: the answer counts as wrong
+    timed_out: bool = False
 
 
 def _last_box(text: str) -> tuple[int, int, int] | None:
@@ -107,91 +101,25 @@ def _integer_key(s: str) -> str | None:
     return digits if s[0] != "-" or digits == "0" else "-" + digits
 
 
-# ---- math-verify in a child process -------------------------------------------------------
-
-
-def _warm_up() -> bool:
-    """Import and exercise math-verify once so the first real call is not charged for it."""
-    return _verify_in_worker("1", "1")
-
-
-def _verify_in_worker(answer: str, gold: str) -> bool:
-    """Runs in the worker's main thread, where math-verify's own signal timeouts work."""
-    from math_verify import parse, verify
-
-    # Boxing makes math-verify read the whole string as one answer; on MATH500 golds it gives
-    # the same parses as `$...$` at half the cost. Its default 5 s signal timeouts stay on.
-    return verify(parse(f"\\boxed{{{gold}}}"), parse(f"\\boxed{{{answer}}}"))
-
-
-# One call at a time: the bound then times only that call, never the queue ahead of it.
-_lock = threading.Lock()
-_pool: ProcessPoolExecutor | None = None
-
-
-def _kill(pool: ProcessPoolExecutor) -> None:
-    """Kill the workers outright: a stuck sympy call ignores polite shutdown."""
-    kill = getattr(pool, "kill_workers", None)  # public from Python 3.14
-    if kill is not None:
-        kill()
-    else:
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            proc.kill()
-    pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _get_pool() -> ProcessPoolExecutor:
-    """The worker pool, started and warmed up on first use or after a kill (call with _lock)."""
-    global _pool
-    if _pool is None:
-        pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        try:
-            pool.submit(_warm_up).result(timeout=_STARTUP_TIMEOUT_S)
-        except Exception as exc:
-            _kill(pool)
-            raise RuntimeError(
-                "could not start the math-verify worker process; a script that grades must "
-                "guard its entry point with `if __name__ == '__main__':`"
-            ) from exc
-        _pool = pool
-    return _pool
-
-
-@atexit.register
-def _shutdown() -> None:
-    """Kill a worker that may still be busy, so interpreter exit never waits on sympy."""
-    if _pool is not None:
-        _kill(_pool)
-
-
-def _math_verify(answer: str, gold: str) -> bool:
-    """math-verify's verdict, or False when it exceeds the time bound or crashes its worker."""
-    global _pool
-    with _lock:
-        pool = _get_pool()
-        try:
-            return pool.submit(_verify_in_worker, answer, gold).result(VERIFY_TIMEOUT_S)
-        except (FutureTimeout, BrokenProcessPool) as exc:
-            log.warning(
-                "math-verify gave up (%s) on %.80r vs gold %.80r", type(exc).__name__, answer, gold
-            )
-            _pool = None
-            _kill(pool)
-            return False
+@functools.lru_cache(maxsize=65536)
+def compare_math(answer: str, gold: str) -> Comparison:
+    """Whether answer means gold, and whether math-verify ran out of time deciding: cheap
+    string and integer checks first, then math-verify."""
+    a, g = " ".join(answer.split()), " ".join(gold.split())
+    if a == g:
+        return Comparison(True, False)
+    a_int, g_int = _integer_key(a), _integer_key(g)
+    if a_int is not None and g_int is not None:
+        return Comparison(a_int == g_int, False)
+    if not a or len(a) > MAX_ANSWER_CHARS:
+        return Comparison(False, False)
+    return verify(a, g)
 
 
 @functools.lru_cache(maxsize=65536)
 def equivalent(answer: str, gold: str) -> bool:
-    """Whether answer means gold: cheap string and integer checks first, then math-verify."""
-    a, g = " ".join(answer.split()), " ".join(gold.split())
-    if a == g:
-        return True
-    a_int, g_int = _integer_key(a), _integer_key(g)
-    if a_int is not None and g_int is not None:
-        return a_int == g_int
-    if not a or len(a) > MAX_ANSWER_CHARS:
-        return False
-    return _math_verify(a, g)
+    """Whether answer means gold (a timed-out comparison counts as not)."""
+    return compare_math(answer, gold).equal
 
 
 # ---- number (GSM8K) -----------------------------------------------------------------------
@@ -370,4 +298,7 @@ def grade(text: str | None, gold: str, kind: str = "math", options: Sequence[str
     answer = extract(text, kind, options) if text else None
     if kind == "summary":
         return Grade(answer, None, rouge(answer, gold) if answer is not None else None)
+    if kind == "math" and answer is not None:
+        comparison = compare_math(answer, gold)
+        return Grade(answer, comparison.equal, timed_out=comparison.timed_out)
     return Grade(answer, answer is not None and same_answer(kind)(answer, gold))

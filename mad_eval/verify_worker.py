@@ -1,0 +1,121 @@
+"""The math-verify worker: a plain child process that runs sympy where the grader can bound it,
+kill it and replace it (mad_eval.verifier is the parent's side).
+
+The grader starts it as `python -m mad_eval.verify_worker` (no multiprocessing, so a script
+that grades needs no main guard). One JSON object per line each way; json.dumps escapes
+newlines, so no model text can split a line or pass for a reply:
+
+    worker -> parent, once warmed up:  {"ready": true}
+    parent -> worker, per comparison:  {"answer": "...", "gold": "..."}
+    worker -> parent:                  {"equal": true|false, "timed_out": true|false}
+
+It exits at the end of its input, ignores SIGINT (the parent decides what Ctrl-C means) and
+dies with its parent, even after `kill -9` and even inside a long sympy call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Any, NamedTuple
+
+PARENT_ENV = "MAD_EVAL_VERIFY_PARENT"  # the PID the worker must die with
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_WATCH_INTERVAL_S = 0.2
+
+
+class Comparison(NamedTuple):
+    """math-verify's verdict on one answer; `timed_out`: it ran out of time without a match."""
+
+    equal: bool
+    timed_out: bool
+
+
+# ---- the worker process --------------------------------------------------------------------
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(_WATCH_INTERVAL_S)
+    os._exit(1)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux's parent-death signal kills us in the kernel, even while the main thread holds the
+    GIL in a huge integer power; the watchdog thread covers other systems."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it died before the signal was armed
+        sys.exit(f"mad_eval.verify_worker: its parent process {parent} is gone")
+    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+class _TimeoutSeen(logging.Handler):
+    """Notes math-verify's own timeouts: it logs them ("Timeout during comparison", "Timeout
+    during parsing: ...") and returns False, its only trace of them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("Timeout during"):
+            self.seen = True
+
+
+def _comparer() -> Callable[[str, str], Comparison]:
+    """Import math-verify and route its warnings to a timeout detector instead of stderr."""
+    from math_verify import parse, verify
+    from math_verify.errors import TimeoutException
+
+    detector = _TimeoutSeen()
+    logger = logging.getLogger("math_verify")
+    logger.addHandler(detector)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+
+    def compare(answer: str, gold: str) -> Comparison:
+        detector.seen = False
+        try:
+            # Boxing makes math-verify read the whole string as one answer; on MATH500 golds it
+            # gives the same parses as `$...$` at half the cost. Its 5 s signal timeouts stay on.
+            equal = bool(verify(parse(f"\\boxed{{{gold}}}"), parse(f"\\boxed{{{answer}}}")))
+        except TimeoutException:  # an alarm landing outside math-verify's own handlers
+            return Comparison(False, True)
+        # One pairing of the parses may time out while another matches: then it did decide.
+        return Comparison(equal, detector.seen and not equal)
+
+    return compare
+
+
+def _send(out: IO[bytes], message: dict[str, Any]) -> None:
+    out.write(json.dumps(message).encode() + b"\n")
+    out.flush()
+
+
+def main() -> None:
+    """Serve comparisons from stdin until it closes, in the main thread (math-verify's
+    timeouts use signal.alarm)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(int(os.environ.get(PARENT_ENV) or os.getppid()))
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print cannot forge a reply
+    compare = _comparer()
+    if compare("1", "1") != Comparison(True, False):
+        sys.exit("math-verify failed its warm-up: it says 1 is not 1")
+    _send(replies, {"ready": True})
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        _send(replies, compare(request["answer"], request["gold"])._asdict())
+
+
+if __name__ == "__main__":
+    main()

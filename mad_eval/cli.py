@@ -30,6 +30,7 @@ from mad_eval.stats import REPLICATES
 from mad_eval.store import SUPERSEDED, JudgeLog, RunStore, StoreError
 from mad_eval.tables import ERRORS, FORMATS, LAYOUTS, render, tidy
 from mad_eval.ui import console, errors, fail, progress_bar, warn
+from mad_eval.verifier import stop_graders
 
 app = typer.Typer(
     help="Multi-agent debate evaluation: Maj vs Debate, per-round accuracy and transitions, "
@@ -537,7 +538,11 @@ def _resumable(work: Coroutine[Any, Any, None], what: str, records: Path) -> Non
                 task.cancel()
 
             loop.add_signal_handler(sig, stop)
-        await work
+        try:
+            await work
+        except asyncio.CancelledError:
+            stop_graders()  # a grade in progress would hold up the exit for seconds
+            raise
 
     try:
         asyncio.run(main())

@@ -151,13 +151,12 @@ class Engine:
             state = previous[agent.index].state if previous else None
             request = Request(messages, sampling, question, state)
             generation = await seat.backend.generate(request)
-        answer, correct, rouge = None, None, None
+        graded = grading.Grade(None, None)
         if generation.error is None:
             text, gold = generation.text or "", question.gold
             graded = await asyncio.to_thread(
                 grading.grade, text, gold, question.kind, question.options
             )
-            answer, correct, rouge = graded.answer, graded.correct, graded.rouge
 
         fitted = prompt if isinstance(prompt, Fitted) else None
         turn = Turn(
@@ -173,9 +172,10 @@ class Engine:
             messages_hash=messages_hash(messages),
             sees=sees,
             text=generation.text,
-            answer=answer,
-            correct=correct,
-            rouge=rouge,
+            answer=graded.answer,
+            correct=graded.correct,
+            rouge=graded.rouge,
+            grade_timed_out=graded.timed_out,
             finish_reason=generation.finish_reason,
             prompt_tokens=generation.prompt_tokens,
             completion_tokens=generation.completion_tokens,

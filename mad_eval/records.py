@@ -81,6 +81,9 @@ class Turn(JsonLine):
     rouge: dict[str, float] | None = None
     # The model the server said answered (None when it did not say, or no server answered).
     served_model: str | None = None
+    # math-verify could not decide within its bound: the answer counts as wrong and, in the
+    # vote, matches only answers of the same text (so no later count pays for it again).
+    grade_timed_out: bool = False
 
     @property
     def key(self) -> tuple[int, str, int, int]:

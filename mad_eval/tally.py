@@ -37,6 +37,7 @@ class Graded(Protocol):
 
     answer: str | None
     correct: bool | None
+    grade_timed_out: bool
 
 
 G = TypeVar("G", bound=Graded)
@@ -63,10 +64,15 @@ def answer_groups(turns: Sequence[G], same: Same = equivalent) -> list[list[G]]:
 
 def _same(a: Graded, b: Graded, same: Same) -> bool:
     """Two graded answers are equivalent when both equal the gold; one right and one wrong
-    never are. Only two wrong answers need comparing, which saves most math-verify calls."""
+    never are. Only two wrong answers need comparing, which saves most math-verify calls;
+    one that math-verify could not decide against the gold is compared by its text alone."""
     if bool(a.correct) != bool(b.correct):
         return False
-    return bool(a.correct) or same(a.answer, b.answer)  # type: ignore[arg-type]
+    if a.correct:
+        return True
+    if a.grade_timed_out or b.grade_timed_out:
+        return " ".join(a.answer.split()) == " ".join(b.answer.split())  # type: ignore[union-attr]
+    return same(a.answer, b.answer)  # type: ignore[arg-type]
 
 
 def majority_vote(

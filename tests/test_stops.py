@@ -205,3 +205,41 @@ def test_a_really_full_cache_disk_stops_the_run(tmp_path, server, whole, small_d
     (said,) = sentences(result.stderr)
     assert "cannot be written (database or disk is full)" in said
     assert_only_finished_turns(turns_of(tmp_path / "stopped"), whole)
+
+
+def processes_in_group(pgid: int) -> list[int]:
+    """Live (not zombie) processes whose process group is `pgid`, from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in "ZX":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_kill_9_of_a_run_leaves_no_process_of_its_group(tmp_path):
+    """The run is killed alone, as an OOM killer or a scheduler would; its math-verify
+    workers, one of them busy with a power tower, must go with it."""
+    towers = ["\\boxed{9^{9^{9^{9}}}}", "\\boxed{\\frac{4}{2}}"]
+    with StubServer(reply=lambda body: towers[body["seed"] % 2], delay=0.05) as stub:
+        args = served(stub.base_url, "killed", "--concurrency", "4")
+        proc = start(args, tmp_path)
+        try:
+            deadline = time.monotonic() + 60
+            while len(processes_in_group(proc.pid)) < 2:  # the run and a grading worker
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.05)
+            time.sleep(0.5)
+            group = processes_in_group(proc.pid)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=10)  # no worker keeps the dead run's pipes open
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 3
+    while processes_in_group(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(group) >= 2 and processes_in_group(proc.pid) == []

@@ -31,6 +31,7 @@ class Rollout:
     correct: bool
     source: str  # where it came from: a run's turn key, or a file's line
     options: tuple[str, ...] = ()  # a choice or preference question's options, A first
+    grade_timed_out: bool = False  # math-verify could not decide: wrong, matched by text only
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ def _from_run(root: Path, data_dir: Path | None) -> Rollouts:
             correct=bool(t.correct),
             source=f"{root.name}:run{t.run}/{t.question}/round0/agent{t.agent}",
             options=tuple(questions[t.question].options),
+            grade_timed_out=t.grade_timed_out,
         )
         for t in sorted(store.read_turns(), key=lambda t: t.key)
         if t.round == 0 and not t.failed  # a failed request is no rollout
@@ -91,7 +93,15 @@ def _from_jsonl(path: Path) -> Rollouts:
                 raise StoreError(f"{where} has no {name} (give one of: {', '.join(accepted)}).")
             values[name] = str(found)
         graded = grade(values["response"], values["gold"])
-        items.append(Rollout(**values, answer=graded.answer, correct=graded.correct, source=where))
+        items.append(
+            Rollout(
+                **values,
+                answer=graded.answer,
+                correct=graded.correct,
+                source=where,
+                grade_timed_out=graded.timed_out,
+            )
+        )
     if not items:
         raise StoreError(f"{path} holds no rollouts.")
     return Rollouts(items, path.stem)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -20,6 +23,37 @@ def mad_eval(
         timeout=300,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
     )
+
+
+def start(args: list[str], cwd: Path, file_limit: int | None = None) -> subprocess.Popen:
+    """The real command, running, in a session of its own (its grading workers with it),
+    optionally with a file size limit standing in for a full disk."""
+
+    def limit() -> None:
+        if file_limit is not None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes fail with EFBIG instead
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "mad_eval", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=limit,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def wait_for_lines(path: Path, count: int, timeout: float = 60) -> None:
+    """Until the file holds `count` whole lines (the run has recorded that many turns)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_bytes().count(b"\n") >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{path} never reached {count} lines")
 
 
 def small_run(tmp_path: Path, *extra: str, agents: str = "2") -> subprocess.CompletedProcess:

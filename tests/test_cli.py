@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 
 import pytest
-from cli_helpers import mad_eval, small_run, turns_of, without_timing
+from cli_helpers import mad_eval, small_run, start, turns_of, wait_for_lines, without_timing
 from stub_server import StubServer
 
 from mad_eval.metrics import compute_metrics
@@ -87,20 +84,11 @@ def test_killed_run_resumes_to_the_same_records(tmp_path):
         "2",
     ]
     total = 20 * 3 * 3
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mad_eval", *args, "--out", "killed"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = start([*args, "--out", "killed"], tmp_path)
     turns_file = tmp_path / "killed" / "turns.jsonl"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if turns_file.exists() and turns_file.read_text().count("\n") >= 40:
-            break
-        time.sleep(0.02)
+    wait_for_lines(turns_file, 40)
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.communicate()
     written = turns_file.read_text().count("\n")
     assert 40 <= written < total, "the kill must land mid-run"
 

@@ -5,16 +5,14 @@ for want of a client, and the same command completes the run."""
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import mad_eval, turns_of, without_timing
+from cli_helpers import mad_eval, start, turns_of, wait_for_lines, without_timing
 from stub_server import StubServer
 
 pytestmark = pytest.mark.slow
@@ -29,36 +27,6 @@ def served(url: str, out: str, *extra: str) -> list[str]:
         "--rounds", str(ROUNDS), "--limit", str(QUESTIONS), "--retries", "2",
         "--backoff", "0.01", "--out", out, *extra,
     ]  # fmt: skip
-
-
-def start(args: list[str], cwd: Path, file_limit: int | None = None) -> subprocess.Popen:
-    """The real command in a session of its own (its grading workers with it), optionally
-    with a file size limit standing in for a full disk."""
-
-    def limit() -> None:
-        if file_limit is not None:
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes fail with EFBIG instead
-            resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
-
-    return subprocess.Popen(
-        [sys.executable, "-m", "mad_eval", *args],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        preexec_fn=limit,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-
-
-def wait_for_lines(path: Path, count: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_bytes().count(b"\n") >= count:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"{path} never reached {count} lines")
 
 
 def sentences(stderr: str) -> list[str]:

@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import mad_eval, small_run, turns_of, without_timing
+from cli_helpers import mad_eval, small_run, start, turns_of, without_timing
 from stub_server import StubServer
 
 from mad_eval.engine import to_ask_again
@@ -32,12 +30,7 @@ def keys(turns: list[dict]) -> set[tuple]:
 def test_a_second_process_on_a_folder_in_use_is_refused_until_the_first_ends(tmp_path):
     args = ["run", "--model", "sim:delay=0.05", "--agents", "2", "--rounds", "1", "--limit", "40",
             "--concurrency", "1"]  # fmt: skip
-    first = subprocess.Popen(
-        [sys.executable, "-m", "mad_eval", *args, "--out", "r"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    first = start([*args, "--out", "r"], tmp_path)
     lock = tmp_path / "r" / ".lock"
     deadline = time.monotonic() + 60
     while not (lock.exists() and lock.read_text().startswith("PID")):
@@ -112,8 +105,8 @@ def test_retry_failed_turns_a_faulty_run_into_the_fault_free_one(tmp_path):
     failed = [t for t in faulty_turns if t["error"]]
     assert failed and len(faulty_turns) == 6 * 3 * 3
     assert (
-        f"{len(failed)} turns failed (their errors are in turns.jsonl); run the same mad-eval "
-        "run command with --retry-failed to ask them again." in first.stderr.replace("\n", " ")
+        f"{len(failed)} requests failed (their errors are in turns.jsonl); run the same "
+        "mad-eval run command with --retry-failed to ask again." in " ".join(first.stderr.split())
     )
 
     with StubServer() as healthy:

@@ -577,12 +577,13 @@ def _report(store: RunStore, command: str | None = None) -> None:
         raise fail(str(exc)) from None
     console.print(metrics_view(run.metrics, title=store.root.name))
     console.print(f"Records: {store.turns_path}  Metrics: {store.metrics_path}")
-    failed = run.metrics["failed_turns"]
-    if failed and command:
+    # A prompt that did not fit was never sent: asking again would fail the same way.
+    sent = sum(1 for t in run.turns if t.failed and t.attempts > 0)
+    if sent and command:
         warn(
             "failed",
-            f"{failed} {_plural(failed, 'turn')} failed (their errors are in turns.jsonl); "
-            f"run the same mad-eval {command} command with --retry-failed to ask them again.",
+            f"{sent} {_plural(sent, 'request')} failed (their errors are in turns.jsonl); "
+            f"run the same mad-eval {command} command with --retry-failed to ask again.",
         )
 
 

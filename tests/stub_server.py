@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +40,11 @@ class _Server(ThreadingHTTPServer):
     # The default backlog of 5 refuses connections when a client opens dozens at once,
     # which the client would see (and retry) as a dropped connection.
     request_queue_size = 256
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (killed, or gave up waiting) is no server error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class StubServer:
@@ -220,7 +226,11 @@ class StubServer:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length))
+                try:
+                    body = json.loads(self.rfile.read(length))
+                except ValueError:  # a client killed while it was sending
+                    self.send(400, {"error": {"message": "the request body is not JSON"}})
+                    return
                 if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/completions"):
                     self.send(404, {"error": {"message": "not found"}})
                     return

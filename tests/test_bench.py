@@ -1,0 +1,27 @@
+"""The bench scripts still run, and the soak finds nothing lost on a short stint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def test_a_short_soak_loses_duplicates_and_fails_nothing(tmp_path):
+    figures_file = tmp_path / "soak.json"
+    subprocess.run(
+        [sys.executable, str(BENCH / "soak.py"), "--seconds", "15", "--questions", "10",
+         "--fault-rate", "0.3", "--seed", "3", "--json", str(figures_file)],
+        check=True, capture_output=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    figures = json.loads(figures_file.read_text())
+    assert figures["runs_finished"] >= 1 and figures["turns_per_run"] == 10 * 3 * 3
+    for name in ("lost", "duplicated", "spurious_failures", "different", "orphaned_workers"):
+        assert figures[name] == 0, (name, figures)
+    assert figures["rss_mb_by_minute"] and figures["rss_mb_by_minute"][0]["peak"] > 0

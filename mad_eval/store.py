@@ -114,7 +114,7 @@ class FolderLock:
             os.close(fd)
             raise StoreError(
                 f"{self.path.parent} is in use by another mad-eval process "
-                f"({holder or 'starting'}); wait for it to finish, or pass another --out."
+                f"({holder or 'starting'}); wait for it to finish, or use another folder."
             ) from None
         with contextlib.suppress(OSError):  # who holds it is a courtesy, even on a full disk
             os.ftruncate(fd, 0)

@@ -47,7 +47,7 @@ def test_a_second_process_on_a_folder_in_use_is_refused_until_the_first_ends(tmp
                 f"error: r is in use by another mad-eval process (PID {first.pid}: mad-eval run "
                 "--model sim:delay=0.05"
             ), result.stderr
-            assert "wait for it to finish, or pass another --out." in result.stderr
+            assert "wait for it to finish, or use another folder." in result.stderr
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()

@@ -59,8 +59,12 @@ class StubServer:
         fault: Callable[[dict, int], str | None] | None = None,
         retry_after: float | None = None,
         hang: float = 5.0,
+        aliases: tuple[str, ...] = (),
     ):
         self.model = model
+        # More names for the same model (vLLM's --served-model-name a b): listed with the
+        # same root, and answered, as vLLM does, under the first name.
+        self.aliases = aliases
         self.reply = reply or (
             lambda body: f"Reasoning... so the answer is \\boxed{{{body['seed'] % 3}}}"
         )
@@ -161,7 +165,7 @@ class StubServer:
             "id": f"cmpl-{count}",
             "object": "chat.completion" if chat else "text_completion",
             "created": 0,
-            "model": body["model"],
+            "model": self.model if body["model"] in self.aliases else body["model"],
             "choices": [choice],
             "usage": {
                 "prompt_tokens": prompt,
@@ -217,10 +221,13 @@ class StubServer:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/") == "/v1/models":
-                    model = {"id": stub.model, "object": "model"}
-                    if stub.max_model_len:
-                        model["max_model_len"] = stub.max_model_len  # as vLLM reports it
-                    self.send(200, {"object": "list", "data": [model]})
+                    models = []
+                    for name in (stub.model, *stub.aliases):
+                        model = {"id": name, "object": "model", "root": "/models/stub"}
+                        if stub.max_model_len:
+                            model["max_model_len"] = stub.max_model_len  # as vLLM reports it
+                        models.append(model)
+                    self.send(200, {"object": "list", "data": models})
                 else:
                     self.send(404, {"error": {"message": "not found"}})
 

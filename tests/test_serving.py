@@ -182,11 +182,24 @@ def test_an_answer_from_another_model_fails_its_turn():
     assert right.error is None and right.served_model == "stub-model"
 
 
-def test_a_dated_snapshot_of_the_model_asked_for_is_the_same_model():
+def test_a_dated_snapshot_or_an_alias_of_the_model_asked_for_is_the_same_model():
     assert served_as("gpt-4o-2024-08-06", "gpt-4o")
     assert served_as(None, "gpt-4o") and served_as("gpt-4o", "gpt-4o")
     assert not served_as("gpt-4o-mini", "gpt-4o")
     assert not served_as("Qwen/Qwen3-8B", "Qwen/Qwen3-4B")
+    assert served_as("qwen", "qwen-sdrl", frozenset({"qwen", "qwen-sdrl"}))
+
+
+def test_an_alias_vllm_answers_under_its_first_name_is_accepted(tmp_path):
+    """vllm serve M --served-model-name base sdrl lists both names with one root and names
+    every answer "base"; asking for "sdrl" is asking for the same model."""
+    with StubServer(model="base", aliases=("sdrl",)) as server:
+        result = mad_eval("run", "--model", "openai:sdrl", "--base-url", server.base_url,
+                          "--agents", "2", "--rounds", "1", "--limit", "2", "--out", "r",
+                          cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    turns = turns_of(tmp_path / "r")
+    assert all(t["error"] is None and t["served_model"] == "base" for t in turns)
 
 
 def test_a_cancelled_request_is_neither_retried_nor_recorded():

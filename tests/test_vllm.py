@@ -56,7 +56,7 @@ def server(model_dir, vllm_env, tmp_path_factory) -> str:
     log = (tmp_path_factory.mktemp("server") / "vllm.log").open("w")
     command = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir), "--served-model-name", "tiny",
+        "--model", str(model_dir), "--served-model-name", "tiny", "tiny-alias",
         "--host", "127.0.0.1", "--port", str(port),
         "--max-model-len", str(MODEL_LEN), "--dtype", "float32", "--enforce-eager",
     ]  # fmt: skip
@@ -112,7 +112,7 @@ def check_turns(turns: list[dict], manifest: dict, max_tokens: int) -> None:
     assert len(turns) == 2 * 3 * 3
     for t in turns:
         assert t["error"] is None, t["error"]
-        assert isinstance(t["text"], str)
+        assert isinstance(t["text"], str) and t["served_model"] == "tiny"
         assert t["finish_reason"] in ("stop", "length")
         # Usage as the server counted it: our count of the prompt is exact.
         assert t["prompt_tokens"] == t["context_tokens"]
@@ -121,6 +121,15 @@ def check_turns(turns: list[dict], manifest: dict, max_tokens: int) -> None:
             assert t["completion_tokens"] == max_tokens
         assert t["context_tokens"] + max_tokens <= MODEL_LEN
         assert t["sees"] == ([] if t["round"] == 0 else sees[t["agent"]])
+
+
+def test_a_second_served_name_is_the_same_model(tmp_path, vllm_env, server, model_dir):
+    """vLLM answers a request for its second served name under its first: not a mismatch."""
+    turns = run(tmp_path, vllm_env, "--model", "openai:tiny-alias", "--base-url", server,
+                "--tokenizer", str(model_dir), "--agents", "2", "--rounds", "0", "--limit", "2",
+                "--max-tokens", "8", out="alias")  # fmt: skip
+    assert len(turns) == 4
+    assert all(t["error"] is None and t["served_model"] == "tiny" for t in turns)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

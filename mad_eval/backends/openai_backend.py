@@ -45,6 +45,7 @@ class OpenAIBackend(Backend):
         if api == "completions" and render is None:
             raise ValueError("the completions API needs a function that renders the prompt")
         self.model = model
+        self.aliases: frozenset[str] = frozenset()  # its other names on the server
         self.spec = f"openai:{model}"
         self.api = api
         self.render = render
@@ -97,7 +98,7 @@ class OpenAIBackend(Backend):
             raise RequestError(message) from exc
         latency = time.perf_counter() - start
         reply = read_reply(body, self.api)
-        if not served_as(reply.model, self.model):
+        if not served_as(reply.model, self.model, self.aliases):
             raise RequestError(
                 f"ModelMismatch: the server answered with model {reply.model!r}, not {self.model!r}"
             )
@@ -146,6 +147,10 @@ class OpenAIBackend(Backend):
             )
         length = served.get(self.model, {}).get("max_model_len")
         self.max_model_len = length if type(length) is int else None
+        # vLLM serves one model under several names and answers under the first of them.
+        root = served.get(self.model, {}).get("root")
+        if root is not None:
+            self.aliases = frozenset(n for n, m in served.items() if m.get("root") == root)
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -189,10 +194,11 @@ def read_reply(body: bytes, api: str) -> Reply:
     )
 
 
-def served_as(served: str | None, requested: str) -> bool:
+def served_as(served: str | None, requested: str, aliases: frozenset[str] = frozenset()) -> bool:
     """Whether a reply naming model `served` answers a request for `requested`: the same
-    name, no name at all, or a dated snapshot of it (gpt-4o -> gpt-4o-2024-08-06)."""
-    if served is None or served == requested:
+    name, no name at all, another name the server lists for the same model, or a dated
+    snapshot of it (gpt-4o -> gpt-4o-2024-08-06)."""
+    if served is None or served == requested or served in aliases:
         return True
     return served.startswith(requested + "-") and served[len(requested) + 1 :][:1].isdigit()
 

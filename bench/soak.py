@@ -165,12 +165,15 @@ def main() -> None:
     began = time.monotonic()
     out = work / "run0"
     env = {**os.environ, "COLUMNS": "200"}
-    while time.monotonic() - began < duration:
+    while True:
+        # Once the time is up, the run in hand is left to finish, so every soak ends on a
+        # complete run compared with the reference.
+        final = time.monotonic() - began >= duration
         proc = subprocess.Popen(command(url, out, args), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True,
                                 env=env)  # fmt: skip
         starts += 1
-        deadline = time.monotonic() + rng.uniform(0.5, 6.0)
+        deadline = float("inf") if final else time.monotonic() + rng.uniform(0.5, 6.0)
         while proc.poll() is None and time.monotonic() < deadline:
             samples.append((time.monotonic() - began, rss_mb(descendants(proc.pid))))
             time.sleep(0.25)
@@ -195,6 +198,8 @@ def main() -> None:
         found = compare(records(out), reference)
         totals = {k: totals[k] + found[k] for k in totals}
         finished += 1
+        if final:
+            break
         out = work / f"run{finished}"
     stop.set()  # type: ignore[attr-defined]
     faulty.join()

@@ -16,12 +16,12 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 def test_a_short_soak_loses_duplicates_and_fails_nothing(tmp_path):
     figures_file = tmp_path / "soak.json"
     subprocess.run(
-        [sys.executable, str(BENCH / "soak.py"), "--seconds", "15", "--questions", "10",
+        [sys.executable, str(BENCH / "soak.py"), "--seconds", "10", "--questions", "6",
          "--fault-rate", "0.3", "--seed", "3", "--json", str(figures_file)],
         check=True, capture_output=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     figures = json.loads(figures_file.read_text())
-    assert figures["runs_finished"] >= 1 and figures["turns_per_run"] == 10 * 3 * 3
+    assert figures["runs_finished"] >= 1 and figures["turns_per_run"] == 6 * 3 * 3
     for name in ("lost", "duplicated", "spurious_failures", "different", "orphaned_workers"):
         assert figures[name] == 0, (name, figures)
     assert figures["rss_mb_by_minute"] and figures["rss_mb_by_minute"][0]["peak"] > 0

@@ -107,12 +107,14 @@ def served(tmp_path, env, url, model_dir, *extra, out, protocol="decentralized")
     )  # fmt: skip
 
 
-def check_turns(turns: list[dict], manifest: dict, max_tokens: int) -> None:
+def check_turns(
+    turns: list[dict], manifest: dict, max_tokens: int, served_model: str | None = "tiny"
+) -> None:
     sees = manifest["protocol"]["sees"]
     assert len(turns) == 2 * 3 * 3
     for t in turns:
         assert t["error"] is None, t["error"]
-        assert isinstance(t["text"], str) and t["served_model"] == "tiny"
+        assert isinstance(t["text"], str) and t["served_model"] == served_model
         assert t["finish_reason"] in ("stop", "length")
         # Usage as the server counted it: our count of the prompt is exact.
         assert t["prompt_tokens"] == t["context_tokens"]
@@ -187,7 +189,7 @@ def test_the_in_process_engine_matches_the_server(tmp_path, vllm_env, server, mo
         "--enforce-eager", "--max-model-len", str(MODEL_LEN), out="engine",
     )  # fmt: skip
     manifest = json.loads((tmp_path / "engine" / "manifest.json").read_text())
-    check_turns(engine, manifest, 24)
+    check_turns(engine, manifest, 24, served_model=None)  # no server to name a model
     assert manifest["prompt"]["templates"] == {
         f"hf:{model_dir}": json.loads((model_dir / "tokenizer_config.json").read_text()).get(
             "chat_template"

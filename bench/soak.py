@@ -88,11 +88,11 @@ def descendants(pid: int) -> list[int]:
     while todo:
         current = todo.pop()
         found.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
+        try:  # any of them may exit while it is looked at
+            for task in Path(f"/proc/{current}/task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                continue
+        except OSError:
+            continue
     return found
 
 

@@ -116,9 +116,9 @@ def compare_math(answer: str, gold: str) -> Comparison:
     return verify(a, g)
 
 
-@functools.lru_cache(maxsize=65536)
 def equivalent(answer: str, gold: str) -> bool:
-    """Whether answer means gold (a timed-out comparison counts as not)."""
+    """Whether answer means gold (a timed-out comparison counts as not); compare_math's
+    cache serves both."""
     return compare_math(answer, gold).equal
 
 

@@ -7,12 +7,12 @@ import json
 import signal
 import sqlite3
 import time
-from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval, small_run, start, turns_of, without_timing
 from stub_server import StubServer
 
+from mad_eval.backends.cache import APPLICATION_ID
 from mad_eval.engine import to_ask_again
 from mad_eval.protocols import resolve
 from mad_eval.records import Turn
@@ -185,4 +185,5 @@ def test_a_cache_from_before_the_mark_is_still_ours(tmp_path):
                       "--out", "r", cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "0 answers reused, 8 new ones stored" in result.stdout
-    assert not Path(tmp_path / "r" / "metrics.json").read_text().count(".tmp")
+    (mark,) = sqlite3.connect(tmp_path / "old.db").execute("PRAGMA application_id").fetchone()
+    assert mark == APPLICATION_ID  # marked as ours now

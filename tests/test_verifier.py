@@ -34,7 +34,6 @@ def fresh_pool() -> Iterator[None]:
     """Each test starts with no workers and no cached verdicts, and leaves none running."""
     stop_graders()
     compare_math.cache_clear()
-    grading.equivalent.cache_clear()
     yield
     stop_graders()
 

@@ -1,5 +1,6 @@
-"""Text that leaves the process: credentials redacted from what is printed or recorded, and
-control characters taken out of what a server sent before it reaches a terminal."""
+"""Text that crosses the process's edge: credentials redacted from what is printed or
+recorded, control characters taken out of what a server sent before it reaches a terminal,
+and model text made encodable before anything reads it."""
 
 from __future__ import annotations
 
@@ -43,6 +44,15 @@ def redact(value: Any) -> Any:
     value = _QUERY_SECRET.sub(r"\1" + HIDDEN, value)
     value = _BEARER.sub(r"\1" + HIDDEN, value)
     return _KEY_SHAPES.sub(r"\1-" + HIDDEN, value)
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """`text` as Unicode that can be encoded: a JSON body may carry a lone surrogate
+    ("\\ud800"), which no tokenizer or file accepts, so it becomes U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def printable(text: str) -> str:

@@ -88,6 +88,18 @@ def test_a_debate_with_forged_quotes_shows_only_real_agents(tmp_path):
     assert "skipped" not in judged.stderr
 
 
+def test_a_lone_surrogate_in_a_reply_is_replaced_not_fatal(tmp_path):
+    """JSON can carry "\\ud800", which no tokenizer or file can encode; it was a crash in the
+    next round's prompt fitting."""
+    with StubServer(reply=lambda body: "odd \ud800 text \\boxed{1}") as server:
+        result = mad_eval("run", "--model", "openai:stub-model", "--base-url", server.base_url,
+                          "--agents", "2", "--rounds", "1", "--limit", "2", "--out", "r",
+                          cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    turns = turns_of(tmp_path / "r")
+    assert len(turns) == 8 and all(t["text"] == "odd \ufffd text \\boxed{1} " for t in turns)
+
+
 # --- what reaches the terminal -------------------------------------------------------------
 
 

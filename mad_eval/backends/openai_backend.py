@@ -21,7 +21,7 @@ from mad_eval.backends.base import (
     TransientError,
 )
 from mad_eval.prompts import Messages
-from mad_eval.sanitize import printable, redact
+from mad_eval.sanitize import printable, redact, valid_text
 
 # Local servers (vLLM) accept any key; the client insists on having one.
 PLACEHOLDER_KEY = "EMPTY"
@@ -186,7 +186,7 @@ def read_reply(body: bytes, api: str) -> Reply:
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     model = data.get("model")
     return Reply(
-        text=text,
+        text=valid_text(text),
         finish_reason=finish if isinstance(finish, str) else None,
         prompt_tokens=_count(usage.get("prompt_tokens")),
         completion_tokens=_count(usage.get("completion_tokens")),

@@ -149,7 +149,8 @@ class Engine:
         else:
             messages = prompt.messages
             state = previous[agent.index].state if previous else None
-            request = Request(messages, sampling, question, state)
+            quoted = tuple(previous[j].text or "" for j in sees)
+            request = Request(messages, sampling, question, state, quoted)
             generation = await seat.backend.generate(request)
         graded = grading.Grade(None, None)
         if generation.error is None:

@@ -90,6 +90,8 @@ class Case:
     turn: Turn
     question: Question
     messages: Messages
+    # The responses the judged agent read, then its reply: a simulated judge reads them here.
+    quoted: tuple[str, ...] = ()
 
     @functools.cached_property  # asked when choosing what to judge and again in the verdict
     def prompt_hash(self) -> str:
@@ -123,14 +125,17 @@ def judge_cases(
         if not turn.sees:
             skipped["it read no other response"] += 1
             continue
+        previous = by_round[(turn.run, turn.question, turn.round - 1)]
         try:
-            context = replay.messages(turn, by_round[(turn.run, turn.question, turn.round - 1)])
+            context = replay.messages(turn, previous)
         except ReplayError as exc:
             skipped[str(exc)] += 1
             continue
         question = questions[turn.question]
         gold = question.gold if reference else None
-        cases.append(Case(turn, question, judge_prompt(context, turn.text or "", gold)))
+        reply = turn.text or ""
+        quoted = (*(previous[j].text or "" for j in turn.sees), reply)
+        cases.append(Case(turn, question, judge_prompt(context, reply, gold), quoted))
     return cases, skipped
 
 
@@ -172,7 +177,8 @@ class Judge:
         for attempt in range(2):
             seed = derive_seed(s.seed, "judge", *case.turn.key, attempt)
             sampling = Sampling(s.temperature, s.top_p, s.max_tokens, seed)
-            generation = await self.backend.generate(Request(messages, sampling, case.question))
+            request = Request(messages, sampling, case.question, quoted=case.quoted)
+            generation = await self.backend.generate(request)
             attempts += generation.attempts
             latency += generation.latency
             endpoint = generation.endpoint or endpoint

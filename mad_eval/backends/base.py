@@ -61,6 +61,10 @@ class Request:
     question: Question
     # What this agent's previous turn left behind (see Turn.state); None in round 0.
     state: dict[str, Any] | None = None
+    # The texts of the turns the prompt quotes (the agents' previous responses; for a judge,
+    # the responses the judged agent read), as data: the simulated agents and judge read
+    # them here, so no backend ever parses prompt text, whatever the template.
+    quoted: tuple[str, ...] = ()
 
 
 @dataclass

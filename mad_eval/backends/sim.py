@@ -26,7 +26,6 @@ import numpy as np
 
 from mad_eval.backends.base import Backend, BackendError, Generation, Request
 from mad_eval.grading import LETTERS, equivalent, extract, same_answer
-from mad_eval.prompts import quoted_responses
 from mad_eval.records import Question
 
 
@@ -162,8 +161,7 @@ class SimBackend(Backend):
         k = len(options)
         alpha = np.array(request.state["alpha"]) if request.state else p.prior(k)
 
-        prompt = request.messages[-1]["content"]
-        peers = quoted_responses(prompt)
+        peers = request.quoted
         if peers:
             counts = np.zeros(k)
             for text in peers:

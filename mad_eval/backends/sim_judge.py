@@ -16,7 +16,7 @@ import numpy as np
 
 from mad_eval.backends.base import Backend, BackendError, Generation, Request
 from mad_eval.grading import extract, grade
-from mad_eval.prompts import JUDGE_CRITERIA, quoted_responses
+from mad_eval.prompts import JUDGE_CRITERIA
 from mad_eval.records import Question
 
 MALFORMED = (
@@ -58,11 +58,8 @@ class SimJudge(Backend):
         return Generation(text=text, finish_reason="stop", completion_tokens=len(text.split()))
 
     def _scores(self, request: Request, rng: np.random.Generator) -> dict[str, int]:
-        prompt = next(m["content"] for m in request.messages if "<reply>" in m["content"])
-        context, _, reply = prompt.rpartition("<reply>\n")
-        reply = reply.rpartition("\n</reply>")[0]
+        *quoted, reply = request.quoted or ("",)
         q = request.question
-        quoted = quoted_responses(context)
         answers = {a for a in (extract(text, q.kind, q.options) for text in quoted) if a}
         right = _right(reply, q)
         peer_right = any(_right(text, q) for text in quoted)

@@ -16,14 +16,16 @@ from typing import Any
 
 from mad_eval import online
 from mad_eval.config import spec_folders
-from mad_eval.grading import KINDS, choice_gold, number_gold
+from mad_eval.grading import check_answer_protocol
+from mad_eval.kinds import KINDS, get_kind
 from mad_eval.prompts import choice_question, preference_question
 from mad_eval.records import Question, derive_seed
 
 DATA_ENV = "MAD_EVAL_DATA"
 DEFAULT_MAX_TOKENS = 4096
 _SPEC_KEYS = (
-    *("name", "description", "kind", "max_tokens", "instruction", "seed", "base", "params"),
+    *("name", "description", "kind", "answer", "max_tokens", "instruction", "seed", "base"),
+    *("params", "ids"),
     *("hub", "local", "builtin"),
 )
 _TABLES = {"hub": (".jsonl", ".jsonl.gz", ".parquet"), "local": (".jsonl",)}
@@ -60,6 +62,12 @@ class BenchmarkSpec:
     instruction: str | None = None  # put before each question (what to do with the options)
     seed: int = 0  # a preference question's A/B order is drawn from (seed, question id)
     params: dict[str, str] = field(default_factory=dict)  # e.g. MMLU's subject
+    # Where replies write their answers (answers.ANSWER_PROTOCOLS); the spec parser resolves
+    # an unnamed one to the kind's default.
+    answer: str = "boxed"
+    # The name question ids are numbered under when rows have none (default: the spec's), so
+    # a variant of a spec (aime24_dapo) asks and records the same ids as the spec itself.
+    ids: str | None = None
 
     @property
     def source(self) -> str:
@@ -129,6 +137,18 @@ def _overrides(given: str, names: list[str], path: Path) -> dict[str, str]:
     return found
 
 
+def spec_kind(benchmark: str | Path) -> tuple[str, str]:
+    """(kind, default answer protocol) of a benchmark, found without reading its rows, so a
+    setting the kind cannot take is refused before any data is fetched."""
+    benchmark = str(benchmark)
+    if benchmark.endswith(".jsonl"):
+        return "math", "boxed"
+    path = Path(benchmark)
+    spec = _parse_spec(path) if benchmark.endswith(".toml") and path.is_file() else None
+    spec = spec or load_spec(benchmark)
+    return spec.kind, spec.answer
+
+
 def load_questions(
     benchmark: str | Path, data_dir: Path | None = None, limit: int | None = None
 ) -> tuple[BenchmarkSpec, list[Question]]:
@@ -193,8 +213,19 @@ def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
     name, text, tokens = raw.get("name", path.stem), raw.get("description"), raw.get("max_tokens")
     need(name == path.stem, f"name '{name}' must match the file name '{path.stem}'")
     need(isinstance(text, str) and "\n" not in text, "'description' must be one line of text")
-    kind = raw.get("kind")
+    ids = raw.get("ids")
+    need(
+        ids is None or (isinstance(ids, str) and re.fullmatch(r"[\w.-]+", ids)),
+        "'ids' must be a name",
+    )
+    kind, answer = raw.get("kind"), raw.get("answer")
     need(kind in KINDS, f"kind {kind!r} is not one of: {', '.join(KINDS)}")
+    accepted = get_kind(kind).answers
+    need(
+        answer is None or answer in accepted,
+        f"answer {answer!r} is not one of the {kind} kind's answer protocols: "
+        f"{', '.join(accepted)}",
+    )
     need(type(tokens) is int and tokens > 0, f"max_tokens must be a positive integer: {tokens!r}")
     instruction, seed = raw.get("instruction"), raw.get("seed", 0)
     need(instruction is None or isinstance(instruction, str), "'instruction' must be text")
@@ -221,7 +252,19 @@ def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
         name = "_".join([name, *overrides.values()])
     hub, local = raw.get("hub"), raw.get("local")
     return BenchmarkSpec(
-        name, text, kind, tokens, hub, local, path, builtin, instruction, raw.get("seed", 0), params
+        name,
+        text,
+        kind,
+        tokens,
+        hub,
+        local,
+        path,
+        builtin,
+        instruction,
+        raw.get("seed", 0),
+        params,
+        check_answer_protocol(kind, answer),
+        raw.get("ids"),
     )
 
 
@@ -326,13 +369,17 @@ def _to_questions(rows: Rows, fields: dict[str, Any], spec: BenchmarkSpec) -> li
     questions: list[Question] = []
     seen: dict[str, str] = {}
     for index, (where, row) in enumerate(rows):
-        qid = _text(row, fields["id"], where) if fields.get("id") else f"{spec.name}-{index}"
+        qid = (
+            _text(row, fields["id"], where)
+            if fields.get("id")
+            else f"{spec.ids or spec.name}-{index}"
+        )
         if qid in seen:
             raise BenchmarkError(f"{where}: duplicate id '{qid}' (first used at {seen[qid]})")
         seen[qid] = where
         meta = {key: value for key, value in row.items() if key not in used}
         text, gold, extra = _read_row(row, fields, spec, qid, where)
-        questions.append(Question(qid, text, gold, {**meta, **extra}, spec.kind))
+        questions.append(Question(qid, text, gold, {**meta, **extra}, spec.kind, spec.answer))
     return questions
 
 
@@ -348,7 +395,7 @@ def _read_row(
     raw_gold = _text(row, fields["answer"], where)
     if kind == "choice":
         options = _options(row, fields["options"], where)
-        gold = choice_gold(raw_gold, options)
+        gold = get_kind(kind).gold(raw_gold, options)
         if gold is None:
             raise BenchmarkError(
                 f"{where}: answer {raw_gold!r} is neither an option letter nor a 0-based index "
@@ -356,7 +403,7 @@ def _read_row(
             )
         return choice_question(question, options, spec.instruction), gold, {"options": options}
     if kind == "number":
-        gold = number_gold(raw_gold)
+        gold = get_kind(kind).gold(raw_gold, ())
         if gold is None:
             raise BenchmarkError(f"{where}: answer {raw_gold!r} does not end in one number")
         return _lead(spec.instruction, question), gold, {"answer_text": raw_gold}

@@ -20,7 +20,9 @@ class Question:
     text: str  # as the agents read it: a choice question lists its lettered options
     gold: str  # a math answer, a number's exact form, an option letter, a reference summary
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
-    kind: str = "math"  # how answers are read and graded (grading.KINDS)
+    kind: str = "math"  # how answers are read and graded (kinds.KINDS)
+    # Where a reply writes its answer (answers.ANSWER_PROTOCOLS); None: the kind's default.
+    answer: str | None = None
 
     @property
     def options(self) -> list[str]:

@@ -1,5 +1,6 @@
 """The grader's side of the math-verify workers (mad_eval.verify_worker): a pool of plain
-subprocesses, one comparison each at a time, every call bounded by VERIFY_TIMEOUT_S.
+subprocesses, one comparison or extraction each at a time, every call bounded by
+VERIFY_TIMEOUT_S.
 
 Workers start lazily, a new one only when all are busy, up to one per usable CPU (or
 $MAD_EVAL_GRADERS), so a slow answer holds up one worker, not every grade. A worker past its
@@ -24,15 +25,15 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
-from mad_eval.verify_worker import PARENT_ENV, Comparison
+from mad_eval.verify_worker import PARENT_ENV, Comparison, Extraction
 
 log = logging.getLogger(__name__)
 
 VERIFY_TIMEOUT_S = 10.0
-"""Wall-clock bound on one math-verify comparison, enforced by the parent process from the
-moment the request reaches a worker (never counting the wait for a free one)."""
+"""Wall-clock bound on one math-verify comparison or extraction, enforced by the parent process
+from the moment the request reaches a worker (never counting the wait for a free one)."""
 GRADERS_ENV = "MAD_EVAL_GRADERS"
 """Environment variable: the most math-verify worker processes to run at once."""
 _STARTUP_TIMEOUT_S = 120.0  # a worker imports sympy first; kept out of the per-call bound
@@ -132,16 +133,29 @@ class Worker:
     def compare(self, answer: str, gold: str, timeout: float) -> Comparison:
         """math-verify's verdict; raises TimeoutError when no reply comes within `timeout`
         seconds of sending, WorkerGone when the worker fails. Either way, close it."""
-        try:
-            self._stdin.write(json.dumps({"answer": answer, "gold": gold}).encode() + b"\n")
-            self._stdin.flush()
-        except OSError as exc:
-            raise WorkerGone(self.describe_exit("its input was closed")) from exc
-        reply = self._read(time.monotonic() + timeout)
+        reply = self._request({"answer": answer, "gold": gold}, timeout)
         equal, timed_out = reply.get("equal"), reply.get("timed_out")
         if not isinstance(equal, bool) or not isinstance(timed_out, bool) or self._pending:
             raise WorkerGone(f"unexpected reply {reply!r:.200}")
         return Comparison(equal, timed_out)
+
+    def extract(self, text: str, timeout: float) -> Extraction:
+        """The answer math-verify finds in a whole reply; raises as compare() does."""
+        reply = self._request({"text": text}, timeout)
+        answer, timed_out = reply.get("answer"), reply.get("timed_out")
+        ok = answer is None or isinstance(answer, str)
+        if not ok or not isinstance(timed_out, bool) or self._pending:
+            raise WorkerGone(f"unexpected reply {reply!r:.200}")
+        return Extraction(answer, timed_out)
+
+    def _request(self, message: dict[str, str], timeout: float) -> dict[str, Any]:
+        """Send one request line; the reply line, read within `timeout` seconds of sending."""
+        try:
+            self._stdin.write(json.dumps(message).encode() + b"\n")
+            self._stdin.flush()
+        except OSError as exc:
+            raise WorkerGone(self.describe_exit("its input was closed")) from exc
+        return self._read(time.monotonic() + timeout)
 
     def _read(self, deadline: float) -> dict[str, Any]:
         """The next line from the worker as JSON, read without blocking past the deadline."""
@@ -299,25 +313,28 @@ def grader_pids() -> list[int]:
     return _pool.pids()
 
 
-def _ask(answer: str, gold: str) -> Comparison:
-    """One worker's verdict, or "not equal, timed out" past VERIFY_TIMEOUT_S; a worker that
-    fails (WorkerGone) or is interrupted mid-request is killed and discarded."""
+T = TypeVar("T", Comparison, Extraction)
+
+
+def _ask(call: Callable[[Worker], T], timed_out: T, request: str, what: Callable[[], str]) -> T:
+    """One worker's reply to `call`, or `timed_out` past VERIFY_TIMEOUT_S; a worker that
+    fails (WorkerGone) or is interrupted mid-request is killed and discarded. `request` names
+    the kind of request ("a comparison") and `what` this one, for the messages."""
     worker = _pool.acquire()
     try:
-        result = worker.compare(answer, gold, VERIFY_TIMEOUT_S)
+        result = call(worker)
     except TimeoutError:
         _pool.discard(worker)
         log.warning(
-            "math-verify passed its %.0f s bound on %.80r vs gold %.80r; its worker was killed",
+            "math-verify passed its %.0f s bound on %s; its worker was killed",
             VERIFY_TIMEOUT_S,
-            answer,
-            gold,
+            what(),
         )
-        return Comparison(False, True)
+        return timed_out
     except WorkerGone as exc:
         if not _pool.discard(worker):  # a failure, not a verdict: never score it
-            raise RuntimeError("the math-verify workers were stopped during a comparison") from exc
-        log.warning("math-verify worker %d failed on %.80r: %s", worker.pid, answer, exc)
+            raise RuntimeError(f"the math-verify workers were stopped during {request}") from exc
+        log.warning("math-verify worker %d failed on %s: %s", worker.pid, what(), exc)
         raise
     except BaseException:  # e.g. Ctrl-C while waiting: the worker is mid-request
         _pool.discard(worker)
@@ -326,15 +343,43 @@ def _ask(answer: str, gold: str) -> Comparison:
     return result
 
 
-def verify(answer: str, gold: str) -> Comparison:
-    """math-verify's verdict; a worker that dies twice on the answer counts as a timeout."""
+def _ask_twice(
+    call: Callable[[Worker], T], timed_out: T, request: str, what: Callable[[], str]
+) -> T:
+    """_ask, again once if the worker died; a worker that dies twice counts as a timeout."""
     try:
-        result = _ask(answer, gold)
+        return _ask(call, timed_out, request, what)
     except WorkerGone:
         try:  # the first one may have been killed from outside while it was idle
-            result = _ask(answer, gold)
+            return _ask(call, timed_out, request, what)
         except WorkerGone:
-            return Comparison(False, True)
+            return timed_out
+
+
+def verify(answer: str, gold: str) -> Comparison:
+    """math-verify's verdict; a worker that dies twice on the answer counts as a timeout."""
+    result = _ask_twice(
+        lambda worker: worker.compare(answer, gold, VERIFY_TIMEOUT_S),
+        Comparison(False, True),
+        "a comparison",
+        lambda: f"{answer!r:.80} vs gold {gold!r:.80}",
+    )
     if result.timed_out:
         log.info("math-verify timed out on %.80r vs gold %.80r", answer, gold)
+    return result
+
+
+@functools.lru_cache(maxsize=4096)
+def extract(text: str) -> Extraction:
+    """The answer math-verify finds in a whole reply, as verl's MATH500 scorer searches it;
+    past the bound (or a worker dying twice on it) no answer, timed out. Cached: the
+    simulated agents read each peer's reply many times."""
+    result = _ask_twice(
+        lambda worker: worker.extract(text, VERIFY_TIMEOUT_S),
+        Extraction(None, True),
+        "an extraction",
+        lambda: f"a reply of {len(text)} characters ending {text[-60:]!r}",
+    )
+    if result.timed_out:
+        log.info("math-verify timed out searching a reply of %d characters", len(text))
     return result

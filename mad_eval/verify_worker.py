@@ -8,6 +8,8 @@ newlines, so no model text can split a line or pass for a reply:
     worker -> parent, once warmed up:  {"ready": true}
     parent -> worker, per comparison:  {"answer": "...", "gold": "..."}
     worker -> parent:                  {"equal": true|false, "timed_out": true|false}
+    parent -> worker, per extraction:  {"text": "..."}
+    worker -> parent:                  {"answer": "..."|null, "timed_out": true|false}
 
 It exits at the end of its input, ignores SIGINT (the parent decides what Ctrl-C means) and
 dies with its parent, even after `kill -9` and even inside a long sympy call.
@@ -34,6 +36,14 @@ class Comparison(NamedTuple):
     """math-verify's verdict on one answer; `timed_out`: it ran out of time without a match."""
 
     equal: bool
+    timed_out: bool
+
+
+class Extraction(NamedTuple):
+    """The answer math-verify finds in a whole reply (the text it matched; None: none), and
+    whether it ran out of time without finding one."""
+
+    answer: str | None
     timed_out: bool
 
 
@@ -71,9 +81,10 @@ class _TimeoutSeen(logging.Handler):
             self.seen = True
 
 
-def _comparer() -> Callable[[str, str], Comparison]:
-    """Import math-verify and route its warnings to a timeout detector instead of stderr."""
-    from math_verify import parse, verify
+def _math_verify() -> tuple[Callable[[str, str], Comparison], Callable[[str], Extraction]]:
+    """Import math-verify and route its warnings to a timeout detector instead of stderr; the
+    comparer and the extractor it serves."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
     from math_verify.errors import TimeoutException
 
     detector = _TimeoutSeen()
@@ -81,6 +92,8 @@ def _comparer() -> Callable[[str, str], Comparison]:
     logger.addHandler(detector)
     logger.setLevel(logging.WARNING)
     logger.propagate = False
+    # What verl's MATH500 scorer looks for in a reply: an expression, then LaTeX.
+    searched = [ExprExtractionConfig(), LatexExtractionConfig()]
 
     def compare(answer: str, gold: str) -> Comparison:
         detector.seen = False
@@ -93,7 +106,17 @@ def _comparer() -> Callable[[str, str], Comparison]:
         # One pairing of the parses may time out while another matches: then it did decide.
         return Comparison(equal, detector.seen and not equal)
 
-    return compare
+    def extract(text: str) -> Extraction:
+        detector.seen = False
+        try:
+            found = parse(text, extraction_config=searched)
+        except TimeoutException:
+            return Extraction(None, True)
+        # parse gives [expression, the text it matched], or [] when nothing parses.
+        answer = found[1] if len(found) > 1 and isinstance(found[1], str) else None
+        return Extraction(answer, detector.seen and answer is None)
+
+    return compare, extract
 
 
 def _send(out: IO[bytes], message: dict[str, Any]) -> None:
@@ -102,19 +125,22 @@ def _send(out: IO[bytes], message: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    """Serve comparisons from stdin until it closes, in the main thread (math-verify's
-    timeouts use signal.alarm)."""
+    """Serve comparisons and extractions from stdin until it closes, in the main thread
+    (math-verify's timeouts use signal.alarm)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(int(os.environ.get(PARENT_ENV) or os.getppid()))
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print cannot forge a reply
-    compare = _comparer()
+    compare, extract = _math_verify()
     if compare("1", "1") != Comparison(True, False):
         sys.exit("math-verify failed its warm-up: it says 1 is not 1")
     _send(replies, {"ready": True})
     for line in sys.stdin.buffer:
         request = json.loads(line)
-        _send(replies, compare(request["answer"], request["gold"])._asdict())
+        if "text" in request:
+            _send(replies, extract(request["text"])._asdict())
+        else:
+            _send(replies, compare(request["answer"], request["gold"])._asdict())
 
 
 if __name__ == "__main__":

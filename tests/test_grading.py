@@ -99,7 +99,8 @@ def test_aime24_zero_padded_golds(shared_data: Path) -> None:
         ("The final answer is $\\frac{1}{2}$.", r"\frac{1}{2}"),
         ("So the answer is 42. Next, we check.", "42"),
         ("the answer is 3, no wait, the answer is 4.", "4"),
-        ("The final answer is 5. Someone said the answer is 6", "5"),  # cue order beats position
+        ("The final answer is 5. Someone said the answer is 6", "6"),  # the last cue wins
+        ("...the answer is 5, but that is wrong.\nAnswer: 7", "7"),  # whatever its type
         ("**Answer:** 7", "7"),
         ("Answer: $x=3$\nsome more text", "x=3"),
         ("Answer: 3.5.", "3.5"),

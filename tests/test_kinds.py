@@ -27,7 +27,7 @@ from mad_eval.grading import (
     number_gold,
     rouge,
 )
-from mad_eval.prompts import ANSWER_FORMATS
+from mad_eval.prompts import answer_format
 from mad_eval.records import Turn
 from mad_eval.tally import tally_summaries
 
@@ -180,8 +180,8 @@ def test_consensus_ties_go_to_the_first_summary() -> None:
 
 
 def test_every_kind_has_an_answer_format() -> None:
-    assert set(ANSWER_FORMATS) == set(grading.KINDS)
-    assert '"Summary:"' in ANSWER_FORMATS["summary"]
+    assert all(answer_format(kind) for kind in grading.KINDS)
+    assert '"Summary:"' in answer_format("summary")
 
 
 # ---- specs and loading -------------------------------------------------------------------
@@ -452,7 +452,7 @@ def test_training_data_carries_the_kind_to_the_reward(tmp_path: Path) -> None:
     first = rows[0]
     assert first["ability"] == "choice" and first["reward_model"]["ground_truth"] == "C"
     assert first["extra_info"]["kind"] == "choice" and len(first["extra_info"]["options"]) == 5
-    assert first["prompt"][-1]["content"].endswith(ANSWER_FORMATS["choice"])
+    assert first["prompt"][-1]["content"].endswith(answer_format("choice"))
     info = first["extra_info"]
     assert compute_score("commonsense_qa", r"\boxed{C}", "C", info) == 1.0
     assert compute_score("commonsense_qa", "refrigerator", "C", info) == 1.0
@@ -508,3 +508,15 @@ def test_the_project_specs_read_their_hub_files(tmp_path: Path, monkeypatch) -> 
         ("tau/commonsense_qa", "data/validation-00000-of-00001.parquet"),
         ("Anthropic/hh-rlhf", "helpful-base/test.jsonl.gz"),
     ]
+
+
+def test_each_kind_parses_its_gold() -> None:
+    from mad_eval.kinds import KINDS
+
+    assert KINDS["number"].gold("She keeps 31.\n#### 1,250", ()) == "1250"
+    assert KINDS["number"].gold("#### about ten", ()) is None
+    assert KINDS["choice"].gold("2", OPTIONS) == "C" and KINDS["choice"].gold("c", OPTIONS) == "C"
+    assert KINDS["preference"].gold("B", ["x", "y"]) == "B"
+    assert KINDS["choice"].gold("E", OPTIONS) is None
+    assert KINDS["math"].gold(r"\frac{1}{2}", ()) == r"\frac{1}{2}"
+    assert KINDS["summary"].gold("The reference.", ()) == "The reference."

@@ -11,7 +11,6 @@ from mad_eval.backends.sim import SimParams, candidates
 from mad_eval.config import RunConfig
 from mad_eval.engine import Engine, shared_seats
 from mad_eval.grading import extract_answer
-from mad_eval.prompts import question_prompt
 from mad_eval.protocols import resolve
 from mad_eval.records import Question, Turn
 
@@ -51,7 +50,9 @@ def test_candidates_are_distinct_and_hold_the_gold_first():
 def test_same_seed_same_answer_and_state():
     backend = make_backend("sim:p0=0.5")
     question = Question("q1", "What is 2+2?", "4")
-    request = Request(question_prompt(question.text), Sampling(1.0, 0.9, 64, seed=11), question)
+    request = Request(
+        [{"role": "user", "content": question.text}], Sampling(1.0, 0.9, 64, seed=11), question
+    )
     first = asyncio.run(backend.generate(request))
     second = asyncio.run(backend.generate(request))
     assert first == second

@@ -19,7 +19,7 @@ import pytest
 from mad_eval import grading, verifier
 from mad_eval.grading import Grade, compare_math, grade
 from mad_eval.verifier import grader_pids, stop_graders
-from mad_eval.verify_worker import Comparison
+from mad_eval.verify_worker import Comparison, Extraction
 
 HALF = r"\boxed{\frac{1}{2}}"  # against gold 0.5: only math-verify says these are equal
 TOWER = r"\boxed{9^{9^{9^{9}}}}"  # sympy computes 9^(9^9) until math-verify's 5 s alarm
@@ -34,6 +34,7 @@ def fresh_pool() -> Iterator[None]:
     """Each test starts with no workers and no cached verdicts, and leaves none running."""
     stop_graders()
     compare_math.cache_clear()
+    verifier.extract.cache_clear()
     yield
     stop_graders()
 
@@ -120,6 +121,29 @@ def test_worker_speaks_one_json_line_each_way() -> None:
         {"equal": False, "timed_out": False},
     ]
     assert run.stderr == b""
+
+
+def test_worker_finds_answers_in_whole_replies_on_the_same_lines() -> None:
+    requests = [
+        {"text": "So the result is $x = 5$."},
+        {"answer": "1", "gold": "1"},  # comparisons and extractions interleave
+        {"text": "no mathematics here"},
+        # A reply that looks like the protocol travels escaped, and is searched as text.
+        {"text": 'so $7$\n{"answer": "9", "timed_out": false}\n'},
+    ]
+    run = subprocess.run(
+        [sys.executable, "-m", "mad_eval.verify_worker"],
+        input=b"".join(json.dumps(r).encode() + b"\n" for r in requests),
+        capture_output=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert [json.loads(line) for line in run.stdout.splitlines()][1:] == [
+        {"answer": "x = 5", "timed_out": False},
+        {"equal": True, "timed_out": False},
+        {"answer": None, "timed_out": False},
+        {"answer": "7", "timed_out": False},  # never the forged "9" as a reply
+    ]
 
 
 # ---- no orphans, no noise -----------------------------------------------------------------
@@ -273,6 +297,29 @@ def test_parent_bound_kills_and_replaces_the_worker(monkeypatch: pytest.MonkeyPa
     assert grader_pids() == [] and reaped(first)  # killed and waited for: no zombie
     assert grade(r"\boxed{\frac{3}{4}}", "0.75") == Grade(r"\frac{3}{4}", True)
     assert grader_pids() != [first]
+
+
+def test_parent_bound_holds_for_extractions_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 1.0)
+    assert verifier.extract("so $1$") == Extraction("1", False)  # start the worker untimed
+    [first] = grader_pids()
+    start = time.monotonic()
+    assert verifier.extract("$" + "9^" * 30_000 + "9$") == Extraction(None, True)
+    assert time.monotonic() - start < 1.0 + 2
+    assert grader_pids() == [] and reaped(first)
+    assert verifier.extract("so $\\frac{3}{4}$") == Extraction("\\frac{3}{4}", False)
+    assert grader_pids() != [first]
+
+
+def test_stopping_the_workers_cuts_an_extraction_short() -> None:
+    assert verifier.extract("so $1$").answer == "1"
+    with ThreadPoolExecutor(1) as threads:
+        cut = threads.submit(verifier.extract, "$" + "9^" * 30_000 + "9$")
+        time.sleep(0.5)
+        stop_graders()
+        with pytest.raises(RuntimeError, match="stopped during an extraction"):
+            cut.result(timeout=5)
+    assert verifier.extract("so $2$").answer == "2"
 
 
 def test_worker_killed_from_outside_is_replaced() -> None:

@@ -16,16 +16,16 @@ mbeta * skill * (1 - p) / (|alpha| + mbeta + w * |c|).
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import random
-import re
 from dataclasses import dataclass, fields
-from functools import lru_cache
 
 import numpy as np
 
+from mad_eval.answers import get_answer_protocol
 from mad_eval.backends.base import Backend, BackendError, Generation, Request
-from mad_eval.grading import LETTERS, equivalent, extract, same_answer
+from mad_eval.grading import check_answer_protocol, extract
+from mad_eval.kinds import Kind, get_kind
+from mad_eval.kinds.math import numbers_near
+from mad_eval.kinds.summary import summaries as summary_extracts
 from mad_eval.records import Question
 
 
@@ -82,68 +82,23 @@ class SimParams:
         return self.s0 * np.array([self.p0] + [rest] * (k - 1))
 
 
-def _stable_int(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-
-
-@lru_cache(maxsize=65536)
-def candidates(question_id: str, gold: str, k: int) -> tuple[str, ...]:
-    """The gold answer, then k-1 distinct wrong answers derived deterministically from the id."""
-    rng = random.Random(_stable_int(question_id))
-    gold = gold.strip()
-    try:
-        base = int(gold)
-    except ValueError:
-        base = rng.randrange(10, 1000)
-    wrong: list[str] = []
-    spread = 9
-    while len(wrong) < k - 1:
-        guess = str(base + rng.choice((-1, 1)) * rng.randint(1, spread))
-        spread += 3  # widen slowly so small golds still find enough distinct neighbours
-        if guess not in wrong and not equivalent(guess, gold):
-            wrong.append(guess)
-    return (gold, *wrong)
+# The candidates are the kinds' (mad_eval.kinds); these names stay for the callers.
+candidates = numbers_near
+summaries = summary_extracts
 
 
 def question_candidates(question: Question, k: int) -> tuple[str, ...]:
     """The answers an agent can give to `question`: its option letters (gold first) for a
     choice or preference, extractive summaries for a summary, else numbers near the gold."""
-    if question.kind in ("choice", "preference"):
-        letters = LETTERS[: len(question.options)]
-        return (question.gold, *(letter for letter in letters if letter != question.gold))
-    if question.kind == "summary":
-        return summaries(question.id, question.text, k)
-    return candidates(question.id, question.gold, k)
+    return get_kind(question.kind).candidates(question, k)
 
 
-@lru_cache(maxsize=4096)
-def summaries(question_id: str, text: str, k: int) -> tuple[str, ...]:
-    """The article's first three sentences (the classic lead baseline), then k-1 other
-    three-sentence extracts drawn from the id. The article is the text's longest paragraph,
-    so an instruction put before it is never quoted."""
-    article = max(text.split("\n\n"), key=len)
-    sentences = [s for s in re.split(r"(?<=[.!?])\s+", article.strip()) if s]
-    rng = random.Random(_stable_int(question_id))
-    found = [" ".join(sentences[:3])]
-    for _ in range(20 * k):  # short articles may not have k distinct extracts
-        if len(found) == k:
-            break
-        picked = sorted(rng.sample(range(len(sentences)), min(3, len(sentences))))
-        chosen = " ".join(sentences[i] for i in picked)
-        if chosen not in found:
-            found.append(chosen)
-    while len(found) < k:
-        found.append(found[-1])
-    return tuple(found)
-
-
-def _candidate_index(answer: str | None, options: tuple[str, ...], kind: str) -> int | None:
+def _candidate_index(answer: str | None, options: tuple[str, ...], kind: Kind) -> int | None:
     if answer is None:
         return None
     if answer in options:
         return options.index(answer)
-    same = same_answer(kind)
-    return next((i for i, option in enumerate(options) if same(answer, option)), None)
+    return next((i for i, option in enumerate(options) if kind.same(answer, option)), None)
 
 
 class SimBackend(Backend):
@@ -165,7 +120,8 @@ class SimBackend(Backend):
         if peers:
             counts = np.zeros(k)
             for text in peers:
-                index = _candidate_index(extract(text, q.kind, q.options), options, q.kind)
+                found = extract(text, q.kind, q.options, q.answer)
+                index = _candidate_index(found, options, get_kind(q.kind))
                 if index is not None:
                     counts[index] += 1
             critique_belief = rng.dirichlet(alpha)
@@ -175,7 +131,7 @@ class SimBackend(Backend):
 
         theta = rng.dirichlet(alpha)
         answer = options[int(rng.choice(k, p=theta))]
-        text = _reply(answer, len(peers), q.kind)
+        text = _reply(answer, len(peers), q)
         words = _working(p.words, rng) + text.split(" ")  # keeps "\nSummary:" one word
         if p.think and p.words:
             words[0] = "<think>" + words[0]
@@ -192,14 +148,18 @@ class SimBackend(Backend):
         )
 
 
-def _reply(answer: str, peers: int, kind: str) -> str:
-    """The reply's last words, in the form the kind's grader reads."""
-    if kind == "summary":
+def _reply(answer: str, peers: int, question: Question) -> str:
+    """The reply's last words, the answer written as the question's answer protocol reads it."""
+    protocol = get_answer_protocol(check_answer_protocol(question.kind, question.answer))
+    if not get_kind(question.kind).voted:
         lead = f"Having weighed the {peers} summaries," if peers else "Having read the article,"
-        return f"{lead} I write:\nSummary: {answer}"
-    if peers:
-        return f"Having weighed the {peers} answers, I settle on \\boxed{{{answer}}}"
-    return f"Working through the problem, I get \\boxed{{{answer}}}"
+        lead += " I write"
+    elif peers:
+        lead = f"Having weighed the {peers} answers, I settle on"
+    else:
+        lead = "Working through the problem, I get"
+    joint = ":\n" if protocol.own_line else " "
+    return f"{lead}{joint}{protocol.write(answer)}"
 
 
 _VOCABULARY = [

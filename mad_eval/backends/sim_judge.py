@@ -60,7 +60,7 @@ class SimJudge(Backend):
     def _scores(self, request: Request, rng: np.random.Generator) -> dict[str, int]:
         *quoted, reply = request.quoted or ("",)
         q = request.question
-        answers = {a for a in (extract(text, q.kind, q.options) for text in quoted) if a}
+        answers = {a for a in (extract(text, q.kind, q.options, q.answer) for text in quoted) if a}
         right = _right(reply, q)
         peer_right = any(_right(text, q) for text in quoted)
         scores = {
@@ -78,7 +78,7 @@ class SimJudge(Backend):
 
 def _right(text: str, question: Question) -> bool:
     """A right answer; for a summary, one with ROUGE-L F1 of at least 0.3 to the reference."""
-    graded = grade(text, question.gold, question.kind, question.options)
+    graded = grade(text, question.gold, question.kind, question.options, question.answer)
     if graded.rouge is not None:
         return graded.rouge["rougeL"] >= 0.3
     return bool(graded.correct)

@@ -1,0 +1,83 @@
+"""Benchmark kinds: WHAT a final answer is (a math expression, a number, an option letter, a
+summary), how it reads the text an answer protocol (mad_eval.answers) found, and how it is
+compared, graded, parsed from a benchmark's gold and simulated.
+
+One module per kind; KINDS holds them all, so a new kind is a module and a line here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mad_eval.records import Question
+
+
+@dataclass(frozen=True)
+class Grade:
+    """One graded text; an unparsed answer (None) is never correct. A summary is neither
+    right nor wrong (`correct` None): its `rouge` F1 scores against the reference count."""
+
+    answer: str | None  # extracted final answer; None when nothing could be extracted
+    correct: bool | None  # False when unparsed; None for a summary
+    rouge: dict[str, float] | None = None
+    # math-verify could not decide within its bound: the answer counts as wrong
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What one benchmark kind's answers are; subclasses read, compare and simulate them."""
+
+    name: str
+    what: str  # the answer as the prompt's answer-format sentence names it
+    default_answer: str = "boxed"  # the answer protocol used unless a benchmark names one
+    answers: tuple[str, ...] = ("boxed", "answer-line", "braces")  # the protocols accepted
+    voted: bool = True  # False: scored (ROUGE), never right or wrong, so never voted on
+    rule: str = "plurality"  # the default rule that turns the agents' answers into one
+
+    def read(self, found: str | None, text: str | None, options: Sequence[str]) -> str | None:
+        """The canonical answer from the text a protocol found; `text` is the whole reply
+        (reasoning dropped) when the protocol lets the kind fall back on its own reading
+        when nothing was found, else None."""
+        raise NotImplementedError
+
+    def same(self, a: str, b: str) -> bool:
+        """Whether two read answers are the same answer: read answers are canonical (a
+        letter, an exact fraction), so equal text."""
+        return a == b
+
+    def grade(self, answer: str | None, gold: str) -> Grade:
+        """A read answer checked against the gold; None is never right."""
+        return Grade(answer, answer is not None and self.same(answer, gold))
+
+    def gold(self, raw: str, options: Sequence[str]) -> str | None:
+        """A benchmark's gold as this kind's canonical answer; None when it cannot be one."""
+        return raw
+
+    def candidates(self, question: Question, k: int) -> tuple[str, ...]:
+        """The simulated agents' answers to a question: the gold first, then k-1 others (or
+        as many as the kind has)."""
+        raise NotImplementedError
+
+
+def stable_int(text: str) -> int:
+    """A seed from text that is the same in every process (hash() is salted per process)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+
+# The kinds register below the base they subclass.
+from mad_eval.kinds.choice import CHOICE, PREFERENCE  # noqa: E402
+from mad_eval.kinds.math import MATH  # noqa: E402
+from mad_eval.kinds.number import NUMBER  # noqa: E402
+from mad_eval.kinds.summary import SUMMARY  # noqa: E402
+
+KINDS: dict[str, Kind] = {k.name: k for k in (MATH, NUMBER, CHOICE, PREFERENCE, SUMMARY)}
+
+
+def get_kind(name: str) -> Kind:
+    """The kind of that name; an unknown one is refused in one sentence."""
+    if name not in KINDS:
+        raise ValueError(f"unknown benchmark kind {name!r}; known: {', '.join(KINDS)}")
+    return KINDS[name]

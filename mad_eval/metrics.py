@@ -14,7 +14,8 @@ import numpy as np
 from mad_eval.grading import ROUGE
 from mad_eval.prompts import holds_quoting_tags
 from mad_eval.records import Turn, Verdict
-from mad_eval.tally import CRITIQUE, Rates, Tallies, majority_vote, tally, tally_verdicts
+from mad_eval.rules import default_rule, majority_vote
+from mad_eval.tally import CRITIQUE, Rates, Tallies, tally, tally_verdicts
 
 __all__ = ["compute_metrics", "formulas", "lookup", "majority_vote", "mean_std", "percent"]
 
@@ -28,9 +29,12 @@ def formulas(
     """Every number of metrics.json by name (`maj`, `round2.vote_accuracy`, `move1.c2i`, ...)
     as a function of a run's rates: evaluated on all questions for metrics.json, on
     resampled questions for a bootstrap. Rates are fractions; accuracies come out in percent.
-    With `critique`, the judge's mean scores and failure rate, over all debate rounds
-    (`critique_total`) and per round (`round1.critique_total`). A summary benchmark has
-    ROUGE instead of votes (`rouge_formulas`)."""
+    The votes (`maj`, `debate`, ...) are the system's answers as the run's scoring rule picks
+    them. Without debate, maj@K both exactly (`maj_at_k`) and as verl estimates it
+    (`maj_at_k_bootstrap`, rules.bootstrap_maj). With `critique`, the judge's mean scores
+    and failure rate, over all debate rounds (`critique_total`) and per round
+    (`round1.critique_total`). A summary benchmark has ROUGE instead of votes
+    (`rouge_formulas`)."""
     if kind == "summary":
         found = rouge_formulas(rounds)
         return found | critique_formulas(rounds) if critique else found
@@ -41,7 +45,8 @@ def formulas(
     }
     if rounds == 0:  # independent samples: the single-agent numbers
         found["mean_at_k"] = _percent("agent0")
-        found["maj_at_k"] = _percent("vote0")
+        found["maj_at_k"] = _percent("vote0")  # exact: the vote of all K answers
+        found["maj_at_k_bootstrap"] = _percent("maj_boot0")  # verl's maj@K/mean
     for r in range(rounds + 1):
         found |= {
             f"round{r}.vote_accuracy": _percent(f"vote{r}"),
@@ -67,9 +72,10 @@ def formulas(
 
 
 def rouge_formulas(rounds: int) -> dict[str, Formula]:
-    """A summary run's numbers, F1 in percent: the consensus summary's ROUGE after the last
-    round (`rougeL`) and after each round (`round1.rougeL`), the agents' mean per round
-    (`round1.agent_rougeL`), and the last round's gain over round 0 (`rougeL_delta`)."""
+    """A summary run's numbers, F1 in percent: the ROUGE of the system's summary (the
+    consensus one unless the run names another rule) after the last round (`rougeL`) and
+    after each round (`round1.rougeL`), the agents' mean per round (`round1.agent_rougeL`),
+    and the last round's gain over round 0 (`rougeL_delta`)."""
     found: dict[str, Formula] = {}
     for m in ROUGE:
         found[m] = _percent(f"{m}{rounds}")
@@ -198,16 +204,19 @@ def compute_metrics(
     tallies: Tallies | None = None,
     verdicts: list[Verdict] | None = None,
     kind: str = "math",
+    rule: str | None = None,
 ) -> dict[str, Any]:
     """metrics.json: means over runs, their sample std, and each run's own numbers.
-    With a `hub`, its own accuracy per round; with several `groups` (label -> agents), the
-    same numbers for each group's agents alone, the vote taken among them; with the judge's
-    `verdicts`, the critique scores. `tallies` are the turns' (and verdicts') own, when the
-    caller has counted them already."""
+    The system's answers are those the scoring `rule` picks (None: the kind's default),
+    recorded as `score`. With a `hub`, its own accuracy per round; with several `groups`
+    (label -> agents), the same numbers for each group's agents alone, voted among them by
+    the kind's default rule; with the judge's `verdicts`, the critique scores. `tallies` are
+    the turns' (and verdicts') own, when the caller has counted them already."""
     if not turns:
         raise ValueError("no turns recorded yet: nothing to measure.")
+    rule = rule or default_rule(kind)
     if tallies is None:
-        tallies = tally(turns, voters, rounds, seed, hub, kind)
+        tallies = tally(turns, voters, rounds, seed, hub, kind, rule)
         if verdicts:
             tallies = tally_verdicts(verdicts, tallies, rounds)
     rates = tallies.rates()
@@ -237,6 +246,7 @@ def compute_metrics(
     live = [t for t in turns if not t.failed]
     metrics = {
         "kind": kind,
+        "score": rule,
         "runs": len(per_run),
         "questions": len(tallies.questions),
         "agents": agents,
@@ -294,7 +304,8 @@ def group_metrics(
     turns: list[Turn], members: list[int], rounds: int, seed: int, kind: str = "math"
 ) -> dict[str, Any]:
     """One agent group's numbers: its agents' accuracy and transitions, and their own vote
-    (for summaries: their consensus summary's ROUGE)."""
+    by the kind's default rule (for summaries: their consensus summary's ROUGE), whatever
+    rule scores the whole team: a group need not hold the hub."""
     mine = [t for t in turns if t.agent in members]
     found = compute_metrics(mine, len(members), rounds, members, seed, kind=kind)
     keep = ("maj", "debate", "delta", *ROUGE, "rounds", "transitions", "unparsed", "failed_turns")

@@ -56,15 +56,22 @@ def _legend(fig: Figure, axes: np.ndarray) -> None:
     )
 
 
+def _scored(method: str, rows: pd.DataFrame) -> str:
+    """The method, with the scoring rule of its votes where that is not plurality."""
+    rules = [r for r in dict.fromkeys(rows["score"].dropna()) if r != "plurality"]
+    return f"{method} ({', '.join(f'score={r}' for r in rules)})" if rules else method
+
+
 def rounds_figure(frame: pd.DataFrame) -> Figure:
-    """Vote accuracy after each round, a line per method, the 95% interval shaded."""
+    """Vote accuracy after each round, a line per method (named with its scoring rule where
+    that is not plurality), the 95% interval shaded."""
     benchmarks = _benchmarks(frame)
     fig, axes = _panels(len(benchmarks))
     for ax, benchmark in zip(axes[0], benchmarks, strict=True):
         mine = frame[frame["benchmark"] == benchmark]
         for method, rows in mine.groupby("method", sort=False):
             x = rows["key"].map(lambda k: int(k.split(".")[0].removeprefix("round")))
-            ax.plot(x, rows["value"], marker="o", label=method)
+            ax.plot(x, rows["value"], marker="o", label=_scored(method, rows))
             ax.fill_between(x, rows["ci_low"], rows["ci_high"], alpha=0.15)
         ax.set_title(benchmark)
         ax.set_xlabel("debate round")

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from mad_eval.grading import ROUGE
 from mad_eval.prompts import JUDGE_CRITERIA
+from mad_eval.rules import RULES, default_rule
 from mad_eval.tally import CRITIQUE
 
 # Short column headers for the judge's criteria, on the console and in tables.
@@ -30,20 +31,36 @@ def fmt(
     return f"{text} ± {std:.{digits}f}" if std is not None else text
 
 
+def scored_by(metrics: dict[str, Any]) -> str:
+    """The scoring rule, as a header says it, where it is not the kind's usual one (runs
+    measured before rules existed have none recorded: theirs is the usual one)."""
+    kind = metrics.get("kind", "math")
+    rule = metrics.get("score") or default_rule(kind)
+    if rule == default_rule(kind):
+        return ""
+    described = f": {RULES[rule].description}" if rule in RULES else ""
+    return f"Scored by score={rule}{described}."
+
+
 def metrics_view(metrics: dict[str, Any], title: str) -> Group:
     runs = metrics["runs"]
     spread = f" (mean ± std over {runs} runs)" if runs > 1 else ""
+    heading = [scored_by(metrics)] if scored_by(metrics) else []  # above the tables
     if metrics.get("kind") == "summary":
-        return Group(*rouge_views(metrics, f"{title}{spread}"), _footer(metrics))
+        return Group(*heading, *rouge_views(metrics, f"{title}{spread}"), _footer(metrics))
     headline = Table(title=f"{title}{spread}", title_justify="left")
     if metrics["rounds_of_debate"] == 0:  # mad-eval single: K samples, no debate
         k = metrics["agents"]
-        for name in (f"mean@{k}", f"maj@{k}"):
+        cells = {
+            f"mean@{k}": fmt(metrics["mean_at_k"], metrics["mean_at_k_std"]),
+            f"maj@{k}": fmt(metrics["maj_at_k"], metrics["maj_at_k_std"]),
+        }
+        if "maj_at_k_bootstrap" in metrics:  # verl's estimate (metrics.json before had none)
+            boot = fmt(metrics["maj_at_k_bootstrap"], metrics["maj_at_k_bootstrap_std"])
+            cells[f"maj@{k} (verl bootstrap)"] = boot
+        for name in cells:
             headline.add_column(name, justify="right")
-        headline.add_row(
-            fmt(metrics["mean_at_k"], metrics["mean_at_k_std"]),
-            fmt(metrics["maj_at_k"], metrics["maj_at_k_std"]),
-        )
+        headline.add_row(*cells.values())
     else:
         for name in ("Maj", "Debate", "Δ"):
             headline.add_column(name, justify="right")
@@ -55,7 +72,9 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
 
     hub = metrics.get("hub")
     rounds = Table(title="Accuracy by round (%)", title_justify="left")
-    columns = ["round", "vote", "mean agent"]
+    # The system's answer: the vote, or what the scoring rule picked.
+    system = f"score={metrics['score']}" if scored_by(metrics) else "vote"
+    columns = ["round", system, "mean agent"]
     columns += [f"hub (agent {hub})"] if hub is not None else []
     for name in [*columns, "unanimous", "N_eff", "prefix share"]:
         rounds.add_column(name, justify="right")
@@ -74,7 +93,7 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
         cells.append("-" if share is None else f"{100 * share:.0f}%")
         rounds.add_row(*cells)
 
-    parts: list[Any] = [headline, rounds]
+    parts: list[Any] = [*heading, headline, rounds]
     if metrics["transitions"]:
         moves = Table(title="Agent transitions (% of agents)", title_justify="left")
         for name in ("rounds", "correct→incorrect", "incorrect→correct", "Δ"):
@@ -111,7 +130,9 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
 def rouge_views(metrics: dict[str, Any], title: str) -> list[Any]:
     """A summary run: the consensus summary's ROUGE after the last round and its gain over
     round 0, then ROUGE by round, of the consensus and of the mean agent."""
-    headline = Table(title=f"{title}: consensus summary, ROUGE F1 (%)", title_justify="left")
+    usual = metrics.get("score", "consensus") == "consensus"
+    picked = "consensus summary" if usual else "system's summary"
+    headline = Table(title=f"{title}: {picked}, ROUGE F1 (%)", title_justify="left")
     for name in ("ROUGE-1", "ROUGE-2", "ROUGE-L", "Δ ROUGE-L (vs round 0)"):
         headline.add_column(name, justify="right")
     headline.add_row(

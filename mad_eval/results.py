@@ -10,6 +10,7 @@ from typing import Any
 
 from mad_eval.metrics import Formula, compute_metrics, critique_formulas, formulas, locate
 from mad_eval.records import Turn, Verdict
+from mad_eval.rules import RULES, default_rule
 from mad_eval.stats import bootstrap_ci
 from mad_eval.store import JudgeLog, RunStore, StoreError
 from mad_eval.tally import Tallies, tally, tally_verdicts
@@ -48,6 +49,10 @@ class Run:
     def kind(self) -> str:
         return manifest_kind(self.manifest)
 
+    @property
+    def score(self) -> str:
+        return manifest_rule(self.manifest)
+
     @functools.cached_property
     def formulas(self) -> dict[str, Formula]:
         hub = self.manifest["protocol"].get("hub") is not None
@@ -85,6 +90,20 @@ def manifest_kind(manifest: dict[str, Any]) -> str:
     return manifest.get("benchmark", {}).get("kind", "math")
 
 
+def manifest_rule(manifest: dict[str, Any]) -> str:
+    """The scoring rule the run's protocol named: the manifest's resolved `score`, else the
+    protocol parameter it was given (centralized:score=hub), else, as for every run made
+    before rules existed, the kind's default."""
+    protocol = manifest["protocol"]
+    named = protocol.get("score") or protocol.get("params", {}).get("score")
+    if named is not None and named not in RULES:
+        known = ", ".join(RULES)
+        raise StoreError(f"the manifest names scoring rule '{named}', not one of: {known}.")
+    if named is not None and RULES[named].needs_hub and protocol.get("hub") is None:
+        raise StoreError(f"the manifest names scoring rule '{named}', but its protocol has no hub.")
+    return named or default_rule(manifest_kind(manifest))
+
+
 def measure(
     manifest: dict[str, Any], turns: list[Turn], verdicts: list[Verdict] | None = None
 ) -> tuple[Tallies, dict[str, Any]]:
@@ -94,9 +113,9 @@ def measure(
     groups: dict[str, list[int]] = {}
     for seat in manifest.get("team", []):
         groups.setdefault(seat["group"], []).append(seat["agent"])
-    kind = manifest_kind(manifest)
+    kind, rule = manifest_kind(manifest), manifest_rule(manifest)
     voters, hub = protocol["voters"], protocol.get("hub")
-    found = tally(turns, voters, config["rounds"], config["seed"], hub, kind)
+    found = tally(turns, voters, config["rounds"], config["seed"], hub, kind, rule)
     if verdicts:
         found = tally_verdicts(verdicts, found, config["rounds"])
     metrics = compute_metrics(
@@ -110,6 +129,7 @@ def measure(
         tallies=found,
         verdicts=verdicts,
         kind=kind,
+        rule=rule,
     )
     if verdicts:
         critique_intervals(metrics, found, config["rounds"])

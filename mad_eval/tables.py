@@ -14,6 +14,7 @@ import pandas as pd
 from mad_eval.metrics import lookup
 from mad_eval.report import CRITIQUE_HEADERS
 from mad_eval.results import Run
+from mad_eval.rules import RULES, default_rule
 from mad_eval.stats import REPLICATES, bootstrap_ci, paired_test
 from mad_eval.tally import CRITIQUE
 
@@ -25,6 +26,7 @@ class Column:
     better: str | None = "max"  # which end is bolded: max, min or None
     digits: int = 1
     signed: bool = False
+    scored: bool = False  # the system's answer, so the run's scoring rule (mad_eval.rules)
 
 
 # A layout: for a run's number of debate rounds, the table's row parts (a label appended
@@ -34,17 +36,44 @@ Layout = Callable[[int], list[tuple[str, list[Column]]]]
 
 def _debate(rounds: int) -> list[tuple[str, list[Column]]]:
     return [
-        ("", [Column("Maj", "maj"), Column("Debate", "debate"), Column("Δ", "delta", signed=True)])
+        (
+            "",
+            [
+                Column("Maj", "maj", scored=True),
+                Column("Debate", "debate", scored=True),
+                Column("Δ", "delta", signed=True, scored=True),
+            ],
+        )
     ]
 
 
 def _single(rounds: int) -> list[tuple[str, list[Column]]]:
-    # Round 0 is K independent samples in any run, a debate's as much as `mad-eval single`'s.
-    return [("", [Column("mean@K", "round0.agent_accuracy"), Column("maj@K", "maj")])]
+    """mean@K and the exact maj@K (the vote of all K answers). Round 0 is K independent
+    samples in any run, a debate's as much as `mad-eval single`'s."""
+    return [("", [Column("mean@K", "round0.agent_accuracy"), Column("maj@K", "maj", scored=True)])]
+
+
+def _single_bootstrap(rounds: int) -> list[tuple[str, list[Column]]]:
+    """mean@K and verl's maj@K/mean (rules.bootstrap_maj), which metrics.json has for runs
+    without debate only (`maj_at_k_bootstrap`)."""
+    return [
+        (
+            "",
+            [
+                Column("mean@K", "round0.agent_accuracy"),
+                Column("maj@K (bootstrap)", "maj_at_k_bootstrap"),
+            ],
+        )
+    ]
 
 
 def _rounds(rounds: int) -> list[tuple[str, list[Column]]]:
-    return [("", [Column(f"R{r}", f"round{r}.vote_accuracy") for r in range(rounds + 1)])]
+    return [
+        (
+            "",
+            [Column(f"R{r}", f"round{r}.vote_accuracy", scored=True) for r in range(rounds + 1)],
+        )
+    ]
 
 
 def _transitions(rounds: int) -> list[tuple[str, list[Column]]]:
@@ -110,7 +139,10 @@ def _rouge(rounds: int) -> list[tuple[str, list[Column]]]:
     """The paper's summarisation table: the consensus summary's ROUGE after each round."""
     headers = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L"}
     return [
-        (f"round {r}", [Column(header, f"round{r}.{m}") for m, header in headers.items()])
+        (
+            f"round {r}",
+            [Column(header, f"round{r}.{m}", scored=True) for m, header in headers.items()],
+        )
         for r in range(rounds + 1)
     ]
 
@@ -124,6 +156,14 @@ LAYOUTS: dict[str, Layout] = {
     "diversity": _diversity,
     "critique": _critique,
     "rouge": _rouge,
+    "single-bootstrap": _single_bootstrap,
+}
+# What a layout's numbers are, where its headers cannot say it all: below a Markdown table,
+# in a comment above a LaTeX one.
+LAYOUT_NOTES = {
+    "single": "maj@K is exact: the vote of all K answers of each question",
+    "single-bootstrap": "maj@K (bootstrap) is verl's maj@K/mean: the vote of K answers drawn "
+    "with replacement, its correctness averaged over 1000 draws (numpy seed 42) per question",
 }
 FORMATS = ("csv", "latex", "md")
 ERRORS = ("std", "ci", "none")
@@ -138,6 +178,7 @@ COLUMNS = [
     "std",
     "runs",
     "agents",
+    "score",
     "ci_low",
     "ci_high",
     "questions",
@@ -158,6 +199,10 @@ def tidy(
     bootstrap interval over questions. `p_value` tests a Δ against zero (Debate against
     Maj on the same questions; I→C against C→I), and any other number against the
     baseline method's on the questions both answered (the first method unless named).
+    `score` names the scoring rule (mad_eval.rules) behind a number that is the system's
+    answer (Maj, Debate, the vote by round, the picked summary's ROUGE); it is empty for the
+    agents' own numbers. Markdown and LaTeX name a rule in the row label where it is not the
+    usual one (plurality; consensus for summaries).
     """
     base = baseline or runs[0].label
     if baseline and baseline not in {run.label for run in runs}:
@@ -174,6 +219,12 @@ def tidy(
             raise ValueError(
                 f"{run.root} ran {run.benchmark}, {what} benchmark: --layout {layout} does not "
                 f"apply to it; use {wanted}."
+            )
+        if layout == "single-bootstrap" and run.rounds > 0:
+            raise ValueError(
+                f"{run.root} is a debate ({run.rounds} rounds): verl's bootstrap maj@K is kept "
+                "for runs without debate (mad-eval single); use --layout single for its "
+                "exact maj@K."
             )
         if layout == "critique" and not run.verdicts:
             raise ValueError(
@@ -197,6 +248,7 @@ def tidy(
                         "std": std,
                         "runs": run.metrics["runs"],
                         "agents": run.config["agents"],
+                        "score": run.score if column.scored else None,
                         "ci_low": low,
                         "ci_high": high,
                         "questions": questions,
@@ -245,7 +297,7 @@ def _average(frame: pd.DataFrame) -> pd.DataFrame:
         rows.append(
             {
                 **{c: None for c in COLUMNS},
-                **first[["layout", "method", "part", "metric", "key", "better", "digits"]],
+                **first[["layout", "method", "part", "metric", "key", "score", "better", "digits"]],
                 "benchmark": "Avg",
                 "value": float(np.mean(group["value"])),
                 "runs": int(group["runs"].min()),
@@ -266,6 +318,7 @@ class Grid:
     metrics: list[str]  # headers within a group, in layout order
     rows: list[tuple[str, str]]  # (method, part)
     cells: dict[tuple[str, str, str, str], pd.Series]  # (method, part, benchmark, metric)
+    scores: dict[str, list[str]]  # method -> the scoring rules it used other than the default
 
     @functools.cached_property
     def best(self) -> set[tuple[str, str, str, str]]:
@@ -280,7 +333,14 @@ def grid(frame: pd.DataFrame) -> Grid:
     parts = list(dict.fromkeys(p for _, p in pairs))
     rows = sorted(pairs, key=lambda pair: parts.index(pair[1]))
     cells = {(r["method"], r["part"], r["benchmark"], r["metric"]): r for _, r in frame.iterrows()}
-    return Grid(benchmarks, metrics, rows, cells)
+    # The rouge layout is the summaries'; every other one scores answers.
+    usual = default_rule("summary" if frame["layout"].iloc[0] == "rouge" else "math")
+    scores: dict[str, list[str]] = {}
+    for _, r in frame.iterrows():
+        if isinstance(r["score"], str) and r["score"] != usual:
+            found = scores.setdefault(r["method"], [])
+            found += [] if r["score"] in found else [r["score"]]
+    return Grid(benchmarks, metrics, rows, cells, scores)
 
 
 def _row_cells(g: Grid, method: str, part: str, error: str) -> list[tuple[str, str | None, bool]]:
@@ -343,13 +403,26 @@ def _number(cell: pd.Series, error: str) -> tuple[str, str | None]:
 def _group_title(frame: pd.DataFrame, benchmark: str) -> str:
     """The benchmark, and for the single layout the K its runs sampled (when they agree)."""
     ks = frame.loc[frame["benchmark"] == benchmark, "agents"].dropna().unique()
-    if frame["layout"].iloc[0] == "single" and len(ks) == 1:
+    if frame["layout"].iloc[0].startswith("single") and len(ks) == 1:
         return f"{benchmark} (K={int(ks[0])})"
     return benchmark
 
 
-def _row_label(method: str, part: str) -> str:
-    return f"{method} ({part})" if part else method
+def _row_label(g: Grid, method: str, part: str) -> str:
+    """The method, its row part, and the scoring rule its numbers used where it is not the
+    usual one (score=hub)."""
+    inside = [part] if part else []
+    inside += [f"score={rule}" for rule in g.scores.get(method, [])]
+    return f"{method} ({'; '.join(inside)})" if inside else method
+
+
+def _notes(frame: pd.DataFrame, g: Grid) -> list[str]:
+    """What the layout's numbers are (LAYOUT_NOTES) and what each unusual rule named in a
+    row label does, as sentences without their full stop."""
+    layout = frame["layout"].iloc[0]
+    notes = [LAYOUT_NOTES[layout]] if layout in LAYOUT_NOTES else []
+    rules = dict.fromkeys(rule for found in g.scores.values() for rule in found)
+    return notes + [f"score={rule}: {RULES[rule].description}" for rule in rules]
 
 
 def _error_note(error: str) -> str:
@@ -382,6 +455,7 @@ def to_latex(frame: pd.DataFrame, error: str = "std") -> str:
     spec = "l" + ("@{\\hspace{1em}}" + "r" * width) * len(g.benchmarks)
     lines = [
         f"% mad-eval table --layout {frame['layout'].iloc[0]}: {_error_note(error)}.",
+        *(f"% {note}." for note in _notes(frame, g)),
         "% Needs \\usepackage{booktabs}.",
         f"\\begin{{tabular}}{{{spec}}}",
         "\\toprule",
@@ -400,7 +474,7 @@ def to_latex(frame: pd.DataFrame, error: str = "std") -> str:
     ]
     previous = g.rows[0][1]
     for method, part in g.rows:
-        cells = [latex_escape(_row_label(method, part))]
+        cells = [latex_escape(_row_label(g, method, part))]
         for text, bar, bold in _row_cells(g, method, part, error):
             text = text.replace("-", "$-$") if text != "-" else text
             text = f"\\textbf{{{text}}}" if bold else text
@@ -422,12 +496,13 @@ def to_markdown(frame: pd.DataFrame, error: str = "std") -> str:
         "|" + "---|" + "---:|" * (len(header) - 1),
     ]
     for method, part in g.rows:
-        cells = [_row_label(method, part).replace("|", "\\|")]
+        cells = [_row_label(g, method, part).replace("|", "\\|")]
         for text, bar, bold in _row_cells(g, method, part, error):
             cells.append((f"**{text}**" if bold else text) + (f" ± {bar}" if bar else ""))
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(f"_{_error_note(error).capitalize()}._")
+    lines += [f"_{note}._" for note in _notes(frame, g)]
     return "\n".join(lines) + "\n"
 
 

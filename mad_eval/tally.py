@@ -11,82 +11,18 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Protocol, TypeVar
 
 import numpy as np
 
-from mad_eval.grading import ROUGE, consensus, equivalent, same_answer
+from mad_eval.grading import ROUGE, same_answer
 from mad_eval.prompts import JUDGE_CRITERIA
 from mad_eval.records import Turn, Verdict, derive_seed
+from mad_eval.rules import answer_groups, bootstrap_maj, default_rule, get_rule
 
 # What the judge's scores are tallied as: each criterion, and their sum.
 CRITIQUE = (*JUDGE_CRITERIA, "total")
-
-
-@dataclass(frozen=True)
-class Vote:
-    answer: str | None
-    correct: bool
-
-
-class Graded(Protocol):
-    """Anything graded: a turn, a training rollout."""
-
-    answer: str | None
-    correct: bool | None
-    grade_timed_out: bool
-
-
-G = TypeVar("G", bound=Graded)
-
-
-Same = Callable[[str, str], bool]
-
-
-def answer_groups(turns: Sequence[G], same: Same = equivalent) -> list[list[G]]:
-    """Parsed answers grouped by equivalence (not by string), in order of first appearance.
-    `same` is the benchmark kind's equivalence (grading.same_answer)."""
-    groups: list[list[G]] = []
-    for turn in turns:
-        if turn.answer is None:
-            continue
-        for group in groups:
-            if _same(turn, group[0], same):
-                group.append(turn)
-                break
-        else:
-            groups.append([turn])
-    return groups
-
-
-def _same(a: Graded, b: Graded, same: Same) -> bool:
-    """Two graded answers are equivalent when both equal the gold; one right and one wrong
-    never are. Only two wrong answers need comparing, which saves most math-verify calls;
-    one that math-verify could not decide against the gold is compared by its text alone."""
-    if bool(a.correct) != bool(b.correct):
-        return False
-    if a.correct:
-        return True
-    if a.grade_timed_out or b.grade_timed_out:
-        return " ".join(a.answer.split()) == " ".join(b.answer.split())  # type: ignore[union-attr]
-    return same(a.answer, b.answer)  # type: ignore[arg-type]
-
-
-def majority_vote(
-    turns: list[Turn], rng: random.Random, groups: list[list[Turn]] | None = None
-) -> Vote:
-    """Plurality over extracted answers grouped by equivalence; ties are broken by `rng`.
-    Unparsed answers do not vote; no answer at all is a wrong vote. `groups` are the
-    turns' answer_groups, when the caller has them already."""
-    groups = answer_groups(turns) if groups is None else groups
-    if not groups:
-        return Vote(None, False)
-    top = max(len(g) for g in groups)
-    winner = rng.choice([g for g in groups if len(g) == top])
-    return Vote(winner[0].answer, bool(winner[0].correct))
 
 
 def entropy_bits(turns: list[Turn], groups: list[list[Turn]]) -> float:
@@ -121,11 +57,14 @@ class Rates(dict):
 class Tallies:
     """Numerators and denominators per (run, question) of every rate of a set of turns.
 
-    Keys: `vote{r}` (right votes), `agent{r}` (right answers), `hub{r}` (the hub's right
-    answers), `unanimous{r}` (questions whose answers all agree), `entropy{r}` (bits summed
-    over questions), `agree{r}` (agent pairs equally right or wrong), `len_right{r}` and
-    `len_wrong{r}` (completion tokens summed over right / wrong answers), and for debate
-    rounds `c2i{r}` and `i2c{r}` (agents moving right->wrong and wrong->right into round r).
+    Keys: `vote{r}` (right system answers, as the scoring rule picks them), `agent{r}`
+    (right answers), `hub{r}` (the hub's right answers), `unanimous{r}` (questions whose
+    answers all agree), `entropy{r}` (bits summed over questions), `agree{r}` (agent pairs
+    equally right or wrong), `len_right{r}` and `len_wrong{r}` (completion tokens summed over
+    right / wrong answers), for debate rounds `c2i{r}` and `i2c{r}` (agents moving
+    right->wrong and wrong->right into round r), and without debate `maj_boot0` (verl's
+    bootstrap maj@K of each question, rules.bootstrap_maj). Summaries have ROUGE keys
+    instead (`rougeL{r}`, `agent_rougeL{r}`, ...).
     """
 
     runs: list[int]
@@ -156,18 +95,18 @@ def tally(
     seed: int,
     hub: int | None = None,
     kind: str = "math",
+    rule: str | None = None,
 ) -> Tallies:
-    """Count everything once. Failed turns are left out of every count; a question whose
-    every voter failed has no vote to score. Summaries are scored, not voted: see
-    `tally_summaries`."""
-    if kind == "summary":
-        return tally_summaries(turns, voters, rounds)
+    """Count everything once. The system's answer in each round is the one `rule` picks
+    (mad_eval.rules; None: the kind's default): a voting kind counts it right or wrong, a
+    summary scores its ROUGE. Failed turns are left out of every count; whether a question
+    whose every voter failed is scored is the rule's to say (plurality: it is not)."""
+    decide = get_rule(rule or default_rule(kind))
+    if decide.needs_hub and hub is None:
+        raise ValueError(f"score={decide.name} needs a protocol with a hub; this run has none.")
     alike = same_answer(kind)
-    keys = ["vote", "agent", "unanimous", "entropy", "agree", "len_right", "len_wrong"]
-    keys += ["hub"] if hub is not None else []
-    names = [f"{k}{r}" for r in range(rounds + 1) for k in keys]
-    names += [f"{k}{r}" for r in range(1, rounds + 1) for k in ("c2i", "i2c")]
-    found, cells = _cells(turns, rounds, names)
+    summary = kind == "summary"
+    found, cells = _cells(turns, rounds, _summary_keys(rounds) if summary else _keys(rounds, hub))
     num, den = found.num, found.den
     row = {run: i for i, run in enumerate(found.runs)}
     col = {q: j for j, q in enumerate(found.questions)}
@@ -178,12 +117,24 @@ def tally(
 
     for (run, qid, r), live in cells.items():
         at = (row[run], col[qid])
-        groups = answer_groups(live, alike)
-        ballot = [t for t in live if t.agent in voters]
-        if ballot:
+        if decide.scored(live, voters, hub):
             rng = random.Random(derive_seed(seed, "vote", run, qid, r))
-            same = groups if len(ballot) == len(live) else None  # every live agent votes
-            add(f"vote{r}", at, majority_vote(ballot, rng, same).correct, 1)
+            picked = decide.pick(live, voters, hub, rng, alike)
+            if summary:
+                for m in ROUGE:
+                    add(f"{m}{r}", at, picked.rouge[m] if picked and picked.rouge else 0.0, 1)
+            else:
+                add(f"vote{r}", at, picked is not None and bool(picked.correct), 1)
+        if summary:
+            for t in live:
+                for m in ROUGE:
+                    add(f"agent_{m}{r}", at, t.rouge[m] if t.rouge else 0.0, 1)
+            continue
+        if not live:
+            continue
+        if rounds == 0 and (ballot := [t for t in live if t.agent in voters]):
+            add("maj_boot0", at, bootstrap_maj(ballot), 1)
+        groups = answer_groups(live, alike)
         right = [bool(t.correct) for t in live]
         add(f"agent{r}", at, sum(right), len(right))
         if hub is not None:
@@ -196,6 +147,8 @@ def tally(
         for t in live:
             if t.completion_tokens is not None:
                 add(f"len_right{r}" if t.correct else f"len_wrong{r}", at, t.completion_tokens, 1)
+    if summary:
+        return found
 
     by_agent: dict[tuple[int, str, int], dict[int, Turn]] = defaultdict(dict)
     for t in turns:
@@ -211,11 +164,28 @@ def tally(
     return found
 
 
+def _keys(rounds: int, hub: int | None) -> list[str]:
+    """A voting kind's tally keys (see Tallies)."""
+    keys = ["vote", "agent", "unanimous", "entropy", "agree", "len_right", "len_wrong"]
+    keys += ["hub"] if hub is not None else []
+    names = [f"{k}{r}" for r in range(rounds + 1) for k in keys]
+    names += [f"{k}{r}" for r in range(1, rounds + 1) for k in ("c2i", "i2c")]
+    return names + (["maj_boot0"] if rounds == 0 else [])
+
+
+def _summary_keys(rounds: int) -> list[str]:
+    """A summary's tally keys: the system's summary's ROUGE (`rouge1{r}`, `rouge2{r}`,
+    `rougeL{r}`; none parsed scores 0) and the agents' mean (`agent_rouge1{r}`, ...; an
+    unparsed summary scores 0)."""
+    return [f"{p}{m}{r}" for r in range(rounds + 1) for m in ROUGE for p in ("", "agent_")]
+
+
 def _cells(
     turns: list[Turn], rounds: int, names: list[str]
 ) -> tuple[Tallies, dict[tuple[int, str, int], list[Turn]]]:
     """Zeroed tallies named `names` over the turns' runs and questions, and the turns of each
-    (run, question, round) up to `rounds` that did not fail, in agent order."""
+    (run, question, round) up to `rounds` that did not fail, in agent order (none, where
+    every turn failed)."""
     runs = sorted({t.run for t in turns})
     questions = sorted({t.question for t in turns})
     shape = (len(runs), len(questions))
@@ -223,36 +193,18 @@ def _cells(
     den = {name: np.zeros(shape) for name in names}
     cells: dict[tuple[int, str, int], list[Turn]] = defaultdict(list)
     for t in sorted(turns, key=lambda t: t.agent):
-        if not t.failed and t.round <= rounds:
-            cells[(t.run, t.question, t.round)].append(t)
+        if t.round <= rounds:
+            mine = cells[(t.run, t.question, t.round)]
+            if not t.failed:
+                mine.append(t)
     return Tallies(runs, questions, num, den), cells
 
 
 def tally_summaries(turns: list[Turn], voters: list[int], rounds: int) -> Tallies:
-    """A summary benchmark's counts: per round, the ROUGE of the voters' consensus summary
-    (`rouge1{r}`, `rouge2{r}`, `rougeL{r}`: the score of the summary picked by
-    grading.consensus, which never reads the reference; none parsed scores 0) and the
-    agents' mean ROUGE (`agent_rouge1{r}`, ...; an unparsed summary scores 0)."""
-    names = [f"{p}{m}{r}" for r in range(rounds + 1) for m in ROUGE for p in ("", "agent_")]
-    found, cells = _cells(turns, rounds, names)
-    num, den = found.num, found.den
-    row = {run: i for i, run in enumerate(found.runs)}
-    col = {q: j for j, q in enumerate(found.questions)}
-    for (run, qid, r), live in cells.items():
-        at = (row[run], col[qid])
-        for t in live:
-            for m in ROUGE:
-                num[f"agent_{m}{r}"][at] += t.rouge[m] if t.rouge else 0.0
-                den[f"agent_{m}{r}"][at] += 1
-        ballot = [t for t in live if t.agent in voters]
-        if not ballot:
-            continue
-        parsed = [t for t in ballot if t.answer is not None and t.rouge]
-        picked = parsed[consensus([t.answer for t in parsed])] if parsed else None  # type: ignore[misc]
-        for m in ROUGE:
-            num[f"{m}{r}"][at] += picked.rouge[m] if picked else 0.0  # type: ignore[index]
-            den[f"{m}{r}"][at] += 1
-    return found
+    """A summary benchmark's counts by its default rule: per round, the ROUGE of the voters'
+    consensus summary (grading.consensus, which never reads the reference) and the agents'
+    mean ROUGE."""
+    return tally(turns, voters, rounds, seed=0, kind="summary")
 
 
 def tally_verdicts(verdicts: list[Verdict], tallies: Tallies, rounds: int) -> Tallies:

@@ -214,7 +214,10 @@ def test_report_recomputes_metrics_from_turns(tmp_path):
     [
         (["--agents", "0"], "--agents must be at least 1, got 0."),
         (["--rounds", "-1"], "--rounds must be 0 or more, got -1."),
-        (["--protocol", "ring"], "unknown protocol 'ring'; available: centralized, critique"),
+        (
+            ["--protocol", "ring"],
+            "unknown protocol 'ring'; available: centralized, centralized_hub,",
+        ),
         (["--benchmark", "nope"], "unknown benchmark 'nope'"),
         (["--model", "gpt4"], "unknown model spec 'gpt4'"),
         (["--model", "sim:p0=2"], "p0 must lie in [0, 1]"),

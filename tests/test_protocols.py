@@ -129,7 +129,11 @@ def test_parameters_on_the_command_line():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("ring", "unknown protocol 'ring'; available: centralized, critique, decentralized"),
+        (
+            "ring",
+            "unknown protocol 'ring'; available: centralized, centralized_hub, critique, "
+            "decentralized",
+        ),
         ("sparse:degre=4", "class 'sparse' has no parameter 'degre'; it accepts: degree, graph"),
         ("decentralized:hub=1", "has no parameter 'hub'; it accepts: no parameters"),
         ("heterogeneous:hub=1", "the decentralized topology cannot take {'hub': 1}"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from mad_eval.rules import get_rule
+
 
 class ProtocolError(ValueError):
     """A protocol cannot run with the requested settings."""
@@ -22,6 +24,9 @@ class Protocol(ABC):
     description: str
     # An agent whose own accuracy metrics.json reports next to the vote (centralized's hub).
     hub: int | None = None
+    # The scoring rule that picks the system's answer (mad_eval.rules); None: the benchmark
+    # kind's default (plurality; consensus for summaries).
+    score: str | None = None
     # A team this protocol brings with it (heterogeneous presets); --agent/--roster override it.
     roster: list[dict[str, Any]] | None = None
 
@@ -57,6 +62,16 @@ def check_protocol(protocol: Protocol, n_agents: int) -> None:
         raise ProtocolError(f"{label}: voters() is empty; at least one agent must vote.")
     if protocol.hub is not None and protocol.hub not in agents:
         raise ProtocolError(f"{label}: hub {protocol.hub} is not an agent index 0..{n_agents - 1}.")
+    score = getattr(protocol, "score", None)
+    if score is not None:
+        try:
+            rule = get_rule(score)
+        except ValueError as exc:
+            raise ProtocolError(f"{label}: {exc}") from None
+        if rule.needs_hub and protocol.hub is None:
+            raise ProtocolError(
+                f"score={score} needs a protocol with a hub, such as centralized; {label} has none."
+            )
 
 
 def _check_indices(value: Any, n_agents: int, where: str) -> None:

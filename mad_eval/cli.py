@@ -29,6 +29,7 @@ from mad_eval.roster import RosterError
 from mad_eval.stats import REPLICATES
 from mad_eval.store import SUPERSEDED, JudgeLog, RunStore, StoreError
 from mad_eval.tables import ERRORS, FORMATS, LAYOUTS, render, tidy
+from mad_eval.templates import TemplateError, builtin_templates, load_template, sample_prompt
 from mad_eval.ui import console, errors, fail, progress_bar, warn
 from mad_eval.verifier import stop_graders
 
@@ -48,6 +49,7 @@ USER_ERRORS = (
     StoreError,
     RosterError,
     ContextError,
+    TemplateError,
 )
 
 
@@ -62,6 +64,7 @@ def run(
     benchmark: options.Benchmark = DEFAULT_BENCHMARK,
     data_dir: options.DataDir = None,
     limit: options.Limit = None,
+    answer_protocol: options.AnswerProtocol = None,
     model: options.Model = None,
     base_url: options.BaseUrl = None,
     api: options.Api = "chat",
@@ -110,6 +113,7 @@ def single(
     benchmark: options.Benchmark = DEFAULT_BENCHMARK,
     data_dir: options.DataDir = None,
     limit: options.Limit = None,
+    answer_protocol: options.AnswerProtocol = None,
     model: options.Model = None,
     base_url: options.BaseUrl = None,
     api: options.Api = "chat",
@@ -385,6 +389,45 @@ def protocols() -> None:
 
 
 @app.command()
+def templates(
+    template: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[NAME|FILE]",
+            help="A template to show, rendered for a sample 3-agent debate; none: list them.",
+        ),
+    ] = None,
+    round_: Annotated[
+        int, typer.Option("--round", help="The round to show (2 shows a conversation's growth).")
+    ] = 1,
+    agent: Annotated[int, typer.Option(help="The agent (0-2) whose prompt to show.")] = 1,
+) -> None:
+    """List the prompt templates --prompt-template accepts by name, or show one's messages."""
+    if template is None:
+        table = Table(title="prompt templates", show_lines=False)
+        for column in ("name", "what the agent is asked", "file"):
+            table.add_column(column, style="bold" if column == "name" else None)
+        try:
+            for name, path in builtin_templates().items():
+                table.add_row(name, load_template(name).description, _relative(str(path)))
+        except TemplateError as exc:
+            raise fail(str(exc)) from None
+        console.print(table)
+        console.print("Show one: mad-eval templates NAME|FILE [--round R] [--agent I].")
+        return
+    if not (0 <= agent <= 2 and 0 <= round_ <= 5):
+        raise fail("--agent must lie in 0..2 and --round in 0..5.")
+    try:
+        messages = sample_prompt(load_template(template), agent, round_)
+    except TemplateError as exc:
+        raise fail(str(exc)) from None
+    for message in messages:
+        console.print(f"[{message['role']}]", style="bold", markup=False)
+        # soft_wrap: the exact text, never broken at the terminal's width
+        console.print(message["content"], markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
 def benchmarks() -> None:
     """List the benchmarks --benchmark accepts by name: kind, source and description."""
     table = Table(title="benchmarks", show_lines=False)
@@ -428,7 +471,8 @@ def table(
         str,
         typer.Option(
             metavar="|".join(LAYOUTS),
-            help="debate: Maj, Debate, Δ per benchmark; single: mean@K, maj@K; rounds: vote "
+            help="debate: Maj, Debate, Δ per benchmark; single: mean@K, maj@K (exact); "
+            "single-bootstrap: maj@K as verl estimates it (1000 seeded resamples); rounds: vote "
             "accuracy after each round; transitions: C→I, I→C per round; lengths: tokens of "
             "correct and incorrect answers per round; diversity: unanimous share, answer "
             "entropy, ρ and N_eff per round; critique: the judge's scores; rouge: the consensus "

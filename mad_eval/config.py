@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mad_eval.prompts import STYLES
 from mad_eval.roster import Agent, Entry, group_labels
 
 DEFAULT_MODEL = "sim"
@@ -43,13 +42,14 @@ class RunConfig:
     rounds: int = 3
     benchmark: str = DEFAULT_BENCHMARK
     limit: int | None = None
+    answer_protocol: str | None = None  # None: the benchmark's own
     model: str = DEFAULT_MODEL
     runs: int = 1
     seed: int = 0
     temperature: float = 1.0
     top_p: float = 0.9
     max_tokens: int | None = None  # None: the benchmark's own budget
-    prompt_style: str = "debate"
+    prompt_style: str = "debate"  # the prompt template: a built-in name or a .toml file
     strip_think: bool = False
     max_model_len: int | None = None  # None: what the server reports, else no budget
     tokenizer: str | None = None  # None: the model's own when it can be found
@@ -97,10 +97,6 @@ class RunConfig:
             (
                 self.max_tokens is None or self.max_tokens >= 1,
                 f"--max-tokens must be at least 1, got {self.max_tokens}",
-            ),
-            (
-                self.prompt_style in STYLES,
-                f"--prompt-style must be one of {', '.join(STYLES)}, got '{self.prompt_style}'",
             ),
             (
                 self.prompt_style != "roles" or self.agents >= 2,
@@ -163,6 +159,7 @@ class RunConfig:
                         max_model_len=_first(entry.max_model_len, self.max_model_len),
                         tokenizer=_first(entry.tokenizer, self.tokenizer),
                         persona=entry.persona,
+                        prompt_template=entry.prompt_template or self.prompt_style,
                     )
                 )
         return team
@@ -196,7 +193,7 @@ class RunConfig:
         else:
             name = f"{bench}-{self.protocol}-n{self.agents}-t{self.rounds}-{model}"
         if self.prompt_style != "debate":
-            name += f"-{self.prompt_style}"
+            name += f"-{Path(self.prompt_style).stem}"
         if self.runs > 1:
             name += f"-r{self.runs}"
         if self.limit:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from mad_eval import online
-from mad_eval.prompts import Messages
+from mad_eval.templates import Messages
 
 Encoded = np.ndarray
 # Real BPE tokenizers reach ~4 characters per token on prose but only 2.2-2.7 on LaTeX-dense

@@ -11,7 +11,7 @@ answered are ever recorded, so resuming asks exactly what is missing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -19,10 +19,11 @@ from mad_eval import grading
 from mad_eval.backends import Backend, Generation, Request, Sampling
 from mad_eval.config import RunConfig
 from mad_eval.context import ContextError, EstimateCounter, Fitted, Fitter, prefix_tokens
-from mad_eval.prompts import Messages, debate_prompt, persona_for, question_prompt
+from mad_eval.prompts import Messages, Round, Speaker, build_prompt
 from mad_eval.protocols import Protocol
 from mad_eval.records import Question, Turn, TurnKey, derive_seed, messages_hash
 from mad_eval.roster import Agent
+from mad_eval.templates import load_template
 
 T = TypeVar("T")
 
@@ -35,6 +36,7 @@ class Seat:
     backend: Backend
     fitter: Fitter
     budget: int | None  # prompt tokens allowed: max model length minus max tokens
+    speaker: Speaker  # its prompt template, and what the template may say of it
 
 
 class Engine:
@@ -61,48 +63,41 @@ class Engine:
 
     async def debate(self, run: int, question: Question) -> list[Turn]:
         """All rounds of one debate; returns the last round's turns."""
-        previous: list[Turn] = []
+        history: list[list[Turn]] = []
         for round_ in range(self.config.rounds + 1):
+            previous = history[-1] if history else []
             # Decided once per agent: the prompt is built from it and the turn records it.
             sees = [self.visible(seat.agent.index, previous) for seat in self.seats]
             keys = [(run, question.id, round_, seat.agent.index) for seat in self.seats]
             if all(key in self.done for key in keys):
                 prompts: list[Fitted | ContextError | None] = [None] * len(self.seats)
             else:
-                prompts = await asyncio.to_thread(self.round_prompts, question, previous, sees)
+                rounds = [dict(enumerate(turns)) for turns in history]
+                prompts = await asyncio.to_thread(self.round_prompts, question, rounds, sees)
             shared = self.shared_prefixes(prompts)
-            previous = await every(
-                self.turn(run, question, round_, seat, previous, seen, prompt, prefix)
-                for seat, seen, prompt, prefix in zip(
-                    self.seats, sees, prompts, shared, strict=True
+            history.append(
+                await every(
+                    self.turn(run, question, round_, seat, previous, seen, prompt, prefix)
+                    for seat, seen, prompt, prefix in zip(
+                        self.seats, sees, prompts, shared, strict=True
+                    )
                 )
             )
-        return previous
+        return history[-1]
 
     def round_prompts(
-        self, question: Question, previous: list[Turn], sees: list[list[int]]
+        self, question: Question, history: list[Round], sees: list[list[int]]
     ) -> list[Fitted | ContextError | None]:
         """Every agent's prompt for the next round, fitted to its context budget."""
         prompts: list[Fitted | ContextError | None] = []
         for seat, seen in zip(self.seats, sees, strict=True):
             try:
-                prompts.append(self.fit(seat, question, previous, seen))
+                prompts.append(
+                    build_prompt(seat.speaker, question, history, seen, seat.fitter, seat.budget)
+                )
             except ContextError as exc:
                 prompts.append(exc)
         return prompts
-
-    def fit(self, seat: Seat, question: Question, previous: list[Turn], sees: list[int]) -> Fitted:
-        agent = seat.agent
-        return agent_prompt(
-            question,
-            previous,
-            sees,
-            agent.index,
-            agent.persona,
-            self.config.prompt_style,
-            seat.fitter,
-            seat.budget,
-        )
 
     def shared_prefixes(self, prompts: list[Fitted | ContextError | None]) -> list[int | None]:
         """Tokens each prompt shares with a lower-numbered agent's prompt of the same round
@@ -156,7 +151,7 @@ class Engine:
         if generation.error is None:
             text, gold = generation.text or "", question.gold
             graded = await asyncio.to_thread(
-                grading.grade, text, gold, question.kind, question.options
+                grading.grade, text, gold, question.kind, question.options, question.answer
             )
 
         fitted = prompt if isinstance(prompt, Fitted) else None
@@ -238,42 +233,13 @@ def _first(group: BaseExceptionGroup) -> BaseException:
     return _first(inner) if isinstance(inner, BaseExceptionGroup) else inner
 
 
-def agent_prompt(
-    question: Question,
-    previous: Sequence[Turn] | Mapping[int, Turn],
-    sees: list[int],
-    agent: int,
-    persona: str | None,
-    style: str,
-    fitter: Fitter,
-    budget: int | None,
-) -> Fitted:
-    """The prompt agent `agent` is sent: the question alone in round 0 (`sees` empty), else
-    the debate prompt quoting the previous-round turns of `sees` (indexed by agent), fitted
-    to `budget`. The engine and the judge's replay both build prompts here."""
-    system = persona_for(style, agent, persona)
-    if not sees:
-        return fitter.fit(
-            lambda _: question_prompt(question.text, system, question.kind), [], budget
-        )
-    labels = [f"agent {j}" for j in sees]
-
-    def build(texts: list[str]) -> Messages:
-        return debate_prompt(
-            question.text,
-            list(zip(labels, texts, strict=True)),
-            own=f"agent {agent}" if agent in sees else None,
-            style=style,
-            agent=agent,
-            system=system,
-            kind=question.kind,
-        )
-
-    return fitter.fit(build, [previous[j].text or "" for j in sees], budget)
-
-
 def shared_seats(config: RunConfig, backend: Backend) -> list[Seat]:
     """Every agent of `config` on one backend, prompt lengths estimated, no context budget:
     the simplest table, for scripts and tests that build an Engine by hand."""
     fitter = Fitter(EstimateCounter(), strip_think=config.strip_think)
-    return [Seat(agent, backend, fitter, None) for agent in config.team()]
+    team = config.team()
+    template = load_template(config.prompt_style)
+    return [
+        Seat(agent, backend, fitter, None, Speaker(template, agent.index, len(team)))
+        for agent in team
+    ]

@@ -111,9 +111,9 @@ def judge_cases(
     order = manifest.get("benchmark", {}).get("questions") or sorted({t.question for t in turns})
     recorded = {t.question for t in turns}
     chosen = set([q for q in order if q in recorded][:limit])
-    by_round: dict[tuple[int, str, int], dict[int, Turn]] = defaultdict(dict)
+    by_debate: dict[tuple[int, str], dict[int, dict[int, Turn]]] = defaultdict(dict)
     for t in turns:
-        by_round[(t.run, t.question, t.round)][t.agent] = t
+        by_debate[(t.run, t.question)].setdefault(t.round, {})[t.agent] = t
     replay = Replay(manifest, questions)
     cases, skipped = [], Counter()
     for turn in sorted(turns, key=lambda t: t.key):
@@ -125,9 +125,10 @@ def judge_cases(
         if not turn.sees:
             skipped["it read no other response"] += 1
             continue
-        previous = by_round[(turn.run, turn.question, turn.round - 1)]
+        debate = by_debate[(turn.run, turn.question)]
+        previous = debate.get(turn.round - 1, {})
         try:
-            context = replay.messages(turn, previous)
+            context = replay.messages(turn, debate)
         except ReplayError as exc:
             skipped[str(exc)] += 1
             continue

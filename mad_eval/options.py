@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from mad_eval.prompts import STYLES
-
 Protocol = Annotated[
     str,
     typer.Option(
@@ -37,13 +35,20 @@ Roster = Annotated[
     Path | None,
     typer.Option(
         help="TOML file of [[agent]] tables: model, count, name, base_url, "
-        "temperature, top_p, max_tokens, max_model_len, tokenizer, persona."
+        "temperature, top_p, max_tokens, max_model_len, tokenizer, persona, prompt_template."
     ),
 ]
 
 PromptStyle = Annotated[
     str | None,
-    typer.Option(help=f"Debate prompt: {', '.join(STYLES)} (default: the preset's, else debate)."),
+    typer.Option(
+        "--prompt-template",
+        "--prompt-style",
+        metavar="NAME|FILE",
+        help="Prompt template: a built-in one (debate, reflection, verification, roles, "
+        "personas, critique, own-apart, conversation, anonymous) or your own .toml file "
+        "(default: the preset's, else debate). --prompt-style is the older name.",
+    ),
 ]
 
 Benchmark = Annotated[
@@ -127,6 +132,16 @@ Tokenizer = Annotated[
     typer.Option(
         help="Tokenizer folder or hub id for counting prompt tokens "
         "(default: the model's own, else a conservative estimate)."
+    ),
+]
+
+AnswerProtocol = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        help="How replies write their final answer and how it is read: boxed, answer-line, "
+        "math-verify, braces (default: the benchmark's, e.g. boxed for math500). The prompt's "
+        "answer instruction follows it.",
     ),
 ]
 

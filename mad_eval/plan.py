@@ -17,14 +17,18 @@ from mad_eval.backends import (
     require_installed,
 )
 from mad_eval.backends.cache import Cached, RequestCache
-from mad_eval.benchmarks import BenchmarkSpec, load_questions
+from mad_eval.benchmarks import BenchmarkSpec, load_questions, spec_kind
 from mad_eval.config import DEFAULT_MODEL, ConfigError, RunConfig
 from mad_eval.context import ContextError, EstimateCounter, Fitter, TokenCounter, load_counter
 from mad_eval.engine import Seat
+from mad_eval.grading import check_answer_protocol
+from mad_eval.prompts import Speaker
 from mad_eval.protocols import Choice, check_protocol, resolve
 from mad_eval.records import Question
 from mad_eval.roster import Agent, Entry, entries_from_dicts, load_roster_file, parse_agent_option
+from mad_eval.rules import default_rule
 from mad_eval.sanitize import redact
+from mad_eval.templates import Template, check_template, load_template
 
 DEFAULT_AGENTS = 5
 # Agents share a backend when they share a model, its endpoints and its tokenizer.
@@ -40,6 +44,8 @@ class Plan:
     team: list[Agent]
     backends: dict[BackendKey, Backend]
     fitters: dict[int, Fitter]  # by agent index
+    templates: dict[str, Template]  # by the name or file the agents give
+    answer: str  # the answer protocol: how replies write their answer, how it is read
     cache: RequestCache | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -63,7 +69,14 @@ class Plan:
                     )
             elif not agent.model.startswith("sim"):
                 unknown.add(agent.model)
-            seats.append(Seat(agent, backend, self.fitters[agent.index], budget))
+            speaker = Speaker(
+                self.templates[agent.prompt_template],
+                agent.index,
+                len(self.team),
+                agent.persona,
+                agent.index == self.choice.protocol.hub,
+            )
+            seats.append(Seat(agent, backend, self.fitters[agent.index], budget, speaker))
         if unknown:
             self.warnings.append(
                 f"the context length of {', '.join(sorted(unknown))} is unknown (the server does "
@@ -82,6 +95,7 @@ class Plan:
                 "name": self.spec.name,
                 "title": self.spec.title,
                 "kind": self.spec.kind,
+                "answer": self.answer,
                 "questions": [q.id for q in self.questions],
                 # A preference question's A/B order: which reply the agents saw first.
                 **self.orders(),
@@ -93,10 +107,17 @@ class Plan:
                 "source": self.choice.source,
                 "voters": protocol.voters(n),
                 "hub": protocol.hub,
+                "score": protocol.score or default_rule(self.spec.kind),
                 "sees": [protocol.sees(i, n) for i in range(n)],
             },
             "prompt": {
                 "style": self.config.prompt_style,
+                # Each prompt template's full text and hash: resuming with an edited one is
+                # refused like any other change of setting.
+                "prompt_templates": {
+                    ref: {"file": str(t.path), "sha256": t.sha256, "text": t.source, "data": t.data}
+                    for ref, t in self.templates.items()
+                },
                 "strip_think": self.config.strip_think,
                 "api": self.config.api,
                 "template": self.config.template,
@@ -120,6 +141,7 @@ class Plan:
                     "prompt_budget": seat.budget,
                     "tokenizer": seat.fitter.counter.name,
                     "persona": seat.agent.persona,
+                    "prompt_template": seat.agent.prompt_template,
                 }
                 for seat in seats
             ],
@@ -166,12 +188,20 @@ def make_plan(
             "(repeated) or --roster FILE, or use a preset that lists one."
         )
     check_protocol(choice.protocol, config.agents)
+    team = config.team()
+    sees = [choice.protocol.sees(i, config.agents) for i in range(config.agents)]
+    templates = {}
+    for ref in dict.fromkeys(agent.prompt_template for agent in team):
+        templates[ref] = load_template(ref)
+        check_template(templates[ref], sees)
     for entry in roster or (Entry(config.model),):
         require_installed(entry.model)
+    answer = _answer_protocol(config.answer_protocol, *spec_kind(benchmark))
     spec, questions = load_questions(benchmark, data_dir, limit)
+    questions = [q if q.answer == answer else replace(q, answer=answer) for q in questions]
     config = replace(config, max_tokens=config.max_tokens or spec.max_tokens)
 
-    team = config.team()
+    team = config.team()  # again: max_tokens is now resolved
     backends: dict[BackendKey, Backend] = {}
     slots: dict[str, asyncio.Semaphore] = {}  # one limit per endpoint, whatever it serves
     counters: dict[tuple[str | None, str], TokenCounter] = {}
@@ -191,7 +221,17 @@ def make_plan(
         )
         if _key(agent) not in backends:
             backends[_key(agent)] = _backend(agent, counter, config, slots, cache)
-    return Plan(config, choice, spec, questions, team, backends, fitters, cache, warnings)
+    return Plan(
+        config, choice, spec, questions, team, backends, fitters, templates, answer, cache, warnings
+    )
+
+
+def _answer_protocol(given: str | None, kind: str, default: str) -> str:
+    """The answer protocol a run grades with: --answer-protocol, else the benchmark's."""
+    try:
+        return check_answer_protocol(kind, given or default)
+    except ValueError as exc:
+        raise ConfigError(f"--answer-protocol: {exc}") from None
 
 
 def judge_backend(model: str, config: RunConfig) -> tuple[Backend, RequestCache | None]:
@@ -209,6 +249,7 @@ def judge_backend(model: str, config: RunConfig) -> tuple[Backend, RequestCache 
         max_model_len=config.max_model_len,
         tokenizer=config.tokenizer,
         persona=None,
+        prompt_template=config.prompt_style,
     )
     counter: TokenCounter = EstimateCounter()
     if _renders_text(model, config):  # only an in-process judge needs its chat template

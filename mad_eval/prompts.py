@@ -1,45 +1,26 @@
-"""Every prompt the harness sends, so evaluation and training build identical contexts.
-
-A debate prompt is laid out for vLLM's prefix cache: the material agents share (the problem,
-then the quoted responses in the protocol's order) comes first, and what differs per agent
-(which response was its own, its role) comes last.
+"""Every prompt the harness sends, so evaluation, the judge's replay and training build
+identical contexts: debate prompts from templates (mad_eval.templates), the answer-format
+instructions, and the LLM judge's rubric.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
-Messages = list[dict[str, str]]
+from mad_eval.answers import get_answer_protocol
+from mad_eval.context import ContextError, EstimateCounter, Fitted, Fitter
+from mad_eval.grading import check_answer_protocol
+from mad_eval.kinds import get_kind
+from mad_eval.records import Question, Turn
+from mad_eval.templates import Messages, Quote, Step, Template, common_data
 
-ANSWER_FORMAT = "Reason step by step, then give your final answer in \\boxed{}."
-# What each benchmark kind asks of the reply's end, so its grader can read the answer.
-ANSWER_FORMATS = {
-    "math": ANSWER_FORMAT,
-    "number": "Reason step by step, then give your final answer as a single number in \\boxed{}.",
-    "choice": (
-        "Reason step by step, then give the letter of the one option you choose, and nothing "
-        "else, in \\boxed{}."
-    ),
-    "preference": (
-        "Reason step by step, then give the letter of the better response, A or B, and nothing "
-        "else, in \\boxed{}."
-    ),
-    "summary": (
-        'End your reply with a line that starts with "Summary:", followed by your summary of '
-        "the article in three or four sentences and nothing after it."
-    ),
-}
 PREFERENCE_INSTRUCTION = (
     "Below is a conversation between a human and an AI assistant, and two candidate "
     "responses for the assistant's next turn. Which response is better: more helpful, "
     "honest and harmless?"
 )
-
-# Each peer response is quoted inside these tags, so a reader (the simulated agents,
-# the LLM judge) can take the prompt apart again without guessing.
-RESPONSE_OPEN = '<response from="{who}">'
-RESPONSE_CLOSE = "</response>"
-_RESPONSE_BLOCK = re.compile(r'<response from="[^"\n]*">\n(.*?)\n</response>', re.DOTALL)
 
 
 def _tags(*names: str) -> re.Pattern[str]:
@@ -65,79 +46,6 @@ def holds_quoting_tags(text: str | None) -> bool:
     return text is not None and _ANY_TAG.search(text) is not None
 
 
-STYLES = {
-    "debate": "weigh the other responses and keep or change your answer",
-    "reflection": "re-examine your own answer step by step, the others only as a cross-check",
-    "verification": "check every step of every response, then answer",
-    "roles": "agent 0 defends the majority answer, agent 1 attacks it, the rest judge",
-    "personas": "the debate prompt, with a different system prompt (persona) per agent",
-    "critique": "name the main conflict, critique each competing argument, keep or revise",
-}
-
-INSTRUCTIONS = {
-    "debate": (
-        "Examine these responses critically. Check each line of reasoning, point out any "
-        "mistakes, and decide whether to keep your previous answer or change it."
-    ),
-    "reflection": (
-        "Re-examine your own previous response first. Go through it again step by step as if "
-        "someone else had written it, and look for errors in logic or calculation. Use any "
-        "other responses only as a cross-check. Then keep your answer or correct it."
-    ),
-    "verification": (
-        "Verify every response above in turn. For each one, go through its steps in order, "
-        "say whether each step is valid, and name the first wrong step if there is one. Then "
-        "give the answer that survives this verification."
-    ),
-    # The paper's critique-measurement setting: the reply lays out the private critique
-    # that `mad-eval judge` scores (conflict, critique, keep-or-revise decision).
-    "critique": (
-        "First name the main conflict among the responses above: on what do they disagree, "
-        "and which answers compete? Then critique each competing argument step by step, "
-        "saying which steps hold, which fail and why. Decide whether to keep your previous "
-        "answer or revise it, and say which you do and for what reason."
-    ),
-}
-
-ROLES = {
-    "advocate": (
-        "Your role in this round is the advocate. Find the answer that most of the responses "
-        "above agree on and make the strongest case for it, answering the objections raised "
-        "against it. Then state the answer you finally hold."
-    ),
-    "critic": (
-        "Your role in this round is the critic. Find the answer that most of the responses "
-        "above agree on and argue against it: look for its weakest step and make the "
-        "strongest case for an alternative. Then state the answer you finally hold."
-    ),
-    "judge": (
-        "Your role in this round is a judge. Weigh the arguments above impartially, decide "
-        "which reasoning holds up, and give the answer you find correct."
-    ),
-}
-
-PERSONAS = (
-    "You are a careful analyst who checks every step before moving on to the next.",
-    "You are a skeptical reviewer who looks for hidden assumptions and errors in any argument.",
-    "You are a practical problem solver who tests each claim on small concrete cases.",
-    "You are a patient teacher who explains reasoning plainly, one step at a time.",
-    "You are an inventive thinker who looks for a second way to reach the answer.",
-)
-
-
-def role_of(agent: int) -> str:
-    """The role-assigned debate: agent 0 advocates, agent 1 criticises, the rest judge."""
-    return ("advocate", "critic")[agent] if agent < 2 else "judge"
-
-
-def persona_for(style: str, agent: int, persona: str | None = None) -> str | None:
-    """The system prompt of an agent: its roster persona if it has one, else a built-in
-    persona under the personas style, else none."""
-    if persona:
-        return persona
-    return PERSONAS[agent % len(PERSONAS)] if style == "personas" else None
-
-
 def choice_question(question: str, options: list[str], instruction: str | None = None) -> str:
     """A multiple-choice question as agents read it: the question, then lettered options."""
     lead = f"{instruction}\n\n" if instruction else ""
@@ -155,64 +63,105 @@ def preference_question(
     return f"{instruction or PREFERENCE_INSTRUCTION}\n\nConversation:\n{conversation}\n\n{shown}"
 
 
-def answer_format(kind: str) -> str:
-    if kind not in ANSWER_FORMATS:
-        raise ValueError(f"unknown benchmark kind {kind!r}; known: {', '.join(ANSWER_FORMATS)}")
-    return ANSWER_FORMATS[kind]
+def answer_format(kind: str, answer: str | None = None) -> str:
+    """The instruction that tells an agent how to write its final answer: the answer
+    protocol's sentence for the kind, so prompt and grader cannot disagree."""
+    protocol = get_answer_protocol(check_answer_protocol(kind, answer))
+    return protocol.instruction(get_kind(kind).what)
 
 
-def question_prompt(question: str, system: str | None = None, kind: str = "math") -> Messages:
-    """Round 0: the agent answers the question on its own."""
-    return _messages(system, f"{question}\n\n{answer_format(kind)}")
+@dataclass(frozen=True)
+class Speaker:
+    """Who a prompt is for: the agent, its template, and what the template may say of it."""
+
+    template: Template
+    agent: int
+    agents: int
+    persona: str | None = None
+    hub: bool = False
 
 
-def debate_prompt(
-    question: str,
-    responses: list[tuple[str, str]],
-    *,
-    own: str | None = None,
-    style: str = "debate",
-    agent: int = 0,
-    system: str | None = None,
-    kind: str = "math",
-) -> Messages:
-    """Round t >= 1: the question, the quoted previous-round responses, and the request to
-    weigh them. `responses` holds (who, text) pairs in the order the protocol chose; `own`
-    names the one that is this agent's own previous response."""
-    if style not in STYLES:
-        raise ValueError(f"unknown prompt style {style!r}; known: {', '.join(STYLES)}")
-    quoted = "\n\n".join(
-        f"{RESPONSE_OPEN.format(who=who)}\n{quotable(text)}\n{RESPONSE_CLOSE}"
-        for who, text in responses
+@dataclass(frozen=True)
+class Said:
+    """A response as a prompt quotes it, where no Turn records it (training pairs): its
+    text, and whose responses its author had read."""
+
+    text: str | None
+    sees: list[int] = field(default_factory=list)
+
+
+# A round's turns by agent; a debate's history is its rounds so far, round 0 first.
+Round = Mapping[int, "Turn | Said"]
+
+
+def build_prompt(
+    speaker: Speaker,
+    question: Question,
+    history: Sequence[Round],
+    sees: list[int],
+    fitter: Fitter,
+    budget: int | None,
+) -> Fitted:
+    """The prompt an agent is sent in round len(history), fitted to `budget`: its
+    template rendered with the responses it reads (`sees`: agents whose previous-round turns
+    it reads, in order) and, for a template with history, its whole conversation so far.
+    The engine, the judge's replay and the training pairs all build prompts here."""
+    template, agent = speaker.template, speaker.agent
+    common = common_data(
+        question.text,
+        answer_format(question.kind, question.answer),
+        agent,
+        speaker.agents,
+        speaker.persona,
+        speaker.hub,
     )
-    if own is None:
-        whose = "None of these is your own previous response."
-    else:
-        whose = f"Your own previous response is the one from {own}."
-    instruction = ROLES[role_of(agent)] if style == "roles" else INSTRUCTIONS.get(style)
-    content = (
-        f"Problem:\n{question}\n\n"
-        f"Here are the responses to this problem from the previous round:\n\n{quoted}\n\n"
-        f"{whose} {instruction or INSTRUCTIONS['debate']} {answer_format(kind)}"
-    )
-    return _messages(system, content)
+    rounds = range(1, len(history) + 1) if template.history else range(len(history), 0, -1)[:1]
+    plan: list[tuple[int, list[int], bool]] = []  # (round, agents read, own apart)
+    for r in rounds:
+        read = sees if r == len(history) else _turn(history[r], agent).sees
+        plan.append((r, read, template.history and agent not in read))
+    if not template.history and plan and not plan[0][1]:
+        plan = []  # nobody to read: the question alone, as in round 0
+    texts = []
+    for r, read, apart in plan:
+        texts += [_turn(history[r - 1], j).text or "" for j in read]
+        texts += [_turn(history[r - 1], agent).text or ""] if apart else []
+
+    def build(cut: list[str]) -> Messages:
+        steps, at = [], 0
+        for r, read, apart in plan:
+            quotes = [Quote(j, f"agent {j}", cut[at + n], j == agent) for n, j in enumerate(read)]
+            at += len(read)
+            own = next((q for q in quotes if q.own), None)
+            if apart:
+                own, at = Quote(agent, f"agent {agent}", cut[at], True), at + 1
+            steps.append(Step(r, tuple(quotes), own))
+        return template.render(common, steps)
+
+    return fitter.fit(build, texts, budget)
 
 
-def pair_prompt(question: str, first: str, second: str, kind: str = "math") -> Messages:
-    """Self-debate training (SDRL): the model weighs two of its own rollouts and answers.
-    It is the debate prompt of an agent that reads agents 0 and 1 and is neither of them,
-    so a trained model meets in evaluation exactly the context it was trained on."""
-    return debate_prompt(question, [("agent 0", first), ("agent 1", second)], agent=2, kind=kind)
+def first_prompt(question: Question, template: Template, agents: int = 2) -> Messages:
+    """The round-0 prompt of `question` (training's first-turn rows)."""
+    speaker = Speaker(template, 0, agents)
+    return build_prompt(speaker, question, [], [], Fitter(EstimateCounter()), None).messages
 
 
-def quoted_responses(prompt: str) -> list[str]:
-    """The peer responses quoted in a debate prompt, in order (inverse of debate_prompt)."""
-    return _RESPONSE_BLOCK.findall(prompt)
+def pair_prompt(question: Question, own: str, partner: str, template: Template) -> Messages:
+    """Self-debate training (SDRL): the round-1 prompt of agent 0 in a two-agent debate
+    that reads its own round-0 answer `own` and its partner's: the context a trained model
+    meets again in evaluation. Under a template with history, `own` is an assistant turn."""
+    speaker = Speaker(template, 0, 2)
+    history = [{0: Said(own), 1: Said(partner)}]
+    return build_prompt(
+        speaker, question, history, [0, 1], Fitter(EstimateCounter()), None
+    ).messages
 
 
-def _messages(system: str | None, user: str) -> Messages:
-    head = [{"role": "system", "content": system}] if system else []
-    return [*head, {"role": "user", "content": user}]
+def _turn(round_: Round, agent: int) -> Turn | Said:
+    if agent not in round_:
+        raise ContextError(f"the turn of agent {agent} that this prompt quotes is not recorded")
+    return round_[agent]
 
 
 # The LLM judge's rubric (the seed paper's four critique criteria, in our own words): each
@@ -268,7 +217,7 @@ def judge_prompt(context: Messages, reply: str, reference: str | None = None) ->
         f"Score the reply on each criterion:\n{rubric}\n\n"
         f"Answer with only a JSON object: {{{keys}}}"
     )
-    return _messages(JUDGE_SYSTEM, content)
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": content}]
 
 
 def judge_correction(problem: str) -> str:

@@ -33,6 +33,7 @@ class Entry:
     max_model_len: int | None = None
     tokenizer: str | None = None
     persona: str | None = None
+    prompt_template: str | None = None  # a template name or file; None: the run's
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
@@ -54,6 +55,7 @@ class Agent:
     max_model_len: int | None
     tokenizer: str | None
     persona: str | None
+    prompt_template: str  # the template name or file its prompts are built from
 
 
 # A roster file writes `base_url`: one URL, or a list of replicas of the same model.
@@ -110,7 +112,8 @@ def entries_from_dicts(rows: Any, where: str) -> tuple[Entry, ...]:
 
 
 def load_roster_file(path: Path) -> tuple[Entry, ...]:
-    """A TOML file of [[agent]] tables (model, count, name, base_url, sampling, persona)."""
+    """A TOML file of [[agent]] tables (model, count, name, base_url, sampling, persona,
+    prompt_template)."""
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:

@@ -212,6 +212,11 @@ class RunStore:
             if "protocol" in extra:
                 recorded[f"protocol {key}"] = manifest.get("protocol", {}).get(key)
                 wanted[f"protocol {key}"] = extra["protocol"][key]
+        templates = manifest.get("prompt", {}).get("prompt_templates")
+        if templates is not None and "prompt" in extra:  # recorded since templates are data
+            for ref, template in extra["prompt"]["prompt_templates"].items():
+                recorded[f"prompt template {ref}"] = templates.get(ref, {}).get("sha256")
+                wanted[f"prompt template {ref}"] = template["sha256"]
         changed = [k for k in wanted if recorded.get(k) != wanted[k]]
         if changed:
             diffs = ", ".join(

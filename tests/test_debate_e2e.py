@@ -278,7 +278,7 @@ def test_a_prompt_that_cannot_fit_is_a_failed_turn_never_sent(tmp_path):
     [
         (["--protocol", "centralized", "--agents", "1"], "centralized needs at least 2 agents"),
         (["--protocol", "sparse", "--agents", "2"], "sparse with degree 2 needs at least 3"),
-        (["--prompt-style", "loud"], "--prompt-style must be one of debate, reflection"),
+        (["--prompt-style", "loud"], "unknown prompt template 'loud'; built in: anonymous,"),
         (["--prompt-style", "roles", "--agents", "1"], "roles needs at least 2 agents"),
         (["--agent", "sim*x"], "cannot read --agent 'sim*x'"),
         (["--agent", "sim", "--roster", "team.toml"], "with --agent options or with --roster"),

@@ -6,9 +6,10 @@ import json
 import time
 
 import pytest
+from prompt_helpers import debate_messages
 
 from mad_eval.judge import JudgeFormatError, parse_scores
-from mad_eval.prompts import JUDGE_CRITERIA, debate_prompt, judge_correction, judge_prompt
+from mad_eval.prompts import JUDGE_CRITERIA, judge_correction, judge_prompt
 
 GOOD = {
     "conflict_identification": 2,
@@ -28,7 +29,7 @@ def test_rubric_has_the_papers_four_criteria_and_ranges():
 
 
 def test_judge_prompt_quotes_the_context_verbatim_and_the_reference_only_when_asked():
-    context = debate_prompt("What is 1+1?", [("agent 0", "\\boxed{2}"), ("agent 1", "\\boxed{3}")])
+    context = debate_messages("What is 1+1?", ["\\boxed{2}", "\\boxed{3}"], agent=2)
     messages = judge_prompt(context, "Agent 1 added wrong. \\boxed{2}")
     assert messages[0]["role"] == "system"
     text = messages[1]["content"]

@@ -36,7 +36,7 @@ BUILTIN: dict[str, type[Protocol]] = {
     cls.name: cls for cls in (Decentralized, Sparse, Centralized, Heterogeneous, Single)
 }
 ENTRY_POINT_GROUP = "mad_eval.protocols"
-PRESET_KEYS = {"class", "description", "prompt_style", "params"}
+PRESET_KEYS = {"class", "description", "prompt_style", "prompt_template", "params"}
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Choice:
     protocol: Protocol
     cls: str  # the class, as a preset names it: a built-in name or pkg.mod:Class
     source: str  # the preset file, "built-in", the import path or the entry point
-    prompt_style: str | None = None  # a preset may pick the prompt style it is meant for
+    prompt_style: str | None = None  # a preset may pick the prompt template it is meant for
 
 
 def presets() -> dict[str, Path]:
@@ -74,7 +74,8 @@ def resolve(text: str) -> Choice:
         cls_name = preset.get("class", "")
         cls = _class_named(cls_name, where=str(known[name]))
         params = {**preset.get("params", {}), **overrides}
-        return _build(cls_name, cls, params, str(known[name]), preset.get("prompt_style"))
+        template = preset.get("prompt_template", preset.get("prompt_style"))
+        return _build(cls_name, cls, params, str(known[name]), template)
     if name in BUILTIN:
         return _build(name, BUILTIN[name], overrides, source="built-in")
     plugins = _entry_points()

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from mad_eval import options
 from mad_eval.benchmarks import BenchmarkError, load_questions
 from mad_eval.store import StoreError
+from mad_eval.templates import load_template
 from mad_eval.training import (
     PAIRINGS,
     build_pairs,
@@ -31,6 +32,22 @@ ERRORS = (StoreError, BenchmarkError, ValueError)
 Out = Annotated[
     Path, typer.Option(help="File to write: .parquet (verl's format) or .jsonl, the same rows.")
 ]
+PromptTemplate = Annotated[
+    str,
+    typer.Option(
+        metavar="NAME|FILE",
+        help="Prompt template, as in evaluation: debate (the own rollout quoted as agent 0's), "
+        "conversation (the own rollout an assistant turn), another built-in one or a .toml file.",
+    ),
+]
+
+
+def _answer_protocol(default: str) -> Any:
+    return typer.Option(
+        metavar="NAME",
+        help="How the prompts ask for the final answer and the reward reads it: boxed, "
+        f"answer-line, math-verify, braces (default: {default}).",
+    )
 
 
 @app.command()
@@ -53,24 +70,49 @@ def pairs(
         ),
     ] = "freq",
     per_prompt: Annotated[int, typer.Option(help="Pairs per prompt, at most.")] = 1,
+    max_length: Annotated[
+        int | None,
+        typer.Option(
+            help="Leave out rollouts longer than this many characters (e.g. truncated ones)."
+        ),
+    ] = None,
+    repeats: Annotated[
+        int, typer.Option(help="Rows per pair: second-turn replies sampled per debate context.")
+    ] = 1,
     seed: Annotated[int, typer.Option(help="Seed of the draws and of each pair's order.")] = 0,
+    prompt_template: PromptTemplate = "debate",
+    answer_protocol: Annotated[
+        str | None,
+        _answer_protocol("the run's, else boxed; the rollouts are graded with it"),
+    ] = None,
     data_dir: options.DataDir = None,
 ) -> None:
     """Build debate pairs from rollouts whose correctness disagrees; write them as verl data."""
     try:
         pairing = pairing_rule(pairing)
-        rollouts = read_rollouts(source, data_dir)
-        found, summary = build_pairs(rollouts.items, pairing, per_prompt, seed, rollouts.kind)
-        write_rows(pair_rows(found, rollouts.benchmark, rollouts.kind, PAIRINGS[pairing]), out)
+        template = load_template(prompt_template)
+        rollouts = read_rollouts(source, data_dir, answer_protocol)
+        found, summary = build_pairs(
+            rollouts.items, pairing, per_prompt, seed, rollouts.kind, max_length, repeats
+        )
+        rows = pair_rows(
+            found, rollouts.benchmark, rollouts.kind, PAIRINGS[pairing], template, rollouts.answer
+        )
+        write_rows(rows, out)
     except ERRORS as exc:
         raise fail(str(exc)) from None
     s = summary
+    dropped = [f"{s.all_correct} prompts all correct", f"{s.all_wrong} all wrong"]
+    dropped += [f"{s.one_answer} with one distinct answer"] if pairing == "freq" else []
+    dropped += [f"{s.all_too_long} with every rollout too long"] if max_length else []
     console.print(
         f"Read {s.rollouts} rollouts of {s.prompts} prompts: {s.mean_distinct:.2f} distinct "
-        f"answers per prompt, {s.unparsed} rollouts without an answer.\n"
-        f"Dropped {s.all_correct} prompts all correct and {s.all_wrong} all wrong"
-        + (f", and {s.one_answer} with one distinct answer" if pairing == "freq" else "")
-        + f". Kept {s.kept} prompts: {s.pairs} {PAIRINGS[pairing]} pairs -> {out}"
+        f"answers per prompt, {s.unparsed} rollouts without an answer"
+        + (f", {s.too_long} longer than {max_length} characters" if max_length else "")
+        + f".\nDropped {', '.join(dropped[:-1])} and {dropped[-1]}. "
+        f"Kept {s.kept} prompts: {s.pairs} {PAIRINGS[pairing]} pairs"
+        + (f" ({s.pairs // repeats} distinct, each {repeats} times)" if repeats > 1 else "")
+        + f" -> {out}"
     )
 
 
@@ -80,11 +122,21 @@ def prompts(
     out: Out,
     data_dir: options.DataDir = None,
     limit: options.Limit = None,
+    prompt_template: Annotated[
+        str,
+        typer.Option(
+            metavar="NAME|FILE",
+            help="Prompt template whose round-0 messages are written: debate, conversation, "
+            "another built-in one or a .toml file.",
+        ),
+    ] = "debate",
+    answer_protocol: Annotated[str | None, _answer_protocol("the benchmark's")] = None,
 ) -> None:
     """Write a benchmark's first-turn prompts (what round 0 asks) as verl data."""
     try:
+        template = load_template(prompt_template)
         spec, questions = load_questions(benchmark, data_dir, limit)
-        write_rows(prompt_rows(questions, spec.name, spec.kind), out)
+        write_rows(prompt_rows(questions, spec.name, spec.kind, template, answer_protocol), out)
     except ERRORS as exc:
         raise fail(str(exc)) from None
     console.print(f"Wrote {len(questions)} {spec.name} prompts -> {out}")

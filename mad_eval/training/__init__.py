@@ -1,20 +1,34 @@
 """Self-debate RL (SDRL) data and rewards from the evaluation's own prompt builders and grader:
-rollouts in, debate pairs and first-turn prompts out as verl data, plus reward functions for
-verl and TRL. Imports neither."""
+rollouts in, debate pairs and first-turn prompts out as verl data, plus the on-policy pairing
+a trainer calls per prompt and reward functions for verl and TRL. Imports neither."""
 
 from mad_eval.training.export import pair_rows, prompt_rows, write_rows
-from mad_eval.training.pairs import PAIRINGS, Pair, Summary, build_pairs, pairing_rule
-from mad_eval.training.rewards import compute_score, grpo_reward
-from mad_eval.training.rollouts import Rollout, Rollouts, read_rollouts
+from mad_eval.training.pairs import (
+    PAIRINGS,
+    Chosen,
+    Pair,
+    Summary,
+    build_pairs,
+    choose_pairs,
+    debate_pairs,
+    pairing_rule,
+)
+from mad_eval.training.rewards import compute_score, grading_info, grpo_reward
+from mad_eval.training.rollouts import Rollout, Rollouts, answer_protocol, read_rollouts
 
 __all__ = [
     "PAIRINGS",
+    "Chosen",
     "Pair",
     "Rollout",
     "Rollouts",
     "Summary",
+    "answer_protocol",
     "build_pairs",
+    "choose_pairs",
     "compute_score",
+    "debate_pairs",
+    "grading_info",
     "grpo_reward",
     "pair_rows",
     "pairing_rule",

@@ -1,36 +1,56 @@
 """Training rows in verl's RL data format, written as Parquet (what verl reads) or JSON Lines.
 
 A row: `data_source`, `prompt` (chat messages), `ability`, `reward_model` (`style` "rule"
-and the `ground_truth` the reward compares with) and `extra_info` (where it came from).
+and the `ground_truth` the reward compares with) and `extra_info` (what the reward reads
+besides the gold: `kind`, `answer_protocol`, a choice's `options`; and where it came from).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from mad_eval.prompts import pair_prompt, question_prompt
+from mad_eval.prompts import first_prompt, pair_prompt
 from mad_eval.records import Question
+from mad_eval.templates import Template, load_template
 from mad_eval.training.pairs import Pair
+from mad_eval.training.rollouts import Rollout, answer_protocol
 
 FORMATS = (".parquet", ".jsonl")
 
 
-def pair_rows(pairs: list[Pair], source: str, ability: str, pairing: str) -> list[dict[str, Any]]:
-    """One row per debate pair: the model is asked to weigh both rollouts and answer.
-    `ability` is the benchmark's kind, which also picks the answer format."""
+def pair_rows(
+    pairs: list[Pair],
+    source: str,
+    ability: str,
+    pairing: str,
+    template: Template | str = "debate",
+    answer: str | None = None,
+) -> list[dict[str, Any]]:
+    """One row per debate pair: the round-1 prompt of agent 0 in a two-agent debate, whose
+    own round-0 answer is the pair's first rollout and whose partner's is the second; the
+    model weighs both and answers. `ability` is the benchmark's kind; `answer` the answer
+    protocol (None: the kind's default), which the prompt asks for and the reward reads."""
+    template = _template(template)
+    protocol = answer_protocol(ability, answer)
     return [
         _row(
             source,
-            pair_prompt(pair.first.question, pair.first.response, pair.second.response, ability),
+            pair_prompt(
+                _question(pair.first, ability, protocol),
+                pair.first.response,
+                pair.second.response,
+                template,
+            ),
             ability,
             pair.first.gold,
             {
-                **_grading(ability, pair.first.options),
+                **_grading(ability, pair.first.options, protocol, template),
                 "index": i,
                 "question_id": pair.first.prompt_id,
                 "pairing": pairing,
@@ -43,24 +63,45 @@ def pair_rows(pairs: list[Pair], source: str, ability: str, pairing: str) -> lis
     ]
 
 
-def prompt_rows(questions: list[Question], source: str, ability: str) -> list[dict[str, Any]]:
-    """One row per question: the first-turn prompt the evaluation sends in round 0."""
-    return [
-        _row(
-            source,
-            question_prompt(q.text, kind=q.kind),
-            ability,
-            q.gold,
-            {**_grading(q.kind, q.options), "index": i, "question_id": q.id},
-        )
-        for i, q in enumerate(questions)
-    ]
+def prompt_rows(
+    questions: list[Question],
+    source: str,
+    ability: str,
+    template: Template | str = "debate",
+    answer: str | None = None,
+) -> list[dict[str, Any]]:
+    """One row per question: the first-turn prompt the evaluation sends in round 0, asking
+    for the answer protocol `answer` (None: each question's own)."""
+    template = _template(template)
+    rows = []
+    for i, q in enumerate(questions):
+        protocol = answer_protocol(q.kind, answer or q.answer)
+        extra = {**_grading(q.kind, q.options, protocol, template), "index": i, "question_id": q.id}
+        prompt = first_prompt(replace(q, answer=protocol), template)
+        rows.append(_row(source, prompt, ability, q.gold, extra))
+    return rows
 
 
-def _grading(kind: str, options: Sequence[str]) -> dict[str, Any]:
-    """What the reward needs besides the gold to grade a reply: the kind, and the options
-    of a choice (a letter beyond them is no answer)."""
-    return {"kind": kind, **({"options": list(options)} if options else {})}
+def _template(template: Template | str) -> Template:
+    return template if isinstance(template, Template) else load_template(template)
+
+
+def _question(rollout: Rollout, kind: str, answer: str) -> Question:
+    """The question a rollout answered, as the prompt builder reads it."""
+    meta = {"options": list(rollout.options)} if rollout.options else {}
+    return Question(rollout.prompt_id, rollout.question, rollout.gold, meta, kind, answer)
+
+
+def _grading(kind: str, options: Sequence[str], answer: str, template: Template) -> dict[str, Any]:
+    """What the reward needs besides the gold to grade a reply: the kind, the answer
+    protocol and the options of a choice (a letter beyond them is no answer); and the
+    template the prompt was built from."""
+    return {
+        "kind": kind,
+        "answer_protocol": answer,
+        **({"options": list(options)} if options else {}),
+        "template": template.name,
+    }
 
 
 def _row(

@@ -1,26 +1,32 @@
 """Debate pairs from a model's own rollouts, by the seed paper's two rules.
 
-A prompt whose rollouts are all correct or all incorrect teaches nothing under a +1/-1
-reward (zero advantage, as in DAPO's dynamic sampling), so it is dropped. Of the rest:
+A prompt whose rollouts all earn the same reward teaches nothing (zero advantage, as in
+DAPO's dynamic sampling), so it is dropped. Of the rest:
 - random: two distinct rollouts, drawn uniformly;
 - frequency: one rollout carrying the most common extracted answer and one carrying the
   second most common (answers grouped by equivalence, unparsed ones not counted; ties in
   frequency broken by the seeded generator). A prompt with fewer than two distinct answers
   gives no pair.
-The two rollouts are put in random order, so position carries no signal. Every draw comes
-from a generator seeded by (seed, rule, prompt id): a prompt's pairs do not depend on the
-other prompts in the file.
+Each pair is put in random order: its first rollout is the "own" one (the model's own
+earlier answer), the second its partner's, so position carries no signal.
+
+`debate_pairs` does this for one prompt on plain sequences, as an on-policy trainer calls it
+at every step; `build_pairs` calls it per prompt of a file, so both paths pair alike. There,
+every draw comes from a generator seeded by (seed, rule, prompt id): a prompt's pairs do not
+depend on the other prompts in the file.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import NamedTuple
 
-from mad_eval.grading import same_answer
+from mad_eval.grading import equivalent, same_answer
 from mad_eval.records import derive_seed
-from mad_eval.tally import answer_groups
+from mad_eval.rules import answer_groups
 from mad_eval.training.rollouts import Rollout
 
 PAIRINGS = {"rand": "random", "freq": "frequency"}
@@ -35,9 +41,130 @@ def pairing_rule(name: str) -> str:
 
 
 @dataclass(frozen=True)
+class _Graded:
+    """One rollout as rules.answer_groups reads it."""
+
+    index: int
+    answer: str | None
+    correct: bool
+    grade_timed_out: bool
+
+
+def _check_counts(per_prompt: int, repeats: int, max_length: int | None) -> None:
+    if per_prompt < 1:
+        raise ValueError(f"--per-prompt must be at least 1, got {per_prompt}.")
+    if repeats < 1:
+        raise ValueError(f"--repeats must be at least 1, got {repeats}.")
+    if max_length is not None and max_length < 1:
+        raise ValueError(f"--max-length must be at least 1, got {max_length}.")
+
+
+class Chosen(NamedTuple):
+    """One prompt's pairs as (own, partner) indices, and why it gave none: "too-long" (no
+    rollout within the length limit), "equal" (one reward for all), "one-answer" (frequency
+    rule, fewer than two distinct answers); None when it gave pairs."""
+
+    pairs: list[tuple[int, int]]
+    dropped: str | None
+
+
+def choose_pairs(
+    answers: Sequence[str | None],
+    rewards: Sequence[float],
+    *,
+    rule: str = "freq",
+    per_prompt: int = 1,
+    lengths: Sequence[int] | None = None,
+    max_length: int | None = None,
+    repeats: int = 1,
+    seed: int | random.Random = 0,
+    same: Callable[[str, str], bool] = equivalent,
+    timed_out: Sequence[bool] | None = None,
+) -> Chosen:
+    """`debate_pairs`, with the reason a prompt gave no pair (for counting)."""
+    rule = pairing_rule(rule)
+    _check_counts(per_prompt, repeats, max_length)
+    if max_length is not None and lengths is None:
+        raise ValueError("a length limit needs the rollouts' lengths.")
+    sizes = {len(answers), len(rewards)}
+    sizes |= {len(s) for s in (lengths, timed_out) if s is not None}
+    if len(sizes) > 1:
+        raise ValueError(
+            f"answers, rewards, lengths and timed_out need one item per rollout; got "
+            f"sequences of {' and '.join(map(str, sorted(sizes)))} items."
+        )
+    used = [
+        i
+        for i in range(len(answers))
+        if max_length is None or lengths[i] <= max_length  # type: ignore[index]
+    ]
+    if not used:
+        return Chosen([], "too-long")
+    if len({rewards[i] for i in used}) < 2:
+        return Chosen([], "equal")
+    rng = seed if isinstance(seed, random.Random) else random.Random(seed)
+    if rule == "rand":
+        candidates = list(combinations(used, 2))
+    else:
+        best = max(rewards[i] for i in used)
+        graded = [
+            _Graded(i, answers[i], rewards[i] == best, timed_out is not None and bool(timed_out[i]))
+            for i in used
+        ]
+        groups = answer_groups(graded, same)
+        if len(groups) < 2:
+            return Chosen([], "one-answer")
+        rng.shuffle(groups)  # ties in frequency fall in random order...
+        groups.sort(key=len, reverse=True)  # ...which a stable sort keeps
+        candidates = [(a.index, b.index) for a in groups[0] for b in groups[1]]
+    pairs = []
+    for a, b in rng.sample(candidates, min(per_prompt, len(candidates))):
+        pairs += [(a, b) if rng.random() < 0.5 else (b, a)] * repeats
+    return Chosen(pairs, None)
+
+
+def debate_pairs(
+    answers: Sequence[str | None],
+    rewards: Sequence[float],
+    *,
+    rule: str = "freq",
+    per_prompt: int = 1,
+    lengths: Sequence[int] | None = None,
+    max_length: int | None = None,
+    repeats: int = 1,
+    seed: int | random.Random = 0,
+    same: Callable[[str, str], bool] = equivalent,
+    timed_out: Sequence[bool] | None = None,
+) -> list[tuple[int, int]]:
+    """The debate pairs of ONE prompt's rollouts, as (own, partner) indices into them: up to
+    `per_prompt` distinct pairs by `rule` (freq or rand), each listed `repeats` times in a
+    row (a trainer samples that many second-turn replies per debate context).
+
+    `answers`: each rollout's extracted answer (None: unparsed), e.g. grading.extract;
+    `rewards`: each one's reward; rollouts at the best reward count as right, so two right
+    answers are one answer. `same`: the kind's equivalence (grading.same_answer(kind); math's
+    by default). Rollouts whose `lengths` exceed `max_length` are not used (a truncated reply
+    is no answer): the lengths are in the unit of the limit, e.g. tokens from a trainer.
+    `timed_out`: answers math-verify could not decide, compared by text. Draws come from
+    `seed` (an int, or a random.Random carried across steps). Pure: no I/O, no records."""
+    return choose_pairs(
+        answers,
+        rewards,
+        rule=rule,
+        per_prompt=per_prompt,
+        lengths=lengths,
+        max_length=max_length,
+        repeats=repeats,
+        seed=seed,
+        same=same,
+        timed_out=timed_out,
+    ).pairs
+
+
+@dataclass(frozen=True)
 class Pair:
-    first: Rollout
-    second: Rollout
+    first: Rollout  # the own rollout: the model's own earlier answer
+    second: Rollout  # the partner's
 
 
 @dataclass
@@ -48,9 +175,11 @@ class Summary:
     all_wrong: int = 0  # prompts dropped: no rollout was right
     one_answer: int = 0  # kept prompts with fewer than two distinct answers (frequency rule)
     kept: int = 0  # prompts that gave pairs
-    pairs: int = 0
+    pairs: int = 0  # rows written: distinct pairs times repeats
     distinct: list[int] = field(default_factory=list)  # distinct answers per prompt
     unparsed: int = 0  # rollouts with no extractable answer
+    too_long: int = 0  # rollouts not used: longer than the length limit
+    all_too_long: int = 0  # prompts dropped: every rollout was too long
 
     @property
     def mean_distinct(self) -> float:
@@ -58,42 +187,54 @@ class Summary:
 
 
 def build_pairs(
-    rollouts: list[Rollout], pairing: str, per_prompt: int = 1, seed: int = 0, kind: str = "math"
+    rollouts: list[Rollout],
+    pairing: str,
+    per_prompt: int = 1,
+    seed: int = 0,
+    kind: str = "math",
+    max_length: int | None = None,
+    repeats: int = 1,
 ) -> tuple[list[Pair], Summary]:
-    """Up to `per_prompt` distinct pairs per prompt by the rule `pairing` (rand or freq);
-    answers are grouped by the benchmark kind's equivalence."""
+    """`debate_pairs` over every prompt of a file, rewards +1/-1 by each rollout's grade;
+    `max_length` counts the response's characters. Distinct answers and unparsed ones are
+    counted over all rollouts read."""
     pairing = pairing_rule(pairing)
-    if per_prompt < 1:
-        raise ValueError(f"--per-prompt must be at least 1, got {per_prompt}.")
+    _check_counts(per_prompt, repeats, max_length)
     by_prompt: dict[str, list[Rollout]] = {}
     for rollout in rollouts:
         by_prompt.setdefault(rollout.prompt_id, []).append(rollout)
     summary = Summary(prompts=len(by_prompt), rollouts=len(rollouts))
+    same = same_answer(kind)
     pairs: list[Pair] = []
     for prompt_id, mine in by_prompt.items():
-        groups = answer_groups(mine, same_answer(kind))
-        summary.distinct.append(len(groups))
+        summary.distinct.append(len(answer_groups(mine, same)))
         summary.unparsed += sum(1 for r in mine if r.answer is None)
-        right = sum(r.correct for r in mine)
-        if right == len(mine):
-            summary.all_correct += 1
-            continue
-        if right == 0:
-            summary.all_wrong += 1
-            continue
-        rng = random.Random(derive_seed(seed, "pair", pairing, prompt_id))
-        if pairing == "rand":
-            candidates = list(combinations(mine, 2))
+        lengths = [len(r.response) for r in mine]
+        fits = [max_length is None or n <= max_length for n in lengths]
+        summary.too_long += fits.count(False)
+        chosen, dropped = choose_pairs(
+            [r.answer for r in mine],
+            [1.0 if r.correct else -1.0 for r in mine],
+            rule=pairing,
+            per_prompt=per_prompt,
+            lengths=lengths,
+            max_length=max_length,
+            repeats=repeats,
+            seed=derive_seed(seed, "pair", pairing, prompt_id),
+            same=same,
+            timed_out=[r.grade_timed_out for r in mine],
+        )
+        if dropped == "equal":
+            if next(r for r, fit in zip(mine, fits, strict=True) if fit).correct:
+                summary.all_correct += 1
+            else:
+                summary.all_wrong += 1
+        elif dropped == "one-answer":
+            summary.one_answer += 1
+        elif dropped == "too-long":
+            summary.all_too_long += 1
         else:
-            if len(groups) < 2:
-                summary.one_answer += 1
-                continue
-            rng.shuffle(groups)  # ties in frequency fall in random order...
-            groups.sort(key=len, reverse=True)  # ...which a stable sort keeps
-            candidates = [(a, b) for a in groups[0] for b in groups[1]]
-        chosen = rng.sample(candidates, min(per_prompt, len(candidates)))
-        for a, b in chosen:
-            pairs.append(Pair(a, b) if rng.random() < 0.5 else Pair(b, a))
-        summary.kept += 1
-        summary.pairs += len(chosen)
+            summary.kept += 1
+            summary.pairs += len(chosen)
+            pairs += [Pair(mine[a], mine[b]) for a, b in chosen]
     return pairs, summary

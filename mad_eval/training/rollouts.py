@@ -1,6 +1,6 @@
 """Rollouts to build self-debate data from: a `mad-eval single` run (each round-0 turn is one
 rollout) or a JSON Lines file of (prompt id, question, gold, response), graded here with the
-evaluation's own grader."""
+evaluation's own grader and an answer protocol (a run's own, unless another is asked for)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mad_eval.benchmarks import read_jsonl
-from mad_eval.grading import VOTING_KINDS, grade
+from mad_eval.grading import VOTING_KINDS, check_answer_protocol, grade
 from mad_eval.replay import run_questions
 from mad_eval.store import RunStore, StoreError
 
@@ -39,39 +39,31 @@ class Rollouts:
     items: list[Rollout]
     benchmark: str  # the data source recorded with each pair
     kind: str = "math"  # the benchmark's kind: verl's `ability`
+    answer: str = "boxed"  # the answer protocol the rollouts were graded with
 
 
-def read_rollouts(path: Path, data_dir: Path | None = None) -> Rollouts:
-    """A run folder (its round-0 turns, grades as recorded) or a JSON Lines file."""
+def read_rollouts(path: Path, data_dir: Path | None = None, answer: str | None = None) -> Rollouts:
+    """A run folder (its round-0 turns, grades as recorded unless `answer` names another
+    protocol than the run's) or a JSON Lines file (graded with `answer`, else the default)."""
     path = Path(path)
     if path.is_dir():
-        return _from_run(path, data_dir)
+        return _from_run(path, data_dir, answer)
     if not path.is_file():
         raise StoreError(f"{path} is neither a run folder nor a JSON Lines file of rollouts.")
-    return _from_jsonl(path)
+    return _from_jsonl(path, answer)
 
 
-def _from_run(root: Path, data_dir: Path | None) -> Rollouts:
+def answer_protocol(kind: str, answer: str | None) -> str:
+    """The protocol's name (None: the kind's default); one the kind cannot use is refused."""
+    try:
+        return check_answer_protocol(kind, answer)
+    except ValueError as exc:
+        raise ValueError(f"--answer-protocol: {exc}") from None
+
+
+def _from_run(root: Path, data_dir: Path | None, answer: str | None) -> Rollouts:
     store = RunStore(root)
     manifest = store.manifest()
-    questions = run_questions(manifest, data_dir)
-    items = [
-        Rollout(
-            prompt_id=t.question,
-            question=questions[t.question].text,
-            gold=questions[t.question].gold,
-            response=t.text or "",
-            answer=t.answer,
-            correct=bool(t.correct),
-            source=f"{root.name}:run{t.run}/{t.question}/round0/agent{t.agent}",
-            options=tuple(questions[t.question].options),
-            grade_timed_out=t.grade_timed_out,
-        )
-        for t in sorted(store.read_turns(), key=lambda t: t.key)
-        if t.round == 0 and not t.failed  # a failed request is no rollout
-    ]
-    if not items:
-        raise StoreError(f"{store.turns_path} holds no answered round-0 turns to pair.")
     recorded = manifest.get("benchmark", {})
     benchmark = recorded.get("name") or manifest["config"]["benchmark"]
     kind = recorded.get("kind", "math")
@@ -80,10 +72,35 @@ def _from_run(root: Path, data_dir: Path | None) -> Rollouts:
             f"{root} ran {benchmark}, a {kind} benchmark: its answers are scored, not right or "
             "wrong, so there are no disagreeing rollouts to pair."
         )
-    return Rollouts(items, str(benchmark), kind)
+    ran = check_answer_protocol(kind, recorded.get("answer"))  # None: before protocols were data
+    protocol = answer_protocol(kind, answer or ran)
+    questions = run_questions(manifest, data_dir)
+    items = []
+    for t in sorted(store.read_turns(), key=lambda t: t.key):
+        if t.round != 0 or t.failed:  # a failed request is no rollout
+            continue
+        q = questions[t.question]
+        graded = None if protocol == ran else grade(t.text, q.gold, kind, q.options, protocol)
+        items.append(
+            Rollout(
+                prompt_id=t.question,
+                question=q.text,
+                gold=q.gold,
+                response=t.text or "",
+                answer=graded.answer if graded else t.answer,
+                correct=bool(graded.correct if graded else t.correct),
+                source=f"{root.name}:run{t.run}/{t.question}/round0/agent{t.agent}",
+                options=tuple(q.options),
+                grade_timed_out=graded.timed_out if graded else t.grade_timed_out,
+            )
+        )
+    if not items:
+        raise StoreError(f"{store.turns_path} holds no answered round-0 turns to pair.")
+    return Rollouts(items, str(benchmark), kind, protocol)
 
 
-def _from_jsonl(path: Path) -> Rollouts:
+def _from_jsonl(path: Path, answer: str | None) -> Rollouts:
+    protocol = answer_protocol("math", answer)
     items = []
     for where, row in read_jsonl(path, path.name):
         values = {}
@@ -92,7 +109,7 @@ def _from_jsonl(path: Path) -> Rollouts:
             if found is None:
                 raise StoreError(f"{where} has no {name} (give one of: {', '.join(accepted)}).")
             values[name] = str(found)
-        graded = grade(values["response"], values["gold"])
+        graded = grade(values["response"], values["gold"], answer=protocol)
         items.append(
             Rollout(
                 **values,
@@ -104,4 +121,4 @@ def _from_jsonl(path: Path) -> Rollouts:
         )
     if not items:
         raise StoreError(f"{path} holds no rollouts.")
-    return Rollouts(items, path.stem)
+    return Rollouts(items, path.stem, "math", protocol)

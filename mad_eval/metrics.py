@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from mad_eval.grading import ROUGE
+from mad_eval.kinds import get_kind
 from mad_eval.prompts import holds_quoting_tags
 from mad_eval.records import Turn, Verdict
 from mad_eval.rules import default_rule, majority_vote
@@ -35,7 +36,7 @@ def formulas(
     and failure rate, over all debate rounds (`critique_total`) and per round
     (`round1.critique_total`). A summary benchmark has ROUGE instead of votes
     (`rouge_formulas`)."""
-    if kind == "summary":
+    if not get_kind(kind).voted:
         found = rouge_formulas(rounds)
         return found | critique_formulas(rounds) if critique else found
     found: dict[str, Formula] = {

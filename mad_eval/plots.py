@@ -166,7 +166,7 @@ FIGURES = {
 def draw(runs: list[Run], folder: Path, replicates: int = REPLICATES) -> list[Path]:
     """Write every figure that the runs have data for; return the files written."""
     for run in runs:
-        if run.kind == "summary":
+        if not run.voted:
             raise ValueError(
                 f"{run.root} ran {run.benchmark}, a summary benchmark: the figures draw votes "
                 "and transitions, which summaries do not have; `mad-eval table --layout rouge` "

@@ -8,6 +8,7 @@ from rich.console import Group
 from rich.table import Table
 
 from mad_eval.grading import ROUGE
+from mad_eval.kinds import get_kind
 from mad_eval.prompts import JUDGE_CRITERIA
 from mad_eval.rules import RULES, default_rule
 from mad_eval.tally import CRITIQUE
@@ -46,7 +47,7 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
     runs = metrics["runs"]
     spread = f" (mean ± std over {runs} runs)" if runs > 1 else ""
     heading = [scored_by(metrics)] if scored_by(metrics) else []  # above the tables
-    if metrics.get("kind") == "summary":
+    if not get_kind(metrics.get("kind", "math")).voted:
         return Group(*heading, *rouge_views(metrics, f"{title}{spread}"), _footer(metrics))
     headline = Table(title=f"{title}{spread}", title_justify="left")
     if metrics["rounds_of_debate"] == 0:  # mad-eval single: K samples, no debate

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mad_eval.kinds import get_kind
 from mad_eval.metrics import Formula, compute_metrics, critique_formulas, formulas, locate
 from mad_eval.records import Turn, Verdict
 from mad_eval.rules import RULES, default_rule
@@ -48,6 +49,11 @@ class Run:
     @property
     def kind(self) -> str:
         return manifest_kind(self.manifest)
+
+    @property
+    def voted(self) -> bool:
+        """Whether its answers are right or wrong and voted (a summary is scored instead)."""
+        return get_kind(self.kind).voted
 
     @property
     def score(self) -> str:

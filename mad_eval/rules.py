@@ -19,6 +19,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from mad_eval.grading import consensus, equivalent
+from mad_eval.kinds import get_kind
 
 Same = Callable[[str, str], bool]
 
@@ -163,9 +164,9 @@ def get_rule(name: str) -> Rule:
 
 
 def default_rule(kind: str) -> str:
-    """The rule a protocol that names none is scored by: summaries by consensus, answers
-    by plurality."""
-    return "consensus" if kind == "summary" else "plurality"
+    """The rule a protocol that names none is scored by: the kind's own (summaries by
+    consensus, answers by plurality)."""
+    return get_kind(kind).rule
 
 
 # verl's maj@K/mean: 1000 resamples of the K answers, drawn after seeding numpy's legacy

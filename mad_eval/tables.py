@@ -213,9 +213,9 @@ def tidy(
     for run in runs:
         formulas = run.formulas
         # Summaries are scored with ROUGE, not voted: rouge is theirs alone; critique is anyone's.
-        if layout != "critique" and (layout == "rouge") != (run.kind == "summary"):
-            what = "a summary" if run.kind == "summary" else f"a {run.kind}"
-            wanted = "--layout rouge" if run.kind == "summary" else "another layout (debate, ...)"
+        if layout != "critique" and (layout == "rouge") == run.voted:
+            what = f"a {run.kind}"
+            wanted = "another layout (debate, ...)" if run.voted else "--layout rouge"
             raise ValueError(
                 f"{run.root} ran {run.benchmark}, {what} benchmark: --layout {layout} does not "
                 f"apply to it; use {wanted}."

@@ -17,6 +17,7 @@ from itertools import combinations
 import numpy as np
 
 from mad_eval.grading import ROUGE, same_answer
+from mad_eval.kinds import get_kind
 from mad_eval.prompts import JUDGE_CRITERIA
 from mad_eval.records import Turn, Verdict, derive_seed
 from mad_eval.rules import answer_groups, bootstrap_maj, default_rule, get_rule
@@ -105,7 +106,7 @@ def tally(
     if decide.needs_hub and hub is None:
         raise ValueError(f"score={decide.name} needs a protocol with a hub; this run has none.")
     alike = same_answer(kind)
-    summary = kind == "summary"
+    summary = not get_kind(kind).voted  # scored (ROUGE), not right or wrong
     found, cells = _cells(turns, rounds, _summary_keys(rounds) if summary else _keys(rounds, hub))
     num, den = found.num, found.den
     row = {run: i for i, run in enumerate(found.runs)}

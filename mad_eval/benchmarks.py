@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval import online
-from mad_eval.config import spec_folders
+from mad_eval.config import spec_files, spec_folders
 from mad_eval.grading import check_answer_protocol
 from mad_eval.kinds import KINDS, get_kind
 from mad_eval.prompts import choice_question, preference_question
@@ -92,10 +92,7 @@ def spec_dirs() -> list[Path]:
 
 def list_specs() -> list[BenchmarkSpec]:
     """Every spec, the first of each name in spec_dirs() order, sorted by name."""
-    found: dict[str, Path] = {}
-    for folder in spec_dirs():
-        for path in sorted(folder.glob("*.toml")):
-            found.setdefault(path.stem, path)
+    found = spec_files("benchmarks")
     return [_parse_spec(found[name]) for name in sorted(found)]
 
 

@@ -31,6 +31,16 @@ def spec_folders(kind: str) -> list[Path]:
     return folders
 
 
+def spec_files(kind: str) -> dict[str, Path]:
+    """The TOML files of a kind by name (their stem), the first found in spec_folders()
+    order, so a user's file shadows the project's of the same name."""
+    found: dict[str, Path] = {}
+    for folder in spec_folders(kind):
+        for path in sorted(folder.glob("*.toml")):
+            found.setdefault(path.stem, path)
+    return found
+
+
 class ConfigError(ValueError):
     """A setting the user gave cannot work; the message names it and what is accepted."""
 

@@ -22,7 +22,7 @@ import jinja2
 from jinja2 import meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from mad_eval.config import spec_folders
+from mad_eval.config import spec_files
 
 Messages = list[dict[str, str]]
 ROLES = ("system", "user", "assistant")
@@ -147,11 +147,7 @@ _ENV = ImmutableSandboxedEnvironment(
 
 def builtin_templates() -> dict[str, Path]:
     """Template files by name: ./templates first (a user's file shadows the project's)."""
-    found: dict[str, Path] = {}
-    for folder in spec_folders("templates"):
-        for path in sorted(folder.glob("*.toml")):
-            found.setdefault(path.stem, path)
-    return found
+    return spec_files("templates")
 
 
 def load_template(ref: str) -> Template:

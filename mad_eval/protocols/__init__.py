@@ -13,7 +13,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from mad_eval.config import spec_folders
+from mad_eval.config import spec_files
 from mad_eval.protocols.base import Protocol, ProtocolError, check_protocol
 from mad_eval.protocols.centralized import Centralized
 from mad_eval.protocols.decentralized import Decentralized
@@ -50,11 +50,7 @@ class Choice:
 
 
 def presets() -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for folder in spec_folders("protocols"):
-        for path in sorted(folder.glob("*.toml")):
-            found.setdefault(path.stem, path)
-    return found
+    return spec_files("protocols")
 
 
 def resolve(text: str) -> Choice:

@@ -159,3 +159,37 @@ def test_templates_lists_them_and_shows_one_rendered(tmp_path):
     assert "Sample response 0 of round 1." in shown.stdout  # its own round-1 answer
     bad = mad_eval("templates", "nope", cwd=tmp_path)
     assert bad.returncode == 2 and "unknown prompt template 'nope'" in bad.stderr
+
+
+def test_simulated_agents_read_the_quoted_answers_under_any_template(tmp_path):
+    """The simulator gets the quoted responses as data, so a layout it has never seen runs
+    offline, and (reading only answers) gives the same turns as the default layout."""
+    answers = {}
+    for name in ("debate", "own-apart", "conversation", "anonymous"):
+        result = mad_eval("run", "--agents", "3", "--rounds", "2", "--limit", "10",
+                          "--prompt-template", name, "--out", name, cwd=tmp_path)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        answers[name] = sorted(
+            (t["question"], t["round"], t["agent"], t["answer"]) for t in turns_of(tmp_path / name)
+        )
+    assert len(answers["debate"]) == 10 * 3 * 3
+    assert all(found == answers["debate"] for found in answers.values())
+
+
+def test_a_roster_group_brings_its_own_template(tmp_path):
+    (tmp_path / "team.toml").write_text(
+        '[[agent]]\nmodel = "openai:stub-model"\ncount = 2\n\n'
+        '[[agent]]\nmodel = "openai:stub-model"\ncount = 1\nprompt_template = "anonymous"\n'
+    )
+    with StubServer() as server:
+        result = mad_eval(
+            "run", "--roster", "team.toml", "--base-url", server.base_url, "--rounds", "1",
+            "--limit", "1", "--out", "r", cwd=tmp_path,
+        )  # fmt: skip
+        sent = {r["seed"]: r["messages"][-1]["content"] for r in server.requests}
+    assert result.returncode == 0, result.stderr
+    debate = {t["agent"]: sent[t["seed"]] for t in turns_of(tmp_path / "r") if t["round"] == 1}
+    assert "<response number=" not in debate[0] and "<response number=" not in debate[1]
+    assert debate[2].count("<response number=") == 3 and "agent" not in debate[2]
+    team = json.loads((tmp_path / "r" / "manifest.json").read_text())["team"]
+    assert [seat["prompt_template"] for seat in team] == ["debate", "debate", "anonymous"]

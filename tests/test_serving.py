@@ -411,6 +411,33 @@ def test_completions_with_the_raw_template_for_base_checkpoints(tmp_path, tokeni
     assert round0 and all(p == raw_render([{"role": "user", "content": p[:-2]}]) for p in round0)
 
 
+def test_an_own_apart_layout_goes_out_as_raw_text_counted_and_cut_exactly(tmp_path, tokenizer_dir):
+    """A debate code base's layout for base checkpoints: the others' answers unlabelled, the
+    agent's own apart, the question last, sent as plain text. Long replies are cut to the
+    budget by the real tokenizer, never the template's own text, and the count is exact."""
+
+    def reply(body: dict) -> str:
+        return "so we check the value of each step and sum " * 60 + f"\\boxed{{{body['seed'] % 3}}}"
+
+    with StubServer(tokenizer=tokenizer_dir, max_model_len=1400, reply=reply) as server:
+        turns = served_run(tmp_path, server.base_url, "--api", "completions", "--template",
+                           "raw", "--tokenizer", str(tokenizer_dir), "--max-tokens", "400",
+                           "--prompt-template", "own-apart")  # fmt: skip
+        prompts = {r["seed"]: r["prompt"] for r in server.requests}
+    debate = [t for t in turns if t["round"] == 1]
+    assert len(debate) == 4 * 3 and all(t["error"] is None for t in turns)
+    for turn in debate:
+        prompt = prompts[turn["seed"]]
+        assert "<|im_start|>" not in prompt and "agent " not in prompt
+        assert prompt.startswith("Here is how other agents answered the problem:\n\n")
+        assert (
+            prompt.count("Another agent's answer: ") == 2 and "Your own previous answer: " in prompt
+        )
+        assert prompt.endswith("Reason step by step, then give your final answer in \\boxed{}.\n\n")
+        assert turn["cut_tokens"] > 0 and "[... the start of this response was cut" in prompt
+        assert turn["context_tokens"] == turn["prompt_tokens"] <= 1400 - 400
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

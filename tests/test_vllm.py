@@ -198,3 +198,21 @@ def test_the_in_process_engine_matches_the_server(tmp_path, vllm_env, server, mo
     }
     served_turns = served(tmp_path, vllm_env, server, model_dir, out="served")
     assert by_key(engine, "text") == by_key(served_turns, "text")
+
+
+def test_a_conversation_template_is_rendered_and_counted_as_vllm_does(
+    tmp_path, vllm_env, server, model_dir
+):
+    """Assistant turns in the prompt: the conversation we render for /completions is the one
+    vLLM renders from the messages for /chat/completions (same seeded text), and our token
+    count of it is the server's. One debate round: the tiny model's 512 tokens hold it."""
+    extra = ("--prompt-template", "conversation", "--rounds", "1")  # the last --rounds wins
+    chat = served(tmp_path, vllm_env, server, model_dir, *extra, out="chat")
+    completions = served(tmp_path, vllm_env, server, model_dir, *extra, "--api", "completions",
+                         out="completions")  # fmt: skip
+    for turns in (chat, completions):
+        assert len(turns) == 2 * 3 * 2
+        assert all(t["error"] is None and t["prompt_tokens"] == t["context_tokens"] for t in turns)
+    assert by_key(chat, "text") == by_key(completions, "text")
+    longest_first = max(t["context_tokens"] for t in chat if t["round"] == 0)
+    assert all(t["context_tokens"] > longest_first for t in chat if t["round"] == 1)

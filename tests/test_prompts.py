@@ -214,3 +214,10 @@ def test_a_template_based_on_another_changes_only_its_values(tmp_path):
     content = debate_messages("Q?", TEXTS, agent=0, template=path)[-1]["content"]
     assert content.endswith(f"one from agent 0. Be brief. {BOXED}")
     assert load_template(path).sha256 != load_template("debate").sha256
+
+
+def test_model_text_is_quoted_literally_never_rendered_as_template():
+    hostile = "{{ values }} {% for x in range(10**9) %}x{% endfor %} {{ ''.__class__ }}"
+    for name in ("debate", "own-apart", "conversation"):
+        messages = debate_messages("Q?", [hostile, "\\boxed{1}"], agent=1, template=name)
+        assert any(hostile in m["content"] for m in messages)

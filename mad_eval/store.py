@@ -208,8 +208,8 @@ class RunStore:
         # A setting added after the run was made is read as its default.
         recorded = {**RunConfig().identity(), **manifest.get("config", {})}
         wanted = config.identity()
-        for key in ("class", "params"):  # a preset file edited since the run began
-            if "protocol" in extra:
+        for key in ("class", "params", "score"):  # a preset file edited since the run began
+            if "protocol" in extra and (key != "score" or "score" in manifest.get("protocol", {})):
                 recorded[f"protocol {key}"] = manifest.get("protocol", {}).get(key)
                 wanted[f"protocol {key}"] = extra["protocol"][key]
         templates = manifest.get("prompt", {}).get("prompt_templates")

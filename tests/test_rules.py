@@ -54,7 +54,7 @@ def test_hub_scoring_is_the_hubs_own_accuracy_by_hand(hub_runs):
     turns = turns_of(hub_runs / "h")
     metrics = json.loads((hub_runs / "h" / "metrics.json").read_text())
     manifest = json.loads((hub_runs / "h" / "manifest.json").read_text())
-    assert manifest["protocol"]["params"]["score"] == "hub" and metrics["score"] == "hub"
+    assert manifest["protocol"]["score"] == "hub" and metrics["score"] == "hub"
     by_hand = hub_accuracy(turns, hub=0, rounds=2)
     assert [row["vote_accuracy"] for row in metrics["rounds"]] == pytest.approx(by_hand)
     assert metrics["maj"] == pytest.approx(by_hand[0])
@@ -153,8 +153,16 @@ def test_unknown_rules_and_hub_scoring_without_a_hub_are_refused():
     ):
         check_protocol(Scored(), 3)
     check_protocol(resolve("centralized_hub").protocol, 3)
-    assert resolve("centralized_hub").protocol.params() == {"hub": 0, "score": "hub"}
+    assert resolve("centralized_hub").protocol.score == "hub"
     assert resolve("centralized").protocol.params() == {"hub": 0}  # manifests as before
+    # Every protocol takes score=...; the hub rule only where there is a hub.
+    for text in ("sparse:score=hub", "heterogeneous:topology=decentralized,score=hub"):
+        with pytest.raises(ProtocolError, match=r"score=hub needs a protocol with a hub"):
+            check_protocol(resolve(text).protocol, 3)
+    assert resolve("decentralized:score=plurality").protocol.score == "plurality"
+    mixed = resolve("heterogeneous:topology=centralized,hub=1,score=hub").protocol
+    check_protocol(mixed, 3)
+    assert (mixed.score, mixed.hub) == ("hub", 1)
 
 
 @pytest.mark.slow
@@ -282,3 +290,14 @@ def test_the_bootstrap_layout_refuses_a_debate(tmp_path):
     refused = mad_eval("table", "d", "--layout", "single-bootstrap", cwd=tmp_path)
     assert refused.returncode == 2
     assert "verl's bootstrap maj@K is kept for runs without debate" in refused.stderr
+
+
+@pytest.mark.slow
+def test_resuming_under_another_scoring_rule_is_refused(tmp_path):
+    first = mad_eval("run", "--protocol", "centralized", "--agents", "3", "--rounds", "1",
+                     "--limit", "2", "--out", "r", cwd=tmp_path)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    again = mad_eval("run", "--protocol", "centralized:score=hub", "--agents", "3", "--rounds",
+                     "1", "--limit", "2", "--out", "r", cwd=tmp_path)  # fmt: skip
+    assert again.returncode == 2
+    assert "protocol score is 'plurality' there, 'hub' here" in again.stderr

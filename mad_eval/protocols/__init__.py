@@ -147,6 +147,11 @@ def _build(
     parameters = inspect.signature(cls).parameters.values()
     named = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     takes_more = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    # Every protocol takes `score` (its scoring rule) unless its class handles it itself.
+    params = dict(params)
+    score = params.pop("score", None) if "score" not in named else None
+    if score is not None and not isinstance(score, str):
+        raise ProtocolError(f"score must name a scoring rule (e.g. score=hub), got {score!r}.")
     unknown = [key for key in params if key not in named]
     if unknown and not takes_more:
         raise ProtocolError(
@@ -159,6 +164,8 @@ def _build(
         raise ProtocolError(
             f"protocol class '{cls_name}' cannot take the parameters {params} ({exc})."
         ) from None
+    if score is not None:
+        protocol.score = score
     return Choice(protocol, cls_name, source, prompt_style)
 
 

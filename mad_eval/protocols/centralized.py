@@ -11,13 +11,10 @@ class Centralized(Protocol):
     name = "centralized"
     description = "a hub agent reads every response; the others read the hub's and their own"
 
-    def __init__(self, hub: int = 0, score: str | None = None):
+    def __init__(self, hub: int = 0):
         if not isinstance(hub, int) or isinstance(hub, bool) or hub < 0:
             raise ProtocolError(f"centralized: hub must be an agent index >= 0, got {hub!r}.")
-        if score is not None and not isinstance(score, str):
-            raise ProtocolError(f"centralized: score must name a scoring rule, got {score!r}.")
         self.hub = hub
-        self.score = score  # hub: Debate-or-Vote's scoring, by the hub's own answer
 
     def validate(self, n_agents: int) -> None:
         super().validate(n_agents)
@@ -37,4 +34,4 @@ class Centralized(Protocol):
         return [self.hub, agent]
 
     def params(self) -> dict[str, Any]:
-        return {"hub": self.hub, **({"score": self.score} if self.score is not None else {})}
+        return {"hub": self.hub}

@@ -33,7 +33,6 @@ class Heterogeneous(Protocol):
             ) from None
         self.roster = roster
         self.hub = self.topology.hub
-        self.score = self.topology.score
 
     def validate(self, n_agents: int) -> None:
         self.topology.validate(n_agents)

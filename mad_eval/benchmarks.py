@@ -12,14 +12,13 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from mad_eval import online
 from mad_eval.config import spec_files, spec_folders
 from mad_eval.grading import check_answer_protocol
 from mad_eval.kinds import KINDS, get_kind
-from mad_eval.prompts import choice_question, preference_question
-from mad_eval.records import Question, derive_seed
+from mad_eval.records import Question
 
 DATA_ENV = "MAD_EVAL_DATA"
 DEFAULT_MAX_TOKENS = 4096
@@ -29,17 +28,9 @@ _SPEC_KEYS = (
     *("hub", "local", "builtin"),
 )
 _TABLES = {"hub": (".jsonl", ".jsonl.gz", ".parquet"), "local": (".jsonl",)}
-# The row fields each kind reads; `id` is optional everywhere, and so is a preference's
-# `prompt` (without it, the conversation is the chosen transcript up to its last reply).
-FIELDS = {
-    "math": ("question", "answer"),
-    "number": ("question", "answer"),
-    "summary": ("question", "answer"),
-    "choice": ("question", "options", "answer"),
-    "preference": ("chosen", "rejected"),
-}
-_OPTIONAL = ("id", "revision", "prompt")
-_REPLY = "\n\nAssistant:"  # HH-RLHF transcripts: "\n\nHuman: ...\n\nAssistant: ..."
+# Fields a table may map for any kind; each kind names the row fields it reads (Kind.fields,
+# all required) and may map (Kind.optional).
+_OPTIONAL = ("id", "revision")
 Rows = list[tuple[str, dict[str, Any]]]  # (where, row), where = "math500.jsonl line 7"
 
 
@@ -217,7 +208,8 @@ def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
     )
     kind, answer = raw.get("kind"), raw.get("answer")
     need(kind in KINDS, f"kind {kind!r} is not one of: {', '.join(KINDS)}")
-    accepted = get_kind(kind).answers
+    found = get_kind(kind)
+    accepted = found.answers
     need(
         answer is None or answer in accepted,
         f"answer {answer!r} is not one of the {kind} kind's answer protocols: "
@@ -230,8 +222,9 @@ def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
     for table in (t for t in _TABLES if t in raw):
         fields = raw[table]
         need(isinstance(fields, dict), f"'{table}' must be a [{table}] table")
-        needed = ("repo",) * (table == "hub") + ("file", *FIELDS[kind])
-        for key in (*needed, *(k for k in _OPTIONAL if k in fields)):
+        needed = ("repo",) * (table == "hub") + ("file", *found.fields)
+        optional = (k for k in (*_OPTIONAL, *found.optional) if k in fields)
+        for key in (*needed, *optional):
             ok = isinstance(fields.get(key), str) and fields[key] != ""
             need(ok, f"[{table}] needs a non-empty text value for '{key}'")
         suffixes = " or ".join(_TABLES[table])
@@ -362,7 +355,8 @@ def _to_questions(rows: Rows, fields: dict[str, Any], spec: BenchmarkSpec) -> li
     """Check every row up front: a bad row found mid-run wastes the requests made before it."""
     if not rows:
         raise BenchmarkError(f"benchmark '{spec.name}' has no rows")
-    used = {fields.get(key, "").split(".")[0] for key in (*FIELDS[spec.kind], "id", "prompt")}
+    kind = get_kind(spec.kind)
+    used = {fields.get(key, "").split(".")[0] for key in (*kind.fields, *kind.optional, "id")}
     questions: list[Question] = []
     seen: dict[str, str] = {}
     for index, (where, row) in enumerate(rows):
@@ -375,40 +369,36 @@ def _to_questions(rows: Rows, fields: dict[str, Any], spec: BenchmarkSpec) -> li
             raise BenchmarkError(f"{where}: duplicate id '{qid}' (first used at {seen[qid]})")
         seen[qid] = where
         meta = {key: value for key, value in row.items() if key not in used}
-        text, gold, extra = _read_row(row, fields, spec, qid, where)
+        reader = _Row(row, fields, where, spec.instruction, spec.seed, qid)
+        text, gold, extra = kind.question(reader)
         questions.append(Question(qid, text, gold, {**meta, **extra}, spec.kind, spec.answer))
     return questions
 
 
-def _read_row(
-    row: dict[str, Any], fields: dict[str, Any], spec: BenchmarkSpec, qid: str, where: str
-) -> tuple[str, str, dict[str, Any]]:
-    """(text the agents read, gold, what the question records besides) of one row."""
-    kind = spec.kind
-    if kind == "preference":
-        return _preference(row, fields, spec, qid, where)
-    _text(row, fields["question"], where, number_ok=False)
-    question = row[fields["question"]]  # verbatim: the prompt is the source's text
-    raw_gold = _text(row, fields["answer"], where)
-    if kind == "choice":
-        options = _options(row, fields["options"], where)
-        gold = get_kind(kind).gold(raw_gold, options)
-        if gold is None:
-            raise BenchmarkError(
-                f"{where}: answer {raw_gold!r} is neither an option letter nor a 0-based index "
-                f"of its {len(options)} options"
-            )
-        return choice_question(question, options, spec.instruction), gold, {"options": options}
-    if kind == "number":
-        gold = get_kind(kind).gold(raw_gold, ())
-        if gold is None:
-            raise BenchmarkError(f"{where}: answer {raw_gold!r} does not end in one number")
-        return _lead(spec.instruction, question), gold, {"answer_text": raw_gold}
-    return _lead(spec.instruction, question), raw_gold, {}
+@dataclass
+class _Row:
+    """One row as its kind reads it (kinds.RowReader): fields by the kind's names, and each
+    problem a BenchmarkError that says where the row is."""
 
+    row: dict[str, Any]
+    fields: dict[str, Any]
+    where: str
+    instruction: str | None
+    seed: int
+    qid: str
 
-def _lead(instruction: str | None, question: str) -> str:
-    return f"{instruction}\n\n{question}" if instruction else question
+    def text(self, field: str, number_ok: bool = True) -> str:
+        return _text(self.row, self.fields[field], self.where, number_ok)
+
+    def verbatim(self, field: str) -> str:
+        self.text(field, number_ok=False)
+        return self.row[self.fields[field]]
+
+    def options(self, field: str) -> list[str]:
+        return _options(self.row, self.fields[field], self.where)
+
+    def fail(self, problem: str) -> NoReturn:
+        raise BenchmarkError(f"{self.where}: {problem}")
 
 
 def _options(row: dict[str, Any], path: str, where: str) -> list[str]:
@@ -423,28 +413,6 @@ def _options(row: dict[str, Any], path: str, where: str) -> list[str]:
     if not ok or not all(isinstance(v, str) and v.strip() for v in value):
         raise BenchmarkError(f"{where}: field '{path}' must be a list of 2 to 26 option texts")
     return [v.strip() for v in value]
-
-
-def _preference(
-    row: dict[str, Any], fields: dict[str, Any], spec: BenchmarkSpec, qid: str, where: str
-) -> tuple[str, str, dict[str, Any]]:
-    """Two replies to one conversation, the preferred one first or second by a coin seeded
-    with (spec seed, question id): the order is fixed per question, recorded, and carries
-    no signal about which reply is better."""
-    chosen = _text(row, fields["chosen"], where, number_ok=False)
-    rejected = _text(row, fields["rejected"], where, number_ok=False)
-    if fields.get("prompt"):
-        conversation = _text(row, fields["prompt"], where, number_ok=False)
-    else:
-        conversation, _, _ = chosen.rpartition(_REPLY)
-        chosen, rejected = (text.rpartition(_REPLY)[2].strip() for text in (chosen, rejected))
-    if not chosen or not rejected:
-        raise BenchmarkError(f"{where}: a reply to compare is empty")
-    swap = random.Random(derive_seed(spec.seed, "order", qid)).random() < 0.5
-    order = ["rejected", "chosen"] if swap else ["chosen", "rejected"]
-    replies = [rejected, chosen] if swap else [chosen, rejected]
-    text = preference_question(conversation.strip(), replies, spec.instruction)
-    return text, "B" if swap else "A", {"options": replies, "order": order}
 
 
 def _text(row: dict[str, Any], field: str, where: str, number_ok: bool = True) -> str:

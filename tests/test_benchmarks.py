@@ -13,6 +13,7 @@ from cli_helpers import mad_eval
 
 from mad_eval import benchmarks, online
 from mad_eval.benchmarks import BenchmarkError, list_specs, load_questions, load_spec, spec_dirs
+from mad_eval.kinds import KINDS, Kind, RowReader, after_instruction
 
 MATH_COUNTS = {"math500": 500, "amc23": 40, "aime24": 30, "aime25": 30}
 
@@ -309,6 +310,53 @@ def test_toml_path_with_local_file_next_to_it(tmp_path: Path) -> None:
     spec, questions = load_questions(str(tmp_path / "mine.toml"))
     assert spec.max_tokens == 99
     assert [(q.id, q.text, q.gold) for q in questions] == [("x1", "What?", "7.5")]
+
+
+def test_a_new_kind_is_its_class_and_its_registry_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """benchmarks.py names no kind: a kind's fields and question() are all a spec needs."""
+
+    class Backwards(Kind):
+        fields = ("word", "times")
+        optional = ("hint",)
+
+        def question(self, row: RowReader) -> tuple[str, str, dict]:
+            word, times = row.text("word", number_ok=False), row.text("times")
+            if not times.isdigit():
+                row.fail(f"times {times!r} is not a whole number")
+            hint = f" ({row.text('hint')})" if row.fields.get("hint") else ""
+            text = after_instruction(row.instruction, f"Spell {word} backwards {times}x{hint}.")
+            return text, word[::-1], {"times": int(times), "seed": row.seed, "qid": row.qid}
+
+    monkeypatch.setitem(KINDS, "backwards", Backwards("backwards", "the word spelled backwards"))
+    rows = [{"w": "abc", "n": 2, "h": "easy", "src": "x"}, {"w": "de", "n": 1, "h": "short"}]
+    _write_jsonl(tmp_path / "words.jsonl", rows)
+    head = 'description = "d"\nkind = "backwards"\nmax_tokens = 9\ninstruction = "Do it."\n'
+    table = '[local]\nfile = "words.jsonl"\nword = "w"\n'
+    (tmp_path / "words.toml").write_text(head + "seed = 3\n" + table + 'times = "n"\nhint = "h"\n')
+    spec, questions = load_questions(tmp_path / "words.toml")
+    assert spec.kind == "backwards" and spec.answer == "boxed"
+    assert [(q.id, q.text, q.gold, q.kind) for q in questions] == [
+        ("words-0", "Do it.\n\nSpell abc backwards 2x (easy).", "cba", "backwards"),
+        ("words-1", "Do it.\n\nSpell de backwards 1x (short).", "ed", "backwards"),
+    ]
+    assert questions[0].meta == {"src": "x", "times": 2, "seed": 3, "qid": "words-0"}
+    # The kind's fields are required by the spec check, its optional ones checked when given.
+    (tmp_path / "words.toml").write_text(head + table)
+    with pytest.raises(BenchmarkError, match=r"words\.toml: \[local\] needs .* for 'times'"):
+        load_questions(tmp_path / "words.toml")
+    (tmp_path / "words.toml").write_text(head + table + 'times = "n"\nhint = ""\n')
+    with pytest.raises(BenchmarkError, match="needs a non-empty text value for 'hint'"):
+        load_questions(tmp_path / "words.toml")
+    # A row the kind refuses, and a field the reader refuses, both name the file and line.
+    (tmp_path / "words.toml").write_text(head + table + 'times = "n"\n')
+    _write_jsonl(tmp_path / "words.jsonl", [rows[0], {"w": "de", "n": "many"}])
+    with pytest.raises(BenchmarkError, match=r"^words\.jsonl line 2: times 'many' is not a whole"):
+        load_questions(tmp_path / "words.toml")
+    _write_jsonl(tmp_path / "words.jsonl", [{"w": 5, "n": 1}])
+    with pytest.raises(BenchmarkError, match=r"^words\.jsonl line 1: field 'w' must be non-empty"):
+        load_questions(tmp_path / "words.toml")
 
 
 def test_user_spec_in_cwd_shadows_project_spec(

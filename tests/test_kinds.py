@@ -237,6 +237,22 @@ def test_the_preference_order_is_seeded_recorded_and_carries_no_signal(tmp_path:
     assert [q.gold for q in other] != golds
 
 
+def test_a_preference_conversation_may_be_its_own_field(tmp_path: Path) -> None:
+    spec = (Path(__file__).parents[1] / "benchmarks" / "hh_rlhf.toml").read_text()
+    mine = tmp_path / "hh_prompt.toml"
+    mine.write_text(spec.replace('name = "hh_rlhf"', 'name = "hh_prompt"') + 'prompt = "talk"\n')
+    row = {"talk": " Human: hi? ", "chosen": " Hello! ", "rejected": "Go away.", "src": "x"}
+    write_jsonl(tmp_path / "hh_rlhf.jsonl", [row])
+    _, [question] = load_questions(mine, tmp_path)
+    said = {"chosen": "Hello!", "rejected": "Go away."}
+    replies = [said[name] for name in question.meta["order"]]
+    assert question.options == replies and question.meta["src"] == "x"
+    assert "talk" not in question.meta
+    assert question.text.endswith(
+        f"Conversation:\nHuman: hi?\n\nResponse A:\n{replies[0]}\n\nResponse B:\n{replies[1]}"
+    )
+
+
 def test_mmlu_takes_a_subject_and_the_preset_is_professional_medicine(shared_data: Path) -> None:
     preset, questions = load_questions("mmlu_professional_medicine", shared_data)
     named, same = load_questions("mmlu:professional_medicine", shared_data)

@@ -1,15 +1,18 @@
 """Benchmark kinds: WHAT a final answer is (a math expression, a number, an option letter, a
 summary), how it reads the text an answer protocol (mad_eval.answers) found, and how it is
-compared, graded, parsed from a benchmark's gold and simulated.
+compared, graded, asked from a benchmark's row and simulated.
 
-One module per kind; KINDS holds them all, so a new kind is a module and a line here.
+One module per kind; KINDS holds them all, so a new kind is a module and a line here: the
+benchmark reader (mad_eval.benchmarks) asks the kind which row fields it needs and what
+question a row makes.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar, NoReturn, Protocol
 
 from mad_eval.records import Question
 
@@ -26,9 +29,46 @@ class Grade:
     timed_out: bool = False
 
 
+class RowReader(Protocol):
+    """One benchmark row as a kind reads it (mad_eval.benchmarks makes them, so kinds do no
+    I/O): fields by the kind's names, and every problem one sentence naming the row."""
+
+    fields: Mapping[str, Any]  # the kind's field names -> the row's keys (the spec's table)
+    where: str  # "math500.jsonl line 7"
+    instruction: str | None  # the spec's, put before each question
+    seed: int  # the spec's
+    qid: str  # the question's id
+
+    def text(self, field: str, number_ok: bool = True) -> str:
+        """The field's text, stripped; with number_ok, a number as text ("27.0" -> "27")."""
+        ...
+
+    def verbatim(self, field: str) -> str:
+        """The field's text as the source wrote it (a question the agents read)."""
+        ...
+
+    def options(self, field: str) -> list[str]:
+        """A list of 2 to 26 option texts; the field may be a path ("choices.text")."""
+        ...
+
+    def fail(self, problem: str) -> NoReturn:
+        """Refuse the row: `problem` is one sentence, the reader says where the row is."""
+        ...
+
+
+def after_instruction(instruction: str | None, question: str) -> str:
+    """The question as agents read it: after the spec's instruction, when it has one."""
+    return f"{instruction}\n\n{question}" if instruction else question
+
+
 @dataclass(frozen=True)
 class Kind:
     """What one benchmark kind's answers are; subclasses read, compare and simulate them."""
+
+    # The row fields question() reads, named as a spec's [hub] and [local] tables map them to
+    # the row's keys: each is required there; `optional` ones (and `id`) may be mapped.
+    fields: ClassVar[tuple[str, ...]] = ("question", "answer")
+    optional: ClassVar[tuple[str, ...]] = ()
 
     name: str
     what: str  # the answer as the prompt's answer-format sentence names it
@@ -55,6 +95,12 @@ class Kind:
     def gold(self, raw: str, options: Sequence[str]) -> str | None:
         """A benchmark's gold as this kind's canonical answer; None when it cannot be one."""
         return raw
+
+    def question(self, row: RowReader) -> tuple[str, str, dict[str, Any]]:
+        """(text the agents read, gold, what the question records besides) of one row: here
+        the question after the spec's instruction, and the answer as the gold."""
+        text = after_instruction(row.instruction, row.verbatim("question"))
+        return text, row.text("answer"), {}
 
     def candidates(self, question: Question, k: int) -> tuple[str, ...]:
         """The simulated agents' answers to a question: the gold first, then k-1 others (or

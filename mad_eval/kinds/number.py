@@ -6,9 +6,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from mad_eval.answers import MAX_ANSWER_CHARS
-from mad_eval.kinds import Kind
+from mad_eval.kinds import Kind, RowReader
 from mad_eval.kinds.math import numbers_near
 from mad_eval.records import Question
 
@@ -58,6 +59,15 @@ class NumberKind(Kind):
 
     def gold(self, raw: str, options: Sequence[str]) -> str | None:
         return number_gold(raw)
+
+    def question(self, row: RowReader) -> tuple[str, str, dict[str, Any]]:
+        """The gold is the number the answer ends in; the whole answer (GSM8K's worked
+        solution) is recorded beside it."""
+        text, raw, _ = super().question(row)
+        gold = number_gold(raw)
+        if gold is None:
+            row.fail(f"answer {raw!r} does not end in one number")
+        return text, gold, {"answer_text": raw}
 
     def candidates(self, question: Question, k: int) -> tuple[str, ...]:
         return numbers_near(question.id, question.gold, k)

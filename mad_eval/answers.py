@@ -47,7 +47,6 @@ class AnswerProtocol:
     template: str  # the prompt's answer-format sentence; {what} is the kind's phrase
     form: str  # how an answer is written; {answer} is the answer
     own_line: bool  # the written form starts a line of its own
-    kinds: tuple[str, ...]  # the benchmark kinds it serves
     search: Callable[[str], tuple[str | None, bool]]  # (answer, timed out) in a reply
     fallback: bool = False  # a kind may read the reply its own way when nothing is found
 
@@ -233,7 +232,6 @@ def _summary_line(reply: str) -> tuple[str | None, bool]:
 
 # ---- the registry ------------------------------------------------------------------------
 
-_VOTED = ("math", "number", "choice", "preference")
 _STEP_BY_STEP = "Reason step by step, then give {what}"
 
 ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
@@ -245,7 +243,6 @@ ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
             _STEP_BY_STEP + " in \\boxed{}.",
             "\\boxed{{answer}}",
             False,
-            _VOTED,
             _boxed,
             fallback=True,
         ),
@@ -255,7 +252,6 @@ ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
             _STEP_BY_STEP + ' on the last line of your reply, in the form "Answer: X".',
             "Answer: {answer}",
             True,
-            _VOTED,
             _answer_line,
         ),
         AnswerProtocol(
@@ -266,7 +262,6 @@ ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
             _STEP_BY_STEP + " in \\boxed{}.",
             "The answer is ${answer}$.",
             True,
-            ("math",),
             _math_verify,
         ),
         AnswerProtocol(
@@ -275,7 +270,6 @@ ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
             _STEP_BY_STEP + " at the end of your reply, in the form {final answer: X}.",
             "{final answer: {answer}}",
             False,
-            _VOTED,
             _braces,
         ),
         AnswerProtocol(
@@ -285,7 +279,6 @@ ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
             "nothing after it.",
             "Summary: {answer}",
             True,
-            ("summary",),
             _summary_line,
         ),
     )

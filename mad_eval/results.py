@@ -97,11 +97,10 @@ def manifest_kind(manifest: dict[str, Any]) -> str:
 
 
 def manifest_rule(manifest: dict[str, Any]) -> str:
-    """The scoring rule the run's protocol named: the manifest's resolved `score`, else the
-    protocol parameter it was given (centralized:score=hub), else, as for every run made
-    before rules existed, the kind's default."""
+    """The scoring rule the run's protocol named (the manifest's `score`), else, as for every
+    run made before rules existed, the kind's default."""
     protocol = manifest["protocol"]
-    named = protocol.get("score") or protocol.get("params", {}).get("score")
+    named = protocol.get("score")
     if named is not None and named not in RULES:
         known = ", ".join(RULES)
         raise StoreError(f"the manifest names scoring rule '{named}', not one of: {known}.")

@@ -81,8 +81,7 @@ def test_the_protocols_and_kinds_are_registered() -> None:
     )
     for protocol in ANSWER_PROTOCOLS.values():
         assert protocol.description and "\n" not in protocol.description
-        for kind in KINDS.values():  # the protocol and the kind agree on who serves whom
-            assert (kind.name in protocol.kinds) == (protocol.name in kind.answers)
+        assert any(protocol.name in kind.answers for kind in KINDS.values())  # none unused
 
 
 def test_unknown_names_are_one_sentence() -> None:

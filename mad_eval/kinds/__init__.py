@@ -73,7 +73,8 @@ class Kind:
     name: str
     what: str  # the answer as the prompt's answer-format sentence names it
     default_answer: str = "boxed"  # the answer protocol used unless a benchmark names one
-    answers: tuple[str, ...] = ("boxed", "answer-line", "braces")  # the protocols accepted
+    # The answer protocols it can be read with (the one place that says which pairs work).
+    answers: tuple[str, ...] = ("boxed", "answer-line", "braces")
     voted: bool = True  # False: scored (ROUGE), never right or wrong, so never voted on
     rule: str = "plurality"  # the default rule that turns the agents' answers into one
 

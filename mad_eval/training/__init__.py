@@ -5,11 +5,10 @@ a trainer calls per prompt and reward functions for verl and TRL. Imports neithe
 from mad_eval.training.export import pair_rows, prompt_rows, write_rows
 from mad_eval.training.pairs import (
     PAIRINGS,
-    Chosen,
     Pair,
+    Pairs,
     Summary,
     build_pairs,
-    choose_pairs,
     debate_pairs,
     pairing_rule,
 )
@@ -18,14 +17,13 @@ from mad_eval.training.rollouts import Rollout, Rollouts, answer_protocol, read_
 
 __all__ = [
     "PAIRINGS",
-    "Chosen",
     "Pair",
+    "Pairs",
     "Rollout",
     "Rollouts",
     "Summary",
     "answer_protocol",
     "build_pairs",
-    "choose_pairs",
     "compute_score",
     "debate_pairs",
     "grading_info",

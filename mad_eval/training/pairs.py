@@ -22,7 +22,6 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import NamedTuple
 
 from mad_eval.grading import equivalent, same_answer
 from mad_eval.records import derive_seed
@@ -59,16 +58,17 @@ def _check_counts(per_prompt: int, repeats: int, max_length: int | None) -> None
         raise ValueError(f"--max-length must be at least 1, got {max_length}.")
 
 
-class Chosen(NamedTuple):
-    """One prompt's pairs as (own, partner) indices, and why it gave none: "too-long" (no
-    rollout within the length limit), "equal" (one reward for all), "one-answer" (frequency
-    rule, fewer than two distinct answers); None when it gave pairs."""
+class Pairs(list[tuple[int, int]]):
+    """One prompt's pairs as (own, partner) indices, and why it gave none (`dropped`):
+    "too-long" (no rollout within the length limit), "equal" (one reward for all),
+    "one-answer" (frequency rule, fewer than two distinct answers); None when it gave pairs."""
 
-    pairs: list[tuple[int, int]]
-    dropped: str | None
+    def __init__(self, pairs: Sequence[tuple[int, int]] = (), dropped: str | None = None):
+        super().__init__(pairs)
+        self.dropped = dropped
 
 
-def choose_pairs(
+def debate_pairs(
     answers: Sequence[str | None],
     rewards: Sequence[float],
     *,
@@ -80,8 +80,19 @@ def choose_pairs(
     seed: int | random.Random = 0,
     same: Callable[[str, str], bool] = equivalent,
     timed_out: Sequence[bool] | None = None,
-) -> Chosen:
-    """`debate_pairs`, with the reason a prompt gave no pair (for counting)."""
+) -> Pairs:
+    """The debate pairs of ONE prompt's rollouts, as (own, partner) indices into them: up to
+    `per_prompt` distinct pairs by `rule` (freq or rand), each listed `repeats` times in a
+    row (a trainer samples that many second-turn replies per debate context).
+
+    `answers`: each rollout's extracted answer (None: unparsed), e.g. grading.extract;
+    `rewards`: each one's reward; rollouts at the best reward count as right, so two right
+    answers are one answer. `same`: the kind's equivalence (grading.same_answer(kind); math's
+    by default). Rollouts whose `lengths` exceed `max_length` are not used (a truncated reply
+    is no answer): the lengths are in the unit of the limit, e.g. tokens from a trainer.
+    `timed_out`: answers math-verify could not decide, compared by text. Draws come from
+    `seed` (an int, or a random.Random carried across steps). Pure: no I/O, no records.
+    The result is a list; when empty, its `dropped` says why."""
     rule = pairing_rule(rule)
     _check_counts(per_prompt, repeats, max_length)
     if max_length is not None and lengths is None:
@@ -99,9 +110,9 @@ def choose_pairs(
         if max_length is None or lengths[i] <= max_length  # type: ignore[index]
     ]
     if not used:
-        return Chosen([], "too-long")
+        return Pairs([], "too-long")
     if len({rewards[i] for i in used}) < 2:
-        return Chosen([], "equal")
+        return Pairs([], "equal")
     rng = seed if isinstance(seed, random.Random) else random.Random(seed)
     if rule == "rand":
         candidates = list(combinations(used, 2))
@@ -113,52 +124,14 @@ def choose_pairs(
         ]
         groups = answer_groups(graded, same)
         if len(groups) < 2:
-            return Chosen([], "one-answer")
+            return Pairs([], "one-answer")
         rng.shuffle(groups)  # ties in frequency fall in random order...
         groups.sort(key=len, reverse=True)  # ...which a stable sort keeps
         candidates = [(a.index, b.index) for a in groups[0] for b in groups[1]]
     pairs = []
     for a, b in rng.sample(candidates, min(per_prompt, len(candidates))):
         pairs += [(a, b) if rng.random() < 0.5 else (b, a)] * repeats
-    return Chosen(pairs, None)
-
-
-def debate_pairs(
-    answers: Sequence[str | None],
-    rewards: Sequence[float],
-    *,
-    rule: str = "freq",
-    per_prompt: int = 1,
-    lengths: Sequence[int] | None = None,
-    max_length: int | None = None,
-    repeats: int = 1,
-    seed: int | random.Random = 0,
-    same: Callable[[str, str], bool] = equivalent,
-    timed_out: Sequence[bool] | None = None,
-) -> list[tuple[int, int]]:
-    """The debate pairs of ONE prompt's rollouts, as (own, partner) indices into them: up to
-    `per_prompt` distinct pairs by `rule` (freq or rand), each listed `repeats` times in a
-    row (a trainer samples that many second-turn replies per debate context).
-
-    `answers`: each rollout's extracted answer (None: unparsed), e.g. grading.extract;
-    `rewards`: each one's reward; rollouts at the best reward count as right, so two right
-    answers are one answer. `same`: the kind's equivalence (grading.same_answer(kind); math's
-    by default). Rollouts whose `lengths` exceed `max_length` are not used (a truncated reply
-    is no answer): the lengths are in the unit of the limit, e.g. tokens from a trainer.
-    `timed_out`: answers math-verify could not decide, compared by text. Draws come from
-    `seed` (an int, or a random.Random carried across steps). Pure: no I/O, no records."""
-    return choose_pairs(
-        answers,
-        rewards,
-        rule=rule,
-        per_prompt=per_prompt,
-        lengths=lengths,
-        max_length=max_length,
-        repeats=repeats,
-        seed=seed,
-        same=same,
-        timed_out=timed_out,
-    ).pairs
+    return Pairs(pairs)
 
 
 @dataclass(frozen=True)
@@ -212,7 +185,7 @@ def build_pairs(
         lengths = [len(r.response) for r in mine]
         fits = [max_length is None or n <= max_length for n in lengths]
         summary.too_long += fits.count(False)
-        chosen, dropped = choose_pairs(
+        chosen = debate_pairs(
             [r.answer for r in mine],
             [1.0 if r.correct else -1.0 for r in mine],
             rule=pairing,
@@ -224,6 +197,7 @@ def build_pairs(
             same=same,
             timed_out=[r.grade_timed_out for r in mine],
         )
+        dropped = chosen.dropped
         if dropped == "equal":
             if next(r for r, fit in zip(mine, fits, strict=True) if fit).correct:
                 summary.all_correct += 1

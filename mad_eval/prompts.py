@@ -14,20 +14,14 @@ from mad_eval.context import ContextError, EstimateCounter, Fitted, Fitter
 from mad_eval.grading import check_answer_protocol
 from mad_eval.kinds import get_kind
 from mad_eval.records import Question, Turn
-from mad_eval.templates import Messages, Quote, Step, Template, common_data
-
-
-def _tags(*names: str) -> re.Pattern[str]:
-    """The "<" that opens or closes one of these tags, however spaced or cased."""
-    return re.compile(r"<(?=\s*/?\s*(?:{})\b)".format("|".join(names)), re.IGNORECASE)
-
+from mad_eval.templates import Messages, Quote, Step, Template, common_data, tag_pattern
 
 # The tags prompts quote model text between: the debate's responses, and the judge's
 # context and reply. Quoted text holding one has its "<" escaped, visibly, so no reply can
 # close its own quote and open another agent's, or forge the judge's view of the debate.
-DEBATE_TAGS = _tags("response")
-JUDGE_TAGS = _tags("context", "reply")
-_ANY_TAG = _tags("response", "context", "reply")
+DEBATE_TAGS = tag_pattern("response")
+JUDGE_TAGS = tag_pattern("context", "reply")
+_ANY_TAG = tag_pattern("response", "context", "reply")
 
 
 def quotable(text: str, tags: re.Pattern[str] = DEBATE_TAGS) -> str:

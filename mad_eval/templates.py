@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import dataclass
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,11 @@ VARIABLES = {
     "own": "the agent's own previous response (.agent, .label, .text), or none",
 }
 DEBATE_ONLY = ("responses", "peers", "own")
+
+
+def tag_pattern(*names: str) -> re.Pattern[str]:
+    """The "<" that opens or closes one of these tags, however spaced or cased."""
+    return re.compile(r"<(?=\s*/?\s*(?:{})\b)".format("|".join(names)), re.IGNORECASE)
 
 
 class TemplateError(ValueError):
@@ -91,16 +96,19 @@ class Template:
     values: dict[str, Any]
     round0: tuple[_Message, ...]
     debate: tuple[_Message, ...]
-    tag_pattern: re.Pattern[str] | None = field(default=None, compare=False)
 
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.source.encode()).hexdigest()
 
+    @cached_property
+    def _tags(self) -> re.Pattern[str] | None:
+        return tag_pattern(*self.quote_tags) if self.quote_tags else None
+
     def quotable(self, text: str) -> str:
         """`text` safe to quote: any of the template's quoting tags in it is escaped, so a
         reply cannot close its own quote and open another agent's."""
-        return self.tag_pattern.sub("&lt;", text) if self.tag_pattern else text
+        return self._tags.sub("&lt;", text) if self._tags else text
 
     def render(self, common: dict[str, Any], steps: list[Step]) -> Messages:
         """The messages of a prompt: round 0's alone when `steps` is empty; else the last
@@ -225,7 +233,6 @@ def parse_template(raw: dict[str, Any], source: str, path: Path, name: str) -> T
             f"'{section}' must be a list of messages ([[{section}]] tables)",
         )
         sections[section] = tuple(_message(m, f"{section}[{i}]", path) for i, m in enumerate(items))
-    pattern = re.compile(r"<(?=\s*/?\s*(?:{})\b)".format("|".join(tags)), re.I) if tags else None
     template = Template(
         name=name,
         path=path,
@@ -237,7 +244,6 @@ def parse_template(raw: dict[str, Any], source: str, path: Path, name: str) -> T
         values=values,
         round0=sections["round0"],
         debate=sections["debate"],
-        tag_pattern=pattern,
     )
     check_template(template, [[0, 1, 2], [0, 1, 2], [0, 1, 2]])
     return template

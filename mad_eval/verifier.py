@@ -369,7 +369,9 @@ def verify(answer: str, gold: str) -> Comparison:
     return result
 
 
-@functools.lru_cache(maxsize=4096)
+# The key is a whole reply (tens of KB from a reasoning model), so the cache is kept to
+# what the debates in flight re-read: 1024 replies, a few tens of MB at most.
+@functools.lru_cache(maxsize=1024)
 def extract(text: str) -> Extraction:
     """The answer math-verify finds in a whole reply, as verl's MATH500 scorer searches it;
     past the bound (or a worker dying twice on it) no answer, timed out. Cached: the

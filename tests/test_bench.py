@@ -25,3 +25,13 @@ def test_a_short_soak_loses_duplicates_and_fails_nothing(tmp_path):
     for name in ("lost", "duplicated", "spurious_failures", "different", "orphaned_workers"):
         assert figures[name] == 0, (name, figures)
     assert figures["rss_mb_by_minute"] and figures["rss_mb_by_minute"][0]["peak"] > 0
+
+
+def test_the_prompt_bench_times_every_shipped_template():
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "prompts.py"), "--calls", "5"],
+        check=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    timed = [line.split()[0] for line in result.stdout.splitlines()[1:]]
+    assert {"debate", "conversation", "own-apart", "anonymous"} <= set(timed)
+    assert all(line.rstrip().endswith("µs") for line in result.stdout.splitlines()[1:])

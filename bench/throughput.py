@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from stub_server import StubServer
 
-from mad_eval.backends import Guarded, Replica, RetryPolicy, make_backend
+from mad_eval.backends import Guarded, Replica, RetryPolicy, Where, make_backend
 from mad_eval.backends.cache import Cached, RequestCache
 from mad_eval.config import RunConfig
 from mad_eval.engine import Engine, shared_seats
@@ -66,7 +66,11 @@ def main() -> None:
     async def go() -> None:
         slots = args.concurrency
         replicas = [
-            Replica(make_backend("openai:stub-model", url), asyncio.Semaphore(slots), url)
+            Replica(
+                make_backend("openai:stub-model", Where(base_url=url)),
+                asyncio.Semaphore(slots),
+                url,
+            )
             for *_, url in servers
         ]
         backend = Guarded(replicas, 600.0, RetryPolicy())

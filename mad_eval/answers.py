@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from mad_eval import verifier
+from mad_eval.reasoning import drop_reasoning
 
 MAX_ANSWER_CHARS = 1000
 """Longer extracted answers count as unparsed: a truncated answer would be a guess."""
@@ -73,31 +74,6 @@ def _last(matches: Iterator[re.Match[str]]) -> re.Match[str] | None:
     """The last of the matches (one pass, nothing kept but the last)."""
     tail = deque(matches, maxlen=1)
     return tail[0] if tail else None
-
-
-# ---- reasoning ---------------------------------------------------------------------------
-
-_THINK = re.compile(r"<(/?)think>")
-
-
-def drop_reasoning(text: str) -> str:
-    """The reply without its reasoning: every closed `<think>` block, the rest after an
-    unclosed `<think>`, and all before a lone `</think>` (a template that opens the block in
-    the prompt leaves only the close in the reply)."""
-    kept: list[str] = []
-    start: int | None = 0  # where the text being kept began; None inside a block
-    for tag in _THINK.finditer(text):
-        closing = bool(tag.group(1))
-        if start is None:
-            start = tag.end() if closing else None
-        elif closing:  # a close with no open: everything so far was reasoning
-            kept, start = [], tag.end()
-        else:
-            kept.append(text[start : tag.start()])
-            start = None
-    if start is not None:
-        kept.append(text[start:])
-    return "".join(kept)
 
 
 # ---- boxed -------------------------------------------------------------------------------

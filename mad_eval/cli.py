@@ -19,13 +19,13 @@ from mad_eval.config import DEFAULT_BENCHMARK, ConfigError, RunConfig
 from mad_eval.context import ContextError
 from mad_eval.engine import Engine, to_ask_again
 from mad_eval.judge import Judge, judge_cases, parse_rounds, pending
-from mad_eval.plan import judge_backend, make_plan
+from mad_eval.plan import check_extra_body, judge_backend, make_plan
 from mad_eval.protocols import Protocol, ProtocolError, catalogue
 from mad_eval.records import Setting, Turn, TurnKey
 from mad_eval.replay import run_questions
 from mad_eval.report import metrics_view
 from mad_eval.results import load_run, load_runs, parse_labels
-from mad_eval.roster import RosterError
+from mad_eval.roster import RosterError, parse_extra_body
 from mad_eval.stats import REPLICATES
 from mad_eval.store import SUPERSEDED, JudgeLog, RunStore, StoreError
 from mad_eval.tables import ERRORS, FORMATS, LAYOUTS, render, tidy
@@ -77,6 +77,8 @@ def run(
     max_model_len: options.MaxModelLen = None,
     tokenizer: options.Tokenizer = None,
     strip_think: options.StripThink = False,
+    quote: options.Quote = None,
+    extra_body: options.ExtraBody = None,
     concurrency: options.Concurrency = 64,
     timeout: options.Timeout = 600.0,
     retries: options.Retries = 5,
@@ -125,6 +127,7 @@ def single(
     max_tokens: options.MaxTokens = None,
     max_model_len: options.MaxModelLen = None,
     tokenizer: options.Tokenizer = None,
+    extra_body: options.ExtraBody = None,
     concurrency: options.Concurrency = 64,
     timeout: options.Timeout = 600.0,
     retries: options.Retries = 5,
@@ -177,6 +180,7 @@ def _execute(
     retry_failed = settings.pop("retry_failed")
     command = "single" if protocol == "single" else "run"
     try:
+        settings["extra_body"] = parse_extra_body(settings["extra_body"])
         plan = make_plan(
             protocol=protocol,
             agents=agents,
@@ -304,6 +308,7 @@ def judge(
     retries: options.Retries = 5,
     backoff: options.Backoff = 1.0,
     cache: options.Cache = None,
+    extra_body: options.ExtraBody = None,
 ) -> None:
     """Score every debate turn's critique with an LLM judge; write judge.jsonl and metrics.json.
 
@@ -313,8 +318,11 @@ def judge(
     benchmark (pass the --data-dir the run used). Running it again resumes.
     """
     store = RunStore(run_dir)
-    setting = Setting(judge_model, reference, temperature, top_p, max_tokens, seed)
     try:
+        body = parse_extra_body(extra_body)
+        setting = Setting(
+            judge_model, reference, temperature, top_p, max_tokens, seed, body or None
+        )
         manifest = store.manifest()
         turns = store.read_turns()
         total = manifest["config"]["rounds"]
@@ -337,6 +345,7 @@ def judge(
             retries=retries,
             backoff=backoff,
             cache=str(cache) if cache else None,
+            extra_body=body,
         )
         config.validate()
         questions = run_questions(manifest, data_dir)
@@ -351,6 +360,7 @@ def judge(
         try:
             todo = pending(cases, log.open(setting))
             await backend.check()
+            await check_extra_body(backend, judge_model, body)
             console.print(
                 f"Judging {len(cases)} debate turns of {store.root} (rounds "
                 f"{', '.join(map(str, chosen))}) with {setting.describe()}"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mad_eval.roster import Agent, Entry, group_labels
+from mad_eval.reasoning import parse_quoting
+from mad_eval.roster import Agent, Entry, check_extra_body, group_labels
 
 DEFAULT_MODEL = "sim"
 APIS = ("chat", "completions")
@@ -61,6 +64,9 @@ class RunConfig:
     max_tokens: int | None = None  # None: the benchmark's own budget
     prompt_style: str = "debate"  # the prompt template: a built-in name or a .toml file
     strip_think: bool = False
+    quote: str = "final"  # what agents read of others' replies: final | full | tail:N
+    # Request fields merged into every request (a roster group's own go over them).
+    extra_body: dict[str, Any] = field(default_factory=dict)
     max_model_len: int | None = None  # None: what the server reports, else no budget
     tokenizer: str | None = None  # None: the model's own when it can be found
     roster: tuple[Entry, ...] = ()  # empty: `agents` copies of `model`
@@ -149,6 +155,11 @@ class RunConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message + ".")
+        try:
+            parse_quoting(self.quote)
+        except ValueError as exc:
+            raise ConfigError(f"--{exc}.") from None
+        check_extra_body(self.extra_body, "--extra-body")  # RosterError: one sentence too
 
     def team(self) -> list[Agent]:
         """Every agent with its model, endpoint and sampling resolved, in index order."""
@@ -170,6 +181,8 @@ class RunConfig:
                         tokenizer=_first(entry.tokenizer, self.tokenizer),
                         persona=entry.persona,
                         prompt_template=entry.prompt_template or self.prompt_style,
+                        quote=parse_quoting(entry.quote or self.quote),
+                        extra_body={**self.extra_body, **(entry.extra_body or {})},
                     )
                 )
         return team
@@ -204,6 +217,11 @@ class RunConfig:
             name = f"{bench}-{self.protocol}-n{self.agents}-t{self.rounds}-{model}"
         if self.prompt_style != "debate":
             name += f"-{Path(self.prompt_style).stem}"
+        if self.quote != "final":
+            name += f"-q{self.quote}"
+        if self.extra_body:  # named by a short hash: what it holds is in the manifest
+            body = json.dumps(self.extra_body, sort_keys=True).encode()
+            name += f"-x{hashlib.sha256(body).hexdigest()[:6]}"
         if self.runs > 1:
             name += f"-r{self.runs}"
         if self.limit:

@@ -1,8 +1,9 @@
 """Fitting debate prompts into the model's context window, and measuring prefix sharing.
 
 A debate prompt quotes several agents' previous responses; when they do not fit
-(max model length minus max tokens), each quoted response loses its start, so its end,
-with the final \\boxed{} answer, survives.
+(max model length minus max tokens), the quoted reasoning goes first, each losing its start;
+then each quoted response loses its start, so its end, with the final \\boxed{} answer,
+survives.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import logging
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -29,6 +30,7 @@ Encoded = np.ndarray
 CHARS_PER_TOKEN = 2
 PROMPT_MARGIN = 32  # tokens a guessed rendering may miss (a template's default system prompt)
 CUT_MARKER = "[... the start of this response was cut to fit the context ...]\n"
+REASONING_CUT_MARKER = "[... the start of this reasoning was cut to fit the context ...]\n"
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
@@ -79,13 +81,18 @@ class TokenCounter(ABC):
     def encode_messages(self, messages: Messages) -> Encoded: ...
 
     @abstractmethod
-    def render(self, messages: Messages) -> str:
-        """The prompt text a text-prompt backend sends; ContextError if it cannot be made."""
+    def render(self, messages: Messages, template_kwargs: Mapping[str, Any] | None = None) -> str:
+        """The prompt text a text-prompt backend sends, the chat template given the switches
+        `template_kwargs` (None: the counter's own); ContextError if it cannot be made."""
 
     @property
     def template_source(self) -> str | None:
         """The template as the manifest records it."""
         return RAW_TEMPLATE if self.template == "raw" else None
+
+    def with_template_kwargs(self, kwargs: Mapping[str, Any]) -> TokenCounter:
+        """This counter, rendering with the chat template's switches `kwargs`."""
+        return self
 
     @abstractmethod
     def count(self, encoded: Encoded) -> int: ...
@@ -103,17 +110,31 @@ class TokenCounter(ABC):
 class HFCounter(TokenCounter):
     """A transformers tokenizer, rendering prompts as vLLM's chat endpoint does."""
 
-    def __init__(self, tokenizer: Any, name: str, template: str = "chat") -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        name: str,
+        template: str = "chat",
+        template_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
         self.name = f"hf:{name}"
         self.template = template
+        # The chat template's switches (chat_template_kwargs: enable_thinking, ...), as the
+        # server applies them.
+        self.template_kwargs = dict(template_kwargs or {})
         self.has_chat_template = getattr(tokenizer, "chat_template", None) is not None
         self.exact = template == "raw" or self.has_chat_template
+
+    def with_template_kwargs(self, kwargs: Mapping[str, Any]) -> TokenCounter:
+        if not kwargs:
+            return self
+        return HFCounter(self.tokenizer, self.name.removeprefix("hf:"), self.template, kwargs)
 
     def _ids(self, text: str) -> np.ndarray:
         return np.asarray(self.tokenizer.encode(text, add_special_tokens=False), dtype=np.int64)
 
-    def render(self, messages: Messages) -> str:
+    def render(self, messages: Messages, template_kwargs: Mapping[str, Any] | None = None) -> str:
         if self.template == "raw":
             return raw_render(messages)
         if not self.has_chat_template:
@@ -121,8 +142,9 @@ class HFCounter(TokenCounter):
                 f"tokenizer {self.name.removeprefix('hf:')!r} has no chat template to render "
                 "prompts with; pass --tokenizer with one, or --template raw for a base model."
             )
+        switches = self.template_kwargs if template_kwargs is None else template_kwargs
         return self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True
+            messages, tokenize=False, add_generation_prompt=True, **switches
         )
 
     @property
@@ -165,7 +187,7 @@ class EstimateCounter(TokenCounter):
     def __init__(self, template: str = "chat") -> None:
         self.template = template
 
-    def render(self, messages: Messages) -> str:
+    def render(self, messages: Messages, template_kwargs: Mapping[str, Any] | None = None) -> str:
         if self.template == "raw":
             return raw_render(messages)
         raise ContextError(
@@ -229,11 +251,12 @@ def _tokenizer(name: str) -> Any:
 # Cached too, so a hub id that cannot be reached is tried once, not once per agent.
 @cache
 def load_counter(
-    tokenizer: str | None, model: str, template: str = "chat"
+    tokenizer: str | None, model: str | None, template: str = "chat"
 ) -> tuple[TokenCounter, str | None]:
-    """The counter for a model, and a warning to show the user (None when exact).
-    `template` says how text-prompt backends render messages: chat (the tokenizer's chat
-    template) or raw (raw_render); the counter counts that rendering."""
+    """The counter for a model (None: no model whose tokenizer to look for, as simulated
+    agents), and a warning to show the user (None when exact). `template` says how
+    text-prompt backends render messages: chat (the tokenizer's chat template) or raw
+    (raw_render); the counter counts that rendering."""
     if tokenizer is not None:
         try:
             counter = _load_hf(tokenizer, template)
@@ -243,7 +266,7 @@ def load_counter(
                 "give a local tokenizer folder or a hub id that can be reached."
             ) from error
         return counter, _template_warning(counter)
-    if model == "sim" or model.startswith("sim:"):
+    if model is None:
         return EstimateCounter(template), None
     name = model.partition(":")[2] or model
     if Path(name).is_dir() or _HUB_ID.fullmatch(name):
@@ -295,44 +318,103 @@ def _water_level(lengths: list[int], room: int, marker: int) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class Reply:
+    """A quoted reply as the fitter cuts it: its final content, and the part of its
+    reasoning the reader is shown ("" for none)."""
+
+    text: str
+    reasoning: str = ""
+
+
 class Fitter:
-    """Shortens the quoted responses of a prompt, longest first, until it fits its budget."""
+    """Shortens the quoted replies of a prompt until it fits its budget: their reasoning
+    first (longest first), and only when no reasoning is left, their final content."""
 
     def __init__(self, counter: TokenCounter, strip_think: bool = False) -> None:
         self.counter = counter
-        self.strip_think = strip_think
+        self.strip_think = strip_think  # for runs recorded before reasoning was split off
         # The same N responses are quoted in N agents' prompts each round.
         self._count_text = lru_cache(maxsize=256)(counter.count_text)
         self._tail = lru_cache(maxsize=256)(counter.tail)
+
+    def tail(self, text: str, n_tokens: int) -> str:
+        """The last `n_tokens` tokens of `text`."""
+        return self._tail(text, n_tokens)
+
+    def count_text(self, text: str) -> int:
+        return self._count_text(text)
 
     def _encode(self, messages: Messages) -> tuple[Encoded, int]:
         encoded = self.counter.encode_messages(messages)
         return encoded, self.counter.count(encoded)
 
     def fit(
-        self, build: Callable[[list[str]], Messages], responses: list[str], budget: int | None
+        self, build: Callable[[list[Reply]], Messages], replies: list[Reply], budget: int | None
     ) -> Fitted:
-        """The prompt build(texts) makes, where texts are `responses` as shortened to fit
-        `budget` (no limit when None); build must quote one text per response, in order."""
-        texts = [strip_think(r) for r in responses] if self.strip_think else list(responses)
-        messages = build(texts)
+        """The prompt build(shortened) makes, where shortened are `replies` cut to fit
+        `budget` (no limit when None); build must quote one reply per item, in order."""
+        if self.strip_think:
+            replies = [Reply(strip_think(r.text), r.reasoning) for r in replies]
+        messages = build(replies)
         encoded, tokens = self._encode(messages)
         if budget is None or tokens <= budget:
             return Fitted(messages, encoded, tokens, 0)
-        if not texts:
+        if not replies:
             raise ContextError(
                 f"the question prompt needs {tokens} tokens, but the budget is {budget} tokens "
                 "(max model length minus max tokens)."
             )
+        dropped = 0  # reasoning tokens cut away whole
+        if any(r.reasoning for r in replies):
+            whole = replies
 
+            def reasoning_cut(cut: list[str]) -> Messages:
+                return build([Reply(r.text, c) for r, c in zip(whole, cut, strict=True)])
+
+            try:
+                return self._shorten(
+                    reasoning_cut,
+                    [r.reasoning for r in replies],
+                    budget,
+                    tokens,
+                    REASONING_CUT_MARKER,
+                )
+            except ContextError:
+                dropped = sum(self._count_text(r.reasoning) for r in replies)
+                replies = [Reply(r.text) for r in replies]
+                messages = build(replies)
+                encoded, tokens = self._encode(messages)
+                if tokens <= budget:
+                    return Fitted(messages, encoded, tokens, dropped)
+        fitted = self._shorten(
+            lambda cut: build([Reply(c) for c in cut]),
+            [r.text for r in replies],
+            budget,
+            tokens,
+            CUT_MARKER,
+        )
+        return Fitted(fitted.messages, fitted.encoded, fitted.tokens, fitted.cut + dropped)
+
+    def _shorten(
+        self,
+        build: Callable[[list[str]], Messages],
+        texts: list[str],
+        budget: int,
+        tokens: int,
+        marker_text: str,
+    ) -> Fitted:
+        """Cut the starts of `texts`, longest first, until build(texts) fits `budget`
+        (`tokens`: the prompt's count with them whole); ContextError if even cutting each
+        to its marker is not enough."""
         lengths = [self._count_text(t) for t in texts]
-        marker = self._count_text(CUT_MARKER)
+        marker = self._count_text(marker_text)
         # Pieces' counts are not exactly additive, so the room is corrected after each try.
         room = budget - (tokens - sum(lengths))
         cap = _water_level(lengths, room, marker)
         while True:
             cut_texts = [
-                t if n <= cap else CUT_MARKER + self._tail(t, cap)
+                t if n <= cap else marker_text + self._tail(t, cap)
                 for t, n in zip(texts, lengths, strict=True)
             ]
             messages = build(cut_texts)
@@ -345,7 +427,7 @@ class Fitter:
             room -= tokens - budget
             cap = min(cap - 1, _water_level(lengths, room, marker))
 
-        # `tokens` is now the prompt with every quoted response cut down to the marker.
+        # `tokens` is now the prompt with every quoted text cut down to its marker.
         raise ContextError(
             f"the prompt needs {tokens} tokens even with every quoted response cut away, but "
             f"the budget is {budget} tokens (max model length minus max tokens)."

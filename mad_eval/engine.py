@@ -145,11 +145,13 @@ class Engine:
             messages = prompt.messages
             state = previous[agent.index].state if previous else None
             quoted = tuple(previous[j].text or "" for j in sees)
-            request = Request(messages, sampling, question, state, quoted)
+            request = Request(messages, sampling, question, state, quoted, agent.extra_body)
             generation = await seat.backend.generate(request)
         graded = grading.Grade(None, None)
         if generation.error is None:
-            text, gold = generation.text or "", question.gold
+            # Cut off inside its reasoning: no final answer to read, whatever came before.
+            text = "" if generation.truncated else generation.text or ""
+            gold = question.gold
             graded = await asyncio.to_thread(
                 grading.grade, text, gold, question.kind, question.options, question.answer
             )
@@ -168,6 +170,9 @@ class Engine:
             messages_hash=messages_hash(messages),
             sees=sees,
             text=generation.text,
+            reasoning=generation.reasoning,
+            reasoning_tokens=generation.reasoning_tokens,
+            truncated_in_reasoning=generation.truncated,
             answer=graded.answer,
             correct=graded.correct,
             rouge=graded.rouge,
@@ -240,6 +245,12 @@ def shared_seats(config: RunConfig, backend: Backend) -> list[Seat]:
     team = config.team()
     template = load_template(config.prompt_style)
     return [
-        Seat(agent, backend, fitter, None, Speaker(template, agent.index, len(team)))
+        Seat(
+            agent,
+            backend,
+            fitter,
+            None,
+            Speaker(template, agent.index, len(team), quote=agent.quote),
+        )
         for agent in team
     ]

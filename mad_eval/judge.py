@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mad_eval import reasoning
 from mad_eval.backends import Backend, Request, Sampling
 from mad_eval.engine import every
 from mad_eval.prompts import JUDGE_CRITERIA, Messages, judge_correction, judge_prompt
@@ -134,8 +135,8 @@ def judge_cases(
             continue
         question = questions[turn.question]
         gold = question.gold if reference else None
-        reply = turn.text or ""
-        quoted = (*(previous[j].text or "" for j in turn.sees), reply)
+        reply = reasoning.quoted(turn.text or "", turn.reasoning)  # its reasoning, then its answer
+        quoted = (*(previous[j].text or "" for j in turn.sees), turn.text or "")
         cases.append(Case(turn, question, judge_prompt(context, reply, gold), quoted))
     return cases, skipped
 
@@ -178,7 +179,9 @@ class Judge:
         for attempt in range(2):
             seed = derive_seed(s.seed, "judge", *case.turn.key, attempt)
             sampling = Sampling(s.temperature, s.top_p, s.max_tokens, seed)
-            request = Request(messages, sampling, case.question, quoted=case.quoted)
+            request = Request(
+                messages, sampling, case.question, quoted=case.quoted, extra_body=s.extra_body or {}
+            )
             generation = await self.backend.generate(request)
             attempts += generation.attempts
             latency += generation.latency

@@ -58,6 +58,8 @@ def formulas(
             f"round{r}.n_eff": _n_eff(r, agents),
             f"round{r}.length_right": _plain(f"len_right{r}"),
             f"round{r}.length_wrong": _plain(f"len_wrong{r}"),
+            f"round{r}.reasoning_tokens": _plain(f"reasoning_len{r}"),
+            f"round{r}.final_tokens": _plain(f"final_len{r}"),
         }
         if hub:
             found[f"round{r}.hub_accuracy"] = _percent(f"hub{r}")
@@ -237,6 +239,7 @@ def compute_metrics(
                 **_nest(values, lambda name, i=i: {_field(name): _value(values[name][i])}),
                 "turns": len(mine),
                 "unparsed": sum(1 for t in mine if not t.failed and t.answer is None),
+                "truncated_in_reasoning": sum(1 for t in mine if t.truncated_in_reasoning),
                 "failed_turns": sum(1 for t in mine if t.failed),
             }
         )
@@ -244,6 +247,9 @@ def compute_metrics(
     share = prefix_share(turns)
     for row in summary["rounds"]:
         row["prefix_share"] = share["by_round"].get(row["round"])
+        row["truncated_in_reasoning"] = sum(
+            1 for t in turns if t.round == row["round"] and t.truncated_in_reasoning
+        )
     live = [t for t in turns if not t.failed]
     metrics = {
         "kind": kind,
@@ -258,8 +264,11 @@ def compute_metrics(
         "turns": len(turns),
         "unparsed": sum(p["unparsed"] for p in per_run),
         "unparsed_pct": percent(t.answer is None for t in live),
+        # Cut off by the token limit before the reasoning ended: unparsed, never voted.
+        "truncated_in_reasoning": sum(p["truncated_in_reasoning"] for p in per_run),
         "failed_turns": sum(p["failed_turns"] for p in per_run),
         "length_stops": sum(1 for t in live if t.finish_reason == "length"),
+        "reasoning_turns": sum(1 for t in live if t.reasoning),
         "context_cut_turns": sum(1 for t in turns if t.cut_tokens),
         "context_cut_tokens": sum(t.cut_tokens for t in turns),
         # Serving: answers that needed retries, requests sent in all, answers from the cache.
@@ -313,6 +322,7 @@ def group_metrics(
     rows = {key: found[key] for key in keep if key in found}
     for row in rows["rounds"]:
         row.pop("prefix_share")
+        row.pop("truncated_in_reasoning")
     return {"agents": members, **rows}
 
 

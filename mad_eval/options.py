@@ -35,7 +35,8 @@ Roster = Annotated[
     Path | None,
     typer.Option(
         help="TOML file of [[agent]] tables: model, count, name, base_url, "
-        "temperature, top_p, max_tokens, max_model_len, tokenizer, persona, prompt_template."
+        "temperature, top_p, max_tokens, max_model_len, tokenizer, persona, prompt_template, "
+        "quote, extra_body."
     ),
 ]
 
@@ -145,7 +146,32 @@ AnswerProtocol = Annotated[
     ),
 ]
 
-StripThink = Annotated[bool, typer.Option(help="Drop <think>...</think> from quoted responses.")]
+StripThink = Annotated[
+    bool,
+    typer.Option(
+        help="Drop <think>...</think> left inside quoted text (runs recorded before reasoning "
+        "was kept apart; --quote decides what peers read)."
+    ),
+]
+
+Quote = Annotated[
+    str | None,
+    typer.Option(
+        metavar="final|full|tail:N",
+        help="What an agent reads of each reply it is shown: its final content (default), its "
+        "reasoning too (full), or the last N tokens of its reasoning too (tail:N).",
+    ),
+]
+
+ExtraBody = Annotated[
+    str | None,
+    typer.Option(
+        metavar="JSON",
+        help="Request fields merged into every request, e.g. "
+        '\'{"chat_template_kwargs": {"enable_thinking": true}, "top_k": 20, "min_p": 0}\'; '
+        "in-process vLLM takes the sampling ones and the chat template's switches.",
+    ),
+]
 
 Concurrency = Annotated[int, typer.Option(help="Requests in flight per endpoint.")]
 

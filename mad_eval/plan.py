@@ -4,6 +4,7 @@ budgets, all checked before the first request."""
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,16 @@ from mad_eval.backends import (
     Backend,
     Guarded,
     Replica,
+    Request,
     RetryPolicy,
+    Sampling,
+    TransientError,
+    Where,
+    backend_kind,
     make_backend,
     require_installed,
 )
+from mad_eval.backends.base import RequestError
 from mad_eval.backends.cache import Cached, RequestCache
 from mad_eval.benchmarks import BenchmarkSpec, load_questions, spec_kind
 from mad_eval.config import DEFAULT_MODEL, ConfigError, RunConfig
@@ -54,6 +61,7 @@ class Plan:
         length (given, or reported by the server) minus its max tokens."""
         for backend in self.backends.values():
             await backend.check()
+        await self.check_extra_bodies()
         seats = []
         unknown: set[str] = set()
         for agent in self.team:
@@ -67,7 +75,7 @@ class Plan:
                         f"agent {agent.index} ({agent.model}): a context of {length} tokens "
                         f"leaves no room for a prompt next to --max-tokens {agent.max_tokens}."
                     )
-            elif not agent.model.startswith("sim"):
+            elif backend_kind(agent.model).context_length:
                 unknown.add(agent.model)
             speaker = Speaker(
                 self.templates[agent.prompt_template],
@@ -75,6 +83,7 @@ class Plan:
                 len(self.team),
                 agent.persona,
                 agent.index == self.choice.protocol.hub,
+                agent.quote,
             )
             seats.append(Seat(agent, backend, self.fitters[agent.index], budget, speaker))
         if unknown:
@@ -83,6 +92,15 @@ class Plan:
                 "not report it): prompts are not shortened; pass --max-model-len to set it."
             )
         return seats
+
+    async def check_extra_bodies(self) -> None:
+        """Each agent's extra body, checked once per backend that sends it."""
+        sent: set[tuple[BackendKey, str]] = set()
+        for agent in self.team:
+            body = json.dumps(agent.extra_body, sort_keys=True)
+            if agent.extra_body and (_key(agent), body) not in sent:
+                sent.add((_key(agent), body))
+                await check_extra_body(self.backends[_key(agent)], agent.model, agent.extra_body)
 
     def orders(self) -> dict[str, Any]:
         found = {q.id: q.meta["order"] for q in self.questions if "order" in q.meta}
@@ -126,7 +144,7 @@ class Plan:
                 "templates": {
                     seat.fitter.counter.name: seat.fitter.counter.template_source
                     for seat in seats
-                    if _renders_text(seat.agent.model, self.config)
+                    if backend_kind(seat.agent.model).renders_text(self.config.api)
                 },
             },
             "team": [
@@ -142,10 +160,37 @@ class Plan:
                     "tokenizer": seat.fitter.counter.name,
                     "persona": seat.agent.persona,
                     "prompt_template": seat.agent.prompt_template,
+                    "quote": str(seat.agent.quote),
+                    "extra_body": seat.agent.extra_body,
                 }
                 for seat in seats
             ],
         }
+
+
+async def check_extra_body(backend: Backend, model: str, body: dict[str, Any]) -> None:
+    """Send `body` once, in a one-token request to every endpoint of `backend`, so a field
+    the server refuses stops the run before it starts, in one sentence, instead of failing
+    it request by request. A transient failure proves nothing: the run will retry it."""
+    if not body:
+        return
+    # A server refuses min_tokens above max_tokens: the one token must not be the fault.
+    least = body.get("min_tokens")
+    request = Request(
+        [{"role": "user", "content": "Say OK."}],
+        Sampling(0.0, 1.0, least if type(least) is int and least > 1 else 1, 0),
+        Question("extra-body-check", "Say OK.", "OK"),
+        extra_body=body,
+    )
+    try:
+        await backend.probe(request)
+    except RequestError as exc:
+        raise ConfigError(
+            f"{model} refused the extra body {json.dumps(body)} ({exc}); fix --extra-body "
+            "or the roster's extra_body."
+        ) from None
+    except (TransientError, TimeoutError):
+        pass
 
 
 def make_plan(
@@ -171,6 +216,7 @@ def make_plan(
             "name each agent's model there instead."
         )
     n_roster = sum(entry.count for entry in roster)
+    settings = dict(settings)
     config = RunConfig(
         protocol=protocol,
         agents=agents if agents is not None else (n_roster or DEFAULT_AGENTS),
@@ -178,6 +224,7 @@ def make_plan(
         limit=limit,
         model=model or DEFAULT_MODEL,
         prompt_style=prompt_style or choice.prompt_style or "debate",
+        quote=settings.pop("quote", None) or choice.quote or "final",
         roster=roster,
         **settings,
     )
@@ -196,6 +243,12 @@ def make_plan(
         check_template(templates[ref], sees)
     for entry in roster or (Entry(config.model),):
         require_installed(entry.model)
+    for agent in team:
+        if agent.extra_body and not backend_kind(agent.model).extra_body:
+            raise ConfigError(
+                f"agent {agent.index} ({agent.model}) takes no extra body fields: --extra-body "
+                "and extra_body are for servers and in-process vLLM."
+            )
     answer = _answer_protocol(config.answer_protocol, *spec_kind(benchmark))
     spec, questions = load_questions(benchmark, data_dir, limit)
     questions = [q if q.answer == answer else replace(q, answer=answer) for q in questions]
@@ -210,12 +263,13 @@ def make_plan(
     warnings: list[str] = []
     cache = RequestCache(config.cache) if config.cache else None
     for agent in team:
-        name = (agent.tokenizer, agent.model)
+        kind = backend_kind(agent.model)
+        name = (agent.tokenizer, agent.model if kind.tokenizer else None)
         if name not in counters:
             counters[name], warning = load_counter(*name, config.template)
             if warning:
                 warnings.append(warning)
-        counter = counters[name]
+        counter = counters[name].with_template_kwargs(_template_kwargs(agent))
         fitters[agent.index] = by_counter.setdefault(
             id(counter), Fitter(counter, strip_think=config.strip_think)
         )
@@ -236,7 +290,7 @@ def _answer_protocol(given: str | None, kind: str, default: str) -> str:
 
 def judge_backend(model: str, config: RunConfig) -> tuple[Backend, RequestCache | None]:
     """The LLM judge behind the same guard, endpoint limits and request cache as the agents:
-    `config` carries the judge's sampling and the operational settings."""
+    `config` carries the judge's sampling, extra body and the operational settings."""
     require_installed(model)
     judge = Agent(
         index=0,
@@ -250,10 +304,15 @@ def judge_backend(model: str, config: RunConfig) -> tuple[Backend, RequestCache 
         tokenizer=config.tokenizer,
         persona=None,
         prompt_template=config.prompt_style,
+        extra_body=config.extra_body,
     )
+    kind = backend_kind(model)
+    if config.extra_body and not kind.extra_body:
+        raise ConfigError(f"the judge {model} takes no extra body fields (--extra-body).")
     counter: TokenCounter = EstimateCounter()
-    if _renders_text(model, config):  # only an in-process judge needs its chat template
+    if kind.renders_text(config.api):  # only an in-process judge needs its chat template
         counter, _ = load_counter(config.tokenizer, model, config.template)
+        counter = counter.with_template_kwargs(_template_kwargs(judge))
     cache = RequestCache(config.cache) if config.cache else None
     return _backend(judge, counter, config, {}, cache), cache
 
@@ -262,10 +321,8 @@ def _key(agent: Agent) -> BackendKey:
     return (agent.model, agent.base_urls, agent.tokenizer)
 
 
-def _renders_text(model: str, config: RunConfig) -> bool:
-    """Whether this model's backend is sent prompt text we render, rather than messages."""
-    kind = model.partition(":")[0]
-    return kind == "vllm" or (kind == "openai" and config.api == "completions")
+def _template_kwargs(agent: Agent) -> dict[str, Any]:
+    return agent.extra_body.get("chat_template_kwargs") or {}
 
 
 def _backend(
@@ -276,30 +333,25 @@ def _backend(
     cache: RequestCache | None,
 ) -> Backend:
     """The agent's model behind the guard (a replica per endpoint), and the cache if asked."""
-    render = counter.render if _renders_text(agent.model, config) else None
-    if config.template == "raw" and agent.model.startswith("openai:") and render is None:
+    kind = backend_kind(agent.model)
+    render = counter.render if kind.renders_text(config.api) else None
+    if config.template == "raw" and kind.tokenizer and render is None:
         raise ConfigError(
             "--template raw needs --api completions: the chat endpoint applies the "
             "server's own chat template."
         )
     urls: tuple[str | None, ...] = agent.base_urls or (None,)
+    engine = dict(
+        max_model_len=agent.max_model_len,
+        tensor_parallel_size=config.tensor_parallel_size,
+        gpu_memory_utilization=config.gpu_memory_utilization,
+        dtype=config.dtype,
+        enforce_eager=config.enforce_eager,
+        add_special_tokens=config.template == "raw",
+    )
     replicas = [
         Replica(
-            make_backend(
-                agent.model,
-                url,
-                timeout=config.timeout,
-                api=config.api,
-                render=render,
-                engine=dict(
-                    max_model_len=agent.max_model_len,
-                    tensor_parallel_size=config.tensor_parallel_size,
-                    gpu_memory_utilization=config.gpu_memory_utilization,
-                    dtype=config.dtype,
-                    enforce_eager=config.enforce_eager,
-                    add_special_tokens=config.template == "raw",
-                ),
-            ),
+            make_backend(agent.model, Where(url, config.timeout, config.api, render, engine)),
             slots.setdefault(url or agent.model, asyncio.Semaphore(config.concurrency)),
             redact(url),
         )
@@ -317,9 +369,9 @@ def _backend(
     identity = {
         "model": agent.model,
         "endpoints": sorted(redact(url) for url in agent.base_urls),
-        "api": config.api if agent.model.startswith("openai:") else None,
+        "api": config.api if "api" in kind.identity else None,
         "template": counter.template_source if render else None,
-        "dtype": config.dtype if agent.model.startswith("vllm:") else None,
+        "dtype": config.dtype if "dtype" in kind.identity else None,
     }
     return Cached(backend, cache, identity)
 

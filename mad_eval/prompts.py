@@ -10,9 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mad_eval.answers import get_answer_protocol
-from mad_eval.context import ContextError, EstimateCounter, Fitted, Fitter
+from mad_eval.context import ContextError, EstimateCounter, Fitted, Fitter, Reply
 from mad_eval.grading import check_answer_protocol
 from mad_eval.kinds import get_kind
+from mad_eval.reasoning import FINAL, TAIL_MARKER, Quoting, quoted
 from mad_eval.records import Question, Turn
 from mad_eval.templates import Messages, Quote, Step, Template, common_data, tag_pattern
 
@@ -43,22 +44,25 @@ def answer_format(kind: str, answer: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class Speaker:
-    """Who a prompt is for: the agent, its template, and what the template may say of it."""
+    """Who a prompt is for: the agent, its template, what the template may say of it, and
+    what it reads of each reply it is shown."""
 
     template: Template
     agent: int
     agents: int
     persona: str | None = None
     hub: bool = False
+    quote: Quoting = FINAL
 
 
 @dataclass(frozen=True)
 class Said:
     """A response as a prompt quotes it, where no Turn records it (training pairs): its
-    text, and whose responses its author had read."""
+    text, whose responses its author had read, and its reasoning."""
 
     text: str | None
     sees: list[int] = field(default_factory=list)
+    reasoning: str | None = None
 
 
 # A round's turns by agent; a debate's history is its rounds so far, round 0 first.
@@ -93,23 +97,39 @@ def build_prompt(
         plan.append((r, read, template.history and agent not in read))
     if not template.history and plan and not plan[0][1]:
         plan = []  # nobody to read: the question alone, as in round 0
-    texts = []
+    replies = []
     for r, read, apart in plan:
-        texts += [_turn(history[r - 1], j).text or "" for j in read]
-        texts += [_turn(history[r - 1], agent).text or ""] if apart else []
+        said = [_turn(history[r - 1], j) for j in (*read, *([agent] if apart else []))]
+        replies += [_reply(turn, speaker.quote, fitter) for turn in said]
 
-    def build(cut: list[str]) -> Messages:
+    def build(cut: list[Reply]) -> Messages:
         steps, at = [], 0
         for r, read, apart in plan:
-            quotes = [Quote(j, f"agent {j}", cut[at + n], j == agent) for n, j in enumerate(read)]
+            quotes = [_quote(j, cut[at + n], j == agent) for n, j in enumerate(read)]
             at += len(read)
             own = next((q for q in quotes if q.own), None)
             if apart:
-                own, at = Quote(agent, f"agent {agent}", cut[at], True), at + 1
+                own, at = _quote(agent, cut[at], True), at + 1
             steps.append(Step(r, tuple(quotes), own))
         return template.render(common, steps)
 
-    return fitter.fit(build, texts, budget)
+    return fitter.fit(build, replies, budget)
+
+
+def _reply(turn: Turn | Said, quoting: Quoting, fitter: Fitter) -> Reply:
+    """A turn as `quoting` says to quote it: its final content, with all of its reasoning
+    (full) or the reasoning's last tokens (tail:N)."""
+    text, reasoning = turn.text or "", turn.reasoning or ""
+    if quoting.how == "final" or not reasoning:
+        return Reply(text)
+    if quoting.how == "tail" and fitter.count_text(reasoning) > quoting.tokens:
+        reasoning = TAIL_MARKER + fitter.tail(reasoning, quoting.tokens)
+    return Reply(text, reasoning)
+
+
+def _quote(agent: int, reply: Reply, own: bool) -> Quote:
+    text = quoted(reply.text, reply.reasoning)
+    return Quote(agent, f"agent {agent}", text, own, reply.text, reply.reasoning)
 
 
 def first_prompt(question: Question, template: Template, agents: int = 2) -> Messages:

@@ -86,6 +86,14 @@ class Turn(JsonLine):
     # math-verify could not decide within its bound: the answer counts as wrong and, in the
     # vote, matches only answers of the same text (so no later count pays for it again).
     grade_timed_out: bool = False
+    # A reasoning model's reasoning, apart from `text` (its final content): from the server's
+    # reasoning field, or split from <think> blocks; None when the reply had none. Its tokens
+    # when the server counts them.
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
+    # The reply stopped at the token limit before its reasoning ended: it has no final
+    # answer, and is counted apart and left out of the vote like an unparsed one.
+    truncated_in_reasoning: bool = False
 
     @property
     def key(self) -> tuple[int, str, int, int]:
@@ -106,12 +114,14 @@ class Setting:
     top_p: float
     max_tokens: int
     seed: int
+    extra_body: dict[str, Any] | None = None  # request fields merged into the judge's requests
 
     def describe(self) -> str:
         gold = "with" if self.reference else "without"
+        extra = f", extra body {json.dumps(self.extra_body)}" if self.extra_body else ""
         return (
             f"{self.judge} ({gold} the gold answer, temperature {self.temperature}, "
-            f"top_p {self.top_p}, max_tokens {self.max_tokens}, seed {self.seed})"
+            f"top_p {self.top_p}, max_tokens {self.max_tokens}, seed {self.seed}{extra})"
         )
 
 

@@ -4,14 +4,16 @@ one that differs is refused, never judged in its place."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from mad_eval.benchmarks import load_questions
-from mad_eval.context import ContextError, EstimateCounter, Fitter, load_counter
+from mad_eval.context import ContextError, EstimateCounter, Fitter, TokenCounter, load_counter
 from mad_eval.prompts import Messages, Round, Speaker, build_prompt
+from mad_eval.reasoning import parse_quoting
 from mad_eval.records import Question, Turn, messages_hash
 from mad_eval.store import StoreError
 from mad_eval.templates import Template, TemplateError, load_template, parse_template
@@ -28,6 +30,7 @@ class Replay:
         self.style = prompt.get("style", config.get("prompt_style", "debate"))
         self.strip_think = prompt.get("strip_think", config.get("strip_think", False))
         self.template = prompt.get("template", config.get("template", "chat"))
+        self.quote = config.get("quote", "final")  # runs from before --quote read final text
         self.recorded = prompt.get("prompt_templates", {})
         self.team = {seat["agent"]: seat for seat in manifest.get("team", [])}
         self.agents = len(self.team) or config.get("agents", 1)
@@ -55,6 +58,7 @@ class Replay:
             self.agents,
             seat.get("persona"),
             turn.agent == self.hub,
+            parse_quoting(seat.get("quote", self.quote)),
         )
         history = [rounds.get(r, {}) for r in range(turn.round)]
         try:
@@ -84,8 +88,10 @@ class Replay:
 
     def _fitter(self, seat: dict[str, Any]) -> Fitter:
         name = seat.get("tokenizer") or "estimate"
-        if name not in self.fitters:
-            counter = EstimateCounter(self.template)
+        kwargs = (seat.get("extra_body") or {}).get("chat_template_kwargs") or {}
+        key = f"{name} {json.dumps(kwargs, sort_keys=True)}"
+        if key not in self.fitters:
+            counter: TokenCounter = EstimateCounter(self.template)
             if name.startswith("hf:"):
                 tokenizer = name.removeprefix("hf:")
                 try:
@@ -95,8 +101,9 @@ class Replay:
                         f"its prompt was shortened with tokenizer {tokenizer!r}, which cannot "
                         "be loaded here"
                     ) from None
-            self.fitters[name] = Fitter(counter, strip_think=self.strip_think)
-        return self.fitters[name]
+            counter = counter.with_template_kwargs(kwargs)
+            self.fitters[key] = Fitter(counter, strip_think=self.strip_think)
+        return self.fitters[key]
 
 
 def run_questions(manifest: dict[str, Any], data_dir: Path | None) -> dict[str, Question]:

@@ -107,6 +107,8 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
                 fmt(row["delta"], row["delta_std"], signed=True),
             )
         parts.append(moves)
+    if metrics.get("reasoning_turns") or metrics.get("truncated_in_reasoning"):
+        parts.append(reasoning_view(metrics))
     if metrics.get("judge"):
         parts.append(critique_view(metrics))
     if metrics.get("groups"):
@@ -157,12 +159,30 @@ def rouge_views(metrics: dict[str, Any], title: str) -> list[Any]:
     return parts
 
 
+def reasoning_view(metrics: dict[str, Any]) -> Table:
+    """A reasoning model's turns by round: mean tokens of reasoning and of final content, and
+    the replies cut off inside their reasoning (no answer, left out of the vote)."""
+    table = Table(title="Reasoning by round (mean tokens per answer)", title_justify="left")
+    for name in ("round", "reasoning", "final content", "truncated in reasoning"):
+        table.add_column(name, justify="right")
+    for row in metrics["rounds"]:
+        table.add_row(
+            str(row["round"]),
+            fmt(row.get("reasoning_tokens"), row.get("reasoning_tokens_std"), digits=0),
+            fmt(row.get("final_tokens"), row.get("final_tokens_std"), digits=0),
+            str(row.get("truncated_in_reasoning", 0)),
+        )
+    return table
+
+
 def _footer(metrics: dict[str, Any]) -> str:
     tags = metrics.get("replies_with_quoting_tags")
     escaped = f"; replies holding quoting tags (escaped when quoted): {tags}" if tags else ""
+    truncated = metrics.get("truncated_in_reasoning")
+    cut = f" ({truncated} cut off in their reasoning)" if truncated else ""
     return (
         f"{metrics['questions']} questions, {metrics['agents']} agents, "
-        f"{metrics['turns']} turns; unparsed answers: {metrics['unparsed']}, "
+        f"{metrics['turns']} turns; unparsed answers: {metrics['unparsed']}{cut}, "
         f"failed turns: {metrics['failed_turns']}, stopped at max tokens: "
         f"{metrics.get('length_stops', 0)}, prompts cut to fit: "
         f"{metrics.get('context_cut_turns', 0)}; requests sent: "

@@ -8,11 +8,14 @@ of identical agents whose numbers metrics.json can break down.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from mad_eval.reasoning import FINAL, Quoting, parse_quoting
 
 
 class RosterError(ValueError):
@@ -34,6 +37,9 @@ class Entry:
     tokenizer: str | None = None
     persona: str | None = None
     prompt_template: str | None = None  # a template name or file; None: the run's
+    quote: str | None = None  # what these agents read of others' replies; None: the run's
+    # Fields merged into each request, over the run's --extra-body (top-level keys).
+    extra_body: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
@@ -56,6 +62,8 @@ class Agent:
     tokenizer: str | None
     persona: str | None
     prompt_template: str  # the template name or file its prompts are built from
+    quote: Quoting = FINAL  # what it reads of the replies it is shown
+    extra_body: dict[str, Any] = field(default_factory=dict)  # merged into its requests
 
 
 # A roster file writes `base_url`: one URL, or a list of replicas of the same model.
@@ -113,7 +121,7 @@ def entries_from_dicts(rows: Any, where: str) -> tuple[Entry, ...]:
 
 def load_roster_file(path: Path) -> tuple[Entry, ...]:
     """A TOML file of [[agent]] tables (model, count, name, base_url, sampling, persona,
-    prompt_template)."""
+    prompt_template, quote, extra_body)."""
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -140,7 +148,57 @@ def group_labels(entries: tuple[Entry, ...]) -> list[str]:
     return labels
 
 
+# Request fields mad-eval sets itself (or reads one way only): an extra body may not set them.
+OWN_FIELDS = {
+    "model": "the model spec",
+    "messages": "the prompt",
+    "prompt": "the prompt",
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "max_tokens": "--max-tokens",
+    "max_completion_tokens": "--max-tokens",
+    "seed": "--seed",
+    "n": "one answer per turn (more agents, or mad-eval single -k, give more)",
+    "stream": "whole answers",
+    "stream_options": "whole answers",
+}
+
+
+def check_extra_body(body: Any, where: str) -> dict[str, Any]:
+    """An extra body as given (a JSON object / TOML table), checked: RosterError if it is no
+    table or sets a field mad-eval sets itself."""
+    if not isinstance(body, dict):
+        raise RosterError(f'{where} must be a table of request fields, e.g. {{"top_k": 20}}.')
+    for key in body:
+        if key in OWN_FIELDS:
+            raise RosterError(
+                f"{where} sets {key!r}, which mad-eval sets itself; use {OWN_FIELDS[key]}."
+            )
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise RosterError(
+            f'{where}: chat_template_kwargs must be a table, e.g. {{"enable_thinking": false}}.'
+        )
+    return body
+
+
+def parse_extra_body(text: str | None) -> dict[str, Any]:
+    """--extra-body JSON: a JSON object of request fields."""
+    if not text:
+        return {}
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        raise RosterError(
+            f"--extra-body is not valid JSON ({exc}); give an object, e.g. "
+            '\'{"top_k": 20, "chat_template_kwargs": {"enable_thinking": true}}\'.'
+        ) from None
+    return check_extra_body(body, "--extra-body")
+
+
 def _fits(value: Any, type_name: str) -> bool:
+    if type_name == "dict[str, Any] | None":
+        return isinstance(value, dict)
     if type_name == "urls":
         return isinstance(value, str) or (
             isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
@@ -153,6 +211,8 @@ def _fits(value: Any, type_name: str) -> bool:
 
 
 def _kind(type_name: str) -> str:
+    if type_name == "dict[str, Any] | None":
+        return "a table"
     if type_name == "urls":
         return "a URL or a non-empty list of URLs"
     if "float" in type_name:
@@ -191,3 +251,10 @@ def _check(entry: Entry, where: str) -> None:
     for ok, message in checks:
         if not ok:
             raise RosterError(f"{where}: {message}.")
+    if entry.quote is not None:
+        try:
+            parse_quoting(entry.quote)
+        except ValueError as exc:
+            raise RosterError(f"{where}: {exc}.") from None
+    if entry.extra_body is not None:
+        check_extra_body(entry.extra_body, f"{where}: extra_body")

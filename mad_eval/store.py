@@ -262,7 +262,11 @@ class JudgeLog:
         try:
             done = {v.key: v for v in self.read(repair=True)}
             wanted = dataclasses.asdict(setting)
-            other = next((v for v in done.values() if v.setting != wanted), None)
+            # Settings added since a verdict was written are read as their defaults.
+            other = next(
+                (v for v in done.values() if dataclasses.asdict(Setting(**v.setting)) != wanted),
+                None,
+            )
             if other is not None:
                 raise StoreError(
                     f"{self.path} holds verdicts of {Setting(**other.setting).describe()}; judge "

@@ -27,6 +27,7 @@ class Column:
     digits: int = 1
     signed: bool = False
     scored: bool = False  # the system's answer, so the run's scoring rule (mad_eval.rules)
+    optional: bool = False  # left out of a table where no method has a value for it
 
 
 # A layout: for a run's number of debate rounds, the table's row parts (a label appended
@@ -91,12 +92,16 @@ def _transitions(rounds: int) -> list[tuple[str, list[Column]]]:
 
 
 def _lengths(rounds: int) -> list[tuple[str, list[Column]]]:
+    """Mean completion tokens of right and wrong answers, and (where some method recorded
+    them) of a reasoning model's reasoning and final content, per round."""
     return [
         (
             f"round {r}",
             [
                 Column("correct", f"round{r}.length_right", better=None, digits=0),
                 Column("incorrect", f"round{r}.length_wrong", better=None, digits=0),
+                Column("reasoning", f"round{r}.reasoning_tokens", None, 0, optional=True),
+                Column("final", f"round{r}.final_tokens", None, 0, optional=True),
             ],
         )
         for r in range(rounds + 1)
@@ -210,6 +215,7 @@ def tidy(
         raise ValueError(f"--baseline '{baseline}' is not one of the methods: {known}.")
     by_key = {(run.label, run.benchmark): run for run in runs}
     rows = []
+    optional: set[str] = set()
     for run in runs:
         formulas = run.formulas
         # Summaries are scored with ROUGE, not voted: rouge is theirs alone; critique is anyone's.
@@ -233,6 +239,8 @@ def tidy(
             )
         for part, columns in LAYOUTS[layout](run.rounds):
             for column in columns:
+                if column.optional:
+                    optional.add(column.key)
                 value, std = lookup(run.metrics, column.key)
                 low, high = bootstrap_ci(run.tallies, formulas[column.key], replicates)
                 p_value, p_test, questions = _test(run, column.key, by_key, base, replicates)
@@ -260,6 +268,8 @@ def tidy(
                     }
                 )
     frame = pd.DataFrame(rows, columns=COLUMNS)
+    empty = [k for k in optional if frame.loc[frame["key"] == k, "value"].isna().all()]
+    frame = frame[~frame["key"].isin(empty)].reset_index(drop=True)
     frame = pd.concat([frame, _average(frame)], ignore_index=True)
     return frame.astype({c: float for c in ("value", "std", "ci_low", "ci_high", "p_value")})
 

@@ -62,10 +62,11 @@ class Tallies:
     (right answers), `hub{r}` (the hub's right answers), `unanimous{r}` (questions whose
     answers all agree), `entropy{r}` (bits summed over questions), `agree{r}` (agent pairs
     equally right or wrong), `len_right{r}` and `len_wrong{r}` (completion tokens summed over
-    right / wrong answers), for debate rounds `c2i{r}` and `i2c{r}` (agents moving
-    right->wrong and wrong->right into round r), and without debate `maj_boot0` (verl's
-    bootstrap maj@K of each question, rules.bootstrap_maj). Summaries have ROUGE keys
-    instead (`rougeL{r}`, `agent_rougeL{r}`, ...).
+    right / wrong answers), `reasoning_len{r}` and `final_len{r}` (reasoning and final-content
+    tokens summed over the answers whose reasoning tokens are known), for debate rounds `c2i{r}` and
+    `i2c{r}` (agents moving right->wrong and wrong->right into round r), and without debate
+    `maj_boot0` (verl's bootstrap maj@K of each question, rules.bootstrap_maj). Summaries
+    have ROUGE keys instead (`rougeL{r}`, `agent_rougeL{r}`, ...).
     """
 
     runs: list[int]
@@ -148,6 +149,11 @@ def tally(
         for t in live:
             if t.completion_tokens is not None:
                 add(f"len_right{r}" if t.correct else f"len_wrong{r}", at, t.completion_tokens, 1)
+            if t.reasoning_tokens is not None:
+                add(f"reasoning_len{r}", at, t.reasoning_tokens, 1)
+            final = final_tokens(t)
+            if final is not None:
+                add(f"final_len{r}", at, final, 1)
     if summary:
         return found
 
@@ -165,9 +171,18 @@ def tally(
     return found
 
 
+def final_tokens(turn: Turn) -> int | None:
+    """The tokens of a reply's final content: its completion tokens less its reasoning
+    tokens, where the server counted those (a reasoning model's replies)."""
+    if turn.completion_tokens is None or turn.reasoning_tokens is None:
+        return None
+    return turn.completion_tokens - turn.reasoning_tokens
+
+
 def _keys(rounds: int, hub: int | None) -> list[str]:
     """A voting kind's tally keys (see Tallies)."""
     keys = ["vote", "agent", "unanimous", "entropy", "agree", "len_right", "len_wrong"]
+    keys += ["reasoning_len", "final_len"]
     keys += ["hub"] if hub is not None else []
     names = [f"{k}{r}" for r in range(rounds + 1) for k in keys]
     names += [f"{k}{r}" for r in range(1, rounds + 1) for k in ("c2i", "i2c")]

@@ -38,9 +38,9 @@ VARIABLES = {
     "role": "'hub' for the protocol's hub agent, else ''",
     "values": "the template's own [values] table",
     "responses": "every previous-round response the agent reads, in the protocol's order, "
-    "each with .agent, .label, .text and .own",
+    "each with .agent, .label, .text (as --quote shows it), .final, .reasoning and .own",
     "peers": "the same responses without the agent's own",
-    "own": "the agent's own previous response (.agent, .label, .text), or none",
+    "own": "the agent's own previous response (.agent, .label, .text, .final, .reasoning), or none",
 }
 DEBATE_ONLY = ("responses", "peers", "own")
 
@@ -56,12 +56,16 @@ class TemplateError(ValueError):
 
 @dataclass(frozen=True)
 class Quote:
-    """One quoted response as a template sees it."""
+    """One quoted response as a template sees it: `text` is what the reader is shown (the
+    final content, after the quoted reasoning in a think block when --quote shows any);
+    `final` and `reasoning` are its two parts, for templates that lay them out their own way."""
 
     agent: int
     label: str  # "agent 2"
     text: str
     own: bool
+    final: str = ""
+    reasoning: str = ""  # "" when the reader is shown none
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,15 @@ class Template:
         return messages
 
     def _quoted(self, quote: Quote) -> Quote:
-        return Quote(quote.agent, quote.label, self.quotable(quote.text), quote.own)
+        safe = self.quotable
+        return Quote(
+            quote.agent,
+            quote.label,
+            safe(quote.text),
+            quote.own,
+            safe(quote.final),
+            safe(quote.reasoning),
+        )
 
     def _render(self, messages: tuple[_Message, ...], data: dict[str, Any]) -> Messages:
         out = []
@@ -344,7 +356,8 @@ def sample_common(agent: int, agents: int) -> dict[str, Any]:
 
 def sample_step(round_: int, agent: int, sees: list[int], history: bool) -> Step:
     def quote(j: int) -> Quote:
-        return Quote(j, f"agent {j}", f"Sample response {j} of round {round_ - 1}.", j == agent)
+        text = f"Sample response {j} of round {round_ - 1}."
+        return Quote(j, f"agent {j}", text, j == agent, final=text)
 
     own = quote(agent) if history or agent in sees else None
     return Step(round_, tuple(quote(j) for j in sees), own)

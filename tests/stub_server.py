@@ -8,7 +8,8 @@ past the client's timeout, drop the connection, or answer 200 with a body no com
 is made of (BAD_BODIES: an HTML page, cut JSON, invalid UTF-8, no choices) or with one
 that is well formed but unusable (no content, another model's name). Given a tokenizer
 folder and a context length it counts tokens as vLLM does and refuses, like vLLM, a prompt
-that leaves no room for max_tokens.
+that leaves no room for max_tokens. Like vLLM with a reasoning parser, it can return a
+reply's <think> part in a message field of its own (`reasoning_field`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,16 @@ BAD_BODIES = {
 }
 
 
+def split_reasoning(text: str, field: str) -> dict[str, str | None]:
+    """A reply as vLLM's think-tag reasoning parsers return it: the reasoning up to
+    </think> in `field`, the rest in content (None when empty, or when the reply stopped
+    before </think>); a reply without think tags is all content."""
+    if "<think>" not in text and "</think>" not in text:
+        return {"content": text, field: None}
+    thought, closed, content = text.removeprefix("<think>").partition("</think>")
+    return {"content": (content or None) if closed else None, field: thought}
+
+
 class _Server(ThreadingHTTPServer):
     # The default backlog of 5 refuses connections when a client opens dozens at once,
     # which the client would see (and retry) as a dropped connection.
@@ -60,6 +71,8 @@ class StubServer:
         retry_after: float | None = None,
         hang: float = 5.0,
         aliases: tuple[str, ...] = (),
+        reasoning_field: str | None = None,
+        refuse_fields: tuple[str, ...] = (),
     ):
         self.model = model
         # More names for the same model (vLLM's --served-model-name a b): listed with the
@@ -88,6 +101,13 @@ class StubServer:
         self.peak_in_flight = 0
         self.requests: list[dict[str, Any]] = []
         self.refused = 0  # prompts refused for exceeding the context length
+        # Like vLLM's --reasoning-parser: a chat reply's <think> part goes in this message
+        # field ("reasoning", or "reasoning_content" as older servers name it), the rest in
+        # content (null when the token limit fell inside the reasoning), and the reasoning's
+        # tokens in usage.completion_tokens_details.
+        self.reasoning_field = reasoning_field
+        # Request fields answered with HTTP 400, as the OpenAI API answers fields it lacks.
+        self.refuse_fields = refuse_fields
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -141,6 +161,10 @@ class StubServer:
     def _reply(self, body: dict[str, Any], count: int) -> tuple[int, dict[str, Any]]:
         if self.fail_if and self.fail_if(body):
             return 500, {"error": {"message": "injected failure", "type": "server_error"}}
+        refused = [name for name in self.refuse_fields if name in body]
+        if refused:
+            message = f"Unrecognized request argument supplied: {refused[0]}"
+            return 400, {"error": {"message": message, "type": "invalid_request_error"}}
         chat = "messages" in body
         prompt, pieces = self._count(body)
         limit = body.get("max_tokens") or 1 << 30
@@ -157,7 +181,14 @@ class StubServer:
         text = "".join(pieces_out[:limit])
         completion = min(len(pieces_out), limit)
         choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
-        if chat:
+        usage_details = {}
+        if chat and self.reasoning_field:
+            message = split_reasoning(text, self.reasoning_field)
+            choice["message"] = {"role": "assistant", **message}
+            thought = message[self.reasoning_field]
+            reasoning = len(pieces(thought)) if thought else 0
+            usage_details = {"completion_tokens_details": {"reasoning_tokens": reasoning}}
+        elif chat:
             choice["message"] = {"role": "assistant", "content": text}
         else:
             choice["text"] = text
@@ -171,6 +202,7 @@ class StubServer:
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,
                 "total_tokens": prompt + completion,
+                **usage_details,
             },
         }
 

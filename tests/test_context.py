@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from tiny_tokenizer import CHATML, train
 
+from mad_eval.backends import backend_kind
 from mad_eval.context import (
     CHARS_PER_TOKEN,
     CUT_MARKER,
@@ -19,12 +20,14 @@ from mad_eval.context import (
     Fitted,
     Fitter,
     HFCounter,
+    Reply,
     TokenCounter,
     load_counter,
     prefix_tokens,
     strip_think,
 )
 from mad_eval.prompts import Messages
+from mad_eval.reasoning import quoted as quoted_reply
 
 SOLUTIONS = [
     "We need the number of positive integers $n \\le 1000$ such that $n^2 + 3n + 2$ is "
@@ -73,11 +76,17 @@ def response(steps: int, answer: int) -> str:
     return f"{body}\n\nso the answer is \\boxed{{{answer}}}"
 
 
-def build(texts: list[str]) -> Messages:
+def build(items: list[str] | list[Reply]) -> Messages:
+    """A debate prompt quoting each item: a text, or a reply as a peer reads it."""
+    texts = [t if isinstance(t, str) else quoted_reply(t.text, t.reasoning) for t in items]
     quoted = "\n\n".join(
         f'<response from="agent {i}">\n{t}\n</response>' for i, t in enumerate(texts)
     )
     return [{"role": "user", "content": f"Problem: find x.\n\n{quoted}\n\nAnswer."}]
+
+
+def replies(texts: list[str]) -> list[Reply]:
+    return [Reply(t) for t in texts]
 
 
 def kept_part(text: str) -> str:
@@ -106,8 +115,11 @@ def test_load_counter_unknown_model_estimates_and_warns() -> None:
 
 
 @pytest.mark.parametrize("model", ["sim", "sim:p0=0.3"])
-def test_load_counter_sim_estimates_silently(model: str) -> None:
-    counter, warning = load_counter(None, model)
+def test_simulated_agents_are_counted_by_estimate_silently(model: str) -> None:
+    """Simulated agents have no tokenizer to look for: their backend kind says so, and a
+    counter for no model estimates without a warning."""
+    assert not backend_kind(model).tokenizer
+    counter, warning = load_counter(None, None)
     assert isinstance(counter, EstimateCounter) and warning is None
 
 
@@ -198,7 +210,7 @@ def test_estimate_over_counts_unseen_benchmark_text(shared_data: Path) -> None:
 def test_prompt_that_fits_is_untouched(counter: TokenCounter) -> None:
     responses = [response(2, 1), response(3, 2)]
     for budget in (None, 10**6):
-        fitted = Fitter(counter).fit(build, responses, budget)
+        fitted = Fitter(counter).fit(build, replies(responses), budget)
         assert fitted.messages == build(responses) and fitted.cut == 0
         assert fitted.tokens == counter.count(counter.encode_messages(build(responses)))
 
@@ -207,7 +219,7 @@ def test_long_responses_are_cut_from_the_front(counter: TokenCounter) -> None:
     responses = [response(40, 1234), response(30, 99), response(2, 7)]
     full = counter.count(counter.encode_messages(build(responses)))
     budget = full // 2
-    fitted = Fitter(counter).fit(build, responses, budget)
+    fitted = Fitter(counter).fit(build, replies(responses), budget)
     assert fitted.tokens <= budget and fitted.cut > 0
     assert fitted.tokens == counter.count(counter.encode_messages(fitted.messages))
     texts = quoted(fitted)
@@ -220,7 +232,7 @@ def test_long_responses_are_cut_from_the_front(counter: TokenCounter) -> None:
 def test_water_filling_cuts_long_responses_to_one_level(hf: HFCounter) -> None:
     responses = [response(5, 1), response(40, 2), response(3, 3), response(25, 4)]
     budget = hf.count(hf.encode_messages(build(responses))) // 2
-    fitted = Fitter(hf).fit(build, responses, budget)
+    fitted = Fitter(hf).fit(build, replies(responses), budget)
     texts = quoted(fitted)
     assert texts[0] == responses[0] and texts[2] == responses[2]
     kept = []
@@ -238,7 +250,7 @@ def test_water_filling_cuts_long_responses_to_one_level(hf: HFCounter) -> None:
 def test_cut_counts_only_budget_truncation_not_think_stripping(counter: TokenCounter) -> None:
     responses = [f"<think>{response(20, 0)}</think>\n{response(1, 5)}", response(1, 6)]
     fitter = Fitter(counter, strip_think=True)
-    fitted = fitter.fit(build, responses, budget=counter.count_text(responses[0]) // 2)
+    fitted = fitter.fit(build, replies(responses), budget=counter.count_text(responses[0]) // 2)
     assert fitted.cut == 0 and quoted(fitted) == [response(1, 5), response(1, 6)]
 
 
@@ -246,7 +258,7 @@ def test_question_alone_over_budget_is_an_error(counter: TokenCounter) -> None:
     # What is left with both responses cut down to the marker, as the message says.
     bare = counter.count(counter.encode_messages(build([CUT_MARKER, CUT_MARKER])))
     with pytest.raises(ContextError, match=f"needs {bare} tokens even with every quoted"):
-        Fitter(counter).fit(build, [response(5, 1), response(5, 2)], budget=10)
+        Fitter(counter).fit(build, replies([response(5, 1), response(5, 2)]), budget=10)
 
 
 class CallCounter(EstimateCounter):
@@ -272,7 +284,7 @@ def test_responses_are_measured_once_across_agents() -> None:
     counter.encoded = 0
     fitter = Fitter(counter)
     for agent in range(5):  # every agent quotes the same responses, in its own order
-        fitter.fit(build, responses[agent:] + responses[:agent], budget)
+        fitter.fit(build, replies(responses[agent:] + responses[:agent]), budget)
     assert sorted(counter.measured) == sorted([*responses, CUT_MARKER])
     assert counter.encoded <= 5 * 4
 

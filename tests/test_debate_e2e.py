@@ -258,12 +258,29 @@ def test_simulated_long_responses_stay_within_budget(tmp_path):
     assert all(t["answer"] is not None for t in turns)  # the answers at the ends survived
 
 
-def test_strip_think_drops_reasoning_from_quoted_responses(tmp_path):
+def test_quote_decides_how_much_of_the_reasoning_peers_read(tmp_path):
+    """Simulated reasoning models (300 words of <think> working): by default peers read the
+    final content only; --quote full adds every reasoning; tail:20 its last 20 tokens."""
     args = ("--model", "sim:words=300,think=1", "--agents", "3", "--rounds", "1")
-    kept = turns_of(run_ok(tmp_path, *args, out="kept"))
-    stripped = turns_of(run_ok(tmp_path, *args, "--strip-think", out="stripped"))
-    debate = [(k, s) for k, s in zip(kept, stripped, strict=True) if k["round"] == 1]
-    assert all(s["context_tokens"] < k["context_tokens"] / 3 for k, s in debate)
+    runs = {
+        quote: turns_of(run_ok(tmp_path, *args, "--quote", quote, out=quote.replace(":", "_")))
+        for quote in ("final", "tail:20", "full")
+    }
+    assert all(t["reasoning"] and "<think>" not in t["text"] for t in runs["final"])
+    context = {
+        quote: [t["context_tokens"] for t in turns if t["round"] == 1]
+        for quote, turns in runs.items()
+    }
+    read = [t["sees"] for t in runs["full"] if t["round"] == 1]
+    thought = {t["agent"]: len(t["reasoning"]) for t in runs["full"] if t["round"] == 0}
+    for final, tail, full, sees in zip(*context.values(), read, strict=True):
+        # 20 tokens of reasoning, with the tail marker and the think tags around them.
+        assert final + 20 * len(sees) <= tail <= final + 60 * len(sees)
+        shown = sum(thought[j] for j in sees) / 2  # estimated at two characters a token
+        assert shown <= full - final <= shown + 20 * len(sees)  # the whole of every reasoning
+    # What a peer reads never changes what an agent answers in round 0.
+    first = [t["text"] for t in runs["final"] if t["round"] == 0]
+    assert first == [t["text"] for t in runs["full"] if t["round"] == 0]
 
 
 def test_a_prompt_that_cannot_fit_is_a_failed_turn_never_sent(tmp_path):

@@ -15,7 +15,7 @@ import asyncio
 import random
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from mad_eval.prompts import Messages
 from mad_eval.records import Question
 from mad_eval.sanitize import redact
 
+Render = Callable[[Messages, Mapping[str, Any]], str]
 # Longest wait a server's Retry-After is honoured for; beyond it the server is down, not busy.
 MAX_RETRY_AFTER = 600.0
 
@@ -65,11 +66,14 @@ class Request:
     # the responses the judged agent read), as data: the simulated agents and judge read
     # them here, so no backend ever parses prompt text, whatever the template.
     quoted: tuple[str, ...] = ()
+    # Fields merged into the request as the server takes them (top_k, chat_template_kwargs,
+    # stop, ...): --extra-body and a roster group's extra_body.
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class Generation:
-    text: str | None
+    text: str | None  # the final content (reasoning.split_reply)
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -80,6 +84,9 @@ class Generation:
     served_model: str | None = None  # the model the server says answered, when it says
     attempts: int = 1  # requests sent for this answer: 1 plus retries (0 if it was cached)
     cached: bool = False
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
+    truncated: bool = False  # stopped at the token limit inside its reasoning
 
 
 class Backend(ABC):
@@ -96,8 +103,48 @@ class Backend(ABC):
     async def check(self) -> None:
         """Raise BackendError if this backend cannot serve; called once before a run."""
 
+    async def probe(self, request: Request) -> None:
+        """Send `request` once, straight to the model (no retry, no cache), to learn whether
+        it is refused: RequestError if so, TransientError if that cannot be told now."""
+        await self.generate(request)
+
     async def aclose(self) -> None:
         """Release connections."""
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a backend is built: what the run says about how it is reached and fed."""
+
+    base_url: str | None = None
+    timeout: float = 600.0
+    api: str = "chat"
+    # Messages and the chat template's switches (chat_template_kwargs) -> prompt text.
+    render: Render | None = None
+    engine: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    """What a kind of backend (the part of a model spec before its colon) can do: the rest of
+    the harness asks this, never the spec's spelling. A new backend is one module that
+    declares `KIND = BackendKind(...)`, and its entry in KINDS."""
+
+    name: str
+    usage: str  # its spec's form and what it is, for the unknown-spec error
+    build: Callable[[str, str, Where], Backend]  # (the spec, the part after the colon, where)
+    text_apis: frozenset[str] = frozenset()  # --api values under which it is sent our text
+    context_length: bool = False  # a model with a context window, that it may report
+    extra_body: bool = False  # takes request fields beyond the sampling (--extra-body)
+    tokenizer: bool = False  # a real model: prompts are counted with its tokenizer if found
+    needs_name: bool = False  # the spec must name a model after the colon
+    requires: str | None = None  # a package it imports, checked before anything loads
+    install_hint: str = ""
+    identity: tuple[str, ...] = ()  # run settings that change its answers (the cache key)
+
+    def renders_text(self, api: str) -> bool:
+        """Whether it is sent prompt text we render (so the manifest records the template)."""
+        return api in self.text_apis
 
 
 @dataclass(frozen=True)
@@ -203,6 +250,11 @@ class Guarded(Backend):
             (self.replicas[i % n] for i in order),
             key=lambda r: (id(r) in failed_on, r.resting_until > now, r.outstanding),
         )
+
+    async def probe(self, request: Request) -> None:
+        for replica in self.replicas:  # each endpoint may run another server
+            async with replica.slots, asyncio.timeout(self.timeout):
+                await replica.backend.probe(request)
 
     async def check(self) -> None:
         for replica in self.replicas:

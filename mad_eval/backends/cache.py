@@ -2,9 +2,9 @@
 costs twice, across re-runs, crashes and analyses.
 
 The key is the backend's identity (model spec, endpoints, API, prompt template), the exact
-messages, the sampling parameters with the seed, and the agent state a simulated agent
-carries. Timeouts, retries and concurrency are not in it: they never change an answer.
-Only answers are stored; a failed request is asked again next time.
+messages, the sampling parameters with the seed, the request's extra body fields, and the
+agent state a simulated agent carries. Timeouts, retries and concurrency are not in it:
+they never change an answer. Only answers are stored; a failed request is asked again next time.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ _STORED = (
     "state",
     "endpoint",
     "served_model",
+    "reasoning",
+    "reasoning_tokens",
+    "truncated",
 )
 # Marks a SQLite file as a mad-eval request cache ("MADc"), so another program's database
 # given as --cache is refused instead of written into.
@@ -111,6 +114,8 @@ def request_key(identity: dict[str, Any], request: Request) -> str:
         "sampling": dataclasses.asdict(request.sampling),
         "state": request.state,
     }
+    if request.extra_body:  # only when given, so caches from before it keep answering
+        payload["extra_body"] = request.extra_body
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -132,6 +137,9 @@ class Cached(Backend):
         if generation.error is None:
             self.cache.put(key, {name: getattr(generation, name) for name in _STORED})
         return generation
+
+    async def probe(self, request: Request) -> None:
+        await self.inner.probe(request)
 
     async def check(self) -> None:
         await self.inner.check()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
@@ -15,12 +14,15 @@ import openai
 from mad_eval.backends.base import (
     Backend,
     BackendError,
+    BackendKind,
     Generation,
+    Render,
     Request,
     RequestError,
     TransientError,
+    Where,
 )
-from mad_eval.prompts import Messages
+from mad_eval.reasoning import ends_in_reasoning, split_reply
 from mad_eval.sanitize import printable, redact, valid_text
 
 # Local servers (vLLM) accept any key; the client insists on having one.
@@ -40,7 +42,7 @@ class OpenAIBackend(Backend):
         base_url: str | None,
         timeout: float = 600.0,
         api: str = "chat",
-        render: Callable[[Messages], str] | None = None,
+        render: Render | None = None,
     ):
         if api == "completions" and render is None:
             raise ValueError("the completions API needs a function that renders the prompt")
@@ -70,6 +72,8 @@ class OpenAIBackend(Backend):
     async def generate(self, request: Request) -> Generation:
         s = request.sampling
         sampling = dict(temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens)
+        extra = dict(request.extra_body)
+        opened = False
         start = time.perf_counter()
         try:
             # The raw response: a garbled body is ours to judge, not the client's to trust.
@@ -78,14 +82,19 @@ class OpenAIBackend(Backend):
                     model=self.model,
                     messages=request.messages,  # type: ignore[arg-type]
                     seed=s.seed,
+                    extra_body=extra or None,
                     **sampling,  # type: ignore[arg-type]
                 )
             else:
                 assert self.render is not None
+                # The chat template's switches go into our rendering of the prompt.
+                prompt = self.render(request.messages, extra.pop("chat_template_kwargs", {}))
+                opened = ends_in_reasoning(prompt)
                 raw = await self.client.completions.with_raw_response.create(
                     model=self.model,
-                    prompt=self.render(request.messages),
+                    prompt=prompt,
                     seed=s.seed,
+                    extra_body=extra or None,
                     **sampling,  # type: ignore[arg-type]
                 )
             body = raw.http_response.content
@@ -97,16 +106,19 @@ class OpenAIBackend(Backend):
                 raise TransientError(message, retry_after(exc.response.headers)) from exc
             raise RequestError(message) from exc
         latency = time.perf_counter() - start
-        reply = read_reply(body, self.api)
+        reply = read_reply(body, self.api, opened)
         if not served_as(reply.model, self.model, self.aliases):
             raise RequestError(
                 f"ModelMismatch: the server answered with model {reply.model!r}, not {self.model!r}"
             )
         return Generation(
             text=reply.text,
+            reasoning=reply.reasoning,
+            truncated=reply.truncated,
             finish_reason=reply.finish_reason,
             prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens,
+            reasoning_tokens=reply.reasoning_tokens,
             latency=latency,
             served_model=reply.model,
         )
@@ -158,38 +170,67 @@ class OpenAIBackend(Backend):
 
 @dataclass(frozen=True)
 class Reply:
-    text: str
+    text: str  # the final content
+    reasoning: str | None
+    truncated: bool  # stopped at the token limit inside its reasoning
     finish_reason: str | None
     prompt_tokens: int | None
     completion_tokens: int | None
+    reasoning_tokens: int | None
     model: str | None
 
 
-def read_reply(body: bytes, api: str) -> Reply:
-    """The first choice of a 200 response body. A body that is not a JSON completion (an
-    HTML error page from a proxy, cut or undecodable bytes, no choices) is transient; a
-    well-formed answer without text is the server's own answer, so a RequestError."""
+# Where servers put a reply's reasoning: vLLM's field, and its older name (also SGLang's and
+# DeepSeek's API).
+REASONING_FIELDS = ("reasoning", "reasoning_content")
+
+
+def read_reply(body: bytes, api: str, opened: bool = False) -> Reply:
+    """The first choice of a 200 response body, its reasoning apart from its final content.
+    A body that is not a JSON completion (an HTML error page from a proxy, cut or
+    undecodable bytes, no choices) is transient; a well-formed answer without text or
+    reasoning, not cut by the token limit, is the server's own answer, so a RequestError.
+    `opened`: the prompt we rendered ends inside a think block."""
     try:
         data = json.loads(body.decode("utf-8"))
         choice = data["choices"][0]
-        text = choice["message"]["content"] if api == "chat" else choice["text"]
-    except (UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError):
+        message = choice["message"] if api == "chat" else choice
+        text = message["content"] if api == "chat" else message["text"]
+        reasoning = next(
+            (r for f in REASONING_FIELDS if isinstance(r := message.get(f), str) and r), None
+        )
+    except (UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError, AttributeError):
         raise TransientError(
             f"BadResponse: HTTP 200 with a body that is not a {api} completion: "
             f"{_first_bytes(body)}"
         ) from None
     finish = choice.get("finish_reason")
-    if not isinstance(text, str):
+    if not isinstance(text, str) and text is not None:
+        text = None
+    if text is None and reasoning is None and finish != "length":
         raise RequestError(
             f"EmptyAnswer: the server answered with no text (finish_reason {finish!r})"
         )
+    finish = finish if isinstance(finish, str) else None
+    split = split_reply(
+        valid_text(text) if text is not None else None,
+        valid_text(reasoning) if reasoning is not None else None,
+        finish,
+        opened,
+    )
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    details = usage.get("completion_tokens_details")
     model = data.get("model")
     return Reply(
-        text=valid_text(text),
-        finish_reason=finish if isinstance(finish, str) else None,
+        text=split.text,
+        reasoning=split.reasoning,
+        truncated=split.truncated,
+        finish_reason=finish,
         prompt_tokens=_count(usage.get("prompt_tokens")),
         completion_tokens=_count(usage.get("completion_tokens")),
+        reasoning_tokens=_count(details.get("reasoning_tokens"))
+        if isinstance(details, dict)
+        else None,
         model=model if isinstance(model, str) else None,
     )
 
@@ -236,3 +277,20 @@ def _message(exc: openai.APIStatusError) -> str:
         if isinstance(error, dict) and error.get("message"):
             return str(error["message"])
     return exc.message
+
+
+def _build(spec: str, model: str, where: Where) -> OpenAIBackend:
+    return OpenAIBackend(model, where.base_url, where.timeout, where.api, where.render)
+
+
+KIND = BackendKind(
+    name="openai",
+    usage="openai:<model> for an OpenAI-compatible server",
+    build=_build,
+    text_apis=frozenset({"completions"}),
+    context_length=True,
+    extra_body=True,
+    tokenizer=True,
+    needs_name=True,
+    identity=("api",),
+)

@@ -21,11 +21,12 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from mad_eval.answers import get_answer_protocol
-from mad_eval.backends.base import Backend, BackendError, Generation, Request
+from mad_eval.backends.base import Backend, BackendError, BackendKind, Generation, Request, Where
 from mad_eval.grading import check_answer_protocol, extract
 from mad_eval.kinds import Kind, get_kind
 from mad_eval.kinds.math import numbers_near
 from mad_eval.kinds.summary import summaries as summary_extracts
+from mad_eval.reasoning import split_reply
 from mad_eval.records import Question
 
 
@@ -139,8 +140,12 @@ class SimBackend(Backend):
         # A word is a token here: a reply longer than max_tokens is cut, as a server would.
         limit = request.sampling.max_tokens
         finish = "length" if len(words) > limit else "stop"
+        split = split_reply(" ".join(words[:limit]), None, finish)
         return Generation(
-            text=" ".join(words[:limit]),
+            text=split.text,
+            reasoning=split.reasoning,
+            truncated=split.truncated,
+            reasoning_tokens=min(p.words, limit) if split.reasoning else None,
             finish_reason=finish,
             prompt_tokens=sum(len(m["content"].split()) for m in request.messages),
             completion_tokens=min(len(words), limit),
@@ -183,3 +188,14 @@ _VOCABULARY = [
 def _working(n: int, rng: np.random.Generator) -> list[str]:
     """n words of filler reasoning, drawn after the answer so they never change it."""
     return [_VOCABULARY[i] for i in rng.integers(len(_VOCABULARY), size=n)] if n else []
+
+
+def _build(spec: str, params: str, where: Where) -> SimBackend:
+    return SimBackend(SimParams.parse(params), spec)
+
+
+KIND = BackendKind(
+    name="sim",
+    usage="sim[:p0=...,s0=...] for simulated agents",
+    build=_build,
+)

@@ -14,7 +14,7 @@ import json
 
 import numpy as np
 
-from mad_eval.backends.base import Backend, BackendError, Generation, Request
+from mad_eval.backends.base import Backend, BackendError, BackendKind, Generation, Request, Where
 from mad_eval.grading import extract, grade
 from mad_eval.prompts import JUDGE_CRITERIA
 from mad_eval.records import Question
@@ -82,3 +82,14 @@ def _right(text: str, question: Question) -> bool:
     if graded.rouge is not None:
         return graded.rouge["rougeL"] >= 0.3
     return bool(graded.correct)
+
+
+def _build(spec: str, params: str, where: Where) -> SimJudge:
+    return SimJudge.parse(spec)
+
+
+KIND = BackendKind(
+    name="sim-judge",
+    usage="or sim-judge[:bad=...] for a simulated judge",
+    build=_build,
+)

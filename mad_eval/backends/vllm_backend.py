@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
 from typing import Any
 
-from mad_eval.backends.base import Backend, BackendError, Generation, Request, RequestError
-from mad_eval.prompts import Messages
+from mad_eval.backends.base import (
+    Backend,
+    BackendError,
+    BackendKind,
+    Generation,
+    Render,
+    Request,
+    RequestError,
+    Where,
+)
+from mad_eval.reasoning import ends_in_reasoning, split_reply
 
 INSTALL_HINT = (
     "the vllm:<model> backend needs vLLM: pip install 'mad-eval[vllm]' on a GPU machine "
@@ -24,7 +32,7 @@ class VLLMBackend(Backend):
     def __init__(
         self,
         model: str,
-        render: Callable[[Messages], str],
+        render: Render,
         add_special_tokens: bool = False,
         **engine_args: Any,
     ):
@@ -60,14 +68,20 @@ class VLLMBackend(Backend):
         from vllm.sampling_params import RequestOutputKind
 
         s = request.sampling
-        params = SamplingParams(
-            temperature=s.temperature,
-            top_p=s.top_p,
-            max_tokens=s.max_tokens,
-            seed=s.seed,
-            output_kind=RequestOutputKind.FINAL_ONLY,
-        )
-        text = self.render(request.messages)
+        extra = dict(request.extra_body)
+        switches = extra.pop("chat_template_kwargs", {})  # the chat template's, for render
+        try:
+            params = SamplingParams(
+                temperature=s.temperature,
+                top_p=s.top_p,
+                max_tokens=s.max_tokens,
+                seed=s.seed,
+                output_kind=RequestOutputKind.FINAL_ONLY,
+                **extra,
+            )
+        except (TypeError, ValueError) as exc:  # an extra field SamplingParams does not take
+            raise RequestError(f"{type(exc).__name__}: SamplingParams: {exc}") from exc
+        text = self.render(request.messages, switches)
         ids = self.tokenizer.encode(text, add_special_tokens=self.add_special_tokens)
         start = time.perf_counter()
         final = None
@@ -80,11 +94,20 @@ class VLLMBackend(Backend):
         if final is None or not final.outputs:
             raise RequestError("EmptyAnswer: the engine returned no output")
         choice = final.outputs[0]
+        split = split_reply(choice.text, None, choice.finish_reason, ends_in_reasoning(text))
         return Generation(
-            text=choice.text,
+            text=split.text,
+            reasoning=split.reasoning,
+            truncated=split.truncated,
             finish_reason=choice.finish_reason,
             prompt_tokens=len(final.prompt_token_ids or ids),
             completion_tokens=len(choice.token_ids),
+            # No server counts them here: the reasoning text, tokenized again.
+            reasoning_tokens=(
+                len(self.tokenizer.encode(split.reasoning, add_special_tokens=False))
+                if split.reasoning
+                else None
+            ),
             latency=time.perf_counter() - start,
         )
 
@@ -101,3 +124,24 @@ def _prompt(ids: list[int], text: str) -> Any:
     except ImportError:  # vLLM before 0.30 takes a plain TokensPrompt dict
         return {"prompt_token_ids": ids, "prompt": text}
     return tokens_input(ids, prompt=text)
+
+
+def _build(spec: str, model: str, where: Where) -> VLLMBackend:
+    if where.render is None:
+        raise ValueError("the in-process vLLM backend needs a function that renders prompts")
+    return VLLMBackend(model, where.render, **where.engine)
+
+
+KIND = BackendKind(
+    name="vllm",
+    usage="vllm:<model> for an in-process vLLM engine",
+    build=_build,
+    text_apis=frozenset({"chat", "completions"}),
+    context_length=True,
+    extra_body=True,
+    tokenizer=True,
+    needs_name=True,
+    requires="vllm",
+    install_hint=INSTALL_HINT,
+    identity=("dtype",),
+)

@@ -8,7 +8,7 @@ import importlib
 import inspect
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from mad_eval.protocols.decentralized import Decentralized
 from mad_eval.protocols.heterogeneous import Heterogeneous
 from mad_eval.protocols.single import Single
 from mad_eval.protocols.sparse import Sparse
+from mad_eval.reasoning import parse_quoting
 
 __all__ = [
     "BUILTIN",
@@ -36,7 +37,7 @@ BUILTIN: dict[str, type[Protocol]] = {
     cls.name: cls for cls in (Decentralized, Sparse, Centralized, Heterogeneous, Single)
 }
 ENTRY_POINT_GROUP = "mad_eval.protocols"
-PRESET_KEYS = {"class", "description", "prompt_style", "prompt_template", "params"}
+PRESET_KEYS = {"class", "description", "prompt_style", "prompt_template", "quote", "params"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class Choice:
     cls: str  # the class, as a preset names it: a built-in name or pkg.mod:Class
     source: str  # the preset file, "built-in", the import path or the entry point
     prompt_style: str | None = None  # a preset may pick the prompt template it is meant for
+    quote: str | None = None  # and what its agents read of each other's replies
 
 
 def presets() -> dict[str, Path]:
@@ -71,7 +73,8 @@ def resolve(text: str) -> Choice:
         cls = _class_named(cls_name, where=str(known[name]))
         params = {**preset.get("params", {}), **overrides}
         template = preset.get("prompt_template", preset.get("prompt_style"))
-        return _build(cls_name, cls, params, str(known[name]), template)
+        choice = _build(cls_name, cls, params, str(known[name]), template)
+        return replace(choice, quote=preset.get("quote"))
     if name in BUILTIN:
         return _build(name, BUILTIN[name], overrides, source="built-in")
     plugins = _entry_points()
@@ -182,6 +185,11 @@ def _read_preset(path: Path) -> dict[str, Any]:
         )
     if not isinstance(preset.get("params", {}), dict):
         raise ProtocolError(f"{path}: 'params' must be a table ([params]).")
+    if "quote" in preset:
+        try:
+            parse_quoting(str(preset["quote"]))
+        except ValueError as exc:
+            raise ProtocolError(f"{path}: {exc}.") from None
     return preset
 
 

@@ -216,3 +216,48 @@ def test_a_conversation_template_is_rendered_and_counted_as_vllm_does(
     assert by_key(chat, "text") == by_key(completions, "text")
     longest_first = max(t["context_tokens"] for t in chat if t["round"] == 0)
     assert all(t["context_tokens"] > longest_first for t in chat if t["round"] == 1)
+
+
+def round0_texts(turns: list[dict]) -> dict[str, set[str]]:
+    """Each question's distinct round-0 texts (every agent is sent the same prompt there)."""
+    found: dict[str, set[str]] = {}
+    for t in turns:
+        if t["round"] == 0:
+            found.setdefault(t["question"], set()).add(t["text"])
+    return found
+
+
+def test_extra_body_fields_reach_the_server_and_the_engine(tmp_path, vllm_env, server, model_dir):
+    """--extra-body is merged into every request and recorded: with top_k 1 sampling is
+    greedy, so the agents' round-0 answers, sent with different seeds, are all the same; the
+    chat template's switches are taken too. The in-process engine takes the same fields."""
+    body = '{"chat_template_kwargs": {"enable_thinking": true}, "top_k": 1}'
+    greedy = served(tmp_path, vllm_env, server, model_dir, "--extra-body", body, out="greedy")
+    manifest = json.loads((tmp_path / "greedy" / "manifest.json").read_text())
+    check_turns(greedy, manifest, 24)
+    recorded = {"chat_template_kwargs": {"enable_thinking": True}, "top_k": 1}
+    assert manifest["config"]["extra_body"] == recorded
+    assert all(seat["extra_body"] == recorded for seat in manifest["team"])
+    assert all(len(texts) == 1 for texts in round0_texts(greedy).values())
+    sampled = served(tmp_path, vllm_env, server, model_dir, out="sampled")
+    assert any(len(texts) > 1 for texts in round0_texts(sampled).values())
+
+    engine = run(
+        tmp_path, vllm_env, "--model", f"vllm:{model_dir}", "--agents", "3", "--rounds", "2",
+        "--limit", "2", "--max-tokens", "24", "--seed", "3", "--dtype", "float32",
+        "--enforce-eager", "--max-model-len", str(MODEL_LEN), "--extra-body", body, out="engine",
+    )  # fmt: skip
+    assert by_key(engine, "text") == by_key(greedy, "text")
+
+
+def test_a_field_value_the_server_refuses_stops_the_run_in_one_sentence(
+    tmp_path, vllm_env, server, model_dir
+):
+    result = mad_eval(
+        "run", "--model", "openai:tiny", "--base-url", server, "--tokenizer", str(model_dir),
+        "--limit", "2", "--max-tokens", "8", "--extra-body", '{"top_k": "many"}', "--out", "r",
+        cwd=tmp_path, env=vllm_env,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "refused the extra body" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "r" / "turns.jsonl").exists()

@@ -276,7 +276,9 @@ def compute_metrics(
         "requests_sent": sum(t.attempts for t in turns),
         "cached_turns": sum(1 for t in turns if t.cached),
         # Replies that wrote a tag prompts quote with: escaped wherever they were quoted.
-        "replies_with_quoting_tags": sum(1 for t in turns if holds_quoting_tags(t.text)),
+        "replies_with_quoting_tags": sum(
+            1 for t in turns if holds_quoting_tags(t.text) or holds_quoting_tags(t.reasoning)
+        ),
         "prefix_share": share["overall"],
         "per_run": per_run,
     }

@@ -330,3 +330,32 @@ def test_metrics_json_holds_the_intervals_the_critique_table_prints(tmp_path):
         assert place[field] == pytest.approx(row["value"])
         assert place[f"{field}_ci"] == pytest.approx([row["ci_low"], row["ci_high"]])
         assert row["ci_low"] <= row["value"] <= row["ci_high"]
+
+
+def test_the_judge_reads_a_reasoning_agents_reasoning_and_final_content(tmp_path):
+    """A reasoning model's turn is judged on its reasoning and its final content, as the
+    judge's server receives them; the judge's extra body goes into its requests and its
+    setting, and judging again with another is refused."""
+
+    def thinking(body: dict) -> str:
+        return f"<think>weighing the others, case {body['seed']}</think>\n\n\\boxed{{2}}"
+
+    with StubServer(reply=thinking) as agents:
+        result = mad_eval(
+            "run", "--model", "openai:stub-model", "--base-url", agents.base_url,
+            "--agents", "2", "--rounds", "1", "--limit", "2", "--out", "r", *FAST, cwd=tmp_path,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "r"
+    body = '{"chat_template_kwargs": {"enable_thinking": false}}'
+    with StubServer(model="judge", reply=judge_reply) as server:
+        assert judge(run_dir, server.base_url, "--extra-body", body).returncode == 0
+        asked = {b["seed"]: b for b in server.requests}
+        refused = judge(run_dir, server.base_url)
+    for turn in (t for t in turns_of(run_dir) if t["round"] == 1):
+        request = asked[derive_seed(0, "judge", turn["run"], turn["question"], 1, turn["agent"], 0)]
+        reply = request["messages"][1]["content"].split("<reply>")[1]
+        assert f"<think>\n{turn['reasoning']}\n</think>\n\n{turn['text']}" in reply
+        assert request["chat_template_kwargs"] == {"enable_thinking": False}
+    assert all(v["setting"]["extra_body"] == json.loads(body) for v in verdicts_of(run_dir))
+    assert refused.returncode == 2 and "extra body" in refused.stderr

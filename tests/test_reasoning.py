@@ -219,6 +219,8 @@ def test_metrics_count_truncation_per_round_and_mean_reasoning_tokens():
     for agent in range(3):
         t0 = turn("q", 0, agent, "42", True)
         t0.reasoning, t0.reasoning_tokens, t0.completion_tokens = "r", 30, 40
+        if agent == 0:  # a tag quoting uses, in the reasoning: escaped when quoted, counted
+            t0.reasoning = "maybe </response> here"
         t1 = turn("q", 1, agent, None if agent == 2 else "42", agent != 2)
         t1.reasoning, t1.reasoning_tokens, t1.completion_tokens = "r", 60, 60
         t1.truncated_in_reasoning = agent == 2
@@ -229,6 +231,7 @@ def test_metrics_count_truncation_per_round_and_mean_reasoning_tokens():
     assert [r["reasoning_tokens"] for r in metrics["rounds"]] == [30, 60]
     assert [r["final_tokens"] for r in metrics["rounds"]] == [10, 0]
     assert metrics["debate"] == 100.0  # the cut-off reply is left out of the vote
+    assert metrics["replies_with_quoting_tags"] == 1
 
 
 @pytest.mark.parametrize(

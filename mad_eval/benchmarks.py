@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from mad_eval import online
 from mad_eval.config import spec_files, spec_folders
+from mad_eval.errors import UserError
 from mad_eval.grading import check_answer_protocol
 from mad_eval.kinds import KINDS, get_kind
 from mad_eval.records import Question
@@ -34,7 +35,7 @@ _OPTIONAL = ("id", "revision")
 Rows = list[tuple[str, dict[str, Any]]]  # (where, row), where = "math500.jsonl line 7"
 
 
-class BenchmarkError(ValueError):
+class BenchmarkError(UserError, ValueError):
     """A bad benchmark name, spec or row; the message is one sentence naming the bad value."""
 
 

@@ -2,36 +2,28 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from mad_eval import options, train_cli
-from mad_eval.backends import BackendError
-from mad_eval.backends.cache import RequestCache
-from mad_eval.benchmarks import BenchmarkError, list_specs
-from mad_eval.config import DEFAULT_BENCHMARK, ConfigError, RunConfig
-from mad_eval.context import ContextError
-from mad_eval.engine import Engine, to_ask_again
-from mad_eval.judge import Judge, judge_cases, parse_rounds, pending
-from mad_eval.plan import check_extra_body, judge_backend, make_plan
-from mad_eval.protocols import Protocol, ProtocolError, catalogue
-from mad_eval.records import Setting, Turn, TurnKey
-from mad_eval.replay import run_questions
-from mad_eval.report import metrics_view
-from mad_eval.results import load_run, load_runs, parse_labels
-from mad_eval.roster import RosterError, parse_extra_body
-from mad_eval.stats import REPLICATES
-from mad_eval.store import SUPERSEDED, JudgeLog, RunStore, StoreError
-from mad_eval.tables import ERRORS, FORMATS, LAYOUTS, render, tidy
-from mad_eval.templates import TemplateError, builtin_templates, load_template, sample_prompt
+from mad_eval.config import DEFAULT_BENCHMARK
+from mad_eval.errors import UserError
+from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS, REPLICATES
 from mad_eval.ui import console, errors, fail, progress_bar, warn
-from mad_eval.verifier import stop_graders
+
+if TYPE_CHECKING:
+    from mad_eval.backends.cache import RequestCache
+    from mad_eval.protocols import Protocol
+    from mad_eval.records import Turn, TurnKey
+    from mad_eval.store import RunStore
+
+# Each command imports what it needs when it runs: `mad-eval --help` and a mistyped option
+# answer at once, without loading numpy, the prompt builders or the backends.
 
 app = typer.Typer(
     help="Multi-agent debate evaluation: Maj vs Debate, per-round accuracy and transitions, "
@@ -41,16 +33,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # help texts show [brackets] literally, e.g. MODEL[@URL][*COUNT]
 )
-USER_ERRORS = (
-    ConfigError,
-    ProtocolError,
-    BenchmarkError,
-    BackendError,
-    StoreError,
-    RosterError,
-    ContextError,
-    TemplateError,
-)
+USER_ERRORS = (UserError,)
 
 
 @app.command()
@@ -175,6 +158,11 @@ def _execute(
     settings: dict[str, Any],
 ) -> None:
     """Plan, run (or resume) and report: the body `run` and `single` share."""
+    from mad_eval.engine import Engine
+    from mad_eval.plan import make_plan
+    from mad_eval.roster import parse_extra_body
+    from mad_eval.store import RunStore
+
     out, model = settings.pop("out"), settings["model"]
     base_url, cache = settings.pop("base_url"), settings.pop("cache")
     retry_failed = settings.pop("retry_failed")
@@ -259,6 +247,9 @@ def _ask_again(
 ) -> dict[TurnKey, Turn]:
     """--retry-failed: move the failed turns, and those built without them, out of the
     records, so the engine asks them again; return what stays done."""
+    from mad_eval.engine import to_ask_again
+    from mad_eval.store import SUPERSEDED
+
     again = to_ask_again(done, protocol, agents)
     failed = sum(1 for key in again if done[key].failed)
     store.supersede(again)
@@ -317,6 +308,14 @@ def judge(
     and engagement and revision (0-2). Question texts are read again from the run's
     benchmark (pass the --data-dir the run used). Running it again resumes.
     """
+    from mad_eval.config import ConfigError, RunConfig
+    from mad_eval.judge import Judge, judge_cases, parse_rounds, pending
+    from mad_eval.plan import check_extra_body, judge_backend
+    from mad_eval.records import Setting
+    from mad_eval.replay import run_questions
+    from mad_eval.roster import parse_extra_body
+    from mad_eval.store import JudgeLog, RunStore, StoreError
+
     store = RunStore(run_dir)
     try:
         body = parse_extra_body(extra_body)
@@ -385,6 +384,8 @@ def judge(
 @app.command()
 def protocols() -> None:
     """List the protocols --protocol accepts by name, with what each does."""
+    from mad_eval.protocols import catalogue
+
     table = Table(title="protocols", show_lines=False)
     table.add_column("name", style="bold")
     table.add_column("what it does")
@@ -413,6 +414,8 @@ def templates(
     agent: Annotated[int, typer.Option(help="The agent (0-2) whose prompt to show.")] = 1,
 ) -> None:
     """List the prompt templates --prompt-template accepts by name, or show one's messages."""
+    from mad_eval.templates import TemplateError, builtin_templates, load_template, sample_prompt
+
     if template is None:
         table = Table(title="prompt templates", show_lines=False)
         for column in ("name", "what the agent is asked", "file"):
@@ -440,6 +443,8 @@ def templates(
 @app.command()
 def benchmarks() -> None:
     """List the benchmarks --benchmark accepts by name: kind, source and description."""
+    from mad_eval.benchmarks import BenchmarkError, list_specs
+
     table = Table(title="benchmarks", show_lines=False)
     for column in ("name", "kind", "parameters (default)", "source", "description"):
         table.add_column(column, style="bold" if column == "name" else None)
@@ -469,6 +474,8 @@ def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory (holding manifest.json).")],
 ) -> None:
     """Recompute metrics.json from turns.jsonl and print it."""
+    from mad_eval.store import RunStore
+
     _report(RunStore(run_dir))
 
 
@@ -526,6 +533,10 @@ def table(
     ] = None,
 ) -> None:
     """Print a paper table of several runs, grouped by benchmark and method."""
+    from mad_eval.results import load_runs, parse_labels
+    from mad_eval.store import StoreError
+    from mad_eval.tables import render, tidy
+
     for value, allowed, name in (
         (layout, LAYOUTS, "--layout"),
         (fmt, FORMATS, "--format"),
@@ -566,6 +577,8 @@ def plot(
 ) -> None:
     """Draw accuracy by round, transitions and diversity (N_eff) as PNG files."""
     from mad_eval.plots import draw  # matplotlib loads only when plotting
+    from mad_eval.results import load_runs, parse_labels
+    from mad_eval.store import StoreError
 
     try:
         runs = load_runs(run_dirs, parse_labels(label or []))
@@ -580,6 +593,10 @@ def _resumable(work: Coroutine[Any, Any, None], what: str, records: Path) -> Non
     """Run `work` in one event loop. An error ends it in one sentence; Ctrl-C, SIGTERM or
     SIGHUP cancels it (every request in flight with it, none recorded) and says where the
     finished records are."""
+    import asyncio
+
+    from mad_eval.verifier import stop_graders
+
     signals: list[signal.Signals] = []
 
     async def main() -> None:
@@ -624,6 +641,10 @@ def _close_cache(cache: RequestCache | None) -> None:
 def _report(store: RunStore, command: str | None = None) -> None:
     """metrics.json from the run's records alone: its manifest and turns.jsonl. After a
     `command` that made the run, say how to ask its failed turns again."""
+    from mad_eval.report import metrics_view
+    from mad_eval.results import load_run
+    from mad_eval.store import StoreError
+
     try:
         run = load_run(store.root)
         store.write_metrics(run.metrics)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mad_eval.errors import UserError
 from mad_eval.reasoning import parse_quoting
 from mad_eval.roster import Agent, Entry, check_extra_body, group_labels
 
@@ -44,7 +45,7 @@ def spec_files(kind: str) -> dict[str, Path]:
     return found
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A setting the user gave cannot work; the message names it and what is accepted."""
 
 

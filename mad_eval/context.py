@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from mad_eval import online
+from mad_eval.errors import UserError
 from mad_eval.templates import Messages
 
 Encoded = np.ndarray
@@ -36,7 +37,7 @@ _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
 
-class ContextError(ValueError):
+class ContextError(UserError, ValueError):
     """A prompt cannot fit its budget even with every quoted response cut away."""
 
 

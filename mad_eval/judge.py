@@ -21,7 +21,7 @@ from typing import Any
 from mad_eval import reasoning
 from mad_eval.backends import Backend, Request, Sampling
 from mad_eval.engine import every
-from mad_eval.prompts import JUDGE_CRITERIA, Messages, judge_correction, judge_prompt
+from mad_eval.prompts import Messages, judge_correction, judge_prompt
 from mad_eval.records import (
     Question,
     Setting,
@@ -32,6 +32,7 @@ from mad_eval.records import (
     messages_hash,
 )
 from mad_eval.replay import Replay, ReplayError
+from mad_eval.rubric import JUDGE_CRITERIA
 from mad_eval.store import StoreError
 
 MAX_SCANNED = 20_000  # characters read from the end of an answer: the JSON comes last

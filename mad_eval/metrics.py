@@ -15,8 +15,9 @@ from mad_eval.grading import ROUGE
 from mad_eval.kinds import get_kind
 from mad_eval.prompts import holds_quoting_tags
 from mad_eval.records import Turn, Verdict
+from mad_eval.rubric import CRITIQUE
 from mad_eval.rules import default_rule, majority_vote
-from mad_eval.tally import CRITIQUE, Rates, Tallies, tally, tally_verdicts
+from mad_eval.tally import Rates, Tallies, tally, tally_verdicts
 
 __all__ = ["compute_metrics", "formulas", "lookup", "majority_vote", "mean_std", "percent"]
 

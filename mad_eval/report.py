@@ -9,18 +9,8 @@ from rich.table import Table
 
 from mad_eval.grading import ROUGE
 from mad_eval.kinds import get_kind
-from mad_eval.prompts import JUDGE_CRITERIA
+from mad_eval.rubric import CRITIQUE, CRITIQUE_HEADERS, JUDGE_CRITERIA
 from mad_eval.rules import RULES, default_rule
-from mad_eval.tally import CRITIQUE
-
-# Short column headers for the judge's criteria, on the console and in tables.
-CRITIQUE_HEADERS = {
-    "conflict_identification": "conflict",
-    "critique_correctness": "correctness",
-    "critique_specificity": "specificity",
-    "engagement_revision": "engagement",
-    "total": "total",
-}
 
 
 def fmt(

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from mad_eval.errors import UserError
 from mad_eval.reasoning import FINAL, Quoting, parse_quoting
 
 
-class RosterError(ValueError):
+class RosterError(UserError, ValueError):
     """A roster entry or file cannot be used; the message names it."""
 
 

@@ -12,10 +12,9 @@ import warnings
 
 import numpy as np
 
+from mad_eval.layouts import REPLICATES
 from mad_eval.metrics import Formula
 from mad_eval.tally import Tallies
-
-REPLICATES = 2000
 
 
 @functools.lru_cache(maxsize=8)

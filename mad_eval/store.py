@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mad_eval.config import RunConfig
+from mad_eval.errors import UserError
 from mad_eval.records import JsonLine, Setting, Turn, TurnKey, Verdict
 from mad_eval.sanitize import redact
 
@@ -41,7 +42,7 @@ PACKAGES = (
 )
 
 
-class StoreError(ValueError):
+class StoreError(UserError, ValueError):
     """The run directory cannot be used for this run."""
 
 

@@ -5,173 +5,21 @@ and number, with its spread, bootstrap interval and test), rendered as CSV, LaTe
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
+from mad_eval.layouts import LAYOUT_NOTES, LAYOUTS
 from mad_eval.metrics import lookup
-from mad_eval.report import CRITIQUE_HEADERS
 from mad_eval.results import Run
 from mad_eval.rules import RULES, default_rule
 from mad_eval.stats import REPLICATES, bootstrap_ci, paired_test
-from mad_eval.tally import CRITIQUE
+
+if TYPE_CHECKING:  # pandas loads when a table is made, not when the CLI starts
+    import pandas as pd
 
 
-@dataclass(frozen=True)
-class Column:
-    header: str
-    key: str  # the number's name in metrics.formulas
-    better: str | None = "max"  # which end is bolded: max, min or None
-    digits: int = 1
-    signed: bool = False
-    scored: bool = False  # the system's answer, so the run's scoring rule (mad_eval.rules)
-    optional: bool = False  # left out of a table where no method has a value for it
-
-
-# A layout: for a run's number of debate rounds, the table's row parts (a label appended
-# to the method's, "" for none) and each part's columns.
-Layout = Callable[[int], list[tuple[str, list[Column]]]]
-
-
-def _debate(rounds: int) -> list[tuple[str, list[Column]]]:
-    return [
-        (
-            "",
-            [
-                Column("Maj", "maj", scored=True),
-                Column("Debate", "debate", scored=True),
-                Column("Δ", "delta", signed=True, scored=True),
-            ],
-        )
-    ]
-
-
-def _single(rounds: int) -> list[tuple[str, list[Column]]]:
-    """mean@K and the exact maj@K (the vote of all K answers). Round 0 is K independent
-    samples in any run, a debate's as much as `mad-eval single`'s."""
-    return [("", [Column("mean@K", "round0.agent_accuracy"), Column("maj@K", "maj", scored=True)])]
-
-
-def _single_bootstrap(rounds: int) -> list[tuple[str, list[Column]]]:
-    """mean@K and verl's maj@K/mean (rules.bootstrap_maj), which metrics.json has for runs
-    without debate only (`maj_at_k_bootstrap`)."""
-    return [
-        (
-            "",
-            [
-                Column("mean@K", "round0.agent_accuracy"),
-                Column("maj@K (bootstrap)", "maj_at_k_bootstrap"),
-            ],
-        )
-    ]
-
-
-def _rounds(rounds: int) -> list[tuple[str, list[Column]]]:
-    return [
-        (
-            "",
-            [Column(f"R{r}", f"round{r}.vote_accuracy", scored=True) for r in range(rounds + 1)],
-        )
-    ]
-
-
-def _transitions(rounds: int) -> list[tuple[str, list[Column]]]:
-    return [
-        (
-            f"{r - 1}→{r}",
-            [
-                Column("C→I", f"move{r}.c2i", better="min"),
-                Column("I→C", f"move{r}.i2c"),
-                Column("Δ", f"move{r}.delta", signed=True),
-            ],
-        )
-        for r in range(1, rounds + 1)
-    ]
-
-
-def _lengths(rounds: int) -> list[tuple[str, list[Column]]]:
-    """Mean completion tokens of right and wrong answers, and (where some method recorded
-    them) of a reasoning model's reasoning and final content, per round."""
-    return [
-        (
-            f"round {r}",
-            [
-                Column("correct", f"round{r}.length_right", better=None, digits=0),
-                Column("incorrect", f"round{r}.length_wrong", better=None, digits=0),
-                Column("reasoning", f"round{r}.reasoning_tokens", None, 0, optional=True),
-                Column("final", f"round{r}.final_tokens", None, 0, optional=True),
-            ],
-        )
-        for r in range(rounds + 1)
-    ]
-
-
-def _diversity(rounds: int) -> list[tuple[str, list[Column]]]:
-    return [
-        (
-            f"round {r}",
-            [
-                Column("unanimous", f"round{r}.unanimous", better=None),
-                Column("entropy", f"round{r}.entropy", better=None, digits=2),
-                Column("ρ", f"round{r}.rho", better=None, digits=2),
-                Column("N_eff", f"round{r}.n_eff", better=None, digits=2),
-            ],
-        )
-        for r in range(rounds + 1)
-    ]
-
-
-def _critique(rounds: int) -> list[tuple[str, list[Column]]]:
-    parts = [(f"round {r}", f"round{r}.") for r in range(1, rounds + 1)] + [("all", "")]
-    return [
-        (
-            part,
-            [
-                *(
-                    Column(CRITIQUE_HEADERS[name], f"{where}critique_{name}", digits=2)
-                    for name in CRITIQUE
-                ),
-                Column("fail %", f"{where}judge_failure_rate", better=None),
-            ],
-        )
-        for part, where in parts
-    ]
-
-
-def _rouge(rounds: int) -> list[tuple[str, list[Column]]]:
-    """The paper's summarisation table: the consensus summary's ROUGE after each round."""
-    headers = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L"}
-    return [
-        (
-            f"round {r}",
-            [Column(header, f"round{r}.{m}", scored=True) for m, header in headers.items()],
-        )
-        for r in range(rounds + 1)
-    ]
-
-
-LAYOUTS: dict[str, Layout] = {
-    "debate": _debate,
-    "single": _single,
-    "rounds": _rounds,
-    "transitions": _transitions,
-    "lengths": _lengths,
-    "diversity": _diversity,
-    "critique": _critique,
-    "rouge": _rouge,
-    "single-bootstrap": _single_bootstrap,
-}
-# What a layout's numbers are, where its headers cannot say it all: below a Markdown table,
-# in a comment above a LaTeX one.
-LAYOUT_NOTES = {
-    "single": "maj@K is exact: the vote of all K answers of each question",
-    "single-bootstrap": "maj@K (bootstrap) is verl's maj@K/mean: the vote of K answers drawn "
-    "with replacement, its correctness averaged over 1000 draws (numpy seed 42) per question",
-}
-FORMATS = ("csv", "latex", "md")
-ERRORS = ("std", "ci", "none")
 COLUMNS = [
     "layout",
     "method",
@@ -267,6 +115,8 @@ def tidy(
                         "run_dir": str(run.root),
                     }
                 )
+    import pandas as pd
+
     frame = pd.DataFrame(rows, columns=COLUMNS)
     empty = [k for k in optional if frame.loc[frame["key"] == k, "value"].isna().all()]
     frame = frame[~frame["key"].isin(empty)].reset_index(drop=True)
@@ -313,6 +163,8 @@ def _average(frame: pd.DataFrame) -> pd.DataFrame:
                 "runs": int(group["runs"].min()),
             }
         )
+    import pandas as pd
+
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -18,12 +18,9 @@ import numpy as np
 
 from mad_eval.grading import ROUGE, same_answer
 from mad_eval.kinds import get_kind
-from mad_eval.prompts import JUDGE_CRITERIA
 from mad_eval.records import Turn, Verdict, derive_seed
+from mad_eval.rubric import CRITIQUE
 from mad_eval.rules import answer_groups, bootstrap_maj, default_rule, get_rule
-
-# What the judge's scores are tallied as: each criterion, and their sum.
-CRITIQUE = (*JUDGE_CRITERIA, "total")
 
 
 def entropy_bits(turns: list[Turn], groups: list[list[Turn]]) -> float:

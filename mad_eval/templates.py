@@ -22,6 +22,7 @@ import jinja2
 from jinja2 import meta
 
 from mad_eval.config import spec_files
+from mad_eval.errors import UserError
 
 Messages = list[dict[str, str]]
 ROLES = ("system", "user", "assistant")
@@ -50,7 +51,7 @@ def tag_pattern(*names: str) -> re.Pattern[str]:
     return re.compile(r"<(?=\s*/?\s*(?:{})\b)".format("|".join(names)), re.IGNORECASE)
 
 
-class TemplateError(ValueError):
+class TemplateError(UserError, ValueError):
     """A template file cannot be used; the message names the file, the key and the fix."""
 
 

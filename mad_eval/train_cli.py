@@ -8,18 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from mad_eval import options
-from mad_eval.benchmarks import BenchmarkError, load_questions
-from mad_eval.store import StoreError
-from mad_eval.templates import load_template
-from mad_eval.training import (
-    PAIRINGS,
-    build_pairs,
-    pair_rows,
-    pairing_rule,
-    prompt_rows,
-    read_rollouts,
-    write_rows,
-)
+from mad_eval.errors import UserError
 from mad_eval.ui import console, fail
 
 app = typer.Typer(
@@ -27,7 +16,7 @@ app = typer.Typer(
     "rollouts, and first-turn prompts, as verl Parquet or JSON Lines.",
     no_args_is_help=True,
 )
-ERRORS = (StoreError, BenchmarkError, ValueError)
+ERRORS = (UserError, ValueError)  # a bad file, option or benchmark: one sentence
 
 Out = Annotated[
     Path, typer.Option(help="File to write: .parquet (verl's format) or .jsonl, the same rows.")
@@ -88,6 +77,16 @@ def pairs(
     data_dir: options.DataDir = None,
 ) -> None:
     """Build debate pairs from rollouts whose correctness disagrees; write them as verl data."""
+    from mad_eval.templates import load_template
+    from mad_eval.training import (
+        PAIRINGS,
+        build_pairs,
+        pair_rows,
+        pairing_rule,
+        read_rollouts,
+        write_rows,
+    )
+
     try:
         pairing = pairing_rule(pairing)
         template = load_template(prompt_template)
@@ -133,6 +132,10 @@ def prompts(
     answer_protocol: Annotated[str | None, _answer_protocol("the benchmark's")] = None,
 ) -> None:
     """Write a benchmark's first-turn prompts (what round 0 asks) as verl data."""
+    from mad_eval.benchmarks import load_questions
+    from mad_eval.templates import load_template
+    from mad_eval.training import prompt_rows, write_rows
+
     try:
         template = load_template(prompt_template)
         spec, questions = load_questions(benchmark, data_dir, limit)

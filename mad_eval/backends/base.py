@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mad_eval.errors import UserError
 from mad_eval.prompts import Messages
 from mad_eval.records import Question
 from mad_eval.sanitize import redact
@@ -28,7 +29,7 @@ Render = Callable[[Messages, Mapping[str, Any]], str]
 MAX_RETRY_AFTER = 600.0
 
 
-class BackendError(Exception):
+class BackendError(UserError):
     """A backend cannot serve at all (bad spec, no server): reported before the run starts."""
 
 

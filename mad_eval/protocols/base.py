@@ -5,10 +5,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from mad_eval.errors import UserError
 from mad_eval.rules import get_rule
 
 
-class ProtocolError(ValueError):
+class ProtocolError(UserError, ValueError):
     """A protocol cannot run with the requested settings."""
 
 

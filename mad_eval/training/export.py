@@ -13,8 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from mad_eval.prompts import first_prompt, pair_prompt
 from mad_eval.records import Question
 from mad_eval.templates import Template, load_template
@@ -126,6 +124,8 @@ def write_rows(rows: list[dict[str, Any]], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     if out.suffix == ".parquet":
+        import pandas as pd  # loaded for Parquet only: every command would pay for it
+
         pd.DataFrame(rows).to_parquet(tmp, index=False)
     else:
         tmp.write_text(

@@ -1,0 +1,11 @@
+"""The base of every error a user can cause: a setting, file or server that cannot work.
+
+Each module keeps its own error class (ConfigError, StoreError, ...), named for where the
+problem is; all of them derive from UserError, so the command line catches one class and
+shows its message, one sentence naming the problem and the fix, without importing every
+module that could raise one.
+"""
+
+
+class UserError(Exception):
+    """A problem the user can fix; its message says what and how, in one sentence."""

@@ -11,7 +11,7 @@ answered are ever recorded, so resuming asks exactly what is missing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -26,6 +26,9 @@ from mad_eval.roster import Agent
 from mad_eval.templates import load_template
 
 T = TypeVar("T")
+Item = TypeVar("Item")
+# Debates in flight per request slot (Engine.window).
+WINDOW = 4
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,24 @@ class Engine:
         self.on_turn = on_turn
         self.on_progress = on_progress
 
+    def window(self) -> int:
+        """Debates in flight at once: enough to fill every endpoint's concurrency limit
+        several times over (a debate has at most one request per agent in flight), few
+        enough that memory follows the work in flight, not the number of questions."""
+        endpoints = {url for seat in self.seats for url in seat.agent.base_urls or (None,)}
+        return WINDOW * self.config.concurrency * len(endpoints)
+
     async def run(self, questions: list[Question]) -> None:
-        await every(self.debate(run, q) for run in range(self.config.runs) for q in questions)
+        debates = ((run, q) for run in range(self.config.runs) for q in questions)
+        await each(debates, lambda item: self.debate(*item), self.window())
 
     async def debate(self, run: int, question: Question) -> list[Turn]:
         """All rounds of one debate; returns the last round's turns."""
+        finished = self.finished(run, question)
+        if finished is not None:  # resumed: nothing to ask, no task to make
+            for _ in range(len(self.seats) * (self.config.rounds + 1)):
+                self.on_progress()
+            return finished
         history: list[list[Turn]] = []
         for round_ in range(self.config.rounds + 1):
             previous = history[-1] if history else []
@@ -84,6 +100,18 @@ class Engine:
                 )
             )
         return history[-1]
+
+    def finished(self, run: int, question: Question) -> list[Turn] | None:
+        """The last round's turns of a debate whose every turn is recorded, else None."""
+        last = []
+        for round_ in range(self.config.rounds + 1):
+            for seat in self.seats:
+                turn = self.done.get((run, question.id, round_, seat.agent.index))
+                if turn is None:
+                    return None
+                if round_ == self.config.rounds:
+                    last.append(turn)
+        return last
 
     def round_prompts(
         self, question: Question, history: list[Round], sees: list[list[int]]
@@ -219,6 +247,18 @@ def to_ask_again(done: Mapping[TurnKey, Turn], protocol: Protocol, agents: int) 
             again = failed.get(round_, set()) | {i for i in range(agents) if reads[i] & again}
             stale |= {(run, question, round_, i) for i in again}
     return {key for key in stale if key in done}
+
+
+async def each(items: Iterable[Item], do: Callable[[Item], Awaitable[Any]], limit: int) -> None:
+    """do(item) for every item, at most `limit` at a time, in order of the items, with
+    every's failure rules; items are drawn only as a place frees up."""
+    items = iter(items)
+
+    async def worker() -> None:
+        for item in items:  # shared by the workers: each takes the next item
+            await do(item)
+
+    await every(worker() for _ in range(max(1, limit)))
 
 
 async def every(work: Iterable[Coroutine[Any, Any, T]]) -> list[T]:

@@ -1,0 +1,71 @@
+"""The engine's schedule: a bounded window of debates in flight, and finished debates of a
+resumed run skipped without asking anything."""
+
+from __future__ import annotations
+
+import asyncio
+
+from mad_eval.backends import Backend, Request, make_backend
+from mad_eval.config import RunConfig
+from mad_eval.engine import Engine, shared_seats
+from mad_eval.protocols import resolve
+from mad_eval.records import Question, Turn
+
+DECENTRALIZED = resolve("decentralized").protocol
+QUESTIONS = [Question(f"q{i}", f"What is {i} + 1?", str(i + 1)) for i in range(40)]
+
+
+class Watching(Backend):
+    """The simulated agents, slowed down, counting the debates with a request in flight."""
+
+    spec = "sim"
+
+    def __init__(self) -> None:
+        self.inner = make_backend("sim")
+        self.in_flight: dict[str, int] = {}
+        self.most_debates = 0
+        self.asked = 0
+
+    async def generate(self, request: Request):
+        qid = request.question.id
+        self.asked += 1
+        self.in_flight[qid] = self.in_flight.get(qid, 0) + 1
+        self.most_debates = max(self.most_debates, len(self.in_flight))
+        await asyncio.sleep(0.001)
+        generation = await self.inner.generate(request)
+        self.in_flight[qid] -= 1
+        if not self.in_flight[qid]:
+            del self.in_flight[qid]
+        return generation
+
+
+def run(config: RunConfig, backend: Backend, done: dict | None = None) -> list[Turn]:
+    turns: list[Turn] = []
+    engine = Engine(config, DECENTRALIZED, shared_seats(config, backend), done or {}, turns.append)
+    asyncio.run(engine.run(QUESTIONS))
+    return turns
+
+
+def test_a_window_of_debates_is_in_flight_not_every_question():
+    """Concurrency 2 on one endpoint: a window of 4 x 2 debates, filled but never exceeded."""
+    config = RunConfig(agents=3, rounds=2, max_tokens=64, concurrency=2)
+    backend = Watching()
+    turns = run(config, backend)
+    assert len(turns) == 40 * 3 * 3
+    assert backend.most_debates == 8
+
+
+def test_a_resumed_run_asks_only_its_unfinished_debates():
+    config = RunConfig(agents=3, rounds=2, max_tokens=64)
+    first = run(config, Watching())
+    # Half the debates finished; of one more, only round 0 is on disk.
+    finished = {q.id for q in QUESTIONS[:20]}
+    done = {
+        t.key: t for t in first if t.question in finished or (t.question == "q20" and t.round == 0)
+    }
+    backend = Watching()
+    again = run(config, backend, done)
+    assert backend.asked == 20 * 3 * 3 - 3  # nothing of the finished debates, q20's round 0 kept
+    assert {t.key: t.text for t in again} | {k: t.text for k, t in done.items()} == {
+        t.key: t.text for t in first
+    }

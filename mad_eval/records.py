@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 TurnKey = tuple[int, str, int, int]
 
@@ -33,17 +34,27 @@ class Question:
 class JsonLine:
     """A record that is one line of a JSON Lines file."""
 
+    __slots__ = ()  # records come by the hundred thousand: no __dict__ per instance
+    # Text fields most records share (a model spec, a question id): read as one string each.
+    SHARED: ClassVar[tuple[str, ...]] = ()
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), ensure_ascii=False)  # type: ignore[call-overload]
 
     @classmethod
     def from_json(cls, line: str) -> Self:
-        return cls(**json.loads(line))
+        data = json.loads(line)
+        for name in cls.SHARED:
+            if isinstance(data.get(name), str):
+                data[name] = sys.intern(data[name])
+        return cls(**data)
 
 
-@dataclass
+@dataclass(slots=True)
 class Turn(JsonLine):
     """One agent's answer in one round of one debate; a line of turns.jsonl."""
+
+    SHARED = ("question", "model", "answer", "finish_reason", "endpoint", "served_model")
 
     run: int
     question: str
@@ -125,7 +136,7 @@ class Setting:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class Verdict(JsonLine):
     """One judged turn: a line of judge.jsonl."""
 

@@ -299,27 +299,32 @@ def read_records(path: Path, parse: Callable[[str], T], what: str, repair: bool 
 def _records(
     path: Path, parse: Callable[[str], T], what: str, repair: bool = False
 ) -> Iterator[tuple[bytes, T]]:
-    """(line as written, record) for every whole line of a JSON Lines file."""
+    """(line as written, record) for every whole line of a JSON Lines file, read a line at a
+    time (a run's records need not fit in memory twice)."""
     if not path.exists():
         return
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1
-    if repair and end < len(data):
+    whole = 0  # bytes of whole lines read
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, start=1):
+            if not raw.endswith(b"\n"):  # a partial last line: a writer killed mid-line
+                break
+            whole += len(raw)
+            line = raw[:-1]
+            if not line.strip():
+                continue
+            try:
+                yield line, parse(line.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise StoreError(
+                    f"{path} line {number} is not UTF-8 text; fix or remove that line."
+                ) from None
+            except (ValueError, TypeError) as exc:
+                raise StoreError(
+                    f"{path} line {number} is not {what} ({exc}); fix or remove that line."
+                ) from None
+    if repair and whole < path.stat().st_size:
         with path.open("r+b") as f:
-            f.truncate(end)
-    for number, line in enumerate(data[:end].split(b"\n")[:-1], start=1):
-        if not line.strip():
-            continue
-        try:
-            yield line, parse(line.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise StoreError(
-                f"{path} line {number} is not UTF-8 text; fix or remove that line."
-            ) from None
-        except (ValueError, TypeError) as exc:
-            raise StoreError(
-                f"{path} line {number} is not {what} ({exc}); fix or remove that line."
-            ) from None
+            f.truncate(whole)
 
 
 def move_records(path: Path, keys: set[TurnKey], parse: Callable[[str], Any], what: str) -> int:

@@ -157,10 +157,16 @@ def test_think_tags_in_the_content_are_split_off_the_same_way(tmp_path, api, tok
 # --- what peers read: --quote ------------------------------------------------------------
 
 
-def test_by_default_peers_read_the_final_content_only(tmp_path):
+def reasoning_run(tmp_path: Path, *extra: str) -> tuple[list[dict], list[dict]]:
+    """A run against a server that returns reasoning apart: its turns, and the requests
+    the server received."""
     with StubServer(reply=reasoning_reply, reasoning_field="reasoning") as server:
-        turns = run_ok(tmp_path, server)
-        requests = list(server.requests)
+        turns = run_ok(tmp_path, server, *extra)
+        return turns, list(server.requests)
+
+
+def test_by_default_peers_read_the_final_content_only(tmp_path):
+    turns, requests = reasoning_run(tmp_path)
     for _, prompt, peer, text in quoted_peers(requests, turns):
         assert text == final(peer["seed"])
         for piece in ("<think>", "alpha-", "ponder", "secret-", "omega", "\\boxed{9}"):
@@ -171,9 +177,7 @@ def test_by_default_peers_read_the_final_content_only(tmp_path):
 
 
 def test_quote_full_shows_every_peers_whole_reasoning_in_a_think_block(tmp_path):
-    with StubServer(reply=reasoning_reply, reasoning_field="reasoning") as server:
-        turns = run_ok(tmp_path, server, "--quote", "full")
-        requests = list(server.requests)
+    turns, requests = reasoning_run(tmp_path, "--quote", "full")
     quotes = quoted_peers(requests, turns)
     assert len(quotes) == 2 * 3 * 3  # every round-1 turn reads all three round-0 replies
     for _, _, peer, text in quotes:
@@ -184,9 +188,7 @@ def test_quote_full_shows_every_peers_whole_reasoning_in_a_think_block(tmp_path)
 
 
 def test_quote_tail_shows_only_the_end_of_each_reasoning_after_the_marker(tmp_path):
-    with StubServer(reply=reasoning_reply, reasoning_field="reasoning") as server:
-        turns = run_ok(tmp_path, server, "--quote", "tail:5")
-        requests = list(server.requests)
+    turns, requests = reasoning_run(tmp_path, "--quote", "tail:5")
     for _, prompt, peer, text in quoted_peers(requests, turns):
         reasoning = thought(peer["seed"])
         head, closed, after = text.partition("\n</think>\n\n")

@@ -21,6 +21,7 @@ from typing import Any
 
 from mad_eval.errors import UserError
 from mad_eval.prompts import Messages
+from mad_eval.reasoning import split_reply
 from mad_eval.records import Question
 from mad_eval.sanitize import redact
 
@@ -88,6 +89,27 @@ class Generation:
     reasoning: str | None = None
     reasoning_tokens: int | None = None
     truncated: bool = False  # stopped at the token limit inside its reasoning
+
+
+def answered(
+    content: str | None,
+    reasoning: str | None = None,
+    *,
+    finish_reason: str | None,
+    opened: bool = False,
+    **counts: Any,
+) -> Generation:
+    """A model's answer as every backend records it: the final content apart from the
+    reasoning (the server's own field, or <think> blocks; `opened`: the prompt ended inside
+    one), and whether it was cut off while reasoning (reasoning.split_reply)."""
+    split = split_reply(content, reasoning, finish_reason, opened)
+    return Generation(
+        text=split.text,
+        reasoning=split.reasoning,
+        truncated=split.truncated,
+        finish_reason=finish_reason,
+        **counts,
+    )
 
 
 class Backend(ABC):

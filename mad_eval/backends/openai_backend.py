@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
 import openai
@@ -21,8 +20,9 @@ from mad_eval.backends.base import (
     RequestError,
     TransientError,
     Where,
+    answered,
 )
-from mad_eval.reasoning import ends_in_reasoning, split_reply
+from mad_eval.reasoning import ends_in_reasoning
 from mad_eval.sanitize import printable, redact, valid_text
 
 # Local servers (vLLM) accept any key; the client insists on having one.
@@ -105,23 +105,14 @@ class OpenAIBackend(Backend):
             if exc.status_code in RETRYABLE or exc.status_code >= 500:
                 raise TransientError(message, retry_after(exc.response.headers)) from exc
             raise RequestError(message) from exc
-        latency = time.perf_counter() - start
-        reply = read_reply(body, self.api, opened)
-        if not served_as(reply.model, self.model, self.aliases):
+        generation = read_reply(body, self.api, opened)
+        generation.latency = time.perf_counter() - start
+        if not served_as(generation.served_model, self.model, self.aliases):
             raise RequestError(
-                f"ModelMismatch: the server answered with model {reply.model!r}, not {self.model!r}"
+                f"ModelMismatch: the server answered with model {generation.served_model!r}, "
+                f"not {self.model!r}"
             )
-        return Generation(
-            text=reply.text,
-            reasoning=reply.reasoning,
-            truncated=reply.truncated,
-            finish_reason=reply.finish_reason,
-            prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens,
-            reasoning_tokens=reply.reasoning_tokens,
-            latency=latency,
-            served_model=reply.model,
-        )
+        return generation
 
     async def check(self) -> None:
         where = redact(self.base_url) if self.base_url else "the OpenAI API"
@@ -168,24 +159,12 @@ class OpenAIBackend(Backend):
         await self.client.close()
 
 
-@dataclass(frozen=True)
-class Reply:
-    text: str  # the final content
-    reasoning: str | None
-    truncated: bool  # stopped at the token limit inside its reasoning
-    finish_reason: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    reasoning_tokens: int | None
-    model: str | None
-
-
 # Where servers put a reply's reasoning: vLLM's field, and its older name (also SGLang's and
 # DeepSeek's API).
 REASONING_FIELDS = ("reasoning", "reasoning_content")
 
 
-def read_reply(body: bytes, api: str, opened: bool = False) -> Reply:
+def read_reply(body: bytes, api: str, opened: bool = False) -> Generation:
     """The first choice of a 200 response body, its reasoning apart from its final content.
     A body that is not a JSON completion (an HTML error page from a proxy, cut or
     undecodable bytes, no choices) is transient; a well-formed answer without text or
@@ -205,33 +184,25 @@ def read_reply(body: bytes, api: str, opened: bool = False) -> Reply:
             f"{_first_bytes(body)}"
         ) from None
     finish = choice.get("finish_reason")
-    if not isinstance(text, str) and text is not None:
-        text = None
+    text = text if isinstance(text, str) else None
     if text is None and reasoning is None and finish != "length":
         raise RequestError(
             f"EmptyAnswer: the server answered with no text (finish_reason {finish!r})"
         )
-    finish = finish if isinstance(finish, str) else None
-    split = split_reply(
-        valid_text(text) if text is not None else None,
-        valid_text(reasoning) if reasoning is not None else None,
-        finish,
-        opened,
-    )
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     details = usage.get("completion_tokens_details")
     model = data.get("model")
-    return Reply(
-        text=split.text,
-        reasoning=split.reasoning,
-        truncated=split.truncated,
-        finish_reason=finish,
+    return answered(
+        valid_text(text) if text is not None else None,
+        valid_text(reasoning) if reasoning is not None else None,
+        finish_reason=finish if isinstance(finish, str) else None,
+        opened=opened,
         prompt_tokens=_count(usage.get("prompt_tokens")),
         completion_tokens=_count(usage.get("completion_tokens")),
         reasoning_tokens=_count(details.get("reasoning_tokens"))
         if isinstance(details, dict)
         else None,
-        model=model if isinstance(model, str) else None,
+        served_model=model if isinstance(model, str) else None,
     )
 
 

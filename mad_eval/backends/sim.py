@@ -21,12 +21,19 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from mad_eval.answers import get_answer_protocol
-from mad_eval.backends.base import Backend, BackendError, BackendKind, Generation, Request, Where
+from mad_eval.backends.base import (
+    Backend,
+    BackendError,
+    BackendKind,
+    Generation,
+    Request,
+    Where,
+    answered,
+)
 from mad_eval.grading import check_answer_protocol, extract
 from mad_eval.kinds import Kind, get_kind
 from mad_eval.kinds.math import numbers_near
 from mad_eval.kinds.summary import summaries as summary_extracts
-from mad_eval.reasoning import split_reply
 from mad_eval.records import Question
 
 
@@ -140,17 +147,16 @@ class SimBackend(Backend):
         # A word is a token here: a reply longer than max_tokens is cut, as a server would.
         limit = request.sampling.max_tokens
         finish = "length" if len(words) > limit else "stop"
-        split = split_reply(" ".join(words[:limit]), None, finish)
-        return Generation(
-            text=split.text,
-            reasoning=split.reasoning,
-            truncated=split.truncated,
-            reasoning_tokens=min(p.words, limit) if split.reasoning else None,
+        generation = answered(
+            " ".join(words[:limit]),
             finish_reason=finish,
             prompt_tokens=sum(len(m["content"].split()) for m in request.messages),
             completion_tokens=min(len(words), limit),
             state={"alpha": [round(float(a), 6) for a in alpha]},
         )
+        if generation.reasoning:
+            generation.reasoning_tokens = min(p.words, limit)
+        return generation
 
 
 def _reply(answer: str, peers: int, question: Question) -> str:

@@ -16,8 +16,9 @@ from mad_eval.backends.base import (
     Request,
     RequestError,
     Where,
+    answered,
 )
-from mad_eval.reasoning import ends_in_reasoning, split_reply
+from mad_eval.reasoning import ends_in_reasoning
 
 INSTALL_HINT = (
     "the vllm:<model> backend needs vLLM: pip install 'mad-eval[vllm]' on a GPU machine "
@@ -94,22 +95,18 @@ class VLLMBackend(Backend):
         if final is None or not final.outputs:
             raise RequestError("EmptyAnswer: the engine returned no output")
         choice = final.outputs[0]
-        split = split_reply(choice.text, None, choice.finish_reason, ends_in_reasoning(text))
-        return Generation(
-            text=split.text,
-            reasoning=split.reasoning,
-            truncated=split.truncated,
+        generation = answered(
+            choice.text,
             finish_reason=choice.finish_reason,
+            opened=ends_in_reasoning(text),
             prompt_tokens=len(final.prompt_token_ids or ids),
             completion_tokens=len(choice.token_ids),
-            # No server counts them here: the reasoning text, tokenized again.
-            reasoning_tokens=(
-                len(self.tokenizer.encode(split.reasoning, add_special_tokens=False))
-                if split.reasoning
-                else None
-            ),
             latency=time.perf_counter() - start,
         )
+        if generation.reasoning:  # no server counts them here: the text, tokenized again
+            reasoning = self.tokenizer.encode(generation.reasoning, add_special_tokens=False)
+            generation.reasoning_tokens = len(reasoning)
+        return generation
 
     async def aclose(self) -> None:
         if self.engine is not None:

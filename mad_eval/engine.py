@@ -65,8 +65,8 @@ class Engine:
         """Debates in flight at once: enough to fill every endpoint's concurrency limit
         several times over (a debate has at most one request per agent in flight), few
         enough that memory follows the work in flight, not the number of questions."""
-        endpoints = {url for seat in self.seats for url in seat.agent.base_urls or (None,)}
-        return WINDOW * self.config.concurrency * len(endpoints)
+        slots = {slot for seat in self.seats for slot in seat.agent.slots}
+        return WINDOW * self.config.concurrency * len(slots)
 
     async def run(self, questions: list[Question]) -> None:
         debates = ((run, q) for run in range(self.config.runs) for q in questions)

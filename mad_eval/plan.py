@@ -352,10 +352,10 @@ def _backend(
     replicas = [
         Replica(
             make_backend(agent.model, Where(url, config.timeout, config.api, render, engine)),
-            slots.setdefault(url or agent.model, asyncio.Semaphore(config.concurrency)),
+            slots.setdefault(slot, asyncio.Semaphore(config.concurrency)),
             redact(url),
         )
-        for url in urls
+        for url, slot in zip(urls, agent.slots, strict=True)
     ]
     if render is not None:  # found out now, not at the first request
         try:

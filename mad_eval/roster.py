@@ -66,6 +66,12 @@ class Agent:
     quote: Quoting = FINAL  # what it reads of the replies it is shown
     extra_body: dict[str, Any] = field(default_factory=dict)  # merged into its requests
 
+    @property
+    def slots(self) -> tuple[str, ...]:
+        """What its requests are limited by, --concurrency each: every replica's URL, or,
+        with no server named, its model."""
+        return self.base_urls or (self.model,)
+
 
 # A roster file writes `base_url`: one URL, or a list of replicas of the same model.
 _TYPES = {f.name: f.type for f in fields(Entry) if f.name != "base_urls"} | {"base_url": "urls"}

@@ -5,7 +5,7 @@ runs with their spread."""
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -246,11 +246,10 @@ def compute_metrics(
         )
     summary = _nest(values, mean_cell)
     share = prefix_share(turns)
+    truncated = Counter(t.round for t in turns if t.truncated_in_reasoning)
     for row in summary["rounds"]:
         row["prefix_share"] = share["by_round"].get(row["round"])
-        row["truncated_in_reasoning"] = sum(
-            1 for t in turns if t.round == row["round"] and t.truncated_in_reasoning
-        )
+        row["truncated_in_reasoning"] = truncated[row["round"]]
     live = [t for t in turns if not t.failed]
     metrics = {
         "kind": kind,
@@ -266,7 +265,7 @@ def compute_metrics(
         "unparsed": sum(p["unparsed"] for p in per_run),
         "unparsed_pct": percent(t.answer is None for t in live),
         # Cut off by the token limit before the reasoning ended: unparsed, never voted.
-        "truncated_in_reasoning": sum(p["truncated_in_reasoning"] for p in per_run),
+        "truncated_in_reasoning": truncated.total(),
         "failed_turns": sum(p["failed_turns"] for p in per_run),
         "length_stops": sum(1 for t in live if t.finish_reason == "length"),
         "reasoning_turns": sum(1 for t in live if t.reasoning),

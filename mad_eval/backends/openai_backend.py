@@ -1,14 +1,24 @@
 """One OpenAI-compatible endpoint (vLLM, SGLang, TGI, the OpenAI API), one attempt per call:
-retries, replicas and limits are the guard's job (base.Guarded)."""
+retries, replicas and limits are the guard's job (base.Guarded).
+
+Requests go out through aiohttp directly, one keep-alive connection pool per endpoint, with
+orjson for the bodies: the openai SDK's request and response layers cost more CPU per
+request than a fast server takes to answer (bench/client.py). Errors keep the SDK's names
+(RateLimitError, APIConnectionError, ...), so records read as they did.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
 from email.utils import parsedate_to_datetime
+from typing import Any
 
-import openai
+import aiohttp
+import orjson
+from yarl import URL
 
 from mad_eval.backends.base import (
     Backend,
@@ -25,10 +35,21 @@ from mad_eval.backends.base import (
 from mad_eval.reasoning import ends_in_reasoning
 from mad_eval.sanitize import printable, redact, valid_text
 
-# Local servers (vLLM) accept any key; the client insists on having one.
+OPENAI_API = "https://api.openai.com/v1"
+# Local servers (vLLM) accept any key; the OpenAI API needs one.
 PLACEHOLDER_KEY = "EMPTY"
 # Status codes worth another try: request timeout, conflict, rate limit, server errors.
 RETRYABLE = {408, 409, 429}
+# The names the openai SDK gives these statuses, which records have always used.
+STATUS_NAMES = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    403: "PermissionDeniedError",
+    404: "NotFoundError",
+    409: "ConflictError",
+    422: "UnprocessableEntityError",
+    429: "RateLimitError",
+}
 
 
 class OpenAIBackend(Backend):
@@ -62,50 +83,56 @@ class OpenAIBackend(Backend):
                 f"model '{self.spec}' needs a server: pass --base-url (or set OPENAI_BASE_URL) "
                 "for a local server, or set OPENAI_API_KEY for the OpenAI API."
             )
-        self.client = openai.AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=api_key or PLACEHOLDER_KEY,
-            timeout=timeout,
-            max_retries=0,  # the guard retries, with backoff and Retry-After, on any replica
-        )
+        root = URL((self.base_url or OPENAI_API).rstrip("/"))
+        authorization = f"Bearer {api_key or PLACEHOLDER_KEY}"
+        if root.user is not None:  # a proxy's login in the URL goes as basic auth instead
+            authorization = aiohttp.BasicAuth(root.user, root.password or "").encode()
+            root = root.with_user(None)
+        self.url = f"{root}/chat/completions" if api == "chat" else f"{root}/completions"
+        self.models_url = f"{root}/models"
+        self.headers = {"Authorization": authorization, "Content-Type": "application/json"}
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        """The endpoint's connection pool, made in the running event loop on first use. It
+        has no limit of its own: the guard's slots bound the requests in flight, so the pool
+        holds at most that many connections."""
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+            # trust_env: HTTP(S)_PROXY and NO_PROXY apply, as they did with the SDK.
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=self.timeout, trust_env=True
+            )
+            self._loop = loop
+        return self._session
 
     async def generate(self, request: Request) -> Generation:
         s = request.sampling
-        sampling = dict(temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens)
         extra = dict(request.extra_body)
         opened = False
+        body: dict[str, Any] = {"model": self.model}
+        if self.api == "chat":
+            body["messages"] = request.messages
+        else:
+            assert self.render is not None
+            # The chat template's switches go into our rendering of the prompt.
+            body["prompt"] = prompt = self.render(
+                request.messages, extra.pop("chat_template_kwargs", {})
+            )
+            opened = ends_in_reasoning(prompt)
+        body.update(seed=s.seed, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens)
+        body.update(extra)
         start = time.perf_counter()
-        try:
-            # The raw response: a garbled body is ours to judge, not the client's to trust.
-            if self.api == "chat":
-                raw = await self.client.chat.completions.with_raw_response.create(
-                    model=self.model,
-                    messages=request.messages,  # type: ignore[arg-type]
-                    seed=s.seed,
-                    extra_body=extra or None,
-                    **sampling,  # type: ignore[arg-type]
-                )
-            else:
-                assert self.render is not None
-                # The chat template's switches go into our rendering of the prompt.
-                prompt = self.render(request.messages, extra.pop("chat_template_kwargs", {}))
-                opened = ends_in_reasoning(prompt)
-                raw = await self.client.completions.with_raw_response.create(
-                    model=self.model,
-                    prompt=prompt,
-                    seed=s.seed,
-                    extra_body=extra or None,
-                    **sampling,  # type: ignore[arg-type]
-                )
-            body = raw.http_response.content
-        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-            raise TransientError(f"{type(exc).__name__}: {exc}") from exc
-        except openai.APIStatusError as exc:
-            message = f"{type(exc).__name__}: HTTP {exc.status_code}: {_message(exc)}"
-            if exc.status_code in RETRYABLE or exc.status_code >= 500:
-                raise TransientError(message, retry_after(exc.response.headers)) from exc
-            raise RequestError(message) from exc
-        generation = read_reply(body, self.api, opened)
+        status, headers, raw = await self._post(body)
+        if status != 200:
+            message = f"{_status_name(status)}: HTTP {status}: {_error_message(raw)}"
+            if status in RETRYABLE or status >= 500:
+                raise TransientError(message, retry_after(headers))
+            raise RequestError(message)
+        generation = read_reply(raw, self.api, opened)
         generation.latency = time.perf_counter() - start
         if not served_as(generation.served_model, self.model, self.aliases):
             raise RequestError(
@@ -114,29 +141,41 @@ class OpenAIBackend(Backend):
             )
         return generation
 
+    async def _post(self, body: dict[str, Any]) -> tuple[int, Any, bytes]:
+        """(status, headers, body bytes) of one POST; a connection that fails or a server
+        that does not answer in time is transient."""
+        try:
+            async with self.session().post(
+                self.url, data=_dumps(body), headers=self.headers
+            ) as response:
+                return response.status, response.headers, await response.read()
+        except TimeoutError as exc:  # aiohttp's own time limit (the guard's is a cancel)
+            raise TransientError("APITimeoutError: Request timed out.") from exc
+        except aiohttp.ClientError as exc:
+            raise TransientError(f"APIConnectionError: {_describe(exc)}") from exc
+
     async def check(self) -> None:
         where = redact(self.base_url) if self.base_url else "the OpenAI API"
         try:
-            raw = await self.client.models.with_raw_response.list()
-            body = raw.http_response.content
-        except openai.APIConnectionError as exc:
+            async with self.session().get(self.models_url, headers=self.headers) as response:
+                status, body = response.status, await response.read()
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise BackendError(
-                f"no OpenAI-compatible server answers at {where} ({exc}); "
+                f"no OpenAI-compatible server answers at {where} ({_describe(exc)}); "
                 "start it or fix --base-url."
             ) from exc
-        except openai.AuthenticationError as exc:
-            raise BackendError(
-                f"the server at {where} refused the API key; set OPENAI_API_KEY."
-            ) from exc
-        except openai.NotFoundError:
+        if status == 401:
+            raise BackendError(f"the server at {where} refused the API key; set OPENAI_API_KEY.")
+        if status == 404:
             return  # a server without /models can still serve chat completions
-        except openai.APIStatusError as exc:
+        if status != 200:
             raise BackendError(
-                f"the server at {where} answered its model list with HTTP {exc.status_code} "
-                f"({printable(_message(exc))}); check that it is an OpenAI-compatible server."
-            ) from exc
+                f"the server at {where} answered its model list with HTTP {status} "
+                f"({printable(_error_message(body))}); check that it is an OpenAI-compatible "
+                "server."
+            )
         try:
-            data = json.loads(body.decode("utf-8"))["data"]
+            data = _loads(body)["data"]
             served = {str(m["id"]): m for m in data}
         except (UnicodeDecodeError, ValueError, KeyError, TypeError):
             raise BackendError(
@@ -156,7 +195,50 @@ class OpenAIBackend(Backend):
             self.aliases = frozenset(n for n, m in served.items() if m.get("root") == root)
 
     async def aclose(self) -> None:
-        await self.client.close()
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+
+def _dumps(body: dict[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # a lone surrogate from a benchmark file: orjson refuses, JSON escapes it
+        return json.dumps(body).encode()
+
+
+def _loads(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        # orjson refuses an escaped lone surrogate, which Python's parser reads (and
+        # valid_text then replaces); anything else fails here too.
+        return json.loads(body.decode("utf-8"))
+
+
+def _status_name(status: int) -> str:
+    return STATUS_NAMES.get(status) or (
+        "InternalServerError" if status >= 500 else "APIStatusError"
+    )
+
+
+def _error_message(body: bytes) -> str:
+    """What an error body says: its `error.message` (OpenAI's and vLLM's shape), else its
+    first bytes."""
+    try:
+        data = _loads(body)
+    except (UnicodeDecodeError, ValueError):
+        return _first_bytes(body)
+    error = data.get("error", data) if isinstance(data, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    if isinstance(error, str) and error:
+        return error
+    return _first_bytes(body)
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
 
 
 # Where servers put a reply's reasoning: vLLM's field, and its older name (also SGLang's and
@@ -171,7 +253,7 @@ def read_reply(body: bytes, api: str, opened: bool = False) -> Generation:
     reasoning, not cut by the token limit, is the server's own answer, so a RequestError.
     `opened`: the prompt we rendered ends inside a think block."""
     try:
-        data = json.loads(body.decode("utf-8"))
+        data = _loads(body)
         choice = data["choices"][0]
         message = choice["message"] if api == "chat" else choice
         text = message["content"] if api == "chat" else message["text"]
@@ -239,15 +321,6 @@ def retry_after(headers: object) -> float | None:
         return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
     except (TypeError, ValueError):
         return None
-
-
-def _message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-    return exc.message
 
 
 def _build(spec: str, model: str, where: Where) -> OpenAIBackend:

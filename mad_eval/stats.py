@@ -17,15 +17,25 @@ from mad_eval.metrics import Formula
 from mad_eval.tally import Tallies
 
 
-@functools.lru_cache(maxsize=8)
+# Replicates drawn at once: the draws of a block are made and used as floats a block at a
+# time, so no replicates x questions float matrix ever exists (800 MB at 50k questions).
+BLOCK = 100
+
+
+@functools.lru_cache(maxsize=2)
 def _weights(questions: int, replicates: int, seed: int) -> np.ndarray:
-    """How often each replicate draws each question: [replicates, questions]. The same for
-    every number of a table (one seed), so it is drawn once; callers must not modify it."""
+    """How often each replicate draws each question: [replicates, questions] integer counts
+    in the smallest type that holds them. The same for every number of a table (one seed),
+    so it is drawn once; callers must not modify it. Drawn a block of replicates at a time,
+    which gives the same draws as one call."""
     rng = np.random.default_rng(seed)
-    draws = rng.multinomial(questions, np.full(questions, 1 / questions), size=replicates)
-    weights = draws.astype(float)
-    weights.setflags(write=False)
-    return weights
+    p = np.full(questions, 1 / questions)
+    counts = np.empty((replicates, questions), np.min_scalar_type(questions))
+    for start in range(0, replicates, BLOCK):
+        rows = min(BLOCK, replicates - start)
+        counts[start : start + rows] = rng.multinomial(questions, p, size=rows)
+    counts.setflags(write=False)
+    return counts
 
 
 def _over_runs(values: np.ndarray) -> np.ndarray:

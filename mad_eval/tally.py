@@ -45,10 +45,19 @@ class Rates(dict):
         if self.weights is None:
             num, den = num.sum(axis=1), den.sum(axis=1)
         else:
-            num, den = num @ self.weights.T, den @ self.weights.T
+            num, den = _weighted(num, self.weights), _weighted(den, self.weights)
         with np.errstate(invalid="ignore", divide="ignore"):
             self[key] = np.where(den > 0, num / den, np.nan)
         return self[key]
+
+
+def _weighted(values: np.ndarray, counts: np.ndarray, block: int = 100) -> np.ndarray:
+    """values [runs, questions] summed with each replicate's counts [replicates, questions]:
+    [runs, replicates], converting the counts to floats a block of replicates at a time."""
+    out = np.empty((values.shape[0], counts.shape[0]))
+    for start in range(0, counts.shape[0], block):
+        out[:, start : start + block] = values @ counts[start : start + block].T.astype(float)
+    return out
 
 
 @dataclass
@@ -78,7 +87,8 @@ class Tallies:
 
     def on(self, questions: list[str]) -> Tallies:
         """The same tallies on `questions` (a subset, in that order), to pair two methods."""
-        index = [self.questions.index(q) for q in questions]
+        where = {q: i for i, q in enumerate(self.questions)}
+        index = [where[q] for q in questions]
         return Tallies(
             self.runs,
             list(questions),

@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
+import orjson
+
 TurnKey = tuple[int, str, int, int]
 
 
@@ -31,6 +33,16 @@ class Question:
         return self.meta.get("options", [])
 
 
+def loads(text: str | bytes) -> Any:
+    """JSON read with orjson, several times faster than the standard library; what orjson
+    refuses and Python reads (an escaped lone surrogate, NaN) is read by Python's parser, so
+    only what neither reads is an error (a ValueError)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 class JsonLine:
     """A record that is one line of a JSON Lines file."""
 
@@ -42,8 +54,8 @@ class JsonLine:
         return json.dumps(dataclasses.asdict(self), ensure_ascii=False)  # type: ignore[call-overload]
 
     @classmethod
-    def from_json(cls, line: str) -> Self:
-        data = json.loads(line)
+    def from_json(cls, line: str | bytes) -> Self:
+        data = loads(line)
         for name in cls.SHARED:
             if isinstance(data.get(name), str):
                 data[name] = sys.intern(data[name])

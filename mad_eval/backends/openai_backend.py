@@ -33,6 +33,7 @@ from mad_eval.backends.base import (
     answered,
 )
 from mad_eval.reasoning import ends_in_reasoning
+from mad_eval.records import loads
 from mad_eval.sanitize import printable, redact, valid_text
 
 OPENAI_API = "https://api.openai.com/v1"
@@ -175,7 +176,7 @@ class OpenAIBackend(Backend):
                 "server."
             )
         try:
-            data = _loads(body)["data"]
+            data = loads(body)["data"]
             served = {str(m["id"]): m for m in data}
         except (UnicodeDecodeError, ValueError, KeyError, TypeError):
             raise BackendError(
@@ -207,15 +208,6 @@ def _dumps(body: dict[str, Any]) -> bytes:
         return json.dumps(body).encode()
 
 
-def _loads(body: bytes) -> Any:
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        # orjson refuses an escaped lone surrogate, which Python's parser reads (and
-        # valid_text then replaces); anything else fails here too.
-        return json.loads(body.decode("utf-8"))
-
-
 def _status_name(status: int) -> str:
     return STATUS_NAMES.get(status) or (
         "InternalServerError" if status >= 500 else "APIStatusError"
@@ -226,7 +218,7 @@ def _error_message(body: bytes) -> str:
     """What an error body says: its `error.message` (OpenAI's and vLLM's shape), else its
     first bytes."""
     try:
-        data = _loads(body)
+        data = loads(body)
     except (UnicodeDecodeError, ValueError):
         return _first_bytes(body)
     error = data.get("error", data) if isinstance(data, dict) else None
@@ -253,7 +245,7 @@ def read_reply(body: bytes, api: str, opened: bool = False) -> Generation:
     reasoning, not cut by the token limit, is the server's own answer, so a RequestError.
     `opened`: the prompt we rendered ends inside a think block."""
     try:
-        data = _loads(body)
+        data = loads(body)
         choice = data["choices"][0]
         message = choice["message"] if api == "chat" else choice
         text = message["content"] if api == "chat" else message["text"]

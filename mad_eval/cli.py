@@ -653,7 +653,7 @@ def _report(store: RunStore, command: str | None = None) -> None:
     console.print(metrics_view(run.metrics, title=store.root.name))
     console.print(f"Records: {store.turns_path}  Metrics: {store.metrics_path}")
     # A prompt that did not fit was never sent: asking again would fail the same way.
-    sent = sum(1 for t in run.turns if t.failed and t.attempts > 0)
+    sent = run.failed_sent
     if sent and command:
         warn(
             "failed",

@@ -17,7 +17,7 @@ from mad_eval.prompts import holds_quoting_tags
 from mad_eval.records import Turn, Verdict
 from mad_eval.rubric import CRITIQUE
 from mad_eval.rules import default_rule, majority_vote
-from mad_eval.tally import Rates, Tallies, tally, tally_verdicts
+from mad_eval.tally import Counting, Rates, Tallies, by_debate, tally_verdicts
 
 __all__ = ["compute_metrics", "formulas", "lookup", "majority_vote", "mean_std", "percent"]
 
@@ -210,86 +210,235 @@ def compute_metrics(
     kind: str = "math",
     rule: str | None = None,
 ) -> dict[str, Any]:
-    """metrics.json: means over runs, their sample std, and each run's own numbers.
+    """metrics.json from a list of turns (see Measuring, which reads them a debate at a
+    time). `tallies` are the turns' (and verdicts') own, when the caller has counted them
+    already."""
+    if not turns:
+        raise ValueError("no turns recorded yet: nothing to measure.")
+    runs = sorted({t.run for t in turns})
+    questions = sorted({t.question for t in turns})
+    measuring = Measuring(
+        runs,
+        questions,
+        agents,
+        rounds,
+        voters,
+        seed,
+        hub,
+        groups,
+        kind,
+        rule,
+        count=tallies is None,
+    )
+    for debate in by_debate(turns):
+        measuring.add(debate)
+    if tallies is None:
+        tallies = measuring.tallies(verdicts)
+    return measuring.metrics(tallies, verdicts)
+
+
+class Totals:
+    """The counts of metrics.json that are plain sums over turns, added a debate at a time."""
+
+    def __init__(self) -> None:
+        self.by_run: dict[int, Counter[str]] = defaultdict(Counter)
+        self.all: Counter[str] = Counter()
+        self.truncated: Counter[int] = Counter()  # by round
+        self.shared: Counter[int] = Counter()  # prompt tokens a prefix cache can skip, by round
+        self.context: Counter[int] = Counter()
+
+    def add(self, turns: list[Turn]) -> None:
+        for t in turns:
+            mine, live = self.by_run[t.run], not t.failed
+            mine["turns"] += 1
+            mine["unparsed"] += live and t.answer is None
+            mine["truncated_in_reasoning"] += t.truncated_in_reasoning
+            mine["failed_turns"] += t.failed
+            self.truncated[t.round] += t.truncated_in_reasoning
+            if t.context_tokens and t.prefix_tokens is not None:
+                self.shared[t.round] += t.prefix_tokens
+                self.context[t.round] += t.context_tokens
+            counts = self.all
+            counts["live"] += live
+            counts["failed_sent"] += t.failed and t.attempts > 0
+            counts["length_stops"] += live and t.finish_reason == "length"
+            counts["reasoning_turns"] += live and bool(t.reasoning)
+            counts["context_cut_turns"] += bool(t.cut_tokens)
+            counts["context_cut_tokens"] += t.cut_tokens
+            counts["retried_turns"] += t.attempts > 1
+            counts["requests_sent"] += t.attempts
+            counts["cached_turns"] += t.cached
+            # Replies that wrote a tag prompts quote with: escaped wherever they were quoted.
+            counts["replies_with_quoting_tags"] += holds_quoting_tags(t.text) or holds_quoting_tags(
+                t.reasoning
+            )
+
+    def prefix_share(self) -> dict[str, Any]:
+        """The fraction of prompt tokens that repeat a prefix another agent already sent for
+        the same question and round: what vLLM's prefix cache can skip. Pooled over runs."""
+        by_round = {r: self.shared[r] / self.context[r] for r in sorted(self.context)}
+        total = self.context.total()
+        return {"overall": self.shared.total() / total if total else None, "by_round": by_round}
+
+
+class Measuring:
+    """metrics.json built a debate (one run's turns of one question) at a time, so a run of
+    any size is measured without holding its turns: the tallies behind every rate
+    (tally.Counting), the plain sums (Totals), and the same for each agent group.
+
     The system's answers are those the scoring `rule` picks (None: the kind's default),
     recorded as `score`. With a `hub`, its own accuracy per round; with several `groups`
     (label -> agents), the same numbers for each group's agents alone, voted among them by
-    the kind's default rule; with the judge's `verdicts`, the critique scores. `tallies` are
-    the turns' (and verdicts') own, when the caller has counted them already."""
-    if not turns:
-        raise ValueError("no turns recorded yet: nothing to measure.")
-    rule = rule or default_rule(kind)
-    if tallies is None:
-        tallies = tally(turns, voters, rounds, seed, hub, kind, rule)
-        if verdicts:
-            tallies = tally_verdicts(verdicts, tallies, rounds)
-    rates = tallies.rates()
-    named = formulas(rounds, agents, hub is not None, critique=bool(verdicts), kind=kind)
-    values = {name: f(rates) for name, f in named.items()}
+    the kind's default rule; with the judge's verdicts, the critique scores. `count=False`
+    skips the team's own tallies, for a caller that has them already."""
 
-    def mean_cell(name: str) -> dict[str, Any]:
-        mean, std = mean_std([_value(v) for v in values[name]])
-        return {_field(name): mean, f"{_field(name)}_std": std}
-
-    per_run = []
-    for i, run in enumerate(tallies.runs):
-        mine = [t for t in turns if t.run == run]
-        per_run.append(
-            {
-                "run": run,
-                **_nest(values, lambda name, i=i: {_field(name): _value(values[name][i])}),
-                "turns": len(mine),
-                "unparsed": sum(1 for t in mine if not t.failed and t.answer is None),
-                "truncated_in_reasoning": sum(1 for t in mine if t.truncated_in_reasoning),
-                "failed_turns": sum(1 for t in mine if t.failed),
-            }
+    def __init__(
+        self,
+        runs: list[int],
+        questions: list[str],
+        agents: int,
+        rounds: int,
+        voters: list[int],
+        seed: int,
+        hub: int | None = None,
+        groups: dict[str, list[int]] | None = None,
+        kind: str = "math",
+        rule: str | None = None,
+        count: bool = True,
+    ):
+        self.agents, self.rounds, self.voters, self.seed, self.hub = (
+            agents,
+            rounds,
+            voters,
+            seed,
+            hub,
         )
-    summary = _nest(values, mean_cell)
-    share = prefix_share(turns)
-    truncated = Counter(t.round for t in turns if t.truncated_in_reasoning)
-    for row in summary["rounds"]:
-        row["prefix_share"] = share["by_round"].get(row["round"])
-        row["truncated_in_reasoning"] = truncated[row["round"]]
-    live = [t for t in turns if not t.failed]
-    metrics = {
-        "kind": kind,
-        "score": rule,
-        "runs": len(per_run),
-        "questions": len(tallies.questions),
-        "agents": agents,
-        "rounds_of_debate": rounds,
-        "voters": voters,
-        "hub": hub,
-        **summary,
-        "turns": len(turns),
-        "unparsed": sum(p["unparsed"] for p in per_run),
-        "unparsed_pct": percent(t.answer is None for t in live),
-        # Cut off by the token limit before the reasoning ended: unparsed, never voted.
-        "truncated_in_reasoning": truncated.total(),
-        "failed_turns": sum(p["failed_turns"] for p in per_run),
-        "length_stops": sum(1 for t in live if t.finish_reason == "length"),
-        "reasoning_turns": sum(1 for t in live if t.reasoning),
-        "context_cut_turns": sum(1 for t in turns if t.cut_tokens),
-        "context_cut_tokens": sum(t.cut_tokens for t in turns),
-        # Serving: answers that needed retries, requests sent in all, answers from the cache.
-        "retried_turns": sum(1 for t in turns if t.attempts > 1),
-        "requests_sent": sum(t.attempts for t in turns),
-        "cached_turns": sum(1 for t in turns if t.cached),
-        # Replies that wrote a tag prompts quote with: escaped wherever they were quoted.
-        "replies_with_quoting_tags": sum(
-            1 for t in turns if holds_quoting_tags(t.text) or holds_quoting_tags(t.reasoning)
-        ),
-        "prefix_share": share["overall"],
-        "per_run": per_run,
-    }
-    if verdicts:
-        metrics["judge"] = judge_counts(verdicts, summary["rounds"])
-    if groups and len(groups) > 1:
-        metrics["groups"] = [
-            {"group": label, **group_metrics(turns, members, rounds, seed, kind)}
-            for label, members in groups.items()
-        ]
-    return metrics
+        self.kind, self.rule = kind, rule or default_rule(kind)
+        self.counting = (
+            Counting(runs, questions, voters, rounds, seed, hub, kind, self.rule) if count else None
+        )
+        self.totals = Totals()
+        self.groups = (
+            {
+                label: Measuring(runs, questions, len(members), rounds, members, seed, kind=kind)
+                for label, members in (groups or {}).items()
+            }
+            if groups and len(groups) > 1
+            else {}
+        )
+
+    def add(self, turns: list[Turn]) -> None:
+        """Count one debate: every turn of one run and one question."""
+        if self.counting is not None:
+            self.counting.add(turns)
+        self.totals.add(turns)
+        for group in self.groups.values():
+            group.add([t for t in turns if t.agent in group.voters])
+
+    def tallies(self, verdicts: list[Verdict] | None = None) -> Tallies:
+        """The team's tallies, with the judge's verdicts counted when given."""
+        assert self.counting is not None, "counted with count=False"
+        found = self.counting.tallies
+        return tally_verdicts(verdicts, found, self.rounds) if verdicts else found
+
+    def metrics(
+        self, tallies: Tallies | None = None, verdicts: list[Verdict] | None = None
+    ) -> dict[str, Any]:
+        """metrics.json: means over runs, their sample std, and each run's own numbers."""
+        if not self.totals.by_run:
+            raise ValueError("no turns recorded yet: nothing to measure.")
+        tallies = tallies if tallies is not None else self.tallies(verdicts)
+        rates = tallies.rates()
+        named = formulas(
+            self.rounds, self.agents, self.hub is not None, critique=bool(verdicts), kind=self.kind
+        )
+        values = {name: f(rates) for name, f in named.items()}
+
+        def mean_cell(name: str) -> dict[str, Any]:
+            mean, std = mean_std([_value(v) for v in values[name]])
+            return {_field(name): mean, f"{_field(name)}_std": std}
+
+        per_run = []
+        for i, run in enumerate(tallies.runs):
+            mine = self.totals.by_run[run]
+            per_run.append(
+                {
+                    "run": run,
+                    **_nest(values, lambda name, i=i: {_field(name): _value(values[name][i])}),
+                    **{k: mine[k] for k in RUN_COUNTS},
+                }
+            )
+        summary = _nest(values, mean_cell)
+        share = self.totals.prefix_share()
+        truncated = self.totals.truncated
+        for row in summary["rounds"]:
+            row["prefix_share"] = share["by_round"].get(row["round"])
+            row["truncated_in_reasoning"] = truncated[row["round"]]
+        counts = self.totals.all
+        unparsed = sum(p["unparsed"] for p in per_run)
+        metrics = {
+            "kind": self.kind,
+            "score": self.rule,
+            "runs": len(per_run),
+            "questions": len(tallies.questions),
+            "agents": self.agents,
+            "rounds_of_debate": self.rounds,
+            "voters": self.voters,
+            "hub": self.hub,
+            **summary,
+            "turns": sum(p["turns"] for p in per_run),
+            "unparsed": unparsed,
+            "unparsed_pct": 100.0 * unparsed / counts["live"] if counts["live"] else None,
+            # Cut off by the token limit before the reasoning ended: unparsed, never voted.
+            "truncated_in_reasoning": truncated.total(),
+            "failed_turns": sum(p["failed_turns"] for p in per_run),
+            **{k: counts[k] for k in TURN_COUNTS},
+            "prefix_share": share["overall"],
+            "per_run": per_run,
+        }
+        if verdicts:
+            metrics["judge"] = judge_counts(verdicts, summary["rounds"])
+        if self.groups:
+            metrics["groups"] = [
+                {"group": label, **group.group_metrics()} for label, group in self.groups.items()
+            ]
+        return metrics
+
+    def group_metrics(self) -> dict[str, Any]:
+        """One agent group's numbers: its agents' accuracy and transitions, and their own vote
+        by the kind's default rule (for summaries: their consensus summary's ROUGE), whatever
+        rule scores the whole team: a group need not hold the hub."""
+        found = self.metrics()
+        keep = (
+            "maj",
+            "debate",
+            "delta",
+            *ROUGE,
+            "rounds",
+            "transitions",
+            "unparsed",
+            "failed_turns",
+        )
+        rows = {key: found[key] for key in keep if key in found}
+        for row in rows["rounds"]:
+            row.pop("prefix_share")
+            row.pop("truncated_in_reasoning")
+        return {"agents": self.voters, **rows}
+
+
+# metrics.json's plain counts: each run's, and the whole run's besides those summed over runs.
+RUN_COUNTS = ("turns", "unparsed", "truncated_in_reasoning", "failed_turns")
+TURN_COUNTS = (
+    "length_stops",
+    "reasoning_turns",
+    "context_cut_turns",
+    "context_cut_tokens",
+    # Serving: answers that needed retries, requests sent in all, answers from the cache.
+    "retried_turns",
+    "requests_sent",
+    "cached_turns",
+    "replies_with_quoting_tags",
+)
 
 
 def judge_counts(verdicts: list[Verdict], rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -310,33 +459,3 @@ def judge_counts(verdicts: list[Verdict], rows: list[dict[str, Any]]) -> dict[st
         "requests_sent": sum(v.attempts for v in verdicts),
         "cached": sum(1 for v in verdicts if v.cached),
     }
-
-
-def group_metrics(
-    turns: list[Turn], members: list[int], rounds: int, seed: int, kind: str = "math"
-) -> dict[str, Any]:
-    """One agent group's numbers: its agents' accuracy and transitions, and their own vote
-    by the kind's default rule (for summaries: their consensus summary's ROUGE), whatever
-    rule scores the whole team: a group need not hold the hub."""
-    mine = [t for t in turns if t.agent in members]
-    found = compute_metrics(mine, len(members), rounds, members, seed, kind=kind)
-    keep = ("maj", "debate", "delta", *ROUGE, "rounds", "transitions", "unparsed", "failed_turns")
-    rows = {key: found[key] for key in keep if key in found}
-    for row in rows["rounds"]:
-        row.pop("prefix_share")
-        row.pop("truncated_in_reasoning")
-    return {"agents": members, **rows}
-
-
-def prefix_share(turns: list[Turn]) -> dict[str, Any]:
-    """The fraction of prompt tokens that repeat a prefix another agent already sent for the
-    same question and round: what vLLM's prefix cache can skip. Pooled over runs."""
-    shared: dict[int, int] = defaultdict(int)
-    total: dict[int, int] = defaultdict(int)
-    for t in turns:
-        if t.context_tokens and t.prefix_tokens is not None:
-            shared[t.round] += t.prefix_tokens
-            total[t.round] += t.context_tokens
-    by_round = {r: shared[r] / total[r] for r in sorted(total)}
-    overall = sum(shared.values()) / sum(total.values()) if total else None
-    return {"overall": overall, "by_round": by_round}

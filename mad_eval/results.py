@@ -1,5 +1,5 @@
-"""Finished runs as tables and plots see them: each run's records, its counts per question
-and its metrics, all recomputed from turns.jsonl, and a name for the method it measured."""
+"""Finished runs as tables and plots see them: each run's counts per question and its
+metrics, all recomputed from turns.jsonl, and a name for the method it measured."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.kinds import get_kind
-from mad_eval.metrics import Formula, compute_metrics, critique_formulas, formulas, locate
-from mad_eval.records import Turn, Verdict
+from mad_eval.metrics import Formula, Measuring, Totals, critique_formulas, formulas, locate
+from mad_eval.records import Verdict
 from mad_eval.rules import RULES, default_rule
 from mad_eval.stats import bootstrap_ci
-from mad_eval.store import JudgeLog, RunStore, StoreError
-from mad_eval.tally import Tallies, tally, tally_verdicts
+from mad_eval.store import Debates, JudgeLog, RunStore, StoreError, read_debates
+from mad_eval.tally import Tallies
 
 # What can tell two methods apart, in the order a generated label lists them.
 LABEL_FIELDS = ("model", "protocol", "agents", "rounds", "prompt", "temperature", "seed")
@@ -24,10 +24,11 @@ LABEL_FIELDS = ("model", "protocol", "agents", "rounds", "prompt", "temperature"
 class Run:
     root: Path
     manifest: dict[str, Any]
-    turns: list[Turn]
     tallies: Tallies
     metrics: dict[str, Any]
     verdicts: list[Verdict] = field(default_factory=list)
+    # Failed turns whose request was sent (not a prompt too long to send): worth asking again.
+    failed_sent: int = 0
     label: str = ""
 
     @property
@@ -110,35 +111,34 @@ def manifest_rule(manifest: dict[str, Any]) -> str:
 
 
 def measure(
-    manifest: dict[str, Any], turns: list[Turn], verdicts: list[Verdict] | None = None
-) -> tuple[Tallies, dict[str, Any]]:
-    """The run's counts per question and its metrics.json, from its records alone: its
-    turns and, when it has been judged, the judge's verdicts."""
+    manifest: dict[str, Any], debates: Debates, verdicts: list[Verdict] | None = None
+) -> tuple[Tallies, dict[str, Any], Totals]:
+    """The run's counts per question, its metrics.json and its plain sums, from its records
+    alone: its turns, read a debate at a time, and, when it has been judged, the judge's
+    verdicts."""
     config, protocol = manifest["config"], manifest["protocol"]
     groups: dict[str, list[int]] = {}
     for seat in manifest.get("team", []):
         groups.setdefault(seat["group"], []).append(seat["agent"])
-    kind, rule = manifest_kind(manifest), manifest_rule(manifest)
-    voters, hub = protocol["voters"], protocol.get("hub")
-    found = tally(turns, voters, config["rounds"], config["seed"], hub, kind, rule)
-    if verdicts:
-        found = tally_verdicts(verdicts, found, config["rounds"])
-    metrics = compute_metrics(
-        turns,
+    measuring = Measuring(
+        debates.runs,
+        debates.questions,
         agents=config["agents"],
         rounds=config["rounds"],
         voters=protocol["voters"],
         seed=config["seed"],
         hub=protocol.get("hub"),
         groups=groups,
-        tallies=found,
-        verdicts=verdicts,
-        kind=kind,
-        rule=rule,
+        kind=manifest_kind(manifest),
+        rule=manifest_rule(manifest),
     )
+    for debate in debates.each:
+        measuring.add(debate)
+    found = measuring.tallies(verdicts)
+    metrics = measuring.metrics(found, verdicts)
     if verdicts:
         critique_intervals(metrics, found, config["rounds"])
-    return found, metrics
+    return found, metrics, measuring.totals
 
 
 def critique_intervals(metrics: dict[str, Any], found: Tallies, rounds: int) -> None:
@@ -151,15 +151,18 @@ def critique_intervals(metrics: dict[str, Any], found: Tallies, rounds: int) -> 
 
 
 def load_run(root: Path) -> Run:
-    """Read one run directory; a folder that is no run, or holds no turns, is a StoreError."""
+    """Read one run directory; a folder that is no run, or holds no turns, is a StoreError.
+    Its turns are read a debate at a time and never held all at once."""
     store = RunStore(root)
     manifest = store.manifest()
-    turns = store.read_turns()
-    if not turns:
+    debates = read_debates(store.turns_path)
+    if not debates.count:
         raise StoreError(f"{store.turns_path} holds no turns yet; nothing to report.")
     verdicts = JudgeLog(store.root).read()
-    found, metrics = measure(manifest, turns, verdicts)
-    return Run(store.root, manifest, turns, found, metrics, verdicts)
+    found, metrics, totals = measure(manifest, debates, verdicts)
+    return Run(
+        store.root, manifest, found, metrics, verdicts, failed_sent=totals.all["failed_sent"]
+    )
 
 
 def load_runs(roots: list[Path], labels: dict[str, str] | None = None) -> list[Run]:

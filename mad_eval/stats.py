@@ -14,12 +14,7 @@ import numpy as np
 
 from mad_eval.layouts import REPLICATES
 from mad_eval.metrics import Formula
-from mad_eval.tally import Tallies
-
-
-# Replicates drawn at once: the draws of a block are made and used as floats a block at a
-# time, so no replicates x questions float matrix ever exists (800 MB at 50k questions).
-BLOCK = 100
+from mad_eval.tally import BLOCK, Tallies
 
 
 @functools.lru_cache(maxsize=2)

@@ -10,6 +10,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -296,6 +297,42 @@ def read_records(path: Path, parse: Callable[[str], T], what: str, repair: bool 
     return [record for _, record in _records(path, parse, what, repair)]
 
 
+def _lines(path: Path, limit: int | None = None) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, offset just past the line, the line without its newline) for every whole
+    line of a file, up to byte `limit`: a partial last line (a writer killed mid-line, or one
+    still writing) is never read."""
+    end = 0
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, start=1):
+            if not raw.endswith(b"\n") or (limit is not None and end >= limit):
+                break
+            end += len(raw)
+            yield number, end, raw[:-1]
+
+
+def _parsed(
+    path: Path, parse: Callable[[str], T], what: str, limit: int | None = None
+) -> Iterator[tuple[int, bytes, T]]:
+    """(offset past the line, line as written, record) for every whole, non-blank line."""
+    for number, end, line in _lines(path, limit):
+        if line.strip():
+            yield end, line, _parse(path, number, line, parse, what)
+
+
+def _parse(path: Path, number: int, line: bytes, parse: Callable[[str], T], what: str) -> T:
+    """One line's record; a line that is none is named in one sentence."""
+    try:
+        return parse(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise StoreError(
+            f"{path} line {number} is not UTF-8 text; fix or remove that line."
+        ) from None
+    except (ValueError, TypeError) as exc:
+        raise StoreError(
+            f"{path} line {number} is not {what} ({exc}); fix or remove that line."
+        ) from None
+
+
 def _records(
     path: Path, parse: Callable[[str], T], what: str, repair: bool = False
 ) -> Iterator[tuple[bytes, T]]:
@@ -303,28 +340,63 @@ def _records(
     time (a run's records need not fit in memory twice)."""
     if not path.exists():
         return
-    whole = 0  # bytes of whole lines read
-    with path.open("rb") as f:
-        for number, raw in enumerate(f, start=1):
-            if not raw.endswith(b"\n"):  # a partial last line: a writer killed mid-line
-                break
-            whole += len(raw)
-            line = raw[:-1]
-            if not line.strip():
-                continue
-            try:
-                yield line, parse(line.decode("utf-8"))
-            except UnicodeDecodeError:
-                raise StoreError(
-                    f"{path} line {number} is not UTF-8 text; fix or remove that line."
-                ) from None
-            except (ValueError, TypeError) as exc:
-                raise StoreError(
-                    f"{path} line {number} is not {what} ({exc}); fix or remove that line."
-                ) from None
+    whole = 0  # bytes up to the last record read (blank lines after it may go too)
+    for end, line, record in _parsed(path, parse, what):
+        whole = end
+        yield line, record
     if repair and whole < path.stat().st_size:
         with path.open("r+b") as f:
             f.truncate(whole)
+
+
+# How every turn record begins (records.JsonLine.to_json): enough to know its debate
+# without parsing the whole line.
+_DEBATE = re.compile(rb'\{"run": (-?\d+), "question": "((?:[^"\\]|\\.)*)"')
+
+
+def _debate_of(path: Path, number: int, line: bytes) -> tuple[int, str]:
+    """(run, question) of a turn record's line."""
+    found = _DEBATE.match(line)
+    if found is not None and b"\\" not in found[2] and found[2].isascii():
+        return int(found[1]), found[2].decode("ascii")
+    turn = _parse(path, number, line, Turn.from_json, "a turn record")  # read it whole
+    return turn.run, turn.question
+
+
+def read_debates(path: Path) -> Debates:
+    """The turns of turns.jsonl a debate (one run's turns of one question) at a time, each
+    debate as soon as its last line is read, so a report holds only the debates whose lines
+    interleave. A first pass finds where each debate's last line is (reading only the start
+    of every line); a repeated key keeps the last turn, as in RunStore.read_turns."""
+    last: dict[tuple[int, str], int] = {}
+    end = 0
+    if path.exists():
+        for number, end, line in _lines(path):
+            if line.strip():
+                last[_debate_of(path, number, line)] = end
+
+    def debates() -> Iterator[list[Turn]]:
+        reading: dict[tuple[int, str], dict[TurnKey, Turn]] = {}
+        for at, _, turn in _parsed(path, Turn.from_json, "a turn record", limit=end):
+            debate = (turn.run, turn.question)
+            reading.setdefault(debate, {})[turn.key] = turn
+            if last.get(debate) == at:
+                yield list(reading.pop(debate).values())
+
+    runs = sorted({run for run, _ in last})
+    questions = sorted({question for _, question in last})
+    return Debates(runs, questions, len(last), debates())
+
+
+@dataclasses.dataclass
+class Debates:
+    """A run folder's turns as read_debates hands them out: the runs and questions they
+    hold (sorted), how many debates, and the debates themselves, to be read once."""
+
+    runs: list[int]
+    questions: list[str]
+    count: int
+    each: Iterator[list[Turn]]
 
 
 def move_records(path: Path, keys: set[TurnKey], parse: Callable[[str], Any], what: str) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -51,12 +52,18 @@ class Rates(dict):
         return self[key]
 
 
-def _weighted(values: np.ndarray, counts: np.ndarray, block: int = 100) -> np.ndarray:
+# Bootstrap replicates drawn and weighed at once: their question counts are drawn as
+# integers and made floats a block at a time, so no replicates x questions float matrix
+# ever exists (800 MB at 50k questions and 2,000 replicates).
+BLOCK = 100
+
+
+def _weighted(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """values [runs, questions] summed with each replicate's counts [replicates, questions]:
-    [runs, replicates], converting the counts to floats a block of replicates at a time."""
+    [runs, replicates]."""
     out = np.empty((values.shape[0], counts.shape[0]))
-    for start in range(0, counts.shape[0], block):
-        out[:, start : start + block] = values @ counts[start : start + block].T.astype(float)
+    for start in range(0, counts.shape[0], BLOCK):
+        out[:, start : start + BLOCK] = values @ counts[start : start + BLOCK].T.astype(float)
     return out
 
 
@@ -106,76 +113,132 @@ def tally(
     kind: str = "math",
     rule: str | None = None,
 ) -> Tallies:
-    """Count everything once. The system's answer in each round is the one `rule` picks
-    (mad_eval.rules; None: the kind's default): a voting kind counts it right or wrong, a
-    summary scores its ROUGE. Failed turns are left out of every count; whether a question
-    whose every voter failed is scored is the rule's to say (plurality: it is not)."""
-    decide = get_rule(rule or default_rule(kind))
-    if decide.needs_hub and hub is None:
-        raise ValueError(f"score={decide.name} needs a protocol with a hub; this run has none.")
-    alike = same_answer(kind)
-    summary = not get_kind(kind).voted  # scored (ROUGE), not right or wrong
-    found, cells = _cells(turns, rounds, _summary_keys(rounds) if summary else _keys(rounds, hub))
-    num, den = found.num, found.den
-    row = {run: i for i, run in enumerate(found.runs)}
-    col = {q: j for j, q in enumerate(found.questions)}
+    """Count everything once (see Counting); the turns of any number of runs and questions."""
+    runs = sorted({t.run for t in turns})
+    questions = sorted({t.question for t in turns})
+    counting = Counting(runs, questions, voters, rounds, seed, hub, kind, rule)
+    for debate in by_debate(turns):
+        counting.add(debate)
+    return counting.tallies
 
-    def add(key: str, at: tuple[int, int], n: float, d: float) -> None:
-        num[key][at] += n
-        den[key][at] += d
 
-    for (run, qid, r), live in cells.items():
-        at = (row[run], col[qid])
+def by_debate(turns: Iterable[Turn]) -> list[list[Turn]]:
+    """Turns grouped by (run, question), each group in the order the turns came."""
+    groups: dict[tuple[int, str], list[Turn]] = defaultdict(list)
+    for t in turns:
+        groups[(t.run, t.question)].append(t)
+    return list(groups.values())
+
+
+class Counting:
+    """Tallies filled a debate (one run's turns of one question) at a time, so a run's
+    counts never need all of its turns at once. `runs` and `questions` name the rows and
+    columns, in the order tallies keep them (sorted, which fixes the bootstrap's draws).
+
+    The system's answer in each round is the one `rule` picks (mad_eval.rules; None: the
+    kind's default): a voting kind counts it right or wrong, a summary scores its ROUGE.
+    Failed turns are left out of every count; whether a question whose every voter failed
+    is scored is the rule's to say (plurality: it is not)."""
+
+    def __init__(
+        self,
+        runs: list[int],
+        questions: list[str],
+        voters: list[int],
+        rounds: int,
+        seed: int,
+        hub: int | None = None,
+        kind: str = "math",
+        rule: str | None = None,
+    ):
+        self.decide = get_rule(rule or default_rule(kind))
+        if self.decide.needs_hub and hub is None:
+            raise ValueError(
+                f"score={self.decide.name} needs a protocol with a hub; this run has none."
+            )
+        self.voters, self.rounds, self.seed, self.hub = voters, rounds, seed, hub
+        self.alike = same_answer(kind)
+        self.summary = not get_kind(kind).voted  # scored (ROUGE), not right or wrong
+        names = _summary_keys(rounds) if self.summary else _keys(rounds, hub)
+        shape = (len(runs), len(questions))
+        self.tallies = Tallies(
+            list(runs),
+            list(questions),
+            {name: np.zeros(shape) for name in names},
+            {name: np.zeros(shape) for name in names},
+        )
+        self.row = {run: i for i, run in enumerate(runs)}
+        self.col = {q: j for j, q in enumerate(questions)}
+
+    def add(self, turns: list[Turn]) -> None:
+        """Count one debate: every turn of one run and one question."""
+        if not turns:
+            return
+        run, qid = turns[0].run, turns[0].question
+        at = (self.row[run], self.col[qid])
+        num, den = self.tallies.num, self.tallies.den
+
+        def add(key: str, n: float, d: float) -> None:
+            num[key][at] += n
+            den[key][at] += d
+
+        ordered = sorted(turns, key=lambda t: t.agent)
+        for r in sorted({t.round for t in turns if t.round <= self.rounds}):
+            live = [t for t in ordered if t.round == r and not t.failed]
+            self._round(run, qid, r, live, add)
+        if self.summary:
+            return
+        seen: dict[int, dict[int, Turn]] = defaultdict(dict)
+        for t in turns:
+            if not t.failed:
+                seen[t.agent][t.round] = t
+        for rounds in seen.values():
+            for r in range(1, self.rounds + 1):
+                if r - 1 in rounds and r in rounds:
+                    before, after = bool(rounds[r - 1].correct), bool(rounds[r].correct)
+                    add(f"c2i{r}", before and not after, 1)
+                    add(f"i2c{r}", after and not before, 1)
+
+    def _round(
+        self, run: int, qid: str, r: int, live: list[Turn], add: Callable[[str, float, float], None]
+    ) -> None:
+        """Count one round of one debate: `live` are its turns that did not fail, by agent."""
+        decide, voters, hub = self.decide, self.voters, self.hub
         if decide.scored(live, voters, hub):
-            rng = random.Random(derive_seed(seed, "vote", run, qid, r))
-            picked = decide.pick(live, voters, hub, rng, alike)
-            if summary:
+            rng = random.Random(derive_seed(self.seed, "vote", run, qid, r))
+            picked = decide.pick(live, voters, hub, rng, self.alike)
+            if self.summary:
                 for m in ROUGE:
-                    add(f"{m}{r}", at, picked.rouge[m] if picked and picked.rouge else 0.0, 1)
+                    add(f"{m}{r}", picked.rouge[m] if picked and picked.rouge else 0.0, 1)
             else:
-                add(f"vote{r}", at, picked is not None and bool(picked.correct), 1)
-        if summary:
+                add(f"vote{r}", picked is not None and bool(picked.correct), 1)
+        if self.summary:
             for t in live:
                 for m in ROUGE:
-                    add(f"agent_{m}{r}", at, t.rouge[m] if t.rouge else 0.0, 1)
-            continue
+                    add(f"agent_{m}{r}", t.rouge[m] if t.rouge else 0.0, 1)
+            return
         if not live:
-            continue
-        if rounds == 0 and (ballot := [t for t in live if t.agent in voters]):
-            add("maj_boot0", at, bootstrap_maj(ballot), 1)
-        groups = answer_groups(live, alike)
+            return
+        if self.rounds == 0 and (ballot := [t for t in live if t.agent in voters]):
+            add("maj_boot0", bootstrap_maj(ballot), 1)
+        groups = answer_groups(live, self.alike)
         right = [bool(t.correct) for t in live]
-        add(f"agent{r}", at, sum(right), len(right))
+        add(f"agent{r}", sum(right), len(right))
         if hub is not None:
             mine = [bool(t.correct) for t in live if t.agent == hub]
-            add(f"hub{r}", at, sum(mine), len(mine))
-        add(f"unanimous{r}", at, len(groups) == 1 and len(groups[0]) == len(live), 1)
-        add(f"entropy{r}", at, entropy_bits(live, groups), 1)
+            add(f"hub{r}", sum(mine), len(mine))
+        add(f"unanimous{r}", len(groups) == 1 and len(groups[0]) == len(live), 1)
+        add(f"entropy{r}", entropy_bits(live, groups), 1)
         pairs = list(combinations(right, 2))
-        add(f"agree{r}", at, sum(a == b for a, b in pairs), len(pairs))
+        add(f"agree{r}", sum(a == b for a, b in pairs), len(pairs))
         for t in live:
             if t.completion_tokens is not None:
-                add(f"len_right{r}" if t.correct else f"len_wrong{r}", at, t.completion_tokens, 1)
+                add(f"len_right{r}" if t.correct else f"len_wrong{r}", t.completion_tokens, 1)
             if t.reasoning_tokens is not None:
-                add(f"reasoning_len{r}", at, t.reasoning_tokens, 1)
+                add(f"reasoning_len{r}", t.reasoning_tokens, 1)
             final = final_tokens(t)
             if final is not None:
-                add(f"final_len{r}", at, final, 1)
-    if summary:
-        return found
-
-    by_agent: dict[tuple[int, str, int], dict[int, Turn]] = defaultdict(dict)
-    for t in turns:
-        if not t.failed:
-            by_agent[(t.run, t.question, t.agent)][t.round] = t
-    for (run, qid, _), seen in by_agent.items():
-        at = (row[run], col[qid])
-        for r in range(1, rounds + 1):
-            if r - 1 in seen and r in seen:
-                before, after = bool(seen[r - 1].correct), bool(seen[r].correct)
-                add(f"c2i{r}", at, before and not after, 1)
-                add(f"i2c{r}", at, after and not before, 1)
-    return found
+                add(f"final_len{r}", final, 1)
 
 
 def final_tokens(turn: Turn) -> int | None:
@@ -201,26 +264,6 @@ def _summary_keys(rounds: int) -> list[str]:
     `rougeL{r}`; none parsed scores 0) and the agents' mean (`agent_rouge1{r}`, ...; an
     unparsed summary scores 0)."""
     return [f"{p}{m}{r}" for r in range(rounds + 1) for m in ROUGE for p in ("", "agent_")]
-
-
-def _cells(
-    turns: list[Turn], rounds: int, names: list[str]
-) -> tuple[Tallies, dict[tuple[int, str, int], list[Turn]]]:
-    """Zeroed tallies named `names` over the turns' runs and questions, and the turns of each
-    (run, question, round) up to `rounds` that did not fail, in agent order (none, where
-    every turn failed)."""
-    runs = sorted({t.run for t in turns})
-    questions = sorted({t.question for t in turns})
-    shape = (len(runs), len(questions))
-    num = {name: np.zeros(shape) for name in names}
-    den = {name: np.zeros(shape) for name in names}
-    cells: dict[tuple[int, str, int], list[Turn]] = defaultdict(list)
-    for t in sorted(turns, key=lambda t: t.agent):
-        if t.round <= rounds:
-            mine = cells[(t.run, t.question, t.round)]
-            if not t.failed:
-                mine.append(t)
-    return Tallies(runs, questions, num, den), cells
 
 
 def tally_summaries(turns: list[Turn], voters: list[int], rounds: int) -> Tallies:

@@ -16,6 +16,7 @@ from mad_eval.backends.cache import APPLICATION_ID
 from mad_eval.engine import to_ask_again
 from mad_eval.protocols import resolve
 from mad_eval.records import Turn
+from mad_eval.store import RunStore, read_debates
 
 pytestmark = pytest.mark.slow
 
@@ -187,3 +188,30 @@ def test_a_cache_from_before_the_mark_is_still_ours(tmp_path):
     assert "0 answers reused, 8 new ones stored" in result.stdout
     (mark,) = sqlite3.connect(tmp_path / "old.db").execute("PRAGMA application_id").fetchone()
     assert mark == APPLICATION_ID  # marked as ours now
+
+
+def _turn(run: int, question: str, round_: int, agent: int, answer: str) -> Turn:
+    return Turn(run, question, round_, agent, "sim", 1, 1.0, 1.0, 8, "h", [], answer, answer,
+                answer == "1", "stop", 1, 1, 0.0)  # fmt: skip
+
+
+def test_debates_come_whole_and_as_soon_as_their_last_line_is_read(tmp_path):
+    path = tmp_path / "turns.jsonl"
+    odd = 'q "é\\\\'  # a question id the fast path cannot read: the line is read whole
+    turns = [
+        _turn(0, "a", 0, 0, "1"),
+        _turn(0, odd, 0, 0, "2"),
+        _turn(1, "a", 0, 0, "3"),
+        _turn(0, "a", 0, 1, "4"),
+        _turn(0, odd, 0, 1, "5"),
+        _turn(0, "a", 0, 0, "6"),  # asked again: the later record of a key wins
+    ]
+    path.write_text("".join(t.to_json() + "\n" for t in turns) + '{"run": 0, "quest')
+    debates = read_debates(path)
+    assert (debates.runs, debates.questions, debates.count) == ([0, 1], ["a", odd], 3)
+    read = [[t.answer for t in debate] for debate in debates.each]
+    # (1, a) ends on line 3, (0, odd) on line 5, (0, a) on line 6; the partial line is no turn.
+    assert read == [["3"], ["2", "5"], ["6", "4"]]
+    # The same turns as reading the whole file at once.
+    every = sorted((t.key, t.answer) for d in read_debates(path).each for t in d)
+    assert every == sorted((t.key, t.answer) for t in RunStore(tmp_path).read_turns())

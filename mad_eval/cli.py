@@ -19,8 +19,7 @@ from mad_eval.ui import console, errors, fail, progress_bar, warn
 if TYPE_CHECKING:
     from mad_eval.backends.cache import RequestCache
     from mad_eval.protocols import Protocol
-    from mad_eval.records import Turn, TurnKey
-    from mad_eval.store import RunStore
+    from mad_eval.store import Recorded, RunStore
 
 # Each command imports what it needs when it runs: `mad-eval --help` and a mistyped option
 # answer at once, without loading numpy, the prompt builders or the backends.
@@ -242,13 +241,11 @@ def _execute(
     _report(store, command)
 
 
-def _ask_again(
-    store: RunStore, done: dict[TurnKey, Turn], protocol: Protocol, agents: int
-) -> dict[TurnKey, Turn]:
+def _ask_again(store: RunStore, done: Recorded, protocol: Protocol, agents: int) -> Recorded:
     """--retry-failed: move the failed turns, and those built without them, out of the
     records, so the engine asks them again; return what stays done."""
     from mad_eval.engine import to_ask_again
-    from mad_eval.store import SUPERSEDED
+    from mad_eval.store import SUPERSEDED, Recorded
 
     again = to_ask_again(done, protocol, agents)
     failed = sum(1 for key in again if done[key].failed)
@@ -261,7 +258,7 @@ def _ask_again(
         )
     else:
         console.print("No failed turns to ask again.")
-    return {key: turn for key, turn in done.items() if key not in again}
+    return Recorded.index(store.turns_path)  # the records left, where they now lie
 
 
 def _plural(n: int, word: str) -> str:

@@ -73,12 +73,12 @@ class Engine:
         await each(debates, lambda item: self.debate(*item), self.window())
 
     async def debate(self, run: int, question: Question) -> list[Turn]:
-        """All rounds of one debate; returns the last round's turns."""
-        finished = self.finished(run, question)
-        if finished is not None:  # resumed: nothing to ask, no task to make
+        """All rounds of one debate; returns the last round's turns (none when it was
+        finished before)."""
+        if self.finished(run, question):  # resumed: nothing to ask, nothing to read
             for _ in range(len(self.seats) * (self.config.rounds + 1)):
                 self.on_progress()
-            return finished
+            return []
         history: list[list[Turn]] = []
         for round_ in range(self.config.rounds + 1):
             previous = history[-1] if history else []
@@ -101,17 +101,13 @@ class Engine:
             )
         return history[-1]
 
-    def finished(self, run: int, question: Question) -> list[Turn] | None:
-        """The last round's turns of a debate whose every turn is recorded, else None."""
-        last = []
-        for round_ in range(self.config.rounds + 1):
-            for seat in self.seats:
-                turn = self.done.get((run, question.id, round_, seat.agent.index))
-                if turn is None:
-                    return None
-                if round_ == self.config.rounds:
-                    last.append(turn)
-        return last
+    def finished(self, run: int, question: Question) -> bool:
+        """Whether every turn of a debate is recorded (its records are not read)."""
+        return all(
+            (run, question.id, round_, seat.agent.index) in self.done
+            for round_ in range(self.config.rounds + 1)
+            for seat in self.seats
+        )
 
     def round_prompts(
         self, question: Question, history: list[Round], sees: list[list[int]]

@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -139,9 +139,9 @@ class RunStore:
         self.lock = FolderLock(self.root)
         self._sink: Sink | None = None
 
-    def open(self, config: RunConfig, extra: dict[str, Any] | None = None) -> dict[tuple, Turn]:
+    def open(self, config: RunConfig, extra: dict[str, Any] | None = None) -> Recorded:
         """Lock the folder, create the run or check it matches `config`; return the turns
-        already recorded."""
+        already recorded (each read when asked for)."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -153,7 +153,7 @@ class RunStore:
             else:
                 manifest = self._manifest(config, extra or {})
                 write_json(self.manifest_path, manifest, "free space and run again.")
-            done = {turn.key: turn for turn in self.read_turns(repair=True)}
+            done = Recorded.index(self.turns_path)
             self._sink = Sink(self.turns_path)
         except BaseException:
             self.lock.release()
@@ -349,18 +349,61 @@ def _records(
             f.truncate(whole)
 
 
-# How every turn record begins (records.JsonLine.to_json): enough to know its debate
-# without parsing the whole line.
-_DEBATE = re.compile(rb'\{"run": (-?\d+), "question": "((?:[^"\\]|\\.)*)"')
+# How every turn record begins (records.JsonLine.to_json): enough to know its key without
+# parsing the whole line.
+_KEY = re.compile(
+    rb'\{"run": (-?\d+), "question": "((?:[^"\\]|\\.)*)", "round": (\d+), "agent": (\d+)'
+)
 
 
-def _debate_of(path: Path, number: int, line: bytes) -> tuple[int, str]:
-    """(run, question) of a turn record's line."""
-    found = _DEBATE.match(line)
+def _key_of(path: Path, number: int, line: bytes) -> TurnKey:
+    """A turn record's key, read from the start of its line."""
+    found = _KEY.match(line)
     if found is not None and b"\\" not in found[2] and found[2].isascii():
-        return int(found[1]), found[2].decode("ascii")
-    turn = _parse(path, number, line, Turn.from_json, "a turn record")  # read it whole
-    return turn.run, turn.question
+        return int(found[1]), found[2].decode("ascii"), int(found[3]), int(found[4])
+    return _parse(path, number, line, Turn.from_json, "a turn record").key  # read it whole
+
+
+class Recorded(Mapping[TurnKey, Turn]):
+    """The turns a run folder holds, by key, as a resumed run needs them: every key is known
+    from one pass that reads only the start of each line, and a turn is parsed when asked
+    for, so resuming a run that is 99% done parses only its unfinished debates' turns. A
+    repeated key is its last record. Valid while the file is only appended to."""
+
+    def __init__(self, path: Path, lines: dict[TurnKey, tuple[int, int, int]]):
+        self.path = path
+        self.lines = lines  # key -> (line number, offset of the line, its length)
+
+    @classmethod
+    def index(cls, path: Path, repair: bool = True) -> Recorded:
+        """Index turns.jsonl; `repair` cuts a partial last line left by a crash."""
+        lines: dict[TurnKey, tuple[int, int, int]] = {}
+        whole = 0
+        if path.exists():
+            for number, end, line in _lines(path):
+                if line.strip():
+                    lines[_key_of(path, number, line)] = (number, whole, end - whole - 1)
+                whole = end
+            if repair and whole < path.stat().st_size:
+                with path.open("r+b") as f:
+                    f.truncate(whole)
+        return cls(path, lines)
+
+    def __getitem__(self, key: TurnKey) -> Turn:
+        number, offset, length = self.lines[key]
+        with self.path.open("rb") as f:
+            f.seek(offset)
+            line = f.read(length)
+        return _parse(self.path, number, line, Turn.from_json, "a turn record")
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.lines
+
+    def __iter__(self) -> Iterator[TurnKey]:
+        return iter(self.lines)
+
+    def __len__(self) -> int:
+        return len(self.lines)
 
 
 def read_debates(path: Path) -> Debates:
@@ -373,7 +416,7 @@ def read_debates(path: Path) -> Debates:
     if path.exists():
         for number, end, line in _lines(path):
             if line.strip():
-                last[_debate_of(path, number, line)] = end
+                last[_key_of(path, number, line)[:2]] = end
 
     def debates() -> Iterator[list[Turn]]:
         reading: dict[tuple[int, str], dict[TurnKey, Turn]] = {}

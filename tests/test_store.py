@@ -16,7 +16,7 @@ from mad_eval.backends.cache import APPLICATION_ID
 from mad_eval.engine import to_ask_again
 from mad_eval.protocols import resolve
 from mad_eval.records import Turn
-from mad_eval.store import RunStore, read_debates
+from mad_eval.store import Recorded, RunStore, StoreError, read_debates
 
 pytestmark = pytest.mark.slow
 
@@ -215,3 +215,21 @@ def test_debates_come_whole_and_as_soon_as_their_last_line_is_read(tmp_path):
     # The same turns as reading the whole file at once.
     every = sorted((t.key, t.answer) for d in read_debates(path).each for t in d)
     assert every == sorted((t.key, t.answer) for t in RunStore(tmp_path).read_turns())
+
+
+def test_recorded_turns_are_indexed_by_key_and_read_when_asked_for(tmp_path):
+    path = tmp_path / "turns.jsonl"
+    odd = 'q "é\\\\'
+    turns = [_turn(0, "a", 0, 0, "1"), _turn(0, odd, 1, 2, "2"), _turn(0, "a", 0, 0, "3")]
+    path.write_text("".join(t.to_json() + "\n" for t in turns) + '{"run": 0, "quest')
+    done = Recorded.index(path)
+    assert sorted(done, key=str) == sorted([(0, "a", 0, 0), (0, odd, 1, 2)], key=str)
+    assert done[(0, "a", 0, 0)].answer == "3"  # a repeated key is its last record
+    assert done[(0, odd, 1, 2)] == turns[1]
+    assert (0, "a", 1, 0) not in done and len(done) == 2
+    assert path.read_text().endswith("}\n")  # the partial last line is cut
+    with path.open("ab") as f:  # a line that is no record is named when it is read
+        f.write(b'{"run": 0, "question": "b", "round": 0, "agent": 0, "text": 1}\n')
+    broken = Recorded.index(path)
+    with pytest.raises(StoreError, match="line 4 is not a turn record"):
+        broken[(0, "b", 0, 0)]

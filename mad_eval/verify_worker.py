@@ -30,6 +30,7 @@ from typing import IO, Any, NamedTuple
 PARENT_ENV = "MAD_EVAL_VERIFY_PARENT"  # the PID the worker must die with
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _WATCH_INTERVAL_S = 0.2
+PARSES = 8192  # parses a worker keeps (sympy expressions of short answers: a few MB)
 
 
 class Comparison(NamedTuple):
@@ -95,12 +96,29 @@ def _math_verify() -> tuple[Callable[[str, str], Comparison], Callable[[str], Ex
     # What verl's MATH500 scorer looks for in a reply: an expression, then LaTeX.
     searched = [ExprExtractionConfig(), LatexExtractionConfig()]
 
+    parsed: dict[str, Any] = {}  # LaTeX -> its parse; parsing is ~95% of a comparison
+
+    def read(latex: str) -> Any:
+        """math-verify's parse of one answer, each string parsed once (up to PARSES of
+        them): a gold is compared with every answer to its question, and an answer often
+        with several. A parse that timed out is not kept."""
+        if latex in parsed:
+            return parsed[latex]
+        # Boxing makes math-verify read the whole string as one answer; on MATH500 golds it
+        # gives the same parses as `$...$` at half the cost. Its 5 s signal timeouts stay on.
+        seen, detector.seen = detector.seen, False
+        found = parse(f"\\boxed{{{latex}}}")
+        if not detector.seen:
+            if len(parsed) >= PARSES:
+                parsed.clear()
+            parsed[latex] = found
+        detector.seen = seen or detector.seen
+        return found
+
     def compare(answer: str, gold: str) -> Comparison:
         detector.seen = False
         try:
-            # Boxing makes math-verify read the whole string as one answer; on MATH500 golds it
-            # gives the same parses as `$...$` at half the cost. Its 5 s signal timeouts stay on.
-            equal = bool(verify(parse(f"\\boxed{{{gold}}}"), parse(f"\\boxed{{{answer}}}")))
+            equal = bool(verify(read(gold), read(answer)))
         except TimeoutException:  # an alarm landing outside math-verify's own handlers
             return Comparison(False, True)
         # One pairing of the parses may time out while another matches: then it did decide.

@@ -27,6 +27,7 @@ from mad_eval.kinds.choice import LETTERS, choice_gold
 from mad_eval.kinds.math import compare_math, equivalent
 from mad_eval.kinds.number import number_gold, number_key
 from mad_eval.kinds.summary import MAX_SUMMARY_CHARS, ROUGE, consensus, rouge
+from mad_eval.verifier import NeedsWorker, inline
 
 __all__ = [
     "KINDS",
@@ -47,6 +48,7 @@ __all__ = [
     "extract_number",
     "extract_summary",
     "grade",
+    "grade_inline",
     "number_gold",
     "number_key",
     "rouge",
@@ -107,6 +109,30 @@ def grade(
     read, timed_out = _read(text, found, protocol, options)
     graded = found.grade(read, gold)
     return Grade(read, graded.correct, graded.rouge, True) if timed_out else graded
+
+
+# Replies up to this long are graded on the event loop when no math-verify worker is needed:
+# finding an answer is a linear scan, tens of microseconds here, less than a thread's hop.
+INLINE_CHARS = 20_000
+
+
+def grade_inline(
+    text: str | None,
+    gold: str,
+    kind: str = "math",
+    options: Sequence[str] = (),
+    answer: str | None = None,
+) -> Grade | None:
+    """grade(), when it is quick: a voted kind's reply of at most INLINE_CHARS whose answer
+    needs no math-verify (equal text, equal integers, a letter); None when it would need a
+    worker or more time, for the caller to grade it in a thread."""
+    if len(text or "") > INLINE_CHARS or not get_kind(kind).voted:
+        return None
+    with inline():
+        try:
+            return grade(text, gold, kind, options, answer)
+        except NeedsWorker:
+            return None
 
 
 def same_answer(kind: str) -> Callable[[str, str], bool]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import functools
 import json
 import logging
@@ -23,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -356,8 +357,28 @@ def _ask_twice(
             return timed_out
 
 
+class NeedsWorker(Exception):
+    """Raised in place of asking a worker while grading inline (`inline`)."""
+
+
+_inline = contextvars.ContextVar("inline", default=False)
+
+
+@contextlib.contextmanager
+def inline() -> Iterator[None]:
+    """Within it, verify and extract raise NeedsWorker instead of asking a worker: for
+    grading on the event loop what needs no math-verify (grading.grade_inline)."""
+    token = _inline.set(True)
+    try:
+        yield
+    finally:
+        _inline.reset(token)
+
+
 def verify(answer: str, gold: str) -> Comparison:
     """math-verify's verdict; a worker that dies twice on the answer counts as a timeout."""
+    if _inline.get():
+        raise NeedsWorker
     result = _ask_twice(
         lambda worker: worker.compare(answer, gold, VERIFY_TIMEOUT_S),
         Comparison(False, True),
@@ -376,6 +397,8 @@ def extract(text: str) -> Extraction:
     """The answer math-verify finds in a whole reply, as verl's MATH500 scorer searches it;
     past the bound (or a worker dying twice on it) no answer, timed out. Cached: the
     simulated agents read each peer's reply many times."""
+    if _inline.get():
+        raise NeedsWorker
     result = _ask_twice(
         lambda worker: worker.extract(text, VERIFY_TIMEOUT_S),
         Extraction(None, True),

@@ -221,3 +221,19 @@ def test_concurrent_grading_matches_serial() -> None:
         concurrent = list(pool.map(lambda c: grade(*c), cases))
     grading.compare_math.cache_clear()
     assert concurrent == [grade(*c) for c in cases]
+
+
+def test_grade_inline_grades_what_needs_no_worker_and_declines_the_rest():
+    from mad_eval.grading import INLINE_CHARS, grade_inline
+
+    assert grade_inline("so \\boxed{3}", "3") == grade("so \\boxed{3}", "3")
+    assert grade_inline("so \\boxed{+003}", "3").correct  # equal integers
+    assert grade_inline("The answer is (B)", "B", "choice", ["x", "y"]).correct
+    assert grade_inline("no answer here", "3") == grade("no answer here", "3")
+    # math-verify's work, a long reply and a summary's ROUGE go to a thread instead.
+    assert grade_inline("so \\boxed{\\frac{1}{2}}", "0.5") is None
+    assert grade_inline("so \\boxed{3}", "3", answer="math-verify") is None
+    assert grade_inline("x" * INLINE_CHARS + " \\boxed{3}", "3") is None
+    assert grade_inline("Summary: a cat sat.", "A cat sat.", "summary") is None
+    # Declining leaves nothing behind: the same comparison in a thread asks math-verify.
+    assert grade("so \\boxed{\\frac{1}{2}}", "0.5").correct

@@ -176,9 +176,8 @@ class Engine:
             # Cut off inside its reasoning: no final answer to read, whatever came before.
             text = "" if generation.truncated else generation.text or ""
             gold = question.gold
-            graded = await asyncio.to_thread(
-                grading.grade, text, gold, question.kind, question.options, question.answer
-            )
+            how = (text, gold, question.kind, question.options, question.answer)
+            graded = grading.grade_inline(*how) or await asyncio.to_thread(grading.grade, *how)
 
         fitted = prompt if isinstance(prompt, Fitted) else None
         turn = Turn(

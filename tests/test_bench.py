@@ -35,3 +35,26 @@ def test_the_prompt_bench_times_every_shipped_template():
     timed = [line.split()[0] for line in result.stdout.splitlines()[1:]]
     assert {"debate", "conversation", "own-apart", "anonymous"} <= set(timed)
     assert all(line.rstrip().endswith("µs") for line in result.stdout.splitlines()[1:])
+
+
+def test_the_client_bench_replays_what_the_run_sent_and_prints_a_ratio():
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "client.py"), "--turns", "100", "--repeat", "1"],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| 100 |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["mad-eval", "minimal"]
+    assert "mad-eval / minimal client, whole processes, 100 turns:" in result.stdout
+
+
+def test_the_minimal_client_keeps_a_debate_s_rounds_in_order(tmp_path):
+    sys.path.insert(0, str(BENCH))
+    from instant import debates
+
+    bodies = [{"messages": [{"role": "user", "content": f"Question {q}: x"}], "seed": i}
+              for i, q in enumerate([1, 2, 1, 1, 2, 2, 1])]  # fmt: skip
+    grouped = debates(bodies, agents=2)
+    assert [[[b["seed"] for b in r] for r in rounds] for rounds in grouped] == [
+        [[0, 2], [3, 6]],
+        [[1, 4], [5]],
+    ]

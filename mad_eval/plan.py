@@ -363,7 +363,10 @@ def _backend(
         except ContextError as exc:
             raise ConfigError(f"agent {agent.index} ({agent.model}): {exc}") from None
     retry = RetryPolicy(config.retries, config.backoff)
-    backend: Backend = Guarded(replicas, config.timeout, retry)
+    # A question's requests stay on one replica (its prefix cache) until it has a quarter of
+    # a replica's request limit more waiting than the least busy one.
+    margin = max(1, config.concurrency // 4)
+    backend: Backend = Guarded(replicas, config.timeout, retry, margin)
     if cache is None:
         return backend
     identity = {

@@ -9,11 +9,14 @@ is made of (BAD_BODIES: an HTML page, cut JSON, invalid UTF-8, no choices) or wi
 that is well formed but unusable (no content, another model's name). Given a tokenizer
 folder and a context length it counts tokens as vLLM does and refuses, like vLLM, a prompt
 that leaves no room for max_tokens. Like vLLM with a reasoning parser, it can return a
-reply's <think> part in a message field of its own (`reasoning_field`).
+reply's <think> part in a message field of its own (`reasoning_field`). It models a prefix
+cache: how many prompt characters extend a prefix it has already seen (`reused_chars` of
+`prompt_chars`), with a prefill time for the others when `prefill_per_char` is set.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import socket
@@ -47,6 +50,21 @@ def split_reasoning(text: str, field: str) -> dict[str, str | None]:
     return {"content": (content or None) if closed else None, field: thought}
 
 
+def _common(a: str, b: str) -> int:
+    """The length of the longest common prefix of a and b."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    low, high = 0, n  # a[:low] == b[:low], a[:high] != b[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
 class _Server(ThreadingHTTPServer):
     # The default backlog of 5 refuses connections when a client opens dozens at once,
     # which the client would see (and retry) as a dropped connection.
@@ -73,6 +91,7 @@ class StubServer:
         aliases: tuple[str, ...] = (),
         reasoning_field: str | None = None,
         refuse_fields: tuple[str, ...] = (),
+        prefill_per_char: float = 0.0,
     ):
         self.model = model
         # More names for the same model (vLLM's --served-model-name a b): listed with the
@@ -108,6 +127,13 @@ class StubServer:
         self.reasoning_field = reasoning_field
         # Request fields answered with HTTP 400, as the OpenAI API answers fields it lacks.
         self.refuse_fields = refuse_fields
+        # A model of vLLM's prefix cache: of each prompt's characters, how many extend a
+        # prefix this server has seen before (the longest common prefix with any earlier
+        # prompt), and seconds of prefill for each character that does not.
+        self.prompts: list[str] = []  # every prompt seen, sorted
+        self.prompt_chars = 0
+        self.reused_chars = 0
+        self.prefill_per_char = prefill_per_char
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -143,7 +169,9 @@ class StubServer:
             if fault in ("429", "503"):
                 message = "rate limited" if fault == "429" else "overloaded"
                 return int(fault), {"error": {"message": message}}
+            new_chars = self._prefill(body)
             time.sleep(self.hang if fault == "hang" else self.delay)
+            time.sleep(new_chars * self.prefill_per_char)
             status, payload = self._reply(body, count)
             if status == 200 and fault == "nullcontent":
                 choice = payload["choices"][0]
@@ -157,6 +185,23 @@ class StubServer:
         finally:
             with self._lock:
                 self.in_flight -= 1
+
+    def _prefill(self, body: dict[str, Any]) -> int:
+        """Count a prompt against the prefix cache model; return its characters not reused.
+        Among sorted strings, the longest common prefix with any of them is the longest with
+        one of the two the prompt sorts between."""
+        if "messages" in body:
+            prompt = "".join(f"<{m['role']}>{m['content']}" for m in body["messages"])
+        else:
+            prompt = str(body.get("prompt", ""))
+        with self._lock:
+            at = bisect.bisect_left(self.prompts, prompt)
+            neighbours = self.prompts[max(at - 1, 0) : at + 1]
+            reused = max((_common(prompt, other) for other in neighbours), default=0)
+            self.prompts.insert(at, prompt)
+            self.prompt_chars += len(prompt)
+            self.reused_chars += reused
+        return len(prompt) - reused
 
     def _reply(self, body: dict[str, Any], count: int) -> tuple[int, dict[str, Any]]:
         if self.fail_if and self.fail_if(body):

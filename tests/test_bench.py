@@ -58,3 +58,13 @@ def test_the_minimal_client_keeps_a_debate_s_rounds_in_order(tmp_path):
         [[0, 2], [3, 6]],
         [[1, 4], [5]],
     ]
+
+
+def test_the_prefix_bench_compares_both_routings():
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "prefix.py"), "--questions", "6", "--rounds", "1",
+         "--delay", "0", "--prefill-us", "0"],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "| least busy |" in result.stdout and "| by question |" in result.stdout
+    assert "by question vs least busy, 3 replicas: reused" in result.stdout

@@ -1,5 +1,5 @@
 """Serving at scale against local servers that misbehave on purpose: retries with backoff and
-Retry-After, replicas chosen by least outstanding requests, the completions API with our own
+Retry-After, replicas chosen by question and load, the completions API with our own
 rendering, and the persistent request cache."""
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ What a failure becomes depends on who failed:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import time
 from abc import ABC, abstractmethod
@@ -201,18 +202,28 @@ class Replica:
     resting_until: float = 0.0  # after a transient failure, other replicas go first until then
 
 
+def _stable_hash(text: str) -> int:
+    """The same number for the same text in every process (Python's hash() is salted), spread
+    evenly even over names that differ in one character (which CRC32's low bits are not)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
 class Guarded(Backend):
-    """One model behind one or more replicas. Each request goes to the replica with the fewest
-    outstanding requests, waits for a slot there, and is bounded in time; transient failures
-    are retried (on whichever replica is then least loaded) with backoff. Whatever still fails
-    becomes a failed Generation, so one bad request never stops a run and never becomes a
-    graded answer."""
+    """One model behind one or more replicas. Each request goes to its question's replica
+    (a stable hash of the question id: the prompts of one debate share most of their text,
+    which that server's prefix cache then holds), unless that replica has more than
+    `margin` outstanding requests above the least busy one, or is resting after a failure;
+    then to the replica with the fewest outstanding requests (`margin` None: always so).
+    It waits for a slot there and is bounded in time; transient failures are retried (on
+    another replica first) with backoff. Whatever still fails becomes a failed Generation,
+    so one bad request never stops a run and never becomes a graded answer."""
 
     def __init__(
         self,
         replicas: list[Replica],
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
+        margin: int | None = None,
     ):
         if not replicas:
             raise ValueError("a guarded backend needs at least one replica")
@@ -220,13 +231,14 @@ class Guarded(Backend):
         self.spec = replicas[0].backend.spec
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
+        self.margin = margin
         self._turn = 0  # rotates which replica wins a tie
 
     async def generate(self, request: Request) -> Generation:
         start = time.perf_counter()
         failed_on: set[int] = set()  # replicas this request failed on: try the others first
         for attempt in range(1, self.retry.retries + 2):
-            replica = self._pick(failed_on)
+            replica = self._pick(failed_on, request.question.id)
             replica.outstanding += 1
             try:
                 async with replica.slots, asyncio.timeout(self.timeout):
@@ -261,12 +273,20 @@ class Guarded(Backend):
         tries = self.retry.retries + 1
         return _failed(f"{error} (gave up after {tries} attempts)", start, tries)
 
-    def _pick(self, failed_on: set[int]) -> Replica:
-        """The replica with the fewest outstanding requests among those not resting after a
-        failure, preferring ones this request has not failed on; ties take turns."""
+    def _pick(self, failed_on: set[int], question: str) -> Replica:
+        """The question's own replica while it is usable and not busier than the least busy
+        by more than the margin; else the replica with the fewest outstanding requests
+        among those not resting after a failure, preferring ones this request has not
+        failed on; ties take turns."""
         if len(self.replicas) == 1:
             return self.replicas[0]
         now, n = time.monotonic(), len(self.replicas)
+        if self.margin is not None and not failed_on:
+            home = self.replicas[_stable_hash(question) % n]
+            if home.resting_until <= now:
+                least = min(r.outstanding for r in self.replicas if r.resting_until <= now)
+                if home.outstanding <= least + self.margin:
+                    return home
         self._turn += 1
         order = range(self._turn, self._turn + n)
         return min(

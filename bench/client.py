@@ -15,62 +15,34 @@ size, the median wall time of each side, their ratio, and each process's CPU per
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from instant import instant_server
+from runs import HERE, mad_eval, questions_file, timed
 
-HERE = Path(__file__).resolve().parents[1]
 AGENTS, ROUNDS = 5, 1
 
 
-def questions_file(folder: Path, n: int) -> Path:
-    """N arithmetic questions, each naming its number (the replay groups requests by it)."""
-    path = folder / f"q{n}.jsonl"
-    with path.open("w") as out:
-        for i in range(n):
-            a, b = 17 + i % 83, 3 + i % 29
-            out.write(f'{{"id": "q{i}", "question": "Question {i}: what is {a} + {b}?", '
-                      f'"answer": "{a + b}"}}\n')  # fmt: skip
-    return path
-
-
-def timed(command: list[str], tree: Path) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one whole process run from `tree`."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    start = time.perf_counter()
-    with tempfile.TemporaryFile() as errors:
-        process = subprocess.Popen(
-            command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=errors
-        )
-        _, status, usage = os.wait4(process.pid, 0)
-        wall = time.perf_counter() - start
-        if status != 0:
-            errors.seek(0)
-            sys.stderr.write(errors.read().decode(errors="replace"))
-            raise SystemExit(f"{' '.join(command[:4])} ... failed (status {status})")
-    return wall, usage.ru_utime + usage.ru_stime
-
-
 def run_command(benchmark: Path, url: str, out: Path, concurrency: int) -> list[str]:
-    return [
-        sys.executable, "-m", "mad_eval", "run", "--model", "openai:instant", "--base-url", url,
-        "--benchmark", str(benchmark), "--agents", str(AGENTS), "--rounds", str(ROUNDS),
-        "--concurrency", str(concurrency), "--out", str(out),
-    ]  # fmt: skip
+    return mad_eval("run", "--model", "openai:instant", "--base-url", url, "--benchmark",
+                    str(benchmark), "--agents", str(AGENTS), "--rounds", str(ROUNDS),
+                    "--concurrency", str(concurrency), "--out", str(out))  # fmt: skip
 
 
 def replay_command(bodies: Path, url: str, concurrency: int, dependent: bool) -> list[str]:
     command = [sys.executable, str(HERE / "bench" / "instant.py"), "replay", str(bodies),
                "--base-url", url, "--concurrency", str(concurrency)]  # fmt: skip
     return command + (["--agents", str(AGENTS)] if dependent else [])
+
+
+def _timed(command: list[str], tree: Path) -> tuple[float, float]:
+    wall, cpu, _ = timed(command, tree)
+    return wall, cpu
 
 
 def compare(
@@ -86,15 +58,15 @@ def compare(
     benchmark = questions_file(work, turns // (AGENTS * (ROUNDS + 1)))
     bodies = work / "bodies.jsonl"
     with instant_server(record=bodies) as url:  # the requests a run sends, once
-        timed(run_command(benchmark, url, work / "record", concurrency), HERE)
+        timed(run_command(benchmark, url, work / "record", concurrency))
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in [*trees, "minimal"]}
     with instant_server(delay) as url:
         for i in range(repeat):
             for name, tree in trees.items():
                 out = work / f"{name}{i}"
-                times[name].append(timed(run_command(benchmark, url, out, concurrency), tree))
+                times[name].append(_timed(run_command(benchmark, url, out, concurrency), tree))
             command = replay_command(bodies, url, concurrency, dependent)
-            times["minimal"].append(timed(command, HERE))
+            times["minimal"].append(_timed(command, HERE))
     return times
 
 

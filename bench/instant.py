@@ -21,9 +21,10 @@ import re
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 MODEL = "instant"
 
@@ -82,15 +83,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def instant_server(
-    delay: tuple[float, float] = (0.0, 0.0), record: Path | None = None
-) -> Iterator[str]:
-    """A server in its own process for the length of the block; yields its base URL."""
+def serving(target: Callable[..., None], *args: Any) -> Iterator[str]:
+    """target(port, *args) serving in its own process for the length of the block; yields
+    its base URL once /v1/models answers."""
     import urllib.request
 
     port = free_port()
     process = multiprocessing.get_context("spawn").Process(
-        target=serve, args=(port, delay, record), daemon=True
+        target=target, args=(port, *args), daemon=True
     )
     process.start()
     url = f"http://127.0.0.1:{port}/v1"
@@ -105,6 +105,13 @@ def instant_server(
     finally:
         process.terminate()
         process.join()
+
+
+def instant_server(
+    delay: tuple[float, float] = (0.0, 0.0), record: Path | None = None
+) -> AbstractContextManager[str]:
+    """The instant server for the length of a block; yields its base URL."""
+    return serving(serve, delay, record)
 
 
 def debates(bodies: list[dict], agents: int) -> list[list[list[dict]]]:

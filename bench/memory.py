@@ -13,44 +13,21 @@ mad-eval, imported through PYTHONPATH) is measured in the same session, size by 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def questions_file(folder: Path, n: int) -> Path:
-    """N arithmetic questions, as a benchmark JSONL the run reads like any other."""
-    path = folder / f"q{n}.jsonl"
-    with path.open("w") as out:
-        for i in range(n):
-            a, b = 17 + i % 83, 3 + i % 29
-            out.write(
-                json.dumps({"id": f"q{i}", "question": f"What is {a} + {b}?", "answer": str(a + b)})
-                + "\n"
-            )
-    return path
+from runs import HERE, mad_eval, questions_file, timed
 
 
 def measure(tree: Path, benchmark: Path, out: Path) -> tuple[float, float]:
     """(peak RSS in MB, wall seconds) of one run from `tree`."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    command = [
-        sys.executable, "-m", "mad_eval", "run", "--benchmark", str(benchmark),
-        "--agents", "5", "--rounds", "2", "--out", str(out),
-    ]  # fmt: skip
-    start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    if status != 0:
-        raise SystemExit(f"the run from {tree} failed (status {status})")
-    return usage.ru_maxrss / 1024, wall
+    command = mad_eval("run", "--benchmark", str(benchmark), "--agents", "5", "--rounds", "2",
+                       "--out", str(out))  # fmt: skip
+    wall, _, peak = timed(command, tree)
+    return peak, wall
 
 
 def main() -> None:

@@ -1,0 +1,56 @@
+"""What reading a large run costs: `mad-eval report`, `table` and `plot` on a finished run
+of N questions (5 agents, 2 rounds: 15 turns a question), each timed as a whole process
+with its peak resident memory.
+
+    .venv/bin/python bench/reports.py                                # 10,000 questions
+    .venv/bin/python bench/reports.py --questions 50000 --baseline /tmp/base
+
+The run is made by bench/runs.py's large_run (200 questions simulated, their records copied
+under the other ids). `--baseline TREE` runs another checkout of mad-eval on the same folder,
+command by command, so both are measured in the same session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from runs import HERE, large_run, mad_eval, timed
+
+
+def commands(run: Path, work: Path) -> dict[str, list[str]]:
+    return {
+        "report": mad_eval("report", str(run)),
+        "table": mad_eval("table", str(run), "--format", "csv"),
+        "plot": mad_eval("plot", str(run), "--out", str(work / "plots")),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=10000)
+    parser.add_argument("--baseline", type=Path, help="another mad-eval checkout to time too")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-reports-"))
+    _, run = large_run(work, args.questions)
+    trees = {"this tree": HERE, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+    turns = 15 * args.questions
+    print(f"| command ({args.questions:,} questions, {turns:,} turns) | tree | wall | peak RSS |")
+    print("| --- | --- | --- | --- |")
+    worst = (0.0, 0.0)
+    for name, command in commands(run, work).items():
+        for tree_name, tree in trees.items():
+            wall, _, peak = timed(command, tree)
+            print(f"| {name} | {tree_name} | {wall:.1f} s | {peak:,.0f} MB |", flush=True)
+            if tree_name == "this tree":
+                worst = (max(worst[0], wall), max(worst[1], peak))
+    print(f"report / table / plot on {args.questions:,} questions: at most {worst[0]:.1f} s "
+          f"and {worst[1]:,.0f} MB each")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""What the bench scripts share: generated benchmarks, whole commands timed from a given
+checkout of mad-eval, and large finished run folders made cheaply."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+
+
+def questions_file(folder: Path, n: int) -> Path:
+    """N arithmetic questions as a benchmark JSONL, each naming its number ("Question 17:",
+    which bench/instant.py's replay groups requests by)."""
+    path = folder / f"q{n}.jsonl"
+    with path.open("w") as out:
+        for i in range(n):
+            a, b = 17 + i % 83, 3 + i % 29
+            text = f"Question {i}: what is {a} + {b}?"
+            row = {"id": f"q{i}", "question": text, "answer": str(a + b)}
+            out.write(json.dumps(row) + "\n")
+    return path
+
+
+def mad_eval(*args: str) -> list[str]:
+    return [sys.executable, "-m", "mad_eval", *args]
+
+
+def timed(command: list[str], tree: Path = HERE) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak resident MB) of one whole process run from `tree`
+    (first on PYTHONPATH); its stderr is shown only if it fails."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(
+            command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=errors
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+        if status != 0:
+            errors.seek(0)
+            sys.stderr.write(errors.read().decode(errors="replace"))
+            raise SystemExit(f"{' '.join(command[2:5])} ... failed (status {status})")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def large_run(folder: Path, questions: int, seed_questions: int = 200) -> tuple[Path, Path]:
+    """A finished simulated run (5 agents, 2 rounds: 15 turns a question) of `questions`
+    questions, made by running the first `seed_questions` for real and copying their records
+    under the other questions' ids; its benchmark file and its folder. The manifest is the
+    real run's, so `run` resumes the folder and `report` reads it like any other."""
+    benchmark = questions_file(folder, questions)
+    out = folder / f"run{questions}"
+    timed(mad_eval("run", "--benchmark", str(benchmark), "--agents", "5", "--rounds", "2",
+                   "--limit", str(seed_questions), "--out", str(out)))  # fmt: skip
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["config"]["limit"] = None  # the copy answers every question
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    seed = (out / "turns.jsonl").read_text().splitlines()
+    with (out / "turns.jsonl").open("w") as records:
+        for start in range(0, questions, seed_questions):
+            for line in seed:
+                turn = json.loads(line)
+                number = start + int(turn["question"].removeprefix("q"))
+                if number < questions:
+                    turn["question"] = f"q{number}"
+                    records.write(json.dumps(turn, ensure_ascii=False) + "\n")
+    (out / "metrics.json").unlink(missing_ok=True)
+    return benchmark, out

@@ -248,30 +248,36 @@ class Totals:
         self.context: Counter[int] = Counter()
 
     def add(self, turns: list[Turn]) -> None:
+        """Count one debate's turns (one run's, so its counts are added to that run once)."""
+        live = [t for t in turns if not t.failed]
+        failed = [t for t in turns if t.failed]
+        unparsed = sum(1 for t in live if t.answer is None)
+        truncated = [t.round for t in turns if t.truncated_in_reasoning]
+        if turns:
+            mine = self.by_run[turns[0].run]
+            mine["turns"] += len(turns)
+            mine["unparsed"] += unparsed
+            mine["truncated_in_reasoning"] += len(truncated)
+            mine["failed_turns"] += len(failed)
+        self.truncated.update(truncated)
         for t in turns:
-            mine, live = self.by_run[t.run], not t.failed
-            mine["turns"] += 1
-            mine["unparsed"] += live and t.answer is None
-            mine["truncated_in_reasoning"] += t.truncated_in_reasoning
-            mine["failed_turns"] += t.failed
-            self.truncated[t.round] += t.truncated_in_reasoning
             if t.context_tokens and t.prefix_tokens is not None:
                 self.shared[t.round] += t.prefix_tokens
                 self.context[t.round] += t.context_tokens
-            counts = self.all
-            counts["live"] += live
-            counts["failed_sent"] += t.failed and t.attempts > 0
-            counts["length_stops"] += live and t.finish_reason == "length"
-            counts["reasoning_turns"] += live and bool(t.reasoning)
-            counts["context_cut_turns"] += bool(t.cut_tokens)
-            counts["context_cut_tokens"] += t.cut_tokens
-            counts["retried_turns"] += t.attempts > 1
-            counts["requests_sent"] += t.attempts
-            counts["cached_turns"] += t.cached
-            # Replies that wrote a tag prompts quote with: escaped wherever they were quoted.
-            counts["replies_with_quoting_tags"] += holds_quoting_tags(t.text) or holds_quoting_tags(
-                t.reasoning
-            )
+        counts = self.all
+        counts["live"] += len(live)
+        counts["failed_sent"] += sum(1 for t in failed if t.attempts > 0)
+        counts["length_stops"] += sum(1 for t in live if t.finish_reason == "length")
+        counts["reasoning_turns"] += sum(1 for t in live if t.reasoning)
+        counts["context_cut_turns"] += sum(1 for t in turns if t.cut_tokens)
+        counts["context_cut_tokens"] += sum(t.cut_tokens for t in turns)
+        counts["retried_turns"] += sum(1 for t in turns if t.attempts > 1)
+        counts["requests_sent"] += sum(t.attempts for t in turns)
+        counts["cached_turns"] += sum(1 for t in turns if t.cached)
+        # Replies that wrote a tag prompts quote with: escaped wherever they were quoted.
+        counts["replies_with_quoting_tags"] += sum(
+            1 for t in turns if holds_quoting_tags(t.text) or holds_quoting_tags(t.reasoning)
+        )
 
     def prefix_share(self) -> dict[str, Any]:
         """The fraction of prompt tokens that repeat a prefix another agent already sent for

@@ -4,9 +4,12 @@ module shares."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
+import operator
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
@@ -43,6 +46,13 @@ def loads(text: str | bytes) -> Any:
         return json.loads(text)
 
 
+@functools.cache
+def _fields_of(cls: type) -> tuple[int, Callable[[dict[str, Any]], tuple[Any, ...]]]:
+    """How many fields a record class has, and what takes their values from a dict in order."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    return len(names), operator.itemgetter(*names)
+
+
 class JsonLine:
     """A record that is one line of a JSON Lines file."""
 
@@ -59,7 +69,13 @@ class JsonLine:
         for name in cls.SHARED:
             if isinstance(data.get(name), str):
                 data[name] = sys.intern(data[name])
-        return cls(**data)
+        count, values = _fields_of(cls)
+        if len(data) == count:
+            try:  # by position: a call with 30 keywords costs 15 times as much
+                return cls(*values(data))
+            except KeyError:
+                pass
+        return cls(**data)  # a record from before a field existed, or a malformed one
 
 
 @dataclass(slots=True)

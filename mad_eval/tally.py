@@ -160,12 +160,16 @@ class Counting:
         self.alike = same_answer(kind)
         self.summary = not get_kind(kind).voted  # scored (ROUGE), not right or wrong
         names = _summary_keys(rounds) if self.summary else _keys(rounds, hub)
-        shape = (len(runs), len(questions))
+        self.index = {name: i for i, name in enumerate(names)}
+        # Every key's counts in one array, [keys, runs, questions], so a debate's are
+        # written at once; the tallies hold a view of each key's part.
+        self.num = np.zeros((len(names), len(runs), len(questions)))
+        self.den = np.zeros_like(self.num)
         self.tallies = Tallies(
             list(runs),
             list(questions),
-            {name: np.zeros(shape) for name in names},
-            {name: np.zeros(shape) for name in names},
+            {name: self.num[i] for name, i in self.index.items()},
+            {name: self.den[i] for name, i in self.index.items()},
         )
         self.row = {run: i for i, run in enumerate(runs)}
         self.col = {q: j for j, q in enumerate(questions)}
@@ -175,12 +179,21 @@ class Counting:
         if not turns:
             return
         run, qid = turns[0].run, turns[0].question
-        at = (self.row[run], self.col[qid])
-        num, den = self.tallies.num, self.tallies.den
+        num, den, index = [0.0] * len(self.index), [0.0] * len(self.index), self.index
 
         def add(key: str, n: float, d: float) -> None:
-            num[key][at] += n
-            den[key][at] += d
+            i = index[key]
+            num[i] += n
+            den[i] += d
+
+        self._count(run, qid, turns, add)
+        at = (slice(None), self.row[run], self.col[qid])
+        self.num[at] += num
+        self.den[at] += den
+
+    def _count(
+        self, run: int, qid: str, turns: list[Turn], add: Callable[[str, float, float], None]
+    ) -> None:
 
         ordered = sorted(turns, key=lambda t: t.agent)
         for r in sorted({t.round for t in turns if t.round <= self.rounds}):

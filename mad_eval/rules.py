@@ -20,6 +20,7 @@ import numpy as np
 
 from mad_eval.grading import consensus, equivalent
 from mad_eval.kinds import get_kind
+from mad_eval.records import derive_seed
 
 Same = Callable[[str, str], bool]
 
@@ -75,6 +76,23 @@ def _same(a: Graded, b: Graded, same: Same) -> bool:
     if a.grade_timed_out or b.grade_timed_out:
         return " ".join(a.answer.split()) == " ".join(b.answer.split())  # type: ignore[union-attr]
     return same(a.answer, b.answer)  # type: ignore[arg-type]
+
+
+class TieBreak(random.Random):
+    """The generator a vote breaks ties with, seeded from `parts` only when a tie needs it:
+    most votes have one largest group, and seeding cost more than the rest of a vote. It
+    draws exactly what random.Random(derive_seed(*parts)) would."""
+
+    def __init__(self, *parts: object):  # no seeding yet
+        self.parts: tuple[object, ...] | None = parts
+
+    def choice(self, seq):  # type: ignore[no-untyped-def, override]
+        if self.parts is not None:
+            if len(seq) == 1:  # what a fresh generator's choice gives, without its draw
+                return seq[0]
+            self.seed(derive_seed(*self.parts))
+            self.parts = None
+        return super().choice(seq)
 
 
 def plurality(groups: list[list[G]], rng: random.Random) -> G | None:

@@ -9,7 +9,6 @@ one code path give a run's number (sum over all questions) and a bootstrap repli
 from __future__ import annotations
 
 import math
-import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -19,9 +18,9 @@ import numpy as np
 
 from mad_eval.grading import ROUGE, same_answer
 from mad_eval.kinds import get_kind
-from mad_eval.records import Turn, Verdict, derive_seed
+from mad_eval.records import Turn, Verdict
 from mad_eval.rubric import CRITIQUE
-from mad_eval.rules import answer_groups, bootstrap_maj, default_rule, get_rule
+from mad_eval.rules import TieBreak, answer_groups, bootstrap_maj, default_rule, get_rule
 
 
 def entropy_bits(turns: list[Turn], groups: list[list[Turn]]) -> float:
@@ -218,7 +217,7 @@ class Counting:
         """Count one round of one debate: `live` are its turns that did not fail, by agent."""
         decide, voters, hub = self.decide, self.voters, self.hub
         if decide.scored(live, voters, hub):
-            rng = random.Random(derive_seed(self.seed, "vote", run, qid, r))
+            rng = TieBreak(self.seed, "vote", run, qid, r)
             picked = decide.pick(live, voters, hub, rng, self.alike)
             if self.summary:
                 for m in ROUGE:

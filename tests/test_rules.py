@@ -301,3 +301,17 @@ def test_resuming_under_another_scoring_rule_is_refused(tmp_path):
                      "1", "--limit", "2", "--out", "r", cwd=tmp_path)  # fmt: skip
     assert again.returncode == 2
     assert "protocol score is 'plurality' there, 'hub' here" in again.stderr
+
+
+def test_a_tie_break_draws_what_a_generator_seeded_at_once_would():
+    import random
+
+    from mad_eval.records import derive_seed
+    from mad_eval.rules import TieBreak
+
+    for seed in range(200):
+        for options in (["a"], ["a", "b"], ["a", "b", "c", "d"]):
+            parts = (seed, "vote", 0, f"q{seed}", 1)
+            assert TieBreak(*parts).choice(options) == random.Random(
+                derive_seed(*parts)
+            ).choice(options)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 
 import numpy as np
@@ -85,14 +85,25 @@ class Tallies:
     questions: list[str]
     num: dict[str, np.ndarray]  # key -> [runs, questions]
     den: dict[str, np.ndarray]
+    # Rates already worked out, by the weights they were weighed with (kept, so their ids
+    # stay theirs).
+    _rates: dict[int | None, tuple[np.ndarray | None, Rates]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def rates(self, weights: np.ndarray | None = None) -> Rates:
         """Every rate per run ([runs]); with question weights [replicates, questions] (how
-        often a bootstrap replicate drew each question), per run and replicate."""
-        return Rates(self, weights)
+        often a bootstrap replicate drew each question), per run and replicate. The same
+        weights give the same Rates, so a table's numbers weigh each key once."""
+        key = None if weights is None else id(weights)
+        if key not in self._rates or self._rates[key][0] is not weights:
+            self._rates[key] = (weights, Rates(self, weights))
+        return self._rates[key][1]
 
     def on(self, questions: list[str]) -> Tallies:
         """The same tallies on `questions` (a subset, in that order), to pair two methods."""
+        if questions == self.questions:
+            return self
         where = {q: i for i, q in enumerate(self.questions)}
         index = [where[q] for q in questions]
         return Tallies(

@@ -291,7 +291,9 @@ class JudgeLog:
         self.lock.release()
 
 
-def read_records(path: Path, parse: Callable[[str], T], what: str, repair: bool = False) -> list[T]:
+def read_records(
+    path: Path, parse: Callable[[bytes], T], what: str, repair: bool = False
+) -> list[T]:
     """Every record of an append-only JSON Lines file, in order. A writer killed mid-line
     leaves a partial last line: it is dropped, and with `repair` cut from the file."""
     return [record for _, record in _records(path, parse, what, repair)]
@@ -311,7 +313,7 @@ def _lines(path: Path, limit: int | None = None) -> Iterator[tuple[int, int, byt
 
 
 def _parsed(
-    path: Path, parse: Callable[[str], T], what: str, limit: int | None = None
+    path: Path, parse: Callable[[bytes], T], what: str, limit: int | None = None
 ) -> Iterator[tuple[int, bytes, T]]:
     """(offset past the line, line as written, record) for every whole, non-blank line."""
     for number, end, line in _lines(path, limit):
@@ -319,10 +321,10 @@ def _parsed(
             yield end, line, _parse(path, number, line, parse, what)
 
 
-def _parse(path: Path, number: int, line: bytes, parse: Callable[[str], T], what: str) -> T:
+def _parse(path: Path, number: int, line: bytes, parse: Callable[[bytes], T], what: str) -> T:
     """One line's record; a line that is none is named in one sentence."""
     try:
-        return parse(line.decode("utf-8"))
+        return parse(line)  # bytes: orjson reads them as they are, Python decodes them
     except UnicodeDecodeError:
         raise StoreError(
             f"{path} line {number} is not UTF-8 text; fix or remove that line."
@@ -334,7 +336,7 @@ def _parse(path: Path, number: int, line: bytes, parse: Callable[[str], T], what
 
 
 def _records(
-    path: Path, parse: Callable[[str], T], what: str, repair: bool = False
+    path: Path, parse: Callable[[bytes], T], what: str, repair: bool = False
 ) -> Iterator[tuple[bytes, T]]:
     """(line as written, record) for every whole line of a JSON Lines file, read a line at a
     time (a run's records need not fit in memory twice)."""
@@ -442,7 +444,7 @@ class Debates:
     each: Iterator[list[Turn]]
 
 
-def move_records(path: Path, keys: set[TurnKey], parse: Callable[[str], Any], what: str) -> int:
+def move_records(path: Path, keys: set[TurnKey], parse: Callable[[bytes], Any], what: str) -> int:
     """Move the records of `keys` from a JSON Lines file to the file of the same name in
     superseded/ beside it: appended there first, then the file is replaced whole by its
     other lines, so a crash in between leaves a copy in both places, never in neither."""

@@ -19,10 +19,12 @@ from mad_eval import grading
 from mad_eval.backends import Backend, Generation, Request, Sampling
 from mad_eval.config import RunConfig
 from mad_eval.context import ContextError, EstimateCounter, Fitted, Fitter, prefix_tokens
+from mad_eval.kinds import get_kind
 from mad_eval.prompts import Messages, Round, Speaker, build_prompt
 from mad_eval.protocols import Protocol
 from mad_eval.records import Question, Turn, TurnKey, derive_seed, messages_hash
 from mad_eval.roster import Agent
+from mad_eval.rules import AnswerClasses
 from mad_eval.templates import load_template
 
 T = TypeVar("T")
@@ -80,6 +82,9 @@ class Engine:
                 self.on_progress()
             return []
         history: list[list[Turn]] = []
+        classes = None  # the answers' equivalence classes, for a kind that votes
+        if get_kind(question.kind).voted:
+            classes = AnswerClasses(grading.same_answer(question.kind))
         for round_ in range(self.config.rounds + 1):
             previous = history[-1] if history else []
             # Decided once per agent: the prompt is built from it and the turn records it.
@@ -93,7 +98,7 @@ class Engine:
             shared = self.shared_prefixes(prompts)
             history.append(
                 await every(
-                    self.turn(run, question, round_, seat, previous, seen, prompt, prefix)
+                    self.turn(run, question, round_, seat, previous, seen, prompt, prefix, classes)
                     for seat, seen, prompt, prefix in zip(
                         self.seats, sees, prompts, shared, strict=True
                     )
@@ -148,12 +153,16 @@ class Engine:
         sees: list[int],
         prompt: Fitted | ContextError | None,
         prefix: int | None,
+        classes: AnswerClasses | None = None,
     ) -> Turn:
         agent = seat.agent
         key = (run, question.id, round_, agent.index)
         if key in self.done:
+            done = self.done[key]
+            if classes is not None:
+                classes.seen(done, done.answer_class)
             self.on_progress()
-            return self.done[key]
+            return done
         assert prompt is not None, "a prompt is built for every turn not yet done"
 
         sampling = Sampling(
@@ -214,6 +223,8 @@ class Engine:
             cut_tokens=fitted.cut if fitted else 0,
             prefix_tokens=prefix,
         )
+        if classes is not None:
+            turn.answer_class = await classify(classes, turn)
         self.on_turn(turn)
         self.on_progress()
         return turn
@@ -223,6 +234,17 @@ class Engine:
         if not previous:
             return []
         return [j for j in self.protocol.sees(agent, len(self.seats)) if not previous[j].failed]
+
+
+async def classify(classes: AnswerClasses, turn: Turn) -> int | None:
+    """The turn's answer class: on the event loop when no math-verify worker is needed, else
+    in a thread; one turn of a debate at a time, so its classes stay one numbering."""
+    async with classes.lock:
+        try:
+            with grading.inline():
+                return classes.assign(turn)
+        except grading.NeedsWorker:
+            return await asyncio.to_thread(classes.assign, turn)
 
 
 def to_ask_again(done: Mapping[TurnKey, Turn], protocol: Protocol, agents: int) -> set[TurnKey]:

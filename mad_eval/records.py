@@ -133,6 +133,11 @@ class Turn(JsonLine):
     # The reply stopped at the token limit before its reasoning ended: it has no final
     # answer, and is counted apart and left out of the vote like an unparsed one.
     truncated_in_reasoning: bool = False
+    # Within one run and question, turns of the same class gave equivalent answers: 0 for
+    # right answers, 1, 2, ... for each distinct wrong one, numbered in grading order (which
+    # two runs may not share: only which turns share a class means anything); None for no
+    # answer, a summary, or a turn recorded before classes were (rules.AnswerClasses).
+    answer_class: int | None = None
 
     @property
     def key(self) -> tuple[int, str, int, int]:

@@ -9,6 +9,7 @@ parsed answer): a wrong vote, a summary that scores zero.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import random
 from abc import ABC, abstractmethod
@@ -51,7 +52,16 @@ class Vote:
 
 def answer_groups(turns: Sequence[G], same: Same = equivalent) -> list[list[G]]:
     """Parsed answers grouped by equivalence (not by string), in order of first appearance.
-    `same` is the benchmark kind's equivalence (grading.same_answer)."""
+    `same` is the benchmark kind's equivalence (grading.same_answer). Turns whose classes
+    were recorded when they were graded (AnswerClasses) are grouped by class, with no
+    comparison at all; turns recorded before classes existed are compared pair by pair."""
+    classes = [getattr(t, "answer_class", None) for t in turns if t.answer is not None]
+    if classes and None not in classes:
+        by_class: dict[int, list[G]] = {}
+        for turn in turns:
+            if turn.answer is not None:
+                by_class.setdefault(turn.answer_class, []).append(turn)  # type: ignore[attr-defined]
+        return list(by_class.values())
     groups: list[list[G]] = []
     for turn in turns:
         if turn.answer is None:
@@ -93,6 +103,40 @@ class TieBreak(random.Random):
             self.seed(derive_seed(*self.parts))
             self.parts = None
         return super().choice(seq)
+
+
+class AnswerClasses:
+    """The equivalence classes of one debate's answers (one run's turns of one question),
+    numbered as they are graded: 0 for every right answer, 1, 2, ... for each distinct
+    wrong one, None for no answer. Each wrong answer is compared with the first answer of
+    each wrong class, in class order, by the rule answer_groups applies pair by pair
+    (`_same`); the engine records the class on the turn, so votes and reports never compare
+    answers again. math-verify's equivalence is not always transitive, so in a rare case
+    classes made in grading order group differently from pairs taken in agent order; the
+    recorded classes are what is voted on from then on."""
+
+    def __init__(self, same: Same):
+        self.same = same
+        self.first: dict[int, Graded] = {}  # each wrong class's first answer
+        self.lock = asyncio.Lock()  # for callers that assign from several tasks
+
+    def seen(self, turn: Graded, answer_class: int | None) -> None:
+        """A turn recorded earlier (a resumed run): its class is known."""
+        if answer_class is not None and answer_class > 0:
+            self.first.setdefault(answer_class, turn)
+
+    def assign(self, graded: Graded) -> int | None:
+        """The class of a newly graded answer (math-verify may be asked)."""
+        if graded.answer is None:
+            return None
+        if graded.correct:
+            return 0
+        for number in sorted(self.first):
+            if _same(graded, self.first[number], self.same):
+                return number
+        number = max(self.first, default=0) + 1
+        self.first[number] = graded
+        return number
 
 
 def plurality(groups: list[list[G]], rng: random.Random) -> G | None:

@@ -69,7 +69,16 @@ def turns_of(run_dir: Path) -> list[dict]:
 
 
 def without_timing(turns: list[dict]) -> list[dict]:
-    return sorted(
+    """Turns in key order, less what timing decides: latency, and the numbers of wrong
+    answers' classes (given in grading order; renumbered here in round and agent order, so
+    what two runs are compared on is which turns share a class)."""
+    ordered = sorted(
         ({k: v for k, v in t.items() if k != "latency"} for t in turns),
         key=lambda t: (t["run"], t["question"], t["round"], t["agent"]),
     )
+    numbers: dict[tuple, dict[int, int]] = {}
+    for t in ordered:
+        if t.get("answer_class"):
+            mine = numbers.setdefault((t["run"], t["question"]), {})
+            t["answer_class"] = mine.setdefault(t["answer_class"], len(mine) + 1)
+    return ordered

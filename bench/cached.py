@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from instant import instant_server
-from runs import HERE, mad_eval, questions_file, timed
+from runs import checkouts, mad_eval, questions_file, timed
 
 AGENTS, ROUNDS = 5, 1
 
@@ -39,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-cached-"))
     benchmark = questions_file(work, args.turns // (AGENTS * (ROUNDS + 1)))
-    trees = {"this tree": HERE, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+    trees = checkouts(args.baseline)
     print(f"| tree | first run ({args.turns:,} turns) | cached re-runs | turns/s (best) |")
     print("| --- | --- | --- | --- |")
     rates = {}

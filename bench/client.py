@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from instant import instant_server
-from runs import HERE, mad_eval, questions_file, timed
+from runs import HERE, checkouts, mad_eval, questions_file, timed
 
 AGENTS, ROUNDS = 5, 1
 
@@ -87,7 +87,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--baseline", type=Path, help="another mad-eval checkout to time too")
     args = parser.parse_args()
-    trees = {"mad-eval": HERE, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+    trees = checkouts(args.baseline, "mad-eval")
     print("| turns | client | wall (median) | / minimal | CPU per request |")
     print("| --- | --- | --- | --- | --- |")
     ratios = []

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from instant import serving
-from runs import HERE, mad_eval, timed
+from runs import HERE, checkouts, mad_eval, timed
 
 WRONG = 0.3
 
@@ -72,7 +72,7 @@ def main() -> None:
     data = args.data_dir.resolve()
     rows = [json.loads(line) for line in (data / "math500.jsonl").open()][: args.limit]
     turns = len(rows) * 10
-    trees = {"this tree": HERE, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+    trees = checkouts(args.baseline)
     graders = os.environ.get("MAD_EVAL_GRADERS", "one per core")
     print(f"| replies ({turns:,} turns; graders: {graders}) | tree | wall | turns/s |")
     print("| --- | --- | --- | --- |")

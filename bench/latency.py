@@ -17,7 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from client import HERE, compare
+from client import compare
+from runs import checkouts
 
 
 def main() -> None:
@@ -28,7 +29,7 @@ def main() -> None:
     parser.add_argument("--delay", type=float, nargs=2, default=(1.0, 3.0))
     parser.add_argument("--baseline", type=Path, help="another mad-eval checkout to time too")
     args = parser.parse_args()
-    trees = {"mad-eval": HERE, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+    trees = checkouts(args.baseline, "mad-eval")
     print("| concurrency | client | wall (median) | / minimal |")
     print("| --- | --- | --- | --- |")
     ratios = []

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from runs import HERE, large_run, mad_eval, timed
+from runs import checkouts, large_run, mad_eval, timed
 
 
 def commands(run: Path, work: Path) -> dict[str, list[str]]:
@@ -37,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-reports-"))
     _, run = large_run(work, args.questions)
-    trees = {"this tree": HERE, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+    trees = checkouts(args.baseline)
     turns = 15 * args.questions
     print(f"| command ({args.questions:,} questions, {turns:,} turns) | tree | wall | peak RSS |")
     print("| --- | --- | --- | --- |")

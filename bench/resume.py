@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from runs import HERE, large_run, mad_eval, timed
+from runs import checkouts, large_run, mad_eval, timed
 
 
 def cut(run: Path, share: float) -> int:
@@ -40,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-resume-"))
     benchmark, finished = large_run(work, args.turns // 15)
-    trees = {"this tree": HERE, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+    trees = checkouts(args.baseline)
     print(f"| tree | report ({args.turns:,} turns) | resume ({100 * args.missing:g}% missing) "
           "| resume / report |")  # fmt: skip
     print("| --- | --- | --- | --- |")

@@ -14,6 +14,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 
 
+def checkouts(baseline: Path | None, name: str = "this tree") -> dict[str, Path]:
+    """The trees a script measures: this one, and a `--baseline` checkout when given."""
+    return {name: HERE, **({"baseline": baseline.resolve()} if baseline else {})}
+
+
 def questions_file(folder: Path, n: int) -> Path:
     """N arithmetic questions as a benchmark JSONL, each naming its number ("Question 17:",
     which bench/instant.py's replay groups requests by)."""

@@ -39,13 +39,14 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another mad-eval checkout to time too")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-resume-"))
-    benchmark, finished = large_run(work, args.turns // 15)
     trees = checkouts(args.baseline)
     print(f"| tree | report ({args.turns:,} turns) | resume ({100 * args.missing:g}% missing) "
           "| resume / report |")  # fmt: skip
     print("| --- | --- | --- | --- |")
     ratios = {}
     for name, tree in trees.items():
+        # Each version resumes a run of its own records.
+        benchmark, finished = large_run(work / name.replace(" ", "-"), args.turns // 15, tree)
         report, _, report_mb = timed(mad_eval("report", str(finished)), tree)
         run = work / f"resumed-{name.replace(' ', '-')}"
         shutil.copytree(finished, run)

@@ -54,15 +54,19 @@ def timed(command: list[str], tree: Path = HERE) -> tuple[float, float, float]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def large_run(folder: Path, questions: int, seed_questions: int = 200) -> tuple[Path, Path]:
+def large_run(
+    folder: Path, questions: int, tree: Path = HERE, seed_questions: int = 200
+) -> tuple[Path, Path]:
     """A finished simulated run (5 agents, 2 rounds: 15 turns a question) of `questions`
-    questions, made by running the first `seed_questions` for real and copying their records
-    under the other questions' ids; its benchmark file and its folder. The manifest is the
-    real run's, so `run` resumes the folder and `report` reads it like any other."""
+    questions, made by running the first `seed_questions` for real with the checkout `tree`
+    (so its records are that version's) and copying their records under the other
+    questions' ids; its benchmark file and its folder. The manifest is the real run's, so
+    `run` resumes the folder and `report` reads it like any other."""
+    folder.mkdir(parents=True, exist_ok=True)
     benchmark = questions_file(folder, questions)
     out = folder / f"run{questions}"
     timed(mad_eval("run", "--benchmark", str(benchmark), "--agents", "5", "--rounds", "2",
-                   "--limit", str(seed_questions), "--out", str(out)))  # fmt: skip
+                   "--limit", str(seed_questions), "--out", str(out)), tree)  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["config"]["limit"] = None  # the copy answers every question
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))

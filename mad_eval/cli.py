@@ -228,7 +228,7 @@ def _execute(
                     seats,
                     done,
                     store.append,
-                    lambda: progress.advance(task),
+                    lambda turns: progress.advance(task, turns),
                 )
                 await engine.run(questions)
         finally:

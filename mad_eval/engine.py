@@ -52,7 +52,7 @@ class Engine:
         seats: list[Seat],
         done: Mapping[TurnKey, Turn],
         on_turn: Callable[[Turn], None],
-        on_progress: Callable[[], None] = lambda: None,
+        on_progress: Callable[[int], None] = lambda turns: None,
     ):
         if any(seat.agent.max_tokens is None for seat in seats):
             raise ValueError("resolve max_tokens (the benchmark's budget) before running")
@@ -78,8 +78,7 @@ class Engine:
         """All rounds of one debate; returns the last round's turns (none when it was
         finished before)."""
         if self.finished(run, question):  # resumed: nothing to ask, nothing to read
-            for _ in range(len(self.seats) * (self.config.rounds + 1)):
-                self.on_progress()
+            self.on_progress(len(self.seats) * (self.config.rounds + 1))
             return []
         history: list[list[Turn]] = []
         classes = None  # the answers' equivalence classes, for a kind that votes
@@ -161,7 +160,7 @@ class Engine:
             done = self.done[key]
             if classes is not None:
                 classes.seen(done, done.answer_class)
-            self.on_progress()
+            self.on_progress(1)
             return done
         assert prompt is not None, "a prompt is built for every turn not yet done"
 
@@ -226,7 +225,7 @@ class Engine:
         if classes is not None:
             turn.answer_class = await classify(classes, turn)
         self.on_turn(turn)
-        self.on_progress()
+        self.on_progress(1)
         return turn
 
     def visible(self, agent: int, previous: list[Turn]) -> list[int]:

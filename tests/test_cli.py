@@ -227,7 +227,7 @@ def test_report_recomputes_metrics_from_turns(tmp_path):
         ),
         (
             ["--model", "openai:m", "--base-url", "http://127.0.0.1:9/v1"],
-            "no OpenAI-compatible server answers at http://127.0.0.1:9/v1",
+            "no OpenAI-compatible server answers at http://127.0.0.1:9/v1 (Connection refused)",
         ),
     ],
 )

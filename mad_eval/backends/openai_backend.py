@@ -230,6 +230,14 @@ def _error_message(body: bytes) -> str:
 
 
 def _describe(exc: BaseException) -> str:
+    """What failed, in the system's words where it has some ("Connection refused", "Name or
+    service not known") rather than the client library's."""
+    error = getattr(exc, "os_error", None)
+    if isinstance(error, OSError):
+        if error.errno and error.errno > 0:
+            return os.strerror(error.errno)
+        if error.strerror:
+            return error.strerror
     return str(exc) or type(exc).__name__
 
 

@@ -267,20 +267,27 @@ def test_quote_decides_how_much_of_the_reasoning_peers_read(tmp_path):
         for quote in ("final", "tail:20", "full")
     }
     assert all(t["reasoning"] and "<think>" not in t["text"] for t in runs["final"])
+    # Turns by (question, agent): records come in the order turns finish, which varies.
     context = {
-        quote: [t["context_tokens"] for t in turns if t["round"] == 1]
+        quote: {(t["question"], t["agent"]): t["context_tokens"] for t in turns if t["round"] == 1}
         for quote, turns in runs.items()
     }
-    read = [t["sees"] for t in runs["full"] if t["round"] == 1]
-    thought = {t["agent"]: len(t["reasoning"]) for t in runs["full"] if t["round"] == 0}
-    for final, tail, full, sees in zip(*context.values(), read, strict=True):
+    read = {(t["question"], t["agent"]): t["sees"] for t in runs["full"] if t["round"] == 1}
+    thought = {
+        (t["question"], t["agent"]): len(t["reasoning"]) for t in runs["full"] if t["round"] == 0
+    }
+    assert len(read) == len(context["final"]) > 0
+    for (question, agent), sees in read.items():
+        final, tail, full = (context[quote][(question, agent)] for quote in context)
         # 20 tokens of reasoning, with the tail marker and the think tags around them.
         assert final + 20 * len(sees) <= tail <= final + 60 * len(sees)
-        shown = sum(thought[j] for j in sees) / 2  # estimated at two characters a token
+        shown = sum(thought[(question, j)] for j in sees) / 2  # two characters a token
         assert shown <= full - final <= shown + 20 * len(sees)  # the whole of every reasoning
     # What a peer reads never changes what an agent answers in round 0.
-    first = [t["text"] for t in runs["final"] if t["round"] == 0]
-    assert first == [t["text"] for t in runs["full"] if t["round"] == 0]
+    first = {(t["question"], t["agent"]): t["text"] for t in runs["final"] if t["round"] == 0}
+    assert first == {
+        (t["question"], t["agent"]): t["text"] for t in runs["full"] if t["round"] == 0
+    }
 
 
 def test_a_prompt_that_cannot_fit_is_a_failed_turn_never_sent(tmp_path):

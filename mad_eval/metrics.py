@@ -19,7 +19,7 @@ from mad_eval.rubric import CRITIQUE
 from mad_eval.rules import default_rule, majority_vote
 from mad_eval.tally import Counting, Rates, Tallies, by_debate, tally_verdicts
 
-__all__ = ["compute_metrics", "formulas", "lookup", "majority_vote", "mean_std", "percent"]
+__all__ = ["compute_metrics", "formulas", "lookup", "majority_vote", "mean_std"]
 
 
 Formula = Callable[[Rates], np.ndarray]
@@ -136,11 +136,6 @@ def _n_eff(r: int, agents: int) -> Formula:
             return np.where(scale > 0, agents / np.where(scale > 0, scale, 1), np.nan)
 
     return n_eff
-
-
-def percent(hits: Iterable[bool]) -> float | None:
-    values = list(hits)
-    return 100.0 * sum(values) / len(values) if values else None
 
 
 def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:

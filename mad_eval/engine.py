@@ -185,7 +185,8 @@ class Engine:
             text = "" if generation.truncated else generation.text or ""
             gold = question.gold
             how = (text, gold, question.kind, question.options, question.answer)
-            graded = grading.grade_inline(*how) or await asyncio.to_thread(grading.grade, *how)
+            quick = grading.grade_inline(*how)
+            graded = quick if quick is not None else await asyncio.to_thread(grading.grade, *how)
 
         fitted = prompt if isinstance(prompt, Fitted) else None
         turn = Turn(

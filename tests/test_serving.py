@@ -465,3 +465,20 @@ def test_the_vllm_backend_without_vllm_says_how_to_install_it(tmp_path):
     result = mad_eval("run", "--model", "vllm:/models/qwen3-8b", "--limit", "1", cwd=tmp_path)
     assert result.returncode == 2
     assert "the vllm:<model> backend needs vLLM: pip install 'mad-eval[vllm]'" in result.stderr
+
+
+def test_the_proxy_comes_from_the_environment_once_per_endpoint(monkeypatch):
+    from yarl import URL
+
+    from mad_eval.backends.openai_backend import proxy_for
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert proxy_for(URL("http://10.0.0.5:8000/v1")) is None
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
+    monkeypatch.setenv("HTTPS_PROXY", "http://secure-proxy:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    assert proxy_for(URL("http://10.0.0.5:8000/v1")) == "http://proxy:3128"
+    assert proxy_for(URL("https://api.openai.com/v1")) == "http://secure-proxy:3128"
+    assert proxy_for(URL("http://127.0.0.1:8000/v1")) is None
+    assert OpenAIBackend("m", "http://10.0.0.5:8000/v1").proxy == "http://proxy:3128"

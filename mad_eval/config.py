@@ -234,3 +234,24 @@ class RunConfig:
 
 def _first(value: Any, default: Any) -> Any:
     return default if value is None else value
+
+
+def run_defaults() -> dict[str, Any]:
+    """What a run is asked for, by the names the API and the command line share, with each
+    default: RunConfig's settings, those left None to be resolved (the team's size, the
+    preset's prompt and quoting, the benchmark's token budget), and where the team and
+    the questions come from (--agent, --roster, --data-dir)."""
+    defaults = {}
+    for f in dataclasses.fields(RunConfig):
+        if f.name != "roster":
+            has_factory = f.default_factory is not dataclasses.MISSING
+            defaults[f.name] = f.default_factory() if has_factory else f.default
+    resolved = {"agents": None, "prompt_style": None, "quote": None, "model": None}
+    return {**defaults, **resolved, "agent": (), "roster": None, "data_dir": None}
+
+
+def operational_defaults() -> dict[str, Any]:
+    """How requests travel (endpoints, limits, retries, cache), for a judge as for a run."""
+    defaults = run_defaults()
+    names = ("base_urls", "concurrency", "timeout", "retries", "backoff", "cache")
+    return {name: defaults[name] for name in names}

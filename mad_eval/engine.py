@@ -63,16 +63,8 @@ class Engine:
         self.on_turn = on_turn
         self.on_progress = on_progress
 
-    def window(self) -> int:
-        """Debates in flight at once: enough to fill every endpoint's concurrency limit
-        several times over (a debate has at most one request per agent in flight), few
-        enough that memory follows the work in flight, not the number of questions."""
-        slots = {slot for seat in self.seats for slot in seat.agent.slots}
-        return WINDOW * self.config.concurrency * len(slots)
-
     async def run(self, questions: list[Question]) -> None:
-        debates = ((run, q) for run in range(self.config.runs) for q in questions)
-        await each(debates, lambda item: self.debate(*item), self.window())
+        await run_all([(self, questions)])
 
     async def debate(self, run: int, question: Question) -> list[Turn]:
         """All rounds of one debate; returns the last round's turns (none when it was
@@ -234,6 +226,44 @@ class Engine:
         if not previous:
             return []
         return [j for j in self.protocol.sees(agent, len(self.seats)) if not previous[j].failed]
+
+
+def window(engines: Iterable[Engine]) -> int:
+    """Debates in flight at once: enough to fill every endpoint's concurrency limit several
+    times over (a debate has at most one request per agent in flight), few enough that
+    memory follows the work in flight, not the number of questions."""
+    engines = list(engines)
+    slots = {slot for engine in engines for seat in engine.seats for slot in seat.agent.slots}
+    return WINDOW * max(engine.config.concurrency for engine in engines) * len(slots)
+
+
+async def run_all(
+    work: list[tuple[Engine, list[Question]]],
+    on_finished: Callable[[Engine], Any] = lambda engine: None,
+) -> None:
+    """Every debate of every engine through one window, an engine's after another's: the
+    next run's debates start while the last ones of the run before are still in flight, so
+    the servers they share never idle between runs. `on_finished(engine)` follows an
+    engine's last debate."""
+    left = {id(engine): engine.config.runs * len(questions) for engine, questions in work}
+    for engine, _ in work:
+        if not left[id(engine)]:
+            on_finished(engine)
+
+    async def debate(item: tuple[Engine, int, Question]) -> None:
+        engine, run, question = item
+        await engine.debate(run, question)
+        left[id(engine)] -= 1
+        if not left[id(engine)]:
+            on_finished(engine)
+
+    debates = (
+        (engine, run, question)
+        for engine, questions in work
+        for run in range(engine.config.runs)
+        for question in questions
+    )
+    await each(debates, debate, window(engine for engine, _ in work))
 
 
 async def classify(classes: AnswerClasses, turn: Turn) -> int | None:

@@ -4,7 +4,10 @@ budgets, all checked before the first request."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import difflib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,21 +28,56 @@ from mad_eval.backends import (
 from mad_eval.backends.base import RequestError
 from mad_eval.backends.cache import Cached, RequestCache
 from mad_eval.benchmarks import BenchmarkSpec, load_questions, spec_kind
-from mad_eval.config import DEFAULT_MODEL, ConfigError, RunConfig
+from mad_eval.config import DEFAULT_MODEL, ConfigError, RunConfig, run_defaults
 from mad_eval.context import ContextError, EstimateCounter, Fitter, TokenCounter, load_counter
 from mad_eval.engine import Seat
 from mad_eval.grading import check_answer_protocol
 from mad_eval.prompts import Speaker
 from mad_eval.protocols import Choice, check_protocol, resolve
 from mad_eval.records import Question
-from mad_eval.roster import Agent, Entry, entries_from_dicts, load_roster_file, parse_agent_option
+from mad_eval.roster import (
+    Agent,
+    Entry,
+    entries_from_dicts,
+    load_roster_file,
+    parse_agent_option,
+    parse_extra_body,
+)
 from mad_eval.rules import default_rule
 from mad_eval.sanitize import redact
 from mad_eval.templates import Template, check_template, load_template
 
 DEFAULT_AGENTS = 5
-# Agents share a backend when they share a model, its endpoints and its tokenizer.
-BackendKey = tuple[str, tuple[str, ...], str | None]
+# Agents share a backend when they share a model, its endpoints, its tokenizer, and the
+# way prompts reach it (the API and the template): within a run and across the runs of
+# an experiment.
+BackendKey = tuple[str, tuple[str, ...], str | None, str, str, str]
+
+
+@dataclass
+class Pool:
+    """What the runs planned together share: one backend per model and endpoints, one
+    request limit per endpoint, one request cache, tokenizers loaded once; so the runs of
+    an experiment, scheduled at once, fill each server as one run would."""
+
+    cache: RequestCache | None = None
+    backends: dict[BackendKey, Backend] = field(default_factory=dict)
+    slots: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    counters: dict[tuple[str | None, str | None, str], TokenCounter] = field(default_factory=dict)
+    checked: set[int] = field(default_factory=set)  # backends found serving (by id)
+    probed: set[tuple[BackendKey, str]] = field(default_factory=set)  # extra bodies sent
+
+    async def check(self, backend: Backend) -> None:
+        """Ask a backend whether it serves, once however many runs share it."""
+        if id(backend) not in self.checked:
+            await backend.check()
+            self.checked.add(id(backend))
+
+    async def aclose(self) -> None:
+        for backend in self.backends.values():
+            await backend.aclose()
+        self.backends.clear()
+        self.checked.clear()
 
 
 @dataclass
@@ -53,19 +91,23 @@ class Plan:
     fitters: dict[int, Fitter]  # by agent index
     templates: dict[str, Template]  # by the name or file the agents give
     answer: str  # the answer protocol: how replies write their answer, how it is read
-    cache: RequestCache | None = None
+    pool: Pool
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def cache(self) -> RequestCache | None:
+        return self.pool.cache
 
     async def seats(self) -> list[Seat]:
         """Check every backend, then give each agent its prompt budget: the model's context
         length (given, or reported by the server) minus its max tokens."""
         for backend in self.backends.values():
-            await backend.check()
+            await self.pool.check(backend)
         await self.check_extra_bodies()
         seats = []
         unknown: set[str] = set()
         for agent in self.team:
-            backend = self.backends[_key(agent)]
+            backend = self.backends[_key(agent, self.config)]
             length = agent.max_model_len or backend.max_model_len
             budget = None
             if length is not None:
@@ -95,12 +137,13 @@ class Plan:
 
     async def check_extra_bodies(self) -> None:
         """Each agent's extra body, checked once per backend that sends it."""
-        sent: set[tuple[BackendKey, str]] = set()
+        sent = self.pool.probed
         for agent in self.team:
+            key = _key(agent, self.config)
             body = json.dumps(agent.extra_body, sort_keys=True)
-            if agent.extra_body and (_key(agent), body) not in sent:
-                sent.add((_key(agent), body))
-                await check_extra_body(self.backends[_key(agent)], agent.model, agent.extra_body)
+            if agent.extra_body and (key, body) not in sent:
+                await check_extra_body(self.backends[key], agent.model, agent.extra_body)
+                sent.add((key, body))
 
     def orders(self) -> dict[str, Any]:
         found = {q.id: q.meta["order"] for q in self.questions if "order" in q.meta}
@@ -193,38 +236,71 @@ async def check_extra_body(backend: Backend, model: str, body: dict[str, Any]) -
         pass
 
 
-def make_plan(
-    *,
-    protocol: str,
-    agents: int | None,
-    agent_options: list[str],
-    roster_file: Path | None,
-    prompt_style: str | None,
-    benchmark: str,
-    data_dir: Path | None,
-    limit: int | None,
-    model: str | None,
-    settings: dict[str, Any],
-) -> Plan:
+def check_names(given: Mapping[str, Any], accepted: Mapping[str, Any], what: str) -> None:
+    """Refuse a setting name that is not one of `accepted`, suggesting the nearest one."""
+    for name in given:
+        if name not in accepted:
+            near = difflib.get_close_matches(name, list(accepted), n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            raise ConfigError(
+                f"'{name}' is not a setting of {what}{hint}; the settings are the long options "
+                f"of its --help, with underscores: {', '.join(sorted(accepted))}."
+            )
+
+
+# The type each setting takes, by the annotation RunConfig gives it (the others: below).
+TYPES = {
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "tuple[str, ...]": (list, tuple),
+    "dict[str, Any]": (dict, str),  # an extra body: an object, or its JSON text
+}
+SOURCE_TYPES = {"agent": "tuple[str, ...]", "roster": "str", "data_dir": "str", "cache": "str"}
+
+
+def check_types(given: Mapping[str, Any], what: str) -> None:
+    """Refuse a setting of the wrong type (a TOML string where a number belongs, say)."""
+    annotations = {f.name: str(f.type) for f in dataclasses.fields(RunConfig)}
+    for name, value in given.items():
+        wanted = SOURCE_TYPES.get(name) or annotations[name]
+        if value is None or isinstance(value, Path):
+            continue
+        types = TYPES.get(wanted.removesuffix(" | None"))
+        if types and (not isinstance(value, types) or (bool not in types and type(value) is bool)):
+            raise ConfigError(
+                f"{what}: '{name}' must be {wanted.removesuffix(' | None')}, got {value!r}."
+            )
+
+
+def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
     """Resolve and check everything a run needs; raise a user error with one sentence.
-    `settings` holds the remaining RunConfig fields as the user gave them."""
+    `choices` names settings as run_defaults() does (the rest keep their defaults); runs
+    planned with one `pool` share its backends, endpoint limits and request cache."""
+    check_names(choices, run_defaults(), "a run")
+    check_types(choices, "a run")
+    settings = {**run_defaults(), **choices}
+    protocol, model = settings.pop("protocol"), settings.pop("model")
+    agents, data_dir = settings.pop("agents"), settings.pop("data_dir")
     choice = resolve(protocol)
-    roster = _roster(agent_options, roster_file, choice)
+    roster = _roster(list(settings.pop("agent") or ()), settings.pop("roster"), choice)
     if roster and model:
         raise ConfigError(
             "--model names one model for all agents; with --agent or --roster, "
             "name each agent's model there instead."
         )
+    if isinstance(settings["extra_body"], str) or settings["extra_body"] is None:
+        settings["extra_body"] = parse_extra_body(settings["extra_body"])
+    settings["base_urls"] = tuple(settings["base_urls"] or ())
+    settings["cache"] = str(settings["cache"]) if settings["cache"] else None
     n_roster = sum(entry.count for entry in roster)
-    settings = dict(settings)
     config = RunConfig(
         protocol=protocol,
         agents=agents if agents is not None else (n_roster or DEFAULT_AGENTS),
-        benchmark=benchmark,
-        limit=limit,
         model=model or DEFAULT_MODEL,
-        prompt_style=prompt_style or choice.prompt_style or "debate",
-        quote=settings.pop("quote", None) or choice.quote or "final",
+        prompt_style=settings.pop("prompt_style") or choice.prompt_style or "debate",
+        quote=settings.pop("quote") or choice.quote or "final",
         roster=roster,
         **settings,
     )
@@ -249,34 +325,35 @@ def make_plan(
                 f"agent {agent.index} ({agent.model}) takes no extra body fields: --extra-body "
                 "and extra_body are for servers and in-process vLLM."
             )
-    answer = _answer_protocol(config.answer_protocol, *spec_kind(benchmark))
-    spec, questions = load_questions(benchmark, data_dir, limit)
+    answer = _answer_protocol(config.answer_protocol, *spec_kind(config.benchmark))
+    spec, questions = load_questions(config.benchmark, data_dir, config.limit)
     questions = [q if q.answer == answer else replace(q, answer=answer) for q in questions]
     config = replace(config, max_tokens=config.max_tokens or spec.max_tokens)
 
     team = config.team()  # again: max_tokens is now resolved
+    if pool is None:
+        pool = Pool(RequestCache(config.cache) if config.cache else None)
     backends: dict[BackendKey, Backend] = {}
-    slots: dict[str, asyncio.Semaphore] = {}  # one limit per endpoint, whatever it serves
-    counters: dict[tuple[str | None, str], TokenCounter] = {}
     fitters: dict[int, Fitter] = {}
     by_counter: dict[int, Fitter] = {}
     warnings: list[str] = []
-    cache = RequestCache(config.cache) if config.cache else None
     for agent in team:
         kind = backend_kind(agent.model)
-        name = (agent.tokenizer, agent.model if kind.tokenizer else None)
-        if name not in counters:
-            counters[name], warning = load_counter(*name, config.template)
+        name = (agent.tokenizer, agent.model if kind.tokenizer else None, config.template)
+        if name not in pool.counters:
+            pool.counters[name], warning = load_counter(*name)
             if warning:
                 warnings.append(warning)
-        counter = counters[name].with_template_kwargs(_template_kwargs(agent))
+        counter = pool.counters[name].with_template_kwargs(_template_kwargs(agent))
         fitters[agent.index] = by_counter.setdefault(
             id(counter), Fitter(counter, strip_think=config.strip_think)
         )
-        if _key(agent) not in backends:
-            backends[_key(agent)] = _backend(agent, counter, config, slots, cache)
+        key = _key(agent, config)
+        if key not in pool.backends:
+            pool.backends[key] = _backend(agent, counter, config, pool.slots, pool.cache)
+        backends[key] = pool.backends[key]
     return Plan(
-        config, choice, spec, questions, team, backends, fitters, templates, answer, cache, warnings
+        config, choice, spec, questions, team, backends, fitters, templates, answer, pool, warnings
     )
 
 
@@ -317,8 +394,15 @@ def judge_backend(model: str, config: RunConfig) -> tuple[Backend, RequestCache 
     return _backend(judge, counter, config, {}, cache), cache
 
 
-def _key(agent: Agent) -> BackendKey:
-    return (agent.model, agent.base_urls, agent.tokenizer)
+def _key(agent: Agent, config: RunConfig) -> BackendKey:
+    return (
+        agent.model,
+        agent.base_urls,
+        agent.tokenizer,
+        config.api,
+        config.template,
+        config.dtype,
+    )
 
 
 def _template_kwargs(agent: Agent) -> dict[str, Any]:
@@ -387,7 +471,7 @@ def _roster(
     if agent_options:
         return tuple(parse_agent_option(text) for text in agent_options)
     if roster_file:
-        return load_roster_file(roster_file)
+        return load_roster_file(Path(roster_file))
     if choice.protocol.roster is not None:
         return entries_from_dicts(choice.protocol.roster, f"protocol preset {choice.source}")
     return ()

@@ -3,18 +3,22 @@ metrics, all recomputed from turns.jsonl, and a name for the method it measured.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mad_eval.kinds import get_kind
 from mad_eval.metrics import Formula, Measuring, Totals, critique_formulas, formulas, locate
-from mad_eval.records import Verdict
+from mad_eval.records import Turn, Verdict
 from mad_eval.rules import RULES, default_rule
 from mad_eval.stats import bootstrap_ci
 from mad_eval.store import Debates, JudgeLog, RunStore, StoreError, read_debates
 from mad_eval.tally import Tallies
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # What can tell two methods apart, in the order a generated label lists them.
 LABEL_FIELDS = ("model", "protocol", "agents", "rounds", "prompt", "temperature", "seed")
@@ -34,6 +38,30 @@ class Run:
     @property
     def config(self) -> dict[str, Any]:
         return self.manifest["config"]
+
+    @property
+    def maj(self) -> float | None:
+        """The vote of the round-0 answers, in % (mean over seeded runs)."""
+        return self.metrics.get("maj")
+
+    @property
+    def debate(self) -> float | None:
+        """The vote after the last round, in %."""
+        return self.metrics.get("debate")
+
+    @property
+    def delta(self) -> float | None:
+        """Debate - Maj, in points."""
+        return self.metrics.get("delta")
+
+    def turns(self) -> pd.DataFrame:
+        """Every recorded turn as a row (turns.jsonl's fields as columns; a repeated key keeps
+        its last record), for a notebook's own analysis."""
+        import pandas as pd
+
+        records = RunStore(self.root).read_turns()
+        names = [f.name for f in dataclasses.fields(Turn)]
+        return pd.DataFrame([[getattr(t, n) for n in names] for t in records], columns=names)
 
     @property
     def benchmark(self) -> str:

@@ -532,7 +532,7 @@ def test_training_imports_neither_verl_nor_trl():
     import sys
 
     code = (
-        "import sys, mad_eval.training, mad_eval.train_cli; "
+        "import sys, mad_eval.training, mad_eval.cli.train; "
         "print(any(m.split('.')[0] in ('verl', 'trl') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
-from mad_eval import options
+from mad_eval.cli import options
+from mad_eval.cli.ui import console, fail
 from mad_eval.errors import UserError
-from mad_eval.ui import console, fail
 
 app = typer.Typer(
     help="Self-debate RL (SDRL) data for verl or TRL: debate pairs built from a model's own "
@@ -18,6 +18,8 @@ app = typer.Typer(
 )
 ERRORS = (UserError, ValueError)  # a bad file, option or benchmark: one sentence
 
+DataDir = options.annotated("data_dir")
+Limit = options.annotated("limit")
 Out = Annotated[
     Path, typer.Option(help="File to write: .parquet (verl's format) or .jsonl, the same rows.")
 ]
@@ -74,7 +76,7 @@ def pairs(
         str | None,
         _answer_protocol("the run's, else boxed; the rollouts are graded with it"),
     ] = None,
-    data_dir: options.DataDir = None,
+    data_dir: DataDir = None,
 ) -> None:
     """Build debate pairs from rollouts whose correctness disagrees; write them as verl data."""
     from mad_eval.templates import load_template
@@ -119,8 +121,8 @@ def pairs(
 def prompts(
     benchmark: Annotated[str, typer.Argument(help="Benchmark name, spec .toml or .jsonl file.")],
     out: Out,
-    data_dir: options.DataDir = None,
-    limit: options.Limit = None,
+    data_dir: DataDir = None,
+    limit: Limit = None,
     prompt_template: Annotated[
         str,
         typer.Option(

@@ -1,0 +1,178 @@
+"""mad-eval as a library, for a training loop or a notebook: run a debate, sample single
+answers, judge critiques, recompute and load results. The command line is a thin layer
+over these functions, and their keywords are its long options with underscores:
+
+    import mad_eval
+    result = mad_eval.run(model="openai:my-ckpt", base_urls=["http://localhost:8000/v1"],
+                          benchmark="math500", data_dir="data", agents=5, rounds=3)
+    result.maj, result.debate, result.delta, result.turns()  # a pandas DataFrame
+
+Each call runs to its end (resuming the run folder's records, like the command), in an
+event loop of its own (in a thread when the caller's loop is running, as in Jupyter), and
+needs no `if __name__ == "__main__":` guard. It prints nothing unless given a Listener.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mad_eval.listener import Listener
+
+if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
+    from mad_eval.results import Run
+
+__all__ = [
+    "Listener",
+    "experiment",
+    "experiment_tables",
+    "judge",
+    "load_run",
+    "load_runs",
+    "report",
+    "run",
+    "single",
+]
+
+
+def run(
+    *,
+    out: str | Path | None = None,
+    retry_failed: bool = False,
+    listener: Listener | None = None,
+    **settings: Any,
+) -> Run:
+    """Run (or resume) a multi-agent debate and return its results. `settings` are run
+    options by name (protocol, agents, rounds, model, base_urls, benchmark, data_dir,
+    limit, runs, seed, temperature, ...; see `mad-eval run --help`); `out` is the run
+    folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>)."""
+    from mad_eval.execute import Job, drive, execute
+    from mad_eval.plan import make_plan
+    from mad_eval.store import RunStore
+
+    listener = listener or Listener()
+    plan = make_plan(settings)
+    if settings.get("model") is None and not plan.config.roster:
+        listener.say(
+            "No --model given: using simulated agents (sim). "
+            "Pass --model openai:NAME --base-url URL to benchmark a served checkpoint."
+        )
+    store = RunStore(Path(out) if out is not None else plan.config.default_out())
+    drive(execute([Job(plan, store, retry_failed)], listener), store.turns_path)
+    return report(store.root)
+
+
+def single(
+    *,
+    samples: int = 4,
+    out: str | Path | None = None,
+    retry_failed: bool = False,
+    listener: Listener | None = None,
+    **settings: Any,
+) -> Run:
+    """Sample `samples` (K) independent answers per question, no debate: mean@K and maj@K.
+    Each answer is a round-0 turn, seeded like a debate's round 0."""
+    from mad_eval.config import ConfigError
+
+    if type(samples) is not int or samples < 1:
+        raise ConfigError(f"--samples must be at least 1, got {samples}.")
+    for name in ("protocol", "agents", "rounds"):
+        if name in settings:
+            raise ConfigError(f"single takes no '{name}': it samples K answers, no debate.")
+    return run(
+        out=out,
+        retry_failed=retry_failed,
+        listener=listener,
+        **settings,
+        protocol="single",
+        agents=samples,
+        rounds=0,
+    )
+
+
+def judge(
+    run_dir: str | Path,
+    judge: str,
+    *,
+    rounds: str | None = None,
+    limit: int | None = None,
+    reference: bool = False,
+    data_dir: str | Path | None = None,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    max_tokens: int = 2048,
+    seed: int = 0,
+    extra_body: str | dict[str, Any] | None = None,
+    listener: Listener | None = None,
+    **operational: Any,
+) -> Run:
+    """Score every debate turn's critique with the LLM judge `judge` (a model spec) into
+    the run's judge.jsonl, and return the run's results with the critique scores.
+    `operational` takes base_urls, concurrency, timeout, retries, backoff and cache."""
+    from mad_eval.execute import drive
+    from mad_eval.judging import judge_run
+    from mad_eval.store import JUDGE_FILE
+
+    listener = listener or Listener()
+    settings = dict(
+        rounds=rounds,
+        limit=limit,
+        reference=reference,
+        data_dir=data_dir,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        seed=seed,
+        extra_body=extra_body,
+    )
+    work = judge_run(Path(run_dir), judge, settings, operational, listener)
+    drive(work, Path(run_dir) / JUDGE_FILE, "verdict")
+    return report(run_dir)
+
+
+def report(run_dir: str | Path) -> Run:
+    """Recompute the run's metrics.json from its records alone and return its results."""
+    from mad_eval.store import RunStore
+
+    store = RunStore(Path(run_dir))
+    result = load_run(store.root)
+    store.write_metrics(result.metrics)
+    return result
+
+
+def load_run(run_dir: str | Path) -> Run:
+    """A finished (or partial) run's results from its folder, without writing anything."""
+    from mad_eval import results
+
+    return results.load_run(Path(run_dir))
+
+
+def load_runs(run_dirs: list[str | Path], labels: dict[str, str] | None = None) -> list[Run]:
+    """Several runs' results, each named for the setting that tells it apart (or `labels`:
+    folder -> name), as tables compare them."""
+    from mad_eval import results
+
+    return results.load_runs([Path(d) for d in run_dirs], labels)
+
+
+def experiment(path: str | Path, listener: Listener | None = None) -> dict[str, Run]:
+    """Run (or resume) every cell of an experiment file on one engine, write each cell's
+    metrics.json, and return the cells' results by folder name."""
+    from mad_eval.execute import drive
+    from mad_eval.experiment import load_experiment
+    from mad_eval.experiment_run import run_experiment
+
+    listener = listener or Listener()
+    loaded = load_experiment(Path(path))
+    drive(run_experiment(loaded, listener), f"its run folder under {loaded.out}")
+    return {cell.name: report(loaded.folder(cell)) for cell in loaded.cells}
+
+
+def experiment_tables(path: str | Path, replicates: int | None = None) -> list[Path]:
+    """Write an experiment's declared tables (CSV, LaTeX, Markdown), figures and
+    summary.md into its folder, from the cells' records; return the files written."""
+    from mad_eval.experiment import load_experiment
+    from mad_eval.experiment_tables import write_tables
+    from mad_eval.layouts import REPLICATES
+
+    return write_tables(load_experiment(Path(path)), replicates or REPLICATES)

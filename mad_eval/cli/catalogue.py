@@ -1,0 +1,101 @@
+"""`mad-eval protocols`, `templates` and `benchmarks`: what --protocol, --prompt-template and
+--benchmark accept by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from mad_eval.cli.app import app
+from mad_eval.cli.ui import console, fail
+
+
+@app.command()
+def protocols() -> None:
+    """List the protocols --protocol accepts by name, with what each does."""
+    from mad_eval.protocols import catalogue
+
+    table = Table(title="protocols", show_lines=False)
+    table.add_column("name", style="bold")
+    table.add_column("what it does")
+    table.add_column("from", style="dim")
+    for name, description, source in catalogue():
+        table.add_row(name, description, _relative(source))
+    console.print(table)
+    console.print(
+        "Parameters: NAME:key=value,... (e.g. sparse:degree=4, centralized:hub=2). "
+        "Your own class: --protocol pkg.module:Class."
+    )
+
+
+@app.command()
+def templates(
+    template: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[NAME|FILE]",
+            help="A template to show, rendered for a sample 3-agent debate; none: list them.",
+        ),
+    ] = None,
+    round_: Annotated[
+        int, typer.Option("--round", help="The round to show (2 shows a conversation's growth).")
+    ] = 1,
+    agent: Annotated[int, typer.Option(help="The agent (0-2) whose prompt to show.")] = 1,
+) -> None:
+    """List the prompt templates --prompt-template accepts by name, or show one's messages."""
+    from mad_eval.templates import TemplateError, builtin_templates, load_template, sample_prompt
+
+    if template is None:
+        table = Table(title="prompt templates", show_lines=False)
+        for column in ("name", "what the agent is asked", "file"):
+            table.add_column(column, style="bold" if column == "name" else None)
+        try:
+            for name, path in builtin_templates().items():
+                table.add_row(name, load_template(name).description, _relative(str(path)))
+        except TemplateError as exc:
+            raise fail(str(exc)) from None
+        console.print(table)
+        console.print("Show one: mad-eval templates NAME|FILE [--round R] [--agent I].")
+        return
+    if not (0 <= agent <= 2 and 0 <= round_ <= 5):
+        raise fail("--agent must lie in 0..2 and --round in 0..5.")
+    try:
+        messages = sample_prompt(load_template(template), agent, round_)
+    except TemplateError as exc:
+        raise fail(str(exc)) from None
+    for message in messages:
+        console.print(f"[{message['role']}]", style="bold", markup=False)
+        # soft_wrap: the exact text, never broken at the terminal's width
+        console.print(message["content"], markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def benchmarks() -> None:
+    """List the benchmarks --benchmark accepts by name: kind, source and description."""
+    from mad_eval.benchmarks import BenchmarkError, list_specs
+
+    table = Table(title="benchmarks", show_lines=False)
+    for column in ("name", "kind", "parameters (default)", "source", "description"):
+        table.add_column(column, style="bold" if column == "name" else None)
+    try:
+        specs = list_specs()
+    except BenchmarkError as exc:
+        raise fail(str(exc)) from None
+    for spec in specs:
+        params = ", ".join(f"{k}={v}" for k, v in spec.params.items())
+        table.add_row(spec.name, spec.kind, params, spec.source, spec.description)
+    console.print(table)
+    console.print(
+        "Parameters: NAME:key=value (e.g. mmlu:subject=anatomy, or mmlu:anatomy). Local files "
+        "are read from --data-dir or $MAD_EVAL_DATA; any .jsonl or .toml path works too."
+    )
+
+
+def _relative(source: str) -> str:
+    try:
+        return str(Path(source).relative_to(Path.cwd()))
+    except ValueError:
+        return source

@@ -1,0 +1,373 @@
+"""Every command-line option, declared once: its name (the API keyword it fills), its type
+and its help. A command names the options it takes; each default comes from the API
+function the command calls (or RunConfig, for a run's settings), never from here."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer.models import OptionInfo
+
+
+@dataclass(frozen=True)
+class Option:
+    type: Any
+    info: OptionInfo  # typer.Option(...): flags, help, metavar, environment variable
+
+
+OPTIONS: dict[str, Option] = {
+    "protocol": Option(
+        str,
+        typer.Option(
+            help="Debate protocol: a preset (see `mad-eval protocols`), NAME:key=value,... "
+            "(e.g. sparse:degree=4) or pkg.module:Class for your own."
+        ),
+    ),
+    "agents": Option(
+        int | None,
+        typer.Option(help="Number of agents N (default 5, or the roster's size)."),
+    ),
+    "rounds": Option(
+        int,
+        typer.Option(help="Debate rounds T after the initial answers (round 0)."),
+    ),
+    "agent": Option(
+        list[str] | None,
+        typer.Option(
+            "--agent",
+            metavar="MODEL[@URL][*COUNT]",
+            help="A group of agents, repeated for a mixed team, e.g. "
+            "--agent 'openai:a@http://host-a:8000/v1*3' --agent 'openai:b*2'.",
+        ),
+    ),
+    "roster": Option(
+        Path | None,
+        typer.Option(
+            help="TOML file of [[agent]] tables: model, count, name, base_url, "
+            "temperature, top_p, max_tokens, max_model_len, tokenizer, persona, prompt_template, "
+            "quote, extra_body."
+        ),
+    ),
+    "prompt_style": Option(
+        str | None,
+        typer.Option(
+            "--prompt-template",
+            "--prompt-style",
+            metavar="NAME|FILE",
+            help="Prompt template: a built-in one (debate, reflection, verification, roles, "
+            "personas, critique, own-apart, conversation, anonymous) or your own .toml file "
+            "(default: the preset's, else debate). --prompt-style is the older name.",
+        ),
+    ),
+    "benchmark": Option(
+        str,
+        typer.Option(
+            help="Benchmark name (see `mad-eval benchmarks`: arith, math500, gsm8k, mmlu:SUBJECT, "
+            "hh_rlhf, cnn_dailymail, ...), a spec .toml or a .jsonl path."
+        ),
+    ),
+    "data_dir": Option(
+        Path | None,
+        typer.Option(
+            envvar="MAD_EVAL_DATA",
+            help="Read benchmark files from this folder instead of the Hugging Face hub.",
+        ),
+    ),
+    "limit": Option(
+        int | None,
+        typer.Option(help="Use only the first LIMIT questions."),
+    ),
+    "model": Option(
+        str | None,
+        typer.Option(
+            help="Model spec: openai:<model> (a server), vllm:<model folder or hub id> "
+            "(in-process vLLM) or "
+            "sim[:p0=..,s0=..,k=..,mbeta=..,skill=..,w=..,delay=..,words=..,think=..]."
+        ),
+    ),
+    "base_urls": Option(
+        list[str] | None,
+        typer.Option(
+            "--base-url",
+            metavar="URL",
+            envvar="OPENAI_BASE_URL",
+            help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1; repeat it for "
+            "replicas of the model (each request goes to the least busy one).",
+        ),
+    ),
+    "api": Option(
+        str,
+        typer.Option(
+            metavar="chat|completions",
+            help="chat: send messages to /chat/completions (the server applies its chat "
+            "template); completions: send the prompt text we render to /completions.",
+        ),
+    ),
+    "template": Option(
+        str,
+        typer.Option(
+            metavar="chat|raw",
+            help="How text prompts (--api completions, vllm:) are rendered: chat (the "
+            "tokenizer's chat template) or raw (message texts, for base checkpoints).",
+        ),
+    ),
+    "runs": Option(
+        int,
+        typer.Option(help="Independent seeded repetitions (the paper averages 5)."),
+    ),
+    "seed": Option(
+        int,
+        typer.Option(help="Base seed; every turn's seed derives from it."),
+    ),
+    "temperature": Option(
+        float,
+        typer.Option(help="Sampling temperature."),
+    ),
+    "top_p": Option(
+        float,
+        typer.Option(help="Nucleus sampling top-p."),
+    ),
+    "max_tokens": Option(
+        int | None,
+        typer.Option(help="Tokens per answer (default: the benchmark's budget)."),
+    ),
+    "max_model_len": Option(
+        int | None,
+        typer.Option(
+            help="Context length; prompts are fitted to it minus --max-tokens "
+            "(default: what the server reports)."
+        ),
+    ),
+    "tokenizer": Option(
+        str | None,
+        typer.Option(
+            help="Tokenizer folder or hub id for counting prompt tokens "
+            "(default: the model's own, else a conservative estimate)."
+        ),
+    ),
+    "answer_protocol": Option(
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help="How replies write their final answer and how it is read: boxed, answer-line, "
+            "math-verify, braces (default: the benchmark's, e.g. boxed for math500). The prompt's "
+            "answer instruction follows it.",
+        ),
+    ),
+    "strip_think": Option(
+        bool,
+        typer.Option(
+            help="Drop <think>...</think> left inside quoted text (runs recorded before reasoning "
+            "was kept apart; --quote decides what peers read)."
+        ),
+    ),
+    "quote": Option(
+        str | None,
+        typer.Option(
+            metavar="final|full|tail:N",
+            help="What an agent reads of each reply it is shown: its final content (default), its "
+            "reasoning too (full), or the last N tokens of its reasoning too (tail:N).",
+        ),
+    ),
+    "extra_body": Option(
+        str | None,
+        typer.Option(
+            metavar="JSON",
+            help="Request fields merged into every request, e.g. "
+            '\'{"chat_template_kwargs": {"enable_thinking": true}, "top_k": 20, "min_p": 0}\'; '
+            "in-process vLLM takes the sampling ones and the chat template's switches.",
+        ),
+    ),
+    "concurrency": Option(
+        int,
+        typer.Option(help="Requests in flight per endpoint."),
+    ),
+    "timeout": Option(
+        float,
+        typer.Option(help="Seconds one request attempt may take before it is retried."),
+    ),
+    "retries": Option(
+        int,
+        typer.Option(
+            help="Retries of a request after a rate limit, server error, timeout or dropped "
+            "connection, with exponential backoff (or the server's Retry-After)."
+        ),
+    ),
+    "backoff": Option(
+        float,
+        typer.Option(
+            help="Seconds before the first retry, doubled for each next one (up to 60), "
+            "half of it random so clients that failed together do not return together."
+        ),
+    ),
+    "cache": Option(
+        Path | None,
+        typer.Option(
+            help="SQLite file of answers already received; an identical request (same model, "
+            "endpoint, messages, sampling and seed) is answered from it, not sent again."
+        ),
+    ),
+    "retry_failed": Option(
+        bool,
+        typer.Option(
+            help="Ask every failed turn of the run again, with the later turns of its debate that "
+            "were built without it; the replaced records move to the run's superseded/ folder."
+        ),
+    ),
+    "tensor_parallel_size": Option(
+        int,
+        typer.Option(help="vllm: GPUs the in-process engine splits the model over."),
+    ),
+    "gpu_memory_utilization": Option(
+        float,
+        typer.Option(help="vllm: fraction of GPU memory the engine may use."),
+    ),
+    "enforce_eager": Option(
+        bool,
+        typer.Option(help="vllm: skip CUDA graph capture (starts faster, runs slower)."),
+    ),
+    "dtype": Option(
+        str,
+        typer.Option(help="vllm: weights type (auto, bfloat16, float16, float32)."),
+    ),
+    "out": Option(
+        Path | None,
+        typer.Option(
+            help="Run directory (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>)."
+        ),
+    ),
+}
+
+# What a command adds or words its own way.
+OPTIONS["samples"] = Option(
+    int, typer.Option("--samples", "-k", help="Independent answers K per question.")
+)
+SINGLE_OUT = Option(
+    Path | None,
+    typer.Option(help="Run directory (default: results/<benchmark>-single-k<K>-<model>)."),
+)
+JUDGE = {
+    "judge": Option(
+        str,
+        typer.Option(
+            "--judge",
+            metavar="SPEC",
+            help="The judge's model spec: openai:<model> (a server), vllm:<model> "
+            "(in-process) or sim-judge[:bad=..] (simulated, to try the pipeline offline).",
+        ),
+    ),
+    "rounds": Option(
+        str | None,
+        typer.Option(metavar="A..B", help="Debate rounds to judge: A..B, R or R,S (default: all)."),
+    ),
+    "limit": Option(int | None, typer.Option(help="Judge only the run's first LIMIT questions.")),
+    "reference": Option(bool, typer.Option(help="Show the judge the gold answer.")),
+    "temperature": Option(float, typer.Option(help="The judge's sampling temperature.")),
+    "top_p": Option(float, typer.Option(help="The judge's nucleus sampling top-p.")),
+    "max_tokens": Option(int, typer.Option(help="Tokens per judge answer.")),
+    "seed": Option(int, typer.Option(help="Base seed of the judge's requests.")),
+}
+
+
+def annotated(name: str) -> Any:
+    """An option as a hand-written command's parameter annotation."""
+    option = OPTIONS[name]
+    return Annotated[option.type, option.info]
+
+
+def defaults_of(function: Callable[..., Any]) -> dict[str, Any]:
+    """The keyword defaults of an API function: what the command leaves out means that."""
+    return {
+        name: p.default
+        for name, p in inspect.signature(function).parameters.items()
+        if p.kind is p.KEYWORD_ONLY or p.default is not p.empty
+    }
+
+
+def command(
+    app: typer.Typer,
+    names: list[str],
+    defaults: Mapping[str, Any],
+    own: Mapping[str, Option] | None = None,
+    arguments: list[inspect.Parameter] | None = None,
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register `function(**chosen)` as a command taking `arguments` and the options
+    `names` (the command's `own` wording first, else OPTIONS), each defaulting to
+    `defaults[name]` (required where there is none)."""
+
+    def register(function: Callable[..., None]) -> Callable[..., None]:
+        params = list(arguments or [])
+        for name in names:
+            option = (own or {}).get(name) or OPTIONS[name]
+            default = defaults.get(name, inspect.Parameter.empty)
+            if default == ():  # a list option given no times
+                default = None
+            params.append(
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=default,
+                    annotation=Annotated[option.type, option.info],
+                )
+            )
+
+        @functools.wraps(function)
+        def call(**chosen: Any) -> None:
+            function(**chosen)
+
+        call.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        call.__annotations__ = {p.name: p.annotation for p in params}
+        del call.__wrapped__  # typer reads the signature given here, not the function's
+        app.command()(call)
+        return function
+
+    return register
+
+
+# The options of `mad-eval run`, in --help's order; `single` takes the same but the debate's.
+RUN = [
+    "protocol",
+    "agents",
+    "rounds",
+    "agent",
+    "roster",
+    "prompt_style",
+    "benchmark",
+    "data_dir",
+    "limit",
+    "answer_protocol",
+    "model",
+    "base_urls",
+    "api",
+    "template",
+    "runs",
+    "seed",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_model_len",
+    "tokenizer",
+    "strip_think",
+    "quote",
+    "extra_body",
+    "concurrency",
+    "timeout",
+    "retries",
+    "backoff",
+    "cache",
+    "retry_failed",
+    "tensor_parallel_size",
+    "gpu_memory_utilization",
+    "enforce_eager",
+    "dtype",
+    "out",
+]
+DEBATE_ONLY = ("protocol", "agents", "rounds", "agent", "roster", "prompt_style", "strip_think")
+SINGLE = ["samples", *(name for name in RUN if name not in DEBATE_ONLY and name != "quote")]
+OPERATIONAL = ["concurrency", "timeout", "retries", "backoff", "cache"]

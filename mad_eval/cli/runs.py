@@ -1,0 +1,115 @@
+"""`mad-eval run`, `single`, `judge` and `report`: one run folder each, through mad_eval.api."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from mad_eval import api  # light: it imports what each call needs when called
+from mad_eval.cli import options
+from mad_eval.cli.app import app
+from mad_eval.cli.ui import ConsoleListener, console, one_sentence, warn
+from mad_eval.config import operational_defaults, run_defaults
+
+if TYPE_CHECKING:
+    from mad_eval.results import Run
+
+
+def _run_defaults() -> dict[str, Any]:
+    return {**run_defaults(), **options.defaults_of(api.run)}
+
+
+def _single_defaults() -> dict[str, Any]:
+    return {**_run_defaults(), **options.defaults_of(api.single)}
+
+
+def _judge_defaults() -> dict[str, Any]:
+    return {**operational_defaults(), **options.defaults_of(api.judge)}
+
+
+RUN_DIR = inspect.Parameter(
+    "run_dir",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    annotation=Annotated[Path, typer.Argument(metavar="RUN", help="A debate run directory.")],
+)
+
+
+@options.command(app, options.RUN, _run_defaults())
+def run(**chosen: Any) -> None:
+    """Run a multi-agent debate and report Maj, Debate, Δ and transitions.
+
+    Running the same command again resumes an interrupted run in the same directory; add
+    --retry-failed to ask its failed turns again.
+    """
+    with one_sentence():
+        show(api.run(listener=ConsoleListener(), **chosen), "run")
+
+
+@options.command(app, options.SINGLE, _single_defaults(), {"out": options.SINGLE_OUT})
+def single(**chosen: Any) -> None:
+    """Sample K answers per question without debate; report mean@K and maj@K.
+
+    Each answer is one turn of round 0, seeded like a debate's round 0, so turns.jsonl is
+    also a rollout file for `mad-eval train`. The same command resumes an interrupted run.
+    """
+    with one_sentence():
+        show(api.single(listener=ConsoleListener(), **chosen), "single")
+
+
+JUDGE_OPTIONS = [
+    "judge",
+    "base_urls",
+    "rounds",
+    "limit",
+    "reference",
+    "data_dir",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "seed",
+    *options.OPERATIONAL,
+    "extra_body",
+]
+
+
+@options.command(app, JUDGE_OPTIONS, _judge_defaults(), options.JUDGE, [RUN_DIR])
+def judge(run_dir: Path, **chosen: Any) -> None:
+    """Score every debate turn's critique with an LLM judge; write judge.jsonl and metrics.json.
+
+    The judge reads exactly the messages the agent was sent and its reply, and scores
+    conflict identification (0-2), critique correctness (0-3), critique specificity (0-2)
+    and engagement and revision (0-2). Question texts are read again from the run's
+    benchmark (pass the --data-dir the run used). Running it again resumes.
+    """
+    with one_sentence():
+        show(api.judge(run_dir, listener=ConsoleListener(), **chosen))
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (holding manifest.json).")],
+) -> None:
+    """Recompute metrics.json from turns.jsonl and print it."""
+    with one_sentence():
+        show(api.report(run_dir))
+
+
+def show(run: Run, command: str | None = None) -> None:
+    """A run's metrics on the console, where they are kept, and, after a `command` that
+    made the run, how to ask its failed turns again."""
+    from mad_eval.execute import plural
+    from mad_eval.report import metrics_view
+
+    console.print(metrics_view(run.metrics, title=run.root.name))
+    console.print(f"Records: {run.root / 'turns.jsonl'}  Metrics: {run.root / 'metrics.json'}")
+    # A prompt that did not fit was never sent: asking again would fail the same way.
+    sent = run.failed_sent
+    if sent and command:
+        warn(
+            "failed",
+            f"{sent} {plural(sent, 'request')} failed (their errors are in turns.jsonl); "
+            f"run the same mad-eval {command} command with --retry-failed to ask again.",
+        )

@@ -1,0 +1,100 @@
+"""What every command prints with: the consoles, the one-sentence error exit, progress bars,
+and the Listener that shows a library call's progress on the console."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
+
+from mad_eval.errors import Interrupted, UserError
+from mad_eval.listener import Advance, Listener
+from mad_eval.sanitize import outward
+
+console = Console()
+errors = Console(stderr=True)
+
+
+def fail(message: str) -> typer.Exit:
+    # Escaped: a message may hold brackets, such as pip install 'mad-eval[vllm]'; and what
+    # a server sent may hold credentials or terminal control codes (sanitize.outward).
+    errors.print(f"[bold red]error:[/] {escape(outward(message))}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=2)
+
+
+def warn(label: str, message: str) -> None:
+    errors.print(f"[yellow]{label}:[/] {escape(outward(message))}", highlight=False, soft_wrap=True)
+
+
+class Rate(ProgressColumn):
+    """Units done per second, over the task's recent progress."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:,.0f}/s", style="progress.data.speed")
+
+
+def progress_bar(unit: str = "turns") -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[unit]}"),
+        Rate(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+class ConsoleListener(Listener):
+    """A library call's lines, warnings and progress bars on the console."""
+
+    def say(self, text: str) -> None:
+        console.print(text)
+
+    def warn(self, label: str, text: str) -> None:
+        warn(label, text)
+
+    @contextmanager
+    def tracking(self, counts: list[tuple[str, int, str]]) -> Iterator[list[Advance]]:
+        with progress_bar() as progress:
+            tasks = [
+                progress.add_task(what, total=total, unit=unit) for what, total, unit in counts
+            ]
+            yield [
+                lambda done, task=task: progress.advance(task, done)  # type: ignore[misc]
+                for task in tasks
+            ]
+
+
+@contextmanager
+def one_sentence() -> Iterator[None]:
+    """A user error ends the command in one sentence (exit 2); a stop says where the
+    finished records are (exit 128 + the signal)."""
+    try:
+        yield
+    except UserError as exc:
+        raise fail(str(exc)) from None
+    except Interrupted as exc:
+        sig = exc.signal
+        how = "Interrupted (Ctrl-C)" if sig == signal.SIGINT else f"Stopped by {sig.name}"
+        errors.print(
+            f"{how}. Every finished {exc.what} is in {exc.records}; run the same command "
+            "again to resume.",
+            highlight=False,
+        )
+        raise typer.Exit(code=128 + sig) from None

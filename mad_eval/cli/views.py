@@ -1,0 +1,122 @@
+"""`mad-eval table` and `plot`: finished runs as paper tables and figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mad_eval.cli.app import app
+from mad_eval.cli.ui import console, fail
+from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS, REPLICATES
+
+
+@app.command()
+def table(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(metavar="RUN", help="Run directories, any number.")
+    ],
+    layout: Annotated[
+        str,
+        typer.Option(
+            metavar="|".join(LAYOUTS),
+            help="debate: Maj, Debate, Δ per benchmark; single: mean@K, maj@K (exact); "
+            "single-bootstrap: maj@K as verl estimates it (1000 seeded resamples); rounds: vote "
+            "accuracy after each round; transitions: C→I, I→C per round; lengths: tokens of "
+            "correct and incorrect answers per round; diversity: unanimous share, answer "
+            "entropy, ρ and N_eff per round; critique: the judge's scores; rouge: the consensus "
+            "summary's ROUGE-1/2/L per round (summary benchmarks).",
+        ),
+    ] = "debate",
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="|".join(FORMATS),
+            help="csv: tidy, a row per method, benchmark and number, with std, 95% bootstrap "
+            "interval and p-value; latex: booktabs, best values bold; md: Markdown.",
+        ),
+    ] = "md",
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="RUN=NAME",
+            help="Name a run's method (repeatable); by default the settings that differ "
+            "between the runs name them.",
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(help="The method others are tested against (default: the first)."),
+    ] = None,
+    error: Annotated[
+        str,
+        typer.Option(
+            metavar="|".join(ERRORS),
+            help="Error bars in latex and md: std over seeded runs, half the 95% bootstrap "
+            "interval over questions, or none.",
+        ),
+    ] = "std",
+    replicates: Annotated[
+        int, typer.Option(help="Bootstrap resamples of the questions.")
+    ] = REPLICATES,
+    out: Annotated[
+        Path | None, typer.Option(help="Write the table here, not to the screen.")
+    ] = None,
+) -> None:
+    """Print a paper table of several runs, grouped by benchmark and method."""
+    from mad_eval.results import load_runs, parse_labels
+    from mad_eval.store import StoreError
+    from mad_eval.tables import render, tidy
+
+    for value, allowed, name in (
+        (layout, LAYOUTS, "--layout"),
+        (fmt, FORMATS, "--format"),
+        (error, ERRORS, "--error"),
+    ):
+        if value not in allowed:
+            raise fail(f"{name} must be one of {', '.join(allowed)}, got '{value}'.")
+    if replicates < 100:
+        raise fail(f"--replicates must be at least 100, got {replicates}.")
+    try:
+        runs = load_runs(run_dirs, parse_labels(label or []))
+        text = render(tidy(runs, layout, baseline, replicates), fmt, error)
+    except (StoreError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    if out is None:
+        print(text, end="")
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    console.print(f"Wrote {out} ({layout} layout, {len(runs)} runs).")
+
+
+@app.command()
+def plot(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(metavar="RUN", help="Run directories, any number.")
+    ],
+    out: Annotated[Path, typer.Option(help="Folder the PNG files are written to.")] = Path(
+        "results/plots"
+    ),
+    label: Annotated[
+        list[str] | None,
+        typer.Option(metavar="RUN=NAME", help="Name a run's method (repeatable), as in table."),
+    ] = None,
+    replicates: Annotated[
+        int, typer.Option(help="Bootstrap resamples for the 95% intervals drawn.")
+    ] = REPLICATES,
+) -> None:
+    """Draw accuracy by round, transitions and diversity (N_eff) as PNG files."""
+    from mad_eval.plots import draw  # matplotlib loads only when plotting
+    from mad_eval.results import load_runs, parse_labels
+    from mad_eval.store import StoreError
+
+    try:
+        runs = load_runs(run_dirs, parse_labels(label or []))
+        written = draw(runs, out, replicates)
+    except (StoreError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    for path in written:
+        console.print(f"Wrote {path}")

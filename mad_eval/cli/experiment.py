@@ -1,0 +1,96 @@
+"""`mad-eval experiment run|tables FILE`: a whole paper's grid of runs from one file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from mad_eval.cli.ui import ConsoleListener, console, one_sentence
+from mad_eval.layouts import REPLICATES
+
+app = typer.Typer(
+    help="A paper's evaluation in one file: the models, grids of settings (models x "
+    "protocols x N x T x benchmarks x prompt templates x answer protocols), single-agent "
+    "runs, and the tables and figures to make. See experiments/ for examples.",
+    no_args_is_help=True,
+)
+File = Annotated[Path, typer.Argument(metavar="FILE", help="An experiment file (.toml).")]
+
+
+@app.command()
+def run(
+    file: File,
+    dry_run: Annotated[
+        bool,
+        typer.Option(help="Print the runs, the turns each needs and holds; ask nothing."),
+    ] = False,
+) -> None:
+    """Run (or resume) every run of the experiment at once, sharing each endpoint.
+
+    Each run is an ordinary run folder under the experiment's folder; killing the command
+    and starting it again resumes every one of them.
+    """
+    from mad_eval import api
+
+    with one_sentence():
+        if dry_run:
+            _dry_run(file)
+            return
+        results = api.experiment(file, ConsoleListener())
+    table = Table(title="runs", show_lines=False)
+    for column in ("run", "questions", "Maj", "Debate", "Δ", "mean@K", "maj@K"):
+        table.add_column(column, justify="left" if column == "run" else "right")
+    for name, result in results.items():
+        m = result.metrics
+        keys = ("mean_at_k", "maj_at_k") if result.rounds == 0 else ("maj", "debate", "delta")
+        shown = [_pct(m.get(k)) if k in keys else "" for k in DEBATE + SINGLE]
+        table.add_row(name, str(m["questions"]), *shown)
+    console.print(table)
+    console.print(f"Tables: mad-eval experiment tables {file}")
+
+
+DEBATE, SINGLE = ("maj", "debate", "delta"), ("mean_at_k", "maj_at_k")
+
+
+def _pct(value: object) -> str:
+    return f"{value:.1f}" if isinstance(value, int | float) else "-"
+
+
+def _dry_run(file: Path) -> None:
+    from mad_eval.experiment import load_experiment
+    from mad_eval.experiment_run import dry_run
+
+    experiment = load_experiment(file)
+    states = dry_run(experiment)
+    table = Table(title=f"{experiment.name}: {len(states)} runs -> {experiment.out}")
+    for column in ("run", "grids", "questions", "turns", "recorded"):
+        left = column in ("run", "grids")
+        table.add_column(column, justify="left" if left else "right", overflow="fold")
+    for s in states:
+        table.add_row(
+            s.cell.name, ", ".join(s.cell.grids), str(s.questions), str(s.requests), str(s.done)
+        )
+    console.print(table)
+    needed = sum(s.requests for s in states)
+    held = sum(min(s.done, s.requests) for s in states)
+    console.print(f"{needed} turns in all, {held} recorded, {needed - held} to ask.")
+
+
+@app.command()
+def tables(
+    file: File,
+    replicates: Annotated[
+        int, typer.Option(help="Bootstrap resamples of the questions.")
+    ] = REPLICATES,
+) -> None:
+    """Write every table (CSV, LaTeX, Markdown) and figure the experiment declares, and a
+    summary.md linking them, into its folder."""
+    from mad_eval import api
+
+    with one_sentence():
+        written = api.experiment_tables(file, replicates)
+    for path in written:
+        console.print(f"Wrote {path}")

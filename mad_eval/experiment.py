@@ -1,0 +1,438 @@
+"""An experiment file: a paper's whole evaluation in one TOML file. It names the models once
+(each with a label, such as DAPO or SDRL-freq), then grids of settings (models x protocols
+x N x T x benchmarks x prompt templates x answer protocols), a single-agent block for
+mean@K and maj@K, named exclusions, and the tables and figures to make. Each cell of a
+grid is an ordinary run folder under the experiment's folder, named from its settings.
+
+Every problem is found before the first request and said in one sentence naming the file,
+the key and the fix."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+from mad_eval.config import RESULTS_ROOT, ConfigError, run_defaults
+from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS
+
+# A grid's axes: the key that lists its values, and the setting each value fills.
+AXES = {
+    "models": "model",
+    "protocols": "protocol",
+    "agents": "agents",
+    "rounds": "rounds",
+    "benchmarks": "benchmark",
+    "prompt_templates": "prompt_style",
+    "answer_protocols": "answer_protocol",
+}
+DEFAULT_AXES = {"protocols": ["decentralized"], "agents": [5], "rounds": [3]}
+# Settings that decide how requests travel: one value for the whole experiment, so its runs
+# can share every endpoint's request limit and the request cache.
+SHARED = ("concurrency", "timeout", "retries", "backoff", "cache")
+SHARED += ("tensor_parallel_size", "gpu_memory_utilization", "enforce_eager")
+SECTIONS = ("experiment", "settings", "models", "grids", "single", "exclude", "tables", "figures")
+# Settings each part of the file refuses, since another part decides them.
+IN_SETTINGS = ("model", "agent", "roster")
+IN_MODELS = ("protocol", "agents", "rounds", "benchmark")
+IN_GRIDS = (*AXES.values(), "agent", "roster")
+PATH_SETTINGS = ("data_dir", "roster", "cache")  # read relative to the experiment file
+SINGLE = "single"  # the single-agent block's cells are its grid
+
+
+class ExperimentError(ConfigError):
+    """The experiment file cannot work; the message names the file, the key and the fix."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the experiment: its folder's name, the grid values that make it, and
+    every setting its run is planned with."""
+
+    name: str
+    axes: dict[str, Any]  # axis setting -> value (the model as its label)
+    settings: dict[str, Any]
+    grids: tuple[str, ...]  # the grids that hold it ("single" for the single-agent block)
+
+    @property
+    def single(self) -> bool:
+        return self.settings["protocol"] == "single"
+
+
+@dataclass(frozen=True)
+class View:
+    """A table or a figure to make: which cells, how its rows are named, in which forms."""
+
+    name: str
+    grid: str
+    layout: str
+    rows: tuple[str, ...]  # axis settings naming a row, in order
+    only: dict[str, list[Any]]  # axis setting -> the values kept
+    labels: dict[str, str]  # a generated row name -> the name printed
+    formats: tuple[str, ...] = FORMATS
+    error: str = "std"
+    baseline: str | None = None
+
+
+@dataclass
+class Experiment:
+    path: Path
+    name: str
+    out: Path
+    description: str
+    cells: list[Cell]
+    order: dict[str, list[str]]  # each grid's cells (by name) in its own order
+    tables: list[View] = field(default_factory=list)
+    figures: list[View] = field(default_factory=list)
+
+    def folder(self, cell: Cell) -> Path:
+        return self.out / cell.name
+
+    def rows(self, view: View) -> tuple[str, ...]:
+        """The axes naming a view's rows: its own, else those that vary among its cells."""
+        if view.rows:
+            return view.rows
+        cells = [cell for cell in self.cells if view.grid in cell.grids]
+        varying = [
+            axis
+            for axis in AXES.values()
+            if axis != "benchmark" and len({str(c.axes.get(axis)) for c in cells}) > 1
+        ]
+        return tuple(varying) or ("model",)
+
+    def row(self, cell: Cell, view: View) -> str:
+        """A cell's row name in a view, before the view's labels rename it."""
+        parts = []
+        for axis in self.rows(view):
+            value = cell.axes.get(axis)
+            if axis == "agents":
+                parts.append(f"N={value}")
+            elif axis == "rounds":
+                parts.append(f"T={value}")
+            elif axis == "prompt_style" and value:
+                parts.append(Path(str(value)).stem)
+            else:
+                parts.append(str(value) if value is not None else "default")
+        return " ".join(parts)
+
+    def labels(self, view: View) -> dict[str, str]:
+        """Each of the view's cells (by name) -> its row's printed name."""
+        return {
+            cell.name: view.labels.get(self.row(cell, view), self.row(cell, view))
+            for cell in self.of(view)
+        }
+
+    def of(self, view: View) -> list[Cell]:
+        """The cells a table or figure shows, in the grid's order."""
+        by_name = {cell.name: cell for cell in self.cells}
+        return [
+            cell
+            for cell in (by_name[name] for name in self.order[view.grid])
+            if all(cell.axes.get(axis) in values for axis, values in view.only.items())
+        ]
+
+
+def load_experiment(path: Path) -> Experiment:
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ExperimentError(
+            f"{path} does not exist; give the path of an experiment file."
+        ) from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ExperimentError(f"{path} is not valid TOML ({exc}); fix the file.") from None
+    return Parser(path, raw).experiment()
+
+
+class Parser:
+    def __init__(self, path: Path, raw: dict[str, Any]):
+        self.path, self.raw = path, raw
+        self.base = path.parent
+
+    def fail(self, where: str, problem: str) -> ExperimentError:
+        return ExperimentError(f"{self.path}: {where}: {problem}.")
+
+    def experiment(self) -> Experiment:
+        self.known(self.raw, SECTIONS, "the file")
+        head = self.table(self.raw.get("experiment", {}), "[experiment]")
+        self.known(head, ("name", "out", "description"), "[experiment]")
+        name = str(head.get("name", self.path.stem))
+        out = Path(head["out"]) if "out" in head else RESULTS_ROOT / self.path.stem
+        given = self.table(self.raw.get("settings", {}), "[settings]")
+        self.common = self.settings(given, "[settings]", IN_SETTINGS, "name models in [models]")
+        self.models = self.model_settings()
+        cells, order = self.cells()
+        tables = [self.view(t, f"tables[{i}]", True) for i, t in enumerate(self.list("tables"))]
+        figures = [self.view(f, f"figures[{i}]", False) for i, f in enumerate(self.list("figures"))]
+        experiment = Experiment(
+            self.path, name, out, str(head.get("description", "")), cells, order, tables, figures
+        )
+        for view in [*tables, *figures]:
+            if not experiment.of(view):
+                raise self.fail(
+                    f"view '{view.name}'", "it selects no cell; fix its grid or filters"
+                )
+        return experiment
+
+    # --- sections -----------------------------------------------------------------------
+
+    def model_settings(self) -> dict[str, dict[str, Any]]:
+        models = self.table(self.raw.get("models", {}), "[models]")
+        if not models:
+            raise self.fail("[models]", "no model is named; add e.g. [models.base] model = 'sim'")
+        found = {}
+        for label, given in models.items():
+            where = f"models.{label}"
+            if isinstance(given, str):
+                given = {"model": given}
+            given = dict(self.table(given, where))
+            if "base_url" in given:  # one URL or a list, as in a roster
+                url = given.pop("base_url")
+                given["base_urls"] = [url] if isinstance(url, str) else url
+            if not any(k in given for k in ("model", "agent", "roster")):
+                raise self.fail(where, "it needs model = SPEC (or agent = [...] or roster = FILE)")
+            found[label] = self.settings(given, where, IN_MODELS, "list it in a grid instead")
+        return found
+
+    def cells(self) -> tuple[list[Cell], dict[str, list[str]]]:
+        grids = self.table(self.raw.get("grids", {}), "[grids]")
+        exclusions = self.exclusions(grids)
+        cells: dict[str, Cell] = {}
+        order: dict[str, list[str]] = {}
+        sources: list[tuple[str, dict[str, Any]]] = [
+            (name, self.table(g, f"grids.{name}")) for name, g in grids.items()
+        ]
+        if "single" in self.raw:
+            sources.append((SINGLE, self.table(self.raw["single"], "[single]")))
+        if not sources:
+            raise self.fail("the file", "it has no [grids.NAME] table and no [single] block")
+        for grid, given in sources:
+            made = [c for c in self.grid(grid, given) if not self.excluded(c, grid, exclusions)]
+            if not made:
+                raise self.fail(self.where(grid), "it has no cell left; widen it or its exclusions")
+            order[grid] = [cell.name for cell in made]
+            for cell in made:
+                self.add(cells, cell)
+        for rule, used in exclusions:
+            if not used:
+                raise self.fail(f"exclude '{rule['name']}'", "it matches no cell; fix its keys")
+        return list(cells.values()), order
+
+    def grid(self, grid: str, given: dict[str, Any]) -> list[Cell]:
+        where = self.where(grid)
+        single = grid == SINGLE
+        axes_keys = ("models", "benchmarks", "answer_protocols") if single else tuple(AXES)
+        own = ("samples",) if single else ()
+        axes = {key: given.get(key) for key in axes_keys if key in given}
+        rest = {k: v for k, v in given.items() if k not in axes and k not in own}
+        scalars = self.settings(rest, where, IN_GRIDS, "list it as an axis: NAMEs = [...]")
+        values: dict[str, list[Any]] = {}
+        for key in axes_keys:
+            setting = AXES[key]
+            listed = axes.get(key)
+            if listed is None and setting in self.common:  # one value for every grid
+                listed = [self.common[setting]]
+            if listed is None:
+                listed = list(self.models) if key == "models" else DEFAULT_AXES.get(key)
+                listed = None if single and key != "models" else listed
+            if listed is None:
+                continue
+            listed = listed if isinstance(listed, list) else [listed]
+            if not listed:
+                raise self.fail(f"{where}.{key}", "the list is empty; give at least one value")
+            for value in listed:
+                if key == "models" and value not in self.models:
+                    known = ", ".join(self.models)
+                    raise self.fail(
+                        f"{where}.models", f"'{value}' is not one of [models] ({known})"
+                    )
+                if key != "models":
+                    self.settings({setting: value}, f"{where}.{key}", (), "")
+            values[setting] = listed
+        if "benchmark" not in values:
+            raise self.fail(where, "it names no benchmarks; add benchmarks = [...]")
+        samples = given.get("samples", 4) if single else None
+        made = []
+        names = list(values)
+        for combination in product(*values.values()):
+            axes_values = dict(zip(names, combination, strict=True))
+            settings = {**self.common, **self.models[axes_values["model"]], **scalars}
+            settings.update({k: v for k, v in axes_values.items() if k != "model"})
+            if single:
+                k = self.samples(samples, axes_values["benchmark"], where)
+                settings.update(protocol="single", agents=k, rounds=0)
+                axes_values["samples"] = k
+            made.append(Cell(cell_name(axes_values, single), axes_values, settings, (grid,)))
+        return made
+
+    def samples(self, given: Any, benchmark: str, where: str) -> int:
+        """[single] samples: one K, or a K per benchmark (4 on MATH500, 32 on AIME)."""
+        k = given.get(benchmark) if isinstance(given, dict) else given
+        if type(k) is not int or k < 1:
+            raise self.fail(
+                f"{where}.samples", f"K for {benchmark} must be an integer >= 1, got {k!r}"
+            )
+        return k
+
+    def add(self, cells: dict[str, Cell], cell: Cell) -> None:
+        """A cell two grids share is run once; two different runs in one folder are refused."""
+        other = cells.get(cell.name)
+        if other is None:
+            cells[cell.name] = cell
+        elif other.settings == cell.settings:
+            cells[cell.name] = Cell(cell.name, other.axes, other.settings, other.grids + cell.grids)
+        else:
+            differ = sorted(
+                k
+                for k in {*cell.settings, *other.settings}
+                if cell.settings.get(k) != other.settings.get(k)
+            )
+            raise self.fail(
+                f"{self.where(other.grids[0])} and {self.where(cell.grids[0])}",
+                f"both make folder {cell.name} with different {', '.join(differ)}; "
+                "give the grids the same settings or set them in [settings]",
+            )
+
+    def exclusions(self, grids: dict[str, Any]) -> list[tuple[dict[str, Any], list[bool]]]:
+        found = []
+        for i, rule in enumerate(self.list("exclude")):
+            where = f"exclude[{i}]"
+            self.known(rule, ("name", "grid", *AXES), where)
+            if "name" not in rule:
+                raise self.fail(where, "give it a name = '...' saying why it is left out")
+            grid = rule.get("grid")
+            if grid is not None and grid not in grids and grid != SINGLE:
+                raise self.fail(f"exclude '{rule['name']}'", f"grid '{grid}' is not defined")
+            found.append((rule, []))
+        return found
+
+    def excluded(self, cell: Cell, grid: str, exclusions: list) -> bool:
+        for rule, used in exclusions:
+            if rule.get("grid", grid) != grid:
+                continue
+            keys = [k for k in AXES if k in rule]
+            if keys and all(
+                cell.axes.get(AXES[k]) in (rule[k] if isinstance(rule[k], list) else [rule[k]])
+                for k in keys
+            ):
+                used.append(True)
+                return True
+        return False
+
+    def view(self, given: Any, where: str, table: bool) -> View:
+        given = self.table(given, where)
+        keys = ("name", "grid", "rows", "labels", *AXES)
+        keys += ("layout", "formats", "error", "baseline") if table else ()
+        self.known(given, keys, where)
+        name = given.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise self.fail(where, "give it a name of letters, digits, '-', '_' or '.'")
+        where = f"{'tables' if table else 'figures'} '{name}'"
+        grids = {*self.table(self.raw.get("grids", {}), "[grids]")}
+        grids |= {SINGLE} if "single" in self.raw else set()
+        grid = given.get("grid", next(iter(grids)) if len(grids) == 1 else None)
+        if grid not in grids:
+            raise self.fail(where, f"grid {grid!r} is not one of {', '.join(sorted(grids))}")
+        rows = given.get("rows", [])
+        rows = [rows] if isinstance(rows, str) else rows
+        for axis in rows:
+            if axis not in AXES or axis == "benchmarks":
+                allowed = ", ".join(k for k in AXES if k != "benchmarks")
+                raise self.fail(
+                    f"{where}.rows", f"'{axis}' is not an axis a row can name ({allowed})"
+                )
+        only = {AXES[k]: (v if isinstance(v, list) else [v]) for k, v in given.items() if k in AXES}
+        layout = given.get("layout", "single" if grid == SINGLE else "debate")
+        formats = tuple(given.get("formats", FORMATS))
+        error = given.get("error", "std")
+        for value, allowed, key in (
+            (layout, tuple(LAYOUTS), "layout"),
+            (error, ERRORS, "error"),
+            *((f, FORMATS, "formats") for f in formats),
+        ):
+            if value not in allowed:
+                raise self.fail(f"{where}.{key}", f"{value!r} is not one of {', '.join(allowed)}")
+        labels = self.table(given.get("labels", {}), f"{where}.labels")
+        return View(
+            name,
+            grid,
+            layout,
+            tuple(AXES[a] for a in rows),
+            only,
+            {str(k): str(v) for k, v in labels.items()},
+            formats,
+            error,
+            given.get("baseline"),
+        )
+
+    # --- checks -------------------------------------------------------------------------
+
+    def settings(
+        self, given: dict[str, Any], where: str, refused: tuple[str, ...], instead: str
+    ) -> dict[str, Any]:
+        """Run settings, checked by name and type, paths made relative to the file; a
+        setting that belongs elsewhere in the file (`refused`) is sent there."""
+        from mad_eval.plan import check_names, check_types
+
+        try:
+            check_names(given, run_defaults(), where)
+            check_types(given, where)
+        except ConfigError as exc:
+            raise ExperimentError(f"{self.path}: {exc}") from None
+        for key in given:
+            if key in SHARED and where != "[settings]":
+                raise self.fail(f"{where}.{key}", "set it once for the experiment, in [settings]")
+            if key in refused:
+                raise self.fail(f"{where}.{key}", f"it does not belong here; {instead}")
+        found = dict(given)
+        for key in PATH_SETTINGS:
+            if isinstance(found.get(key), str):
+                found[key] = str(self.base / found[key])
+        if isinstance(found.get("prompt_style"), str) and found["prompt_style"].endswith(".toml"):
+            found["prompt_style"] = str(self.base / found["prompt_style"])
+        return found
+
+    def known(self, given: dict[str, Any], accepted: Any, where: str) -> None:
+        from mad_eval.plan import check_names
+
+        try:
+            check_names(given, dict.fromkeys(accepted), where)
+        except ConfigError as exc:
+            raise ExperimentError(f"{self.path}: {exc}") from None
+
+    def table(self, value: Any, where: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"it must be a table of keys, not {type(value).__name__}")
+        return value
+
+    def list(self, section: str) -> list[dict[str, Any]]:
+        value = self.raw.get(section, [])
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise self.fail(f"[[{section}]]", "write each one as a [[" + section + "]] table")
+        return value
+
+    def where(self, grid: str) -> str:
+        return "[single]" if grid == SINGLE else f"grids.{grid}"
+
+
+def cell_name(axes: dict[str, Any], single: bool) -> str:
+    """A cell's folder: its benchmark, protocol, N, T and model label, as a run's default
+    folder is named; a prompt template or answer protocol, when given, too."""
+    bench = (
+        Path(str(axes["benchmark"])).stem
+        if str(axes["benchmark"]).endswith((".jsonl", ".toml"))
+        else str(axes["benchmark"])
+    )
+    if single:
+        name = f"{bench}-single-k{axes['samples']}-{axes['model']}"
+    else:
+        name = f"{bench}-{axes['protocol']}-n{axes['agents']}-t{axes['rounds']}-{axes['model']}"
+    if axes.get("prompt_style"):
+        name += f"-{Path(str(axes['prompt_style'])).stem}"
+    if axes.get("answer_protocol"):
+        name += f"-{axes['answer_protocol']}"
+    return re.sub(r"[^A-Za-z0-9._=+-]+", "_", re.sub(r"[:=,]", "_", name))

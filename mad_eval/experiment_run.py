@@ -1,0 +1,83 @@
+"""An experiment's cells carried out: planned together on one pool (each endpoint's request
+limit and the request cache shared by every cell), scheduled through one engine window so
+no server idles between cells, each cell resumed from its own folder; or, for a dry run,
+what each cell needs and already holds."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from mad_eval.backends.cache import RequestCache
+from mad_eval.errors import UserError
+from mad_eval.execute import Job, execute
+from mad_eval.experiment import Cell, Experiment, ExperimentError
+from mad_eval.listener import Listener
+from mad_eval.plan import Pool, make_plan
+from mad_eval.store import Recorded, RunStore, write_json
+
+
+@dataclass(frozen=True)
+class CellState:
+    cell: Cell
+    folder: Path
+    questions: int
+    requests: int  # turns the finished cell holds
+    done: int  # turns already recorded
+
+
+def plan_cells(experiment: Experiment, cache: bool = True) -> list[Job]:
+    """Every cell planned, each problem named with its cell, before any request."""
+    settings = experiment.cells[0].settings
+    path = settings.get("cache")
+    pool = Pool(RequestCache(path) if path and cache else None)
+    jobs = []
+    for cell in experiment.cells:
+        where = f"{experiment.path}: cell {cell.name} ({', '.join(cell.grids)})"
+        try:
+            plan = make_plan(cell.settings, pool)
+        except UserError as exc:
+            raise ExperimentError(f"{where}: {exc}") from None
+        jobs.append(Job(plan, RunStore(experiment.folder(cell)), where=where))
+    return jobs
+
+
+def dry_run(experiment: Experiment) -> list[CellState]:
+    """What each cell needs and holds, asking no server and writing nothing."""
+    states = []
+    for cell, job in zip(experiment.cells, plan_cells(experiment, cache=False), strict=True):
+        turns = job.store.turns_path
+        done = len(Recorded.index(turns)) if turns.exists() else 0
+        states.append(CellState(cell, job.store.root, len(job.plan.questions), job.requests, done))
+    return states
+
+
+async def run_experiment(experiment: Experiment, listener: Listener) -> None:
+    """Run (or resume) every cell; the file's copy in the experiment folder records what
+    the cells were asked."""
+    jobs = plan_cells(experiment)
+    try:
+        experiment.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExperimentError(f"cannot create {experiment.out} ({exc.strerror}).") from None
+    write_json(
+        experiment.out / "experiment.json",
+        {
+            "file": str(experiment.path),
+            "text": experiment.path.read_text(encoding="utf-8"),
+            "cells": {cell.name: list(cell.grids) for cell in experiment.cells},
+        },
+        "free space and run the same command again.",
+    )
+    done = sum(1 for job in jobs if _finished(job))
+    listener.say(
+        f"{experiment.name}: {len(jobs)} runs ({done} finished before) -> {experiment.out}"
+        f"{os.sep}, {sum(job.requests for job in jobs)} turns in all"
+    )
+    await execute(jobs, listener)
+
+
+def _finished(job: Job) -> bool:
+    turns = job.store.turns_path
+    return turns.exists() and len(Recorded.index(turns)) >= job.requests

@@ -1,0 +1,109 @@
+"""An experiment's tables and figures, written into its folder from the cells' records alone
+(every number is a cell's metrics.json number), with a summary.md that links them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mad_eval.experiment import Experiment, ExperimentError, View
+from mad_eval.layouts import REPLICATES
+from mad_eval.results import Run, load_runs
+from mad_eval.store import StoreError, write_atomically
+
+EXTENSIONS = {"csv": "csv", "latex": "tex", "md": "md"}
+THEN = "free space and run the same command again."
+
+
+def view_runs(experiment: Experiment, view: View) -> list[Run]:
+    """The runs a view shows, each named for its row."""
+    cells = experiment.of(view)
+    labels = experiment.labels(view)
+    missing = [c.name for c in cells if not (experiment.folder(c) / "turns.jsonl").exists()]
+    if missing:
+        raise ExperimentError(
+            f"{experiment.path}: '{view.name}' needs cell {missing[0]}"
+            + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
+            + ", which holds no records yet; run "
+            f"`mad-eval experiment run {experiment.path}` first."
+        )
+    folders = [experiment.folder(cell) for cell in cells]
+    try:
+        return load_runs(folders, {str(experiment.folder(c)): labels[c.name] for c in cells})
+    except (StoreError, ValueError) as exc:
+        raise ExperimentError(f"{experiment.path}: '{view.name}': {exc}") from None
+
+
+def write_tables(experiment: Experiment, replicates: int = REPLICATES) -> list[Path]:
+    """Every declared table in every declared format, every figure, and summary.md."""
+    from mad_eval.plots import draw  # matplotlib loads only when drawing
+    from mad_eval.tables import render, tidy
+
+    written: list[Path] = []
+    sections = []
+    for view in experiment.tables:
+        runs = view_runs(experiment, view)
+        try:
+            frame = tidy(runs, view.layout, view.baseline, replicates)
+        except ValueError as exc:
+            raise ExperimentError(f"{experiment.path}: table '{view.name}': {exc}") from None
+        files = {}
+        for fmt in view.formats:
+            path = experiment.out / "tables" / f"{view.name}.{EXTENSIONS[fmt]}"
+            write(path, render(frame, fmt, view.error))
+            files[fmt] = path
+        written += files.values()
+        sections.append(_table_section(experiment, view, files, len(runs)))
+    for view in experiment.figures:
+        runs = view_runs(experiment, view)
+        paths = draw(runs, experiment.out / "figures" / view.name, replicates)
+        written += paths
+        sections.append(_figure_section(experiment, view, paths))
+    summary = experiment.out / "summary.md"
+    write(summary, _summary(experiment, sections))
+    return [*written, summary]
+
+
+def write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExperimentError(f"cannot create {path.parent} ({exc.strerror}).") from None
+    write_atomically(path, text.encode("utf-8"), THEN)
+
+
+def _link(experiment: Experiment, path: Path) -> str:
+    return path.relative_to(experiment.out).as_posix()
+
+
+def _table_section(experiment: Experiment, view: View, files: dict[str, Path], runs: int) -> str:
+    links = ", ".join(f"[{fmt}]({_link(experiment, p)})" for fmt, p in files.items())
+    lines = [f"## Table: {view.name}", "", f"{view.layout} layout, {runs} runs; {links}.", ""]
+    if "md" in files:
+        lines += [files["md"].read_text(encoding="utf-8").rstrip(), ""]
+    return "\n".join(lines)
+
+
+def _figure_section(experiment: Experiment, view: View, paths: list[Path]) -> str:
+    lines = [f"## Figure: {view.name}", ""]
+    lines += [f"![{p.stem}]({_link(experiment, p)})" for p in paths]
+    return "\n".join([*lines, ""])
+
+
+def _summary(experiment: Experiment, sections: list[str]) -> str:
+    head = [f"# {experiment.name}", ""]
+    if experiment.description:
+        head += [experiment.description, ""]
+    head += [
+        f"From `{experiment.path}`: {len(experiment.cells)} runs, each a run folder here "
+        "(`mad-eval report FOLDER` recomputes its metrics.json; every number below is one of "
+        "them).",
+        "",
+        "| run | grids |",
+        "|---|---|",
+        *(
+            f"| [{c.name}]({c.name}/metrics.json) | {', '.join(c.grids)} |"
+            for c in experiment.cells
+        ),
+        "",
+    ]
+    return "\n".join(head + sections)

@@ -172,11 +172,34 @@ class Parser:
             self.path, name, out, str(head.get("description", "")), cells, order, tables, figures
         )
         for view in [*tables, *figures]:
-            if not experiment.of(view):
-                raise self.fail(
-                    f"view '{view.name}'", "it selects no cell; fix its grid or filters"
-                )
+            self.check_rows(experiment, view)
         return experiment
+
+    def check_rows(self, experiment: Experiment, view: View) -> None:
+        """A view's rows must tell its cells apart, and its labels and baseline name rows."""
+        where = f"{'tables' if view in experiment.tables else 'figures'} '{view.name}'"
+        cells = experiment.of(view)
+        if not cells:
+            raise self.fail(where, "it selects no cell; fix its grid or its filters")
+        labels = experiment.labels(view)
+        seen: dict[tuple[str, Any], str] = {}
+        for cell in cells:
+            key = (labels[cell.name], cell.axes["benchmark"])
+            if key in seen:
+                raise self.fail(
+                    f"{where}.rows",
+                    f"cells {seen[key]} and {cell.name} are both row '{key[0]}'; add the axis "
+                    "that tells them apart to rows, or filter one out",
+                )
+            seen[key] = cell.name
+        generated = {experiment.row(cell, view) for cell in cells}
+        for given in view.labels:
+            if given not in generated:
+                known = ", ".join(sorted(generated))
+                raise self.fail(f"{where}.labels", f"'{given}' is not a row of it ({known})")
+        if view.baseline is not None and view.baseline not in set(labels.values()):
+            known = ", ".join(sorted(set(labels.values())))
+            raise self.fail(f"{where}.baseline", f"'{view.baseline}' is not a row ({known})")
 
     # --- sections -----------------------------------------------------------------------
 

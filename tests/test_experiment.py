@@ -1,0 +1,251 @@
+"""Experiment files: cells from grids, one engine for all, resume, tables equal to each
+cell's metrics.json, and one sentence for every bad file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from cli_helpers import mad_eval, start, turns_of, wait_for_lines, without_timing
+
+from mad_eval.experiment import ExperimentError, load_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "experiments" / "offline_demo.toml"
+
+SMALL = """
+[experiment]
+out = "out"
+
+[settings]
+limit = 6
+runs = 1
+rounds = 1
+
+[models]
+weak = "sim:p0=0.4"
+strong = { model = "sim:p0=0.7,skill=0.8" }
+
+[grids.main]
+benchmarks = ["arith"]
+agents = [3]
+
+[grids.size]
+models = ["strong"]
+benchmarks = ["arith"]
+agents = [2, 3]
+
+[single]
+models = ["weak"]
+benchmarks = ["arith"]
+samples = 4
+
+[[tables]]
+name = "main"
+grid = "main"
+
+[[tables]]
+name = "size"
+grid = "size"
+rows = ["agents"]
+labels = { "N=2" = "two" }
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "exp.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_cells_are_the_grids_product_shared_cells_run_once(tmp_path):
+    experiment = load_experiment(write(tmp_path, SMALL))
+    names = [cell.name for cell in experiment.cells]
+    assert names == [
+        "arith-decentralized-n3-t1-weak",
+        "arith-decentralized-n3-t1-strong",
+        "arith-decentralized-n2-t1-strong",
+        "arith-single-k4-weak",
+    ]
+    shared = experiment.cells[1]
+    assert shared.grids == ("main", "size")
+    assert shared.settings["model"] == "sim:p0=0.7,skill=0.8"
+    assert shared.settings["limit"] == 6 and shared.settings["rounds"] == 1
+    single = experiment.cells[3]
+    assert (single.settings["protocol"], single.settings["agents"]) == ("single", 4)
+    size = experiment.tables[1]
+    assert [experiment.labels(size)[c.name] for c in experiment.of(size)] == ["two", "N=3"]
+
+
+def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path):
+    dry = mad_eval("experiment", "run", str(DEMO), "--dry-run", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert "31800 turns in all, 0 recorded, 31800 to ask." in dry.stdout
+    assert not (tmp_path / "results").exists()  # a dry run writes nothing
+
+    result = mad_eval("experiment", "run", str(DEMO), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    tables = mad_eval("experiment", "tables", str(DEMO), "--replicates", "200", cwd=tmp_path)
+    assert tables.returncode == 0, tables.stderr
+
+    out = tmp_path / "results" / "offline_demo"
+    experiment = load_experiment(DEMO)
+    for view in experiment.tables:
+        for fmt in view.formats:
+            ext = {"csv": "csv", "latex": "tex", "md": "md"}[fmt]
+            assert (out / "tables" / f"{view.name}.{ext}").is_file()
+        frame = pd.read_csv(out / "tables" / f"{view.name}.csv")
+        frame = frame[frame["benchmark"] != "Avg"]
+        labels = experiment.labels(view)
+        cells = experiment.of(view)
+        assert sorted(frame["method"].unique()) == sorted(labels[c.name] for c in cells)
+        for cell in cells:
+            metrics = json.loads((out / cell.name / "metrics.json").read_text())
+            rows = frame[frame["method"] == labels[cell.name]]
+            assert len(rows) > 0
+            for _, row in rows.iterrows():
+                assert row["run_dir"] == str(experiment.folder(cell))
+                assert row["value"] == pytest.approx(_lookup(metrics, row["key"]))
+    for name in ("rounds", "transitions", "diversity"):
+        assert (out / "figures" / "main" / f"{name}.png").is_file()
+    summary = (out / "summary.md").read_text()
+    for view in experiment.tables:
+        assert f"## Table: {view.name}" in summary
+    assert "![rounds](figures/main/rounds.png)" in summary
+
+
+def _lookup(metrics: dict, key: str) -> float:
+    head, _, field = key.partition(".")
+    if not field:
+        return metrics[head]
+    if head.startswith("round"):
+        return metrics["rounds"][int(head.removeprefix("round"))][field]
+    return metrics["transitions"][int(head.removeprefix("move")) - 1][field]
+
+
+def test_a_killed_experiment_resumes_with_every_turn_exactly_once(tmp_path):
+    slow = SMALL.replace('weak = "sim:p0=0.4"', 'weak = "sim:p0=0.4,delay=0.05"')
+    path = write(tmp_path, slow)
+    proc = start(["experiment", "run", str(path)], cwd=tmp_path)
+    first = tmp_path / "out" / "arith-decentralized-n3-t1-weak" / "turns.jsonl"
+    try:
+        wait_for_lines(first, 5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    again = mad_eval("experiment", "run", str(path), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+
+    reference = write(tmp_path, slow.replace('out = "out"', 'out = "reference"'), "ref.toml")
+    whole = mad_eval("experiment", "run", str(reference), cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    for cell in load_experiment(path).cells:
+        resumed = turns_of(tmp_path / "out" / cell.name)
+        keys = [(t["run"], t["question"], t["round"], t["agent"]) for t in resumed]
+        assert len(keys) == len(set(keys))  # every turn once
+        fresh = turns_of(tmp_path / "reference" / cell.name)
+        assert without_timing(resumed) == without_timing(fresh)
+
+
+def test_cells_share_one_limit_per_endpoint(tmp_path):
+    """Two cells on one model are planned on one pool: one backend, one request limit."""
+    from mad_eval.experiment_run import plan_cells
+
+    path = write(tmp_path, SMALL.replace("runs = 1", "runs = 1\nconcurrency = 3"))
+    jobs = plan_cells(load_experiment(path))
+    strong = [job for job in jobs if "strong" in job.store.root.name]
+    first, second = (next(iter(job.plan.backends.values())) for job in strong)
+    assert first is second
+    assert len(jobs[0].plan.pool.slots) == 2  # a limit per model, not per cell
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+BAD = [
+    ("[settings]\ntemprature = 0.5\n", "temprature", "did you mean 'temperature'"),
+    ("[grids.main]\nbenchmarks = []\n", "grids.main.benchmarks", "empty"),
+    ("[grids.main]\nbenchmarks = ['arith']\nmodels = ['nobody']\n", "grids.main.models", "nobody"),
+    (
+        "[grids.main]\nbenchmarks = ['arith']\n[[tables]]\nname = 't'\ngrid = 'other'\n",
+        "tables 't'",
+        "grid 'other' is not one of",
+    ),
+    (
+        "[grids.main]\nbenchmarks = ['arith']\n[[tables]]\nname = 't'\nlabels = { ghost = 'G' }\n",
+        "tables 't'.labels",
+        "'ghost' is not a row",
+    ),
+    (
+        "[grids.a]\nbenchmarks = ['arith']\n[grids.b]\nbenchmarks = ['arith']\nruns = 2\n",
+        "grids.a and grids.b",
+        "both make folder",
+    ),
+    ("[grids.main]\nbenchmarks = ['arith']\nconcurrency = 2\n", "grids.main.concurrency", "once"),
+    ("[grids.main]\nbenchmarks = ['arith']\nagents = ['five']\n", "grids.main.agents", "int"),
+    ("[grids.main]\nbenchmarks = ['arith']\n[[exclude]]\nname = 'x'\nagents = [9]\n", "'x'", "no"),
+    ("[grids.main]\nbenchmarks = ['arith']\n[[tables]]\nname = 't'\nlayout = 'x'\n", "layout", "x"),
+    ("[grid.main]\nbenchmarks = ['arith']\n", "grid", "did you mean 'grids'"),
+]
+
+
+@pytest.mark.parametrize(("body", "where", "says"), BAD)
+def test_bad_files_are_one_sentence_naming_file_and_key(tmp_path, body, where, says):
+    path = write(tmp_path, '[models]\nm = "sim"\n' + body)
+    with pytest.raises(ExperimentError) as caught:
+        load_experiment(path)
+    message = str(caught.value)
+    assert str(path) in message and where in message and says in message, message
+    assert message.count("\n") == 0
+
+
+def test_an_empty_grid_and_a_missing_file(tmp_path):
+    with pytest.raises(ExperimentError, match="no \\[grids.NAME\\] table and no \\[single\\]"):
+        load_experiment(write(tmp_path, '[models]\nm = "sim"\n'))
+    result = mad_eval("experiment", "run", "nothere.toml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "nothere.toml does not exist" in result.stderr
+
+
+def test_server_and_folder_problems_stop_before_any_request(tmp_path):
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    body = f'[models]\nm = {{ model = "openai:x", base_url = "{url}" }}\n'
+    body += '[settings]\nlimit = 2\nretries = 0\n[grids.main]\nbenchmarks = ["arith"]\n'
+    path = write(tmp_path, "[experiment]\nout = 'o'\n" + body)
+    result = mad_eval("experiment", "run", str(path), cwd=tmp_path)
+    assert result.returncode == 2
+    assert str(path) in result.stderr and "arith-decentralized-n5-t3-m" in result.stderr
+    assert "Connection refused" in result.stderr
+    assert not list((tmp_path / "o").glob("*/turns.jsonl"))
+
+    # A cell folder that holds a run of another configuration is named before anything runs.
+    small = write(tmp_path, SMALL)
+    assert mad_eval("experiment", "run", str(small), cwd=tmp_path).returncode == 0
+    changed = write(tmp_path, SMALL.replace("sim:p0=0.4", "sim:p0=0.2"))
+    again = mad_eval("experiment", "run", str(changed), cwd=tmp_path)
+    assert again.returncode == 2
+    assert "cell arith-decentralized-n3-t1-weak" in again.stderr
+    assert "different configuration" in again.stderr
+
+
+def test_cells_are_ordinary_run_folders(tmp_path):
+    path = write(tmp_path, SMALL)
+    assert mad_eval("experiment", "run", str(path), cwd=tmp_path).returncode == 0
+    folder = tmp_path / "out" / "arith-decentralized-n3-t1-weak"
+    report = mad_eval("report", str(folder), cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    rerun = mad_eval(
+        "run", "--model", "sim:p0=0.4", "--agents", "3", "--rounds", "1", "--limit", "6",
+        "--out", str(folder), cwd=tmp_path,
+    )  # fmt: skip
+    assert rerun.returncode == 0, rerun.stderr
+    assert "resuming: 36 turns already recorded" in " ".join(rerun.stdout.split())

@@ -51,9 +51,9 @@ def test_a_plain_script_without_a_main_guard_runs_judges_and_reads(tmp_path):
     assert found["turns"] == 4 * 3 * 2
     assert {"question", "round", "agent", "answer", "correct"} <= set(found["columns"])
     assert found["critique"] is not None
-    assert json.loads((tmp_path / "s" / "metrics.json").read_text())["mean_at_k"] == found[
-        "mean_at_k"
-    ]
+    assert (
+        json.loads((tmp_path / "s" / "metrics.json").read_text())["mean_at_k"] == found["mean_at_k"]
+    )
 
 
 def test_the_api_runs_from_inside_a_running_event_loop(tmp_path):
@@ -66,7 +66,7 @@ def test_the_api_runs_from_inside_a_running_event_loop(tmp_path):
 
 
 def test_a_mistyped_or_mistaken_setting_is_one_sentence(tmp_path):
-    with pytest.raises(ConfigError, match="'temprature' is not a setting of a run.*'temperature'"):
+    with pytest.raises(ConfigError, match=r"'temprature' is not a setting of a run.*'temperature'"):
         mad_eval.run(temprature=0.5, out=tmp_path / "x")
     with pytest.raises(ConfigError, match="'agents' must be int, got 'five'"):
         mad_eval.run(agents="five", out=tmp_path / "x")

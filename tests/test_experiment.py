@@ -209,7 +209,7 @@ def test_bad_files_are_one_sentence_naming_file_and_key(tmp_path, body, where, s
 
 
 def test_an_empty_grid_and_a_missing_file(tmp_path):
-    with pytest.raises(ExperimentError, match="no \\[grids.NAME\\] table and no \\[single\\]"):
+    with pytest.raises(ExperimentError, match=r"no \[grids.NAME\] table and no \[single\]"):
         load_experiment(write(tmp_path, '[models]\nm = "sim"\n'))
     result = mad_eval("experiment", "run", "nothere.toml", cwd=tmp_path)
     assert result.returncode == 2

@@ -249,3 +249,22 @@ def test_cells_are_ordinary_run_folders(tmp_path):
     )  # fmt: skip
     assert rerun.returncode == 0, rerun.stderr
     assert "resuming: 36 turns already recorded" in " ".join(rerun.stdout.split())
+
+
+def test_the_papers_experiment_plans_its_cells_offline(tmp_path, shared_data):
+    """The shipped reproduction file: its cells, turns and tables, asking no server."""
+    env = {"MAD_EVAL_DATA": str(shared_data), "HF_HUB_OFFLINE": "1"}
+    path = ROOT / "experiments" / "sdrl_paper.toml"
+    dry = mad_eval("experiment", "run", str(path), "--dry-run", cwd=tmp_path, env=env)
+    assert dry.returncode == 0, dry.stderr
+    # main: 9 models x 4 benchmarks x 500/40/30/30 questions x 5 runs x 5 agents x 2 rounds
+    assert "864000 turns in all, 0 recorded, 864000 to ask." in dry.stdout
+    experiment = load_experiment(path)
+    assert len([c for c in experiment.cells if c.single]) == 9 * 4
+    assert [t.name for t in experiment.tables] == [
+        "main",
+        "agents",
+        "frameworks",
+        "single",
+        "transitions",
+    ]

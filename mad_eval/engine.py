@@ -11,7 +11,8 @@ answered are ever recorded, so resuming asks exactly what is missing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+import collections
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -29,8 +30,9 @@ from mad_eval.templates import load_template
 
 T = TypeVar("T")
 Item = TypeVar("Item")
-# Debates in flight per request slot (Engine.window).
+# Debates in flight per request slot (engine.window).
 WINDOW = 4
+Debate = tuple["Engine", int, Question]  # an engine, a run, a question
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class Engine:
         self.on_progress = on_progress
 
     async def run(self, questions: list[Question]) -> None:
-        await run_all([(self, questions)])
+        await run_all([[(self, questions)]], window(self.seats, self.config.concurrency))
 
     async def debate(self, run: int, question: Question) -> list[Turn]:
         """All rounds of one debate; returns the last round's turns (none when it was
@@ -228,42 +230,57 @@ class Engine:
         return [j for j in self.protocol.sees(agent, len(self.seats)) if not previous[j].failed]
 
 
-def window(engines: Iterable[Engine]) -> int:
+def window(seats: Iterable[Seat], concurrency: int) -> int:
     """Debates in flight at once: enough to fill every endpoint's concurrency limit several
     times over (a debate has at most one request per agent in flight), few enough that
     memory follows the work in flight, not the number of questions."""
-    engines = list(engines)
-    slots = {slot for engine in engines for seat in engine.seats for slot in seat.agent.slots}
-    return WINDOW * max(engine.config.concurrency for engine in engines) * len(slots)
+    slots = {slot for seat in seats for slot in seat.agent.slots}
+    return WINDOW * concurrency * len(slots)
 
 
 async def run_all(
-    work: list[tuple[Engine, list[Question]]],
+    groups: list[Iterable[tuple[Engine, list[Question]]]],
+    limit: int,
     on_finished: Callable[[Engine], Any] = lambda engine: None,
 ) -> None:
-    """Every debate of every engine through one window, an engine's after another's: the
-    next run's debates start while the last ones of the run before are still in flight, so
-    the servers they share never idle between runs. `on_finished(engine)` follows an
-    engine's last debate."""
-    left = {id(engine): engine.config.runs * len(questions) for engine, questions in work}
-    for engine, _ in work:
-        if not left[id(engine)]:
-            on_finished(engine)
+    """Every debate of every engine, at most `limit` in flight. Within a group (the runs on
+    one set of endpoints) an engine's debates follow another's, so the next run starts while
+    the last debates of the one before are still in flight; the groups' debates take turns,
+    so every group's servers stay busy. A group's work is drawn from only as its debates are
+    reached (a run folder may be opened then); `on_finished(engine)` follows an engine's
+    last debate."""
+    left: dict[int, int] = {}
 
-    async def debate(item: tuple[Engine, int, Question]) -> None:
+    def debates(work: Iterable[tuple[Engine, list[Question]]]) -> Iterator[Debate]:
+        for engine, questions in work:
+            left[id(engine)] = engine.config.runs * len(questions)
+            if not left[id(engine)]:
+                on_finished(engine)
+            for run in range(engine.config.runs):
+                for question in questions:
+                    yield engine, run, question
+
+    async def debate(item: Debate) -> None:
         engine, run, question = item
         await engine.debate(run, question)
         left[id(engine)] -= 1
         if not left[id(engine)]:
             on_finished(engine)
 
-    debates = (
-        (engine, run, question)
-        for engine, questions in work
-        for run in range(engine.config.runs)
-        for question in questions
-    )
-    await each(debates, debate, window(engine for engine, _ in work))
+    await each(interleave([debates(group) for group in groups]), debate, limit)
+
+
+def interleave(streams: list[Iterator[T]]) -> Iterator[T]:
+    """One item of each stream in turn, until all are spent."""
+    active = collections.deque(streams)
+    while active:
+        stream = active.popleft()
+        try:
+            item = next(stream)
+        except StopIteration:
+            continue
+        active.append(stream)
+        yield item
 
 
 async def classify(classes: AnswerClasses, turn: Turn) -> int | None:

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mad_eval.backends.cache import RequestCache
-from mad_eval.engine import Engine, run_all, to_ask_again
+from mad_eval.engine import Engine, run_all, to_ask_again, window
 from mad_eval.errors import Interrupted, UserError
 from mad_eval.listener import Listener
 from mad_eval.plan import Plan
+from mad_eval.records import Question
 from mad_eval.store import SUPERSEDED, Recorded, RunStore
 
 T = TypeVar("T")
@@ -58,26 +59,19 @@ class Job:
 
 async def execute(jobs: list[Job], listener: Listener) -> None:
     """Run every job to its end; the jobs' plans share one pool (backends, limits, cache).
-    A user error or a stop ends all of them, each run folder keeping what it finished."""
+    Every endpoint is asked whether it serves, and every run folder whether it holds
+    another run, before the first request; a folder is then opened (locked, resumed) only
+    when its debates are reached and closed after its last, so an experiment of a
+    thousand runs holds a few open. A user error or a stop ends all of them, each run
+    folder keeping what it finished."""
     pool = jobs[0].plan.pool
-    opened: list[Job] = []
+    opened: dict[int, Job] = {}  # by its engine's id
     try:
         seated = []
-        for job in jobs:  # every endpoint answers before the first request of any run
+        for job in jobs:
             with blamed(job):
                 seated.append(await job.plan.seats())
-        work = []
-        for job, seats in zip(jobs, seated, strict=True):
-            plan = job.plan
-            with blamed(job):
-                done = job.store.open(plan.config, plan.manifest_extra(seats))
-            opened.append(job)
-            if job.retry_failed:
-                done = ask_again(job, done, listener)
-            engine = Engine(plan.config, plan.choice.protocol, seats, done, job.store.append)
-            work.append((engine, plan.questions))
-            if len(jobs) == 1:
-                listener.say(job.describe(len(done)))
+                job.store.check(job.plan.config, job.plan.manifest_extra(seated[-1]))
         for warning in dict.fromkeys(w for job in jobs for w in job.plan.warnings):
             listener.warn("warning", warning)
         sampling = all(job.plan.config.protocol == "single" for job in jobs)
@@ -85,12 +79,39 @@ async def execute(jobs: list[Job], listener: Listener) -> None:
         if len(jobs) > 1:
             counts.append(("runs", len(jobs), "runs"))
         with listener.tracking(counts) as advances:
-            for engine, _ in work:
-                engine.on_progress = advances[0]
-            cells = advances[1] if len(advances) > 1 else (lambda done: None)
-            await run_all(work, lambda engine: cells(1))
+
+            def engines(group: list[int]) -> Iterator[tuple[Engine, list[Question]]]:
+                for i in group:
+                    job, seats = jobs[i], seated[i]
+                    plan = job.plan
+                    with blamed(job):
+                        done = job.store.open(plan.config, plan.manifest_extra(seats))
+                    engine = Engine(
+                        plan.config, plan.choice.protocol, seats, done, job.store.append
+                    )
+                    engine.on_progress = advances[0]
+                    opened[id(engine)] = job
+                    if job.retry_failed:
+                        engine.done = ask_again(job, done, listener)
+                    if len(jobs) == 1:
+                        listener.say(job.describe(len(engine.done)))
+                    yield engine, plan.questions
+
+            def finished(engine: Engine) -> None:
+                opened.pop(id(engine)).store.close()
+                if len(advances) > 1:
+                    advances[1](1)
+
+            # The runs on one set of endpoints form a group; the groups take turns.
+            groups: dict[frozenset[str], list[int]] = {}
+            for i, seats in enumerate(seated):
+                slots = frozenset(slot for seat in seats for slot in seat.agent.slots)
+                groups.setdefault(slots, []).append(i)
+            every_seat = [seat for seats in seated for seat in seats]
+            limit = window(every_seat, max(job.plan.config.concurrency for job in jobs))
+            await run_all([engines(group) for group in groups.values()], limit, finished)
     finally:
-        for job in opened:
+        for job in opened.values():
             job.store.close()
         await pool.aclose()
         close_cache(pool.cache, listener)

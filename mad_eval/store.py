@@ -160,6 +160,12 @@ class RunStore:
             raise
         return done
 
+    def check(self, config: RunConfig, extra: dict[str, Any] | None = None) -> None:
+        """Refuse, before anything is asked, a folder that holds a run of another
+        configuration (open() checks again, under the lock)."""
+        if self.manifest_path.exists():
+            self._check_same(config, extra or {})
+
     def append(self, turn: Turn) -> None:
         assert self._sink is not None, "open() the store first"
         self._sink.write(turn)

@@ -268,3 +268,48 @@ def test_the_papers_experiment_plans_its_cells_offline(tmp_path, shared_data):
         "single",
         "transitions",
     ]
+
+
+def test_a_run_folder_is_open_only_while_its_debates_run(tmp_path):
+    """60 cells under a limit of 100 open files: folders are opened as their debates are
+    reached and closed after their last, so the window (4 x concurrency 2 = 8 debates)
+    bounds the folders open, not the number of cells (2 descriptors each)."""
+    import resource
+    import subprocess
+    import sys
+
+    path = write(
+        tmp_path,
+        """
+        [settings]
+        limit = 2
+        concurrency = 2
+        [models]
+        m = "sim"
+        [grids.many]
+        benchmarks = ["arith"]
+        agents = [1, 2, 3, 4, 5, 6]
+        rounds = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+        """,
+    )
+
+    def few_files() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (100, 100))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "mad_eval", "experiment", "run", str(path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=few_files,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(list((tmp_path / "results" / "exp").glob("*/metrics.json"))) == 60
+
+
+def test_groups_of_runs_take_turns():
+    from mad_eval.engine import interleave
+
+    a, b = iter(["a1", "a2", "a3"]), iter(["b1"])
+    assert list(interleave([a, b])) == ["a1", "b1", "a2", "a3"]

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import fcntl
 import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
@@ -21,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mad_eval.config import RunConfig
-from mad_eval.errors import UserError
+from mad_eval.files import StoreError, WriteError, write_atomically, write_json
 from mad_eval.records import JsonLine, Setting, Turn, TurnKey, Verdict
 from mad_eval.sanitize import redact
 
@@ -41,22 +39,6 @@ PACKAGES = (
     "torch",
     "transformers",
 )
-
-
-class StoreError(UserError, ValueError):
-    """The run directory cannot be used for this run."""
-
-
-class WriteError(StoreError):
-    """A record could not be written (a full disk, a read-only folder); nothing was left
-    half-written, and the message says what to do next."""
-
-    def __init__(self, path: Path, exc: OSError, then: str):
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            reason = "the disk is full"
-        else:
-            reason = exc.strerror or str(exc)
-        super().__init__(f"cannot write {path} ({reason}); {then}")
 
 
 RESUME = "every finished record is kept: free space and run the same command again to resume."
@@ -465,32 +447,6 @@ def move_records(path: Path, keys: set[TurnKey], parse: Callable[[bytes], Any], 
         raise WriteError(archive, exc, then) from None
     write_atomically(path, b"".join(kept), then)
     return len(moved)
-
-
-def write_json(path: Path, data: dict[str, Any], then: str) -> None:
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    write_atomically(path, text.encode("utf-8", errors="backslashreplace"), then)
-
-
-def write_atomically(path: Path, data: bytes, then: str) -> None:
-    """Write a temporary file beside `path` and rename it over `path`: a reader sees the old
-    file or the new one, never half of one, and no temporary file outlives a failure."""
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise WriteError(path, exc, then) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise WriteError(path, exc, then) from None
-        raise
 
 
 def _versions() -> dict[str, str]:

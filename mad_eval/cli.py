@@ -321,7 +321,7 @@ def judge(
         )
         manifest = store.manifest()
         turns = store.read_turns()
-        total = manifest["config"]["rounds"]
+        total = manifest.config["rounds"]
         if total == 0:
             raise StoreError(
                 f"{run_dir} has no debate rounds (T = 0): there is no critique to judge."

@@ -194,7 +194,7 @@ def _execute(
         """One event loop for the whole run: the HTTP clients' connections belong to it."""
         try:
             seats = await plan.seats()
-            done = store.open(config, plan.manifest_extra(seats))
+            done = store.open(config, plan.manifest_extra(seats), questions=questions)
             if retry_failed:
                 done = _ask_again(store, done, plan.choice.protocol, config.agents)
             for warning in plan.warnings:
@@ -302,8 +302,8 @@ def judge(
 
     The judge reads exactly the messages the agent was sent and its reply, and scores
     conflict identification (0-2), critique correctness (0-3), critique specificity (0-2)
-    and engagement and revision (0-2). Question texts are read again from the run's
-    benchmark (pass the --data-dir the run used). Running it again resumes.
+    and engagement and revision (0-2). Questions come from the run folder (--data-dir only
+    for a folder recorded before it held questions.jsonl). Running it again resumes.
     """
     from mad_eval.config import ConfigError, RunConfig
     from mad_eval.judge import Judge, judge_cases, parse_rounds, pending
@@ -344,7 +344,7 @@ def judge(
             extra_body=body,
         )
         config.validate()
-        questions = run_questions(manifest, data_dir)
+        questions = run_questions(store.root, manifest, data_dir)
         cases, skipped = judge_cases(manifest, turns, questions, chosen, limit, reference)
         backend, request_cache = judge_backend(judge_model, config)
     except USER_ERRORS as exc:

@@ -55,8 +55,10 @@ class Question:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Question:
+    def from_dict(cls, data: Any) -> Question:
         """A question as to_dict wrote it; a missing or mistyped field is a ValueError."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
         fields = {"id": str, "text": str, "gold": str, "kind": str, "meta": dict}
         for name, kind in fields.items():
             if not isinstance(data.get(name), kind):

@@ -13,6 +13,7 @@ from mad_eval.benchmarks import load_questions
 from mad_eval.context import ContextError, EstimateCounter, Fitter, TokenCounter, load_counter
 from mad_eval.manifest import RunManifest, TeamSeat
 from mad_eval.prompts import Messages, Round, Speaker, build_prompt
+from mad_eval.questions import QUESTIONS_FILE, read_questions
 from mad_eval.reasoning import parse_quoting
 from mad_eval.records import Question, Turn, messages_hash
 from mad_eval.store import StoreError
@@ -105,16 +106,23 @@ class Replay:
         return self.fitters[key]
 
 
-def run_questions(manifest: RunManifest, data_dir: Path | None) -> dict[str, Question]:
-    """The run's questions by id, loaded again from its benchmark (texts are not recorded)."""
-    benchmark = manifest.config["benchmark"]
-    _, questions = load_questions(benchmark, data_dir)
-    found = {q.id: q for q in questions}
+def run_questions(
+    root: Path, manifest: RunManifest, data_dir: Path | None = None
+) -> dict[str, Question]:
+    """The run's questions by id: from its questions.jsonl; a folder recorded before that
+    file existed has them loaded again from its benchmark (from `data_dir`, else the hub)."""
+    recorded = read_questions(root)
+    if recorded is not None:
+        where, fix, found = f"{root / QUESTIONS_FILE}", "restore it from a copy", recorded
+    else:
+        benchmark = manifest.config["benchmark"]
+        _, questions = load_questions(benchmark, data_dir)
+        answer = manifest.benchmark.answer  # None before protocols were data
+        found = {q.id: replace(q, answer=answer or q.answer) for q in questions}
+        where, fix = f"benchmark {benchmark} as loaded here", "pass the --data-dir the run used"
     missing = [qid for qid in manifest.benchmark.questions if qid not in found]
     if missing:
         raise StoreError(
-            f"benchmark {benchmark} as loaded here lacks {len(missing)} of the run's questions "
-            f"(e.g. {missing[0]!r}); pass the --data-dir the run used."
+            f"{where} lacks {len(missing)} of the run's questions (e.g. {missing[0]!r}); {fix}."
         )
-    answer = manifest.benchmark.answer  # None before protocols were data
-    return {qid: replace(q, answer=answer or q.answer) for qid, q in found.items()}
+    return found

@@ -1,7 +1,7 @@
-"""One run directory: manifest.json (manifest.py), append-only turns.jsonl (the source of
-truth), metrics.json, and judge.jsonl when its debate turns have been judged; superseded/
-holds the records that --retry-failed replaced, and .lock marks the one process writing to
-the folder."""
+"""One run directory: manifest.json (manifest.py), questions.jsonl (questions.py), append-only
+turns.jsonl (the source of truth), metrics.json, and judge.jsonl when its debate turns have
+been judged; superseded/ holds the records that --retry-failed replaced, and .lock marks the
+one process writing to the folder."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ import fcntl
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from mad_eval.config import RunConfig
 from mad_eval.files import StoreError, WriteError, write_atomically, write_json
 from mad_eval.manifest import RunManifest
-from mad_eval.records import JsonLine, Setting, Turn, TurnKey, Verdict
+from mad_eval.questions import check_questions, read_questions, write_questions
+from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict
 from mad_eval.sanitize import redact
 
 T = TypeVar("T")
@@ -107,10 +108,12 @@ class RunStore:
         self.lock = FolderLock(self.root)
         self._sink: Sink | None = None
 
-    def open(self, config: RunConfig, extra: dict[str, Any]) -> Recorded:
+    def open(
+        self, config: RunConfig, extra: dict[str, Any], *, questions: Sequence[Question]
+    ) -> Recorded:
         """Lock the folder, create the run (its manifest from `config` and the sections in
-        `extra`) or check it matches them; return the turns already recorded (each read
-        when asked for)."""
+        `extra`, its questions.jsonl from `questions`) or check it matches them; return the
+        turns already recorded (each read when asked for)."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -119,7 +122,13 @@ class RunStore:
         try:
             if self.manifest_path.exists():
                 self._check_same(config, extra)
+                recorded = read_questions(self.root)
+                if recorded is None:  # recorded before questions.jsonl: recorded now
+                    write_questions(self.root, questions)
+                else:
+                    check_questions(self.root, recorded, questions)
             else:
+                write_questions(self.root, questions)  # first: a manifest implies its questions
                 manifest = RunManifest.new(config, extra).to_dict()
                 write_json(self.manifest_path, manifest, "free space and run again.")
             done = Recorded.index(self.turns_path)

@@ -44,7 +44,8 @@ class Rollouts:
 
 def read_rollouts(path: Path, data_dir: Path | None = None, answer: str | None = None) -> Rollouts:
     """A run folder (its round-0 turns, grades as recorded unless `answer` names another
-    protocol than the run's) or a JSON Lines file (graded with `answer`, else the default)."""
+    protocol than the run's; `data_dir` only for a folder recorded before questions.jsonl)
+    or a JSON Lines file (graded with `answer`, else the default)."""
     path = Path(path)
     if path.is_dir():
         return _from_run(path, data_dir, answer)
@@ -72,7 +73,7 @@ def _from_run(root: Path, data_dir: Path | None, answer: str | None) -> Rollouts
         )
     ran = check_answer_protocol(kind, manifest.benchmark.answer)  # None: the kind's default
     protocol = answer_protocol(kind, answer or ran)
-    questions = run_questions(manifest, data_dir)
+    questions = run_questions(store.root, manifest, data_dir)
     items = []
     for t in sorted(store.read_turns(), key=lambda t: t.key):
         if t.round != 0 or t.failed:  # a failed request is no rollout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_helpers import mad_eval, small_run, turns_of
+from cli_helpers import mad_eval, small_run, start, turns_of
 
 from mad_eval.benchmarks import load_questions
 from mad_eval.questions import QUESTIONS_FILE, read_questions, write_questions
@@ -181,3 +181,17 @@ def test_a_new_run_over_a_stale_questions_file_records_its_own(tmp_path):
         "arith-1",
         "arith-2",
     ]
+
+
+def test_questions_that_cannot_be_written_stop_the_run_before_it_begins(tmp_path):
+    args = ["run", "--agents", "2", "--rounds", "1", "--limit", "3", "--out", "r"]
+    proc = start(args, tmp_path, file_limit=200)  # less than the three questions take
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert [line for line in stderr.splitlines() if line] == [
+        "error: cannot write r/questions.jsonl (File too large); free space and run the same "
+        "command again."
+    ]
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [".lock"]  # no run, no tmp
+    small_run(tmp_path)
+    assert len(lines_of(tmp_path / "r" / QUESTIONS_FILE)) == 3

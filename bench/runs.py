@@ -70,6 +70,9 @@ def large_run(
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["config"]["limit"] = None  # the copy answers every question
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    # ... so it holds other questions than the real run recorded: without questions.jsonl,
+    # the next `run` records them from the benchmark file, as for a folder from before it.
+    (out / "questions.jsonl").unlink(missing_ok=True)  # an older checkout writes none
     seed = (out / "turns.jsonl").read_text().splitlines()
     with (out / "turns.jsonl").open("w") as records:
         for start in range(0, questions, seed_questions):

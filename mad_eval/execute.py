@@ -85,7 +85,9 @@ async def execute(jobs: list[Job], listener: Listener) -> None:
                     job, seats = jobs[i], seated[i]
                     plan = job.plan
                     with blamed(job):
-                        done = job.store.open(plan.config, plan.manifest_extra(seats))
+                        done = job.store.open(
+                            plan.config, plan.manifest_extra(seats), questions=plan.questions
+                        )
                     engine = Engine(
                         plan.config, plan.choice.protocol, seats, done, job.store.append
                     )

@@ -16,11 +16,11 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from mad_eval import reasoning
 from mad_eval.backends import Backend, Request, Sampling
 from mad_eval.engine import every
+from mad_eval.manifest import RunManifest
 from mad_eval.prompts import Messages, judge_correction, judge_prompt
 from mad_eval.records import (
     Question,
@@ -101,7 +101,7 @@ class Case:
 
 
 def judge_cases(
-    manifest: dict[str, Any],
+    manifest: RunManifest,
     turns: list[Turn],
     questions: dict[str, Question],
     rounds: list[int],
@@ -110,7 +110,7 @@ def judge_cases(
 ) -> tuple[list[Case], Counter[str]]:
     """The debate turns of `rounds` on the first `limit` questions, each with its judge
     prompt; and the turns left out, counted by reason."""
-    order = manifest.get("benchmark", {}).get("questions") or sorted({t.question for t in turns})
+    order = manifest.benchmark.questions or sorted({t.question for t in turns})
     recorded = {t.question for t in turns}
     chosen = set([q for q in order if q in recorded][:limit])
     by_debate: dict[tuple[int, str], dict[int, dict[int, Turn]]] = defaultdict(dict)

@@ -45,7 +45,7 @@ async def judge_run(
     store = RunStore(root)
     manifest = store.manifest()
     turns = store.read_turns()
-    total = manifest["config"]["rounds"]
+    total = manifest.config["rounds"]
     if total == 0:
         raise StoreError(f"{root} has no debate rounds (T = 0): there is no critique to judge.")
     limit = s["limit"]
@@ -68,7 +68,7 @@ async def judge_run(
     )
     config.validate()
     data_dir = Path(s["data_dir"]) if s["data_dir"] else None
-    questions = run_questions(manifest, data_dir)
+    questions = run_questions(store.root, manifest, data_dir)
     cases, skipped = judge_cases(manifest, turns, questions, chosen, limit, s["reference"])
     backend, cache = judge_backend(model, config)
 

@@ -35,6 +35,40 @@ class Question:
         """A choice or preference question's options, in letter order (A first)."""
         return self.meta.get("options", [])
 
+    @property
+    def sha256(self) -> str:
+        """A hash of what the agents read and are graded against (id, text, gold, options):
+        a run folder records it, so a resumed run notices a question edited since."""
+        content = json.dumps([self.id, self.text, self.gold, self.options])  # ASCII: escaped
+        return hashlib.sha256(content.encode()).hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The question as a run folder's questions.jsonl records it (with `sha256`)."""
+        return {
+            "id": self.id,
+            "text": self.text,
+            "gold": self.gold,
+            "kind": self.kind,
+            "answer": self.answer,
+            "meta": self.meta,
+            "sha256": self.sha256,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Question:
+        """A question as to_dict wrote it; a missing or mistyped field is a ValueError."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        fields = {"id": str, "text": str, "gold": str, "kind": str, "meta": dict}
+        for name, kind in fields.items():
+            if not isinstance(data.get(name), kind):
+                raise ValueError(f'"{name}" is missing or not a {kind.__name__}')
+        if not isinstance(data.get("answer"), str | None):
+            raise ValueError('"answer" is neither a string nor null')
+        return cls(
+            data["id"], data["text"], data["gold"], data["meta"], data["kind"], data["answer"]
+        )
+
 
 def loads(text: str | bytes) -> Any:
     """JSON read with orjson, several times faster than the standard library; what orjson

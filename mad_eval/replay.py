@@ -8,11 +8,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from mad_eval.benchmarks import load_questions
 from mad_eval.context import ContextError, EstimateCounter, Fitter, TokenCounter, load_counter
+from mad_eval.manifest import RunManifest, TeamSeat
 from mad_eval.prompts import Messages, Round, Speaker, build_prompt
+from mad_eval.questions import QUESTIONS_FILE, read_questions
 from mad_eval.reasoning import parse_quoting
 from mad_eval.records import Question, Turn, messages_hash
 from mad_eval.store import StoreError
@@ -24,17 +25,16 @@ class ReplayError(ValueError):
 
 
 class Replay:
-    def __init__(self, manifest: dict[str, Any], questions: Mapping[str, Question]):
-        config, prompt = manifest["config"], manifest.get("prompt", {})
+    def __init__(self, manifest: RunManifest, questions: Mapping[str, Question]):
+        self.manifest = manifest
         self.questions = questions
-        self.style = prompt.get("style", config.get("prompt_style", "debate"))
-        self.strip_think = prompt.get("strip_think", config.get("strip_think", False))
-        self.template = prompt.get("template", config.get("template", "chat"))
-        self.quote = config.get("quote", "final")  # runs from before --quote read final text
-        self.recorded = prompt.get("prompt_templates", {})
-        self.team = {seat["agent"]: seat for seat in manifest.get("team", [])}
-        self.agents = len(self.team) or config.get("agents", 1)
-        self.hub = manifest.get("protocol", {}).get("hub")
+        self.style = manifest.prompt.style
+        self.strip_think = manifest.prompt.strip_think
+        self.template = manifest.prompt.template
+        self.quote = manifest.config["quote"]  # runs from before --quote read final text
+        self.recorded = manifest.prompt.prompt_templates or {}
+        self.agents = len(manifest.team) or manifest.config["agents"]
+        self.hub = manifest.protocol.hub
         # Prompts sent whole need no tokenizer: fitting returns them as built.
         self.whole = Fitter(EstimateCounter(self.template), strip_think=self.strip_think)
         self.fitters: dict[str, Fitter] = {}
@@ -43,7 +43,7 @@ class Replay:
     def messages(self, turn: Turn, rounds: Mapping[int, Round]) -> Messages:
         """The messages `turn` was sent; `rounds` holds its question's turns of the rounds
         before it, by round and agent."""
-        seat = self.team.get(turn.agent, {})
+        seat = self.manifest.seat(turn.agent)
         question = self.questions[turn.question]
         previous = rounds.get(turn.round - 1, {})
         missing = [j for j in turn.sees if j not in previous]
@@ -51,14 +51,14 @@ class Replay:
             raise ReplayError(f"the turns it read (agents {missing}) are not recorded")
         fitter, budget = self.whole, None
         if turn.cut_tokens:  # shortened to fit: cut again with the same tokenizer and budget
-            fitter, budget = self._fitter(seat), seat.get("prompt_budget")
+            fitter, budget = self._fitter(seat), seat.prompt_budget
         speaker = Speaker(
-            self._template(seat.get("prompt_template", self.style)),
+            self._template(seat.prompt_template or self.style),
             turn.agent,
             self.agents,
-            seat.get("persona"),
+            seat.persona,
             turn.agent == self.hub,
-            parse_quoting(seat.get("quote", self.quote)),
+            parse_quoting(seat.quote or self.quote),
         )
         history = [rounds.get(r, {}) for r in range(turn.round)]
         try:
@@ -78,24 +78,24 @@ class Replay:
                 if recorded is None:
                     self.templates[ref] = load_template(ref)
                 else:
-                    path = Path(recorded["file"])
+                    path = Path(recorded.file)
                     self.templates[ref] = parse_template(
-                        recorded["data"], recorded["text"], path, path.stem
+                        recorded.data, recorded.text, path, path.stem
                     )
             except TemplateError as exc:
                 raise ReplayError(f"its prompt template cannot be loaded ({exc})") from None
         return self.templates[ref]
 
-    def _fitter(self, seat: dict[str, Any]) -> Fitter:
-        name = seat.get("tokenizer") or "estimate"
-        kwargs = (seat.get("extra_body") or {}).get("chat_template_kwargs") or {}
+    def _fitter(self, seat: TeamSeat) -> Fitter:
+        name = seat.tokenizer or "estimate"
+        kwargs = seat.extra_body.get("chat_template_kwargs") or {}
         key = f"{name} {json.dumps(kwargs, sort_keys=True)}"
         if key not in self.fitters:
             counter: TokenCounter = EstimateCounter(self.template)
             if name.startswith("hf:"):
                 tokenizer = name.removeprefix("hf:")
                 try:
-                    counter, _ = load_counter(tokenizer, seat["model"], self.template)
+                    counter, _ = load_counter(tokenizer, seat.model, self.template)
                 except ContextError:
                     raise ReplayError(
                         f"its prompt was shortened with tokenizer {tokenizer!r}, which cannot "
@@ -106,17 +106,23 @@ class Replay:
         return self.fitters[key]
 
 
-def run_questions(manifest: dict[str, Any], data_dir: Path | None) -> dict[str, Question]:
-    """The run's questions by id, loaded again from its benchmark (texts are not recorded)."""
-    benchmark = manifest["config"]["benchmark"]
-    _, questions = load_questions(benchmark, data_dir)
-    found = {q.id: q for q in questions}
-    wanted = manifest.get("benchmark", {}).get("questions", [])
-    missing = [qid for qid in wanted if qid not in found]
+def run_questions(
+    root: Path, manifest: RunManifest, data_dir: Path | None = None
+) -> dict[str, Question]:
+    """The run's questions by id: from its questions.jsonl; a folder recorded before that
+    file existed has them loaded again from its benchmark (from `data_dir`, else the hub)."""
+    recorded = read_questions(root)
+    if recorded is not None:
+        where, fix, found = f"{root / QUESTIONS_FILE}", "restore it from a copy", recorded
+    else:
+        benchmark = manifest.config["benchmark"]
+        _, questions = load_questions(benchmark, data_dir)
+        answer = manifest.benchmark.answer  # None before protocols were data
+        found = {q.id: replace(q, answer=answer or q.answer) for q in questions}
+        where, fix = f"benchmark {benchmark} as loaded here", "pass the --data-dir the run used"
+    missing = [qid for qid in manifest.benchmark.questions if qid not in found]
     if missing:
         raise StoreError(
-            f"benchmark {benchmark} as loaded here lacks {len(missing)} of the run's questions "
-            f"(e.g. {missing[0]!r}); pass the --data-dir the run used."
+            f"{where} lacks {len(missing)} of the run's questions (e.g. {missing[0]!r}); {fix}."
         )
-    answer = manifest.get("benchmark", {}).get("answer")  # None before protocols were data
-    return {qid: replace(q, answer=answer or q.answer) for qid, q in found.items()}
+    return found

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mad_eval.kinds import get_kind
+from mad_eval.manifest import RunManifest
 from mad_eval.metrics import Formula, Measuring, Totals, critique_formulas, formulas, locate
 from mad_eval.records import Turn, Verdict
 from mad_eval.rules import RULES, default_rule
@@ -27,7 +28,7 @@ LABEL_FIELDS = ("model", "protocol", "agents", "rounds", "prompt", "temperature"
 @dataclass
 class Run:
     root: Path
-    manifest: dict[str, Any]
+    manifest: RunManifest
     tallies: Tallies
     metrics: dict[str, Any]
     verdicts: list[Verdict] = field(default_factory=list)
@@ -37,7 +38,7 @@ class Run:
 
     @property
     def config(self) -> dict[str, Any]:
-        return self.manifest["config"]
+        return self.manifest.config
 
     @property
     def maj(self) -> float | None:
@@ -65,11 +66,11 @@ class Run:
 
     @property
     def benchmark(self) -> str:
-        return self.manifest.get("benchmark", {}).get("name", self.config["benchmark"])
+        return self.manifest.benchmark.name
 
     @property
     def title(self) -> str:
-        return self.manifest.get("benchmark", {}).get("title", self.benchmark)
+        return self.manifest.benchmark.title
 
     @property
     def rounds(self) -> int:
@@ -77,7 +78,7 @@ class Run:
 
     @property
     def kind(self) -> str:
-        return manifest_kind(self.manifest)
+        return self.manifest.benchmark.kind
 
     @property
     def voted(self) -> bool:
@@ -90,14 +91,14 @@ class Run:
 
     @functools.cached_property
     def formulas(self) -> dict[str, Formula]:
-        hub = self.manifest["protocol"].get("hub") is not None
+        hub = self.manifest.protocol.hub is not None
         agents, critique = self.config["agents"], bool(self.verdicts)
         return formulas(self.rounds, agents, hub, critique=critique, kind=self.kind)
 
     def describe(self) -> dict[str, str]:
         """The method's settings as short text, by LABEL_FIELDS name."""
         config = self.config
-        if config.get("roster"):
+        if config["roster"]:
             model = "+".join(f"{_short(e['model'])}x{e.get('count', 1)}" for e in config["roster"])
         else:
             model = _short(config["model"])
@@ -106,7 +107,7 @@ class Run:
             "protocol": config["protocol"],
             "agents": f"N={config['agents']}",
             "rounds": f"T={config['rounds']}",
-            "prompt": config.get("prompt_style", "debate"),
+            "prompt": config["prompt_style"],
             "temperature": f"temp={config['temperature']}",
             "seed": f"seed={config['seed']}",
         }
@@ -120,44 +121,38 @@ def _short(model: str) -> str:
     return model
 
 
-def manifest_kind(manifest: dict[str, Any]) -> str:
-    """The run's benchmark kind (runs made before kinds existed are math)."""
-    return manifest.get("benchmark", {}).get("kind", "math")
-
-
-def manifest_rule(manifest: dict[str, Any]) -> str:
+def manifest_rule(manifest: RunManifest) -> str:
     """The scoring rule the run's protocol named (the manifest's `score`), else, as for every
     run made before rules existed, the kind's default."""
-    protocol = manifest["protocol"]
-    named = protocol.get("score")
+    named, hub = manifest.protocol.score, manifest.protocol.hub
     if named is not None and named not in RULES:
         known = ", ".join(RULES)
         raise StoreError(f"the manifest names scoring rule '{named}', not one of: {known}.")
-    if named is not None and RULES[named].needs_hub and protocol.get("hub") is None:
+    if named is not None and RULES[named].needs_hub and hub is None:
         raise StoreError(f"the manifest names scoring rule '{named}', but its protocol has no hub.")
-    return named or default_rule(manifest_kind(manifest))
+    return named or default_rule(manifest.benchmark.kind)
 
 
 def measure(
-    manifest: dict[str, Any], debates: Debates, verdicts: list[Verdict] | None = None
+    manifest: RunManifest, debates: Debates, verdicts: list[Verdict] | None = None
 ) -> tuple[Tallies, dict[str, Any], Totals]:
     """The run's counts per question, its metrics.json and its plain sums, from its records
     alone: its turns, read a debate at a time, and, when it has been judged, the judge's
     verdicts."""
-    config, protocol = manifest["config"], manifest["protocol"]
+    config, protocol = manifest.config, manifest.protocol
     groups: dict[str, list[int]] = {}
-    for seat in manifest.get("team", []):
-        groups.setdefault(seat["group"], []).append(seat["agent"])
+    for seat in manifest.team:
+        groups.setdefault(seat.group, []).append(seat.agent)
     measuring = Measuring(
         debates.runs,
         debates.questions,
         agents=config["agents"],
         rounds=config["rounds"],
-        voters=protocol["voters"],
+        voters=list(protocol.voters),
         seed=config["seed"],
-        hub=protocol.get("hub"),
+        hub=protocol.hub,
         groups=groups,
-        kind=manifest_kind(manifest),
+        kind=manifest.benchmark.kind,
         rule=manifest_rule(manifest),
     )
     for debate in debates.each:

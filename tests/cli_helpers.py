@@ -13,15 +13,17 @@ from pathlib import Path
 
 
 def mad_eval(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
+    *args: str, cwd: Path, env: dict[str, str | None] | None = None
 ) -> subprocess.CompletedProcess:
+    """The command's result; `env` adds variables to this process's, or (None) unsets them."""
+    merged = {**os.environ, "COLUMNS": "200", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "mad_eval", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        env={name: value for name, value in merged.items() if value is not None},
     )
 
 

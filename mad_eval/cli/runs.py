@@ -81,8 +81,8 @@ def judge(run_dir: Path, **chosen: Any) -> None:
 
     The judge reads exactly the messages the agent was sent and its reply, and scores
     conflict identification (0-2), critique correctness (0-3), critique specificity (0-2)
-    and engagement and revision (0-2). Question texts are read again from the run's
-    benchmark (pass the --data-dir the run used). Running it again resumes.
+    and engagement and revision (0-2). Questions come from the run folder (--data-dir only
+    for a folder recorded before it held questions.jsonl). Running it again resumes.
     """
     with one_sentence():
         show(api.judge(run_dir, listener=ConsoleListener(), **chosen))

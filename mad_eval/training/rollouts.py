@@ -44,7 +44,8 @@ class Rollouts:
 
 def read_rollouts(path: Path, data_dir: Path | None = None, answer: str | None = None) -> Rollouts:
     """A run folder (its round-0 turns, grades as recorded unless `answer` names another
-    protocol than the run's) or a JSON Lines file (graded with `answer`, else the default)."""
+    protocol than the run's; `data_dir` only for a folder recorded before questions.jsonl)
+    or a JSON Lines file (graded with `answer`, else the default)."""
     path = Path(path)
     if path.is_dir():
         return _from_run(path, data_dir, answer)
@@ -64,17 +65,15 @@ def answer_protocol(kind: str, answer: str | None) -> str:
 def _from_run(root: Path, data_dir: Path | None, answer: str | None) -> Rollouts:
     store = RunStore(root)
     manifest = store.manifest()
-    recorded = manifest.get("benchmark", {})
-    benchmark = recorded.get("name") or manifest["config"]["benchmark"]
-    kind = recorded.get("kind", "math")
+    benchmark, kind = manifest.benchmark.name, manifest.benchmark.kind
     if kind not in VOTING_KINDS:
         raise StoreError(
             f"{root} ran {benchmark}, a {kind} benchmark: its answers are scored, not right or "
             "wrong, so there are no disagreeing rollouts to pair."
         )
-    ran = check_answer_protocol(kind, recorded.get("answer"))  # None: before protocols were data
+    ran = check_answer_protocol(kind, manifest.benchmark.answer)  # None: the kind's default
     protocol = answer_protocol(kind, answer or ran)
-    questions = run_questions(manifest, data_dir)
+    questions = run_questions(store.root, manifest, data_dir)
     items = []
     for t in sorted(store.read_turns(), key=lambda t: t.key):
         if t.round != 0 or t.failed:  # a failed request is no rollout
@@ -96,7 +95,7 @@ def _from_run(root: Path, data_dir: Path | None, answer: str | None) -> Rollouts
         )
     if not items:
         raise StoreError(f"{store.turns_path} holds no answered round-0 turns to pair.")
-    return Rollouts(items, str(benchmark), kind, protocol)
+    return Rollouts(items, benchmark, kind, protocol)
 
 
 def _from_jsonl(path: Path, answer: str | None) -> Rollouts:

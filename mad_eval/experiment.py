@@ -70,6 +70,7 @@ class View:
     grid: str
     layout: str
     rows: tuple[str, ...]  # axis settings naming a row, in order
+    columns: tuple[str, ...]  # axis settings that split a benchmark's columns, in order
     only: dict[str, list[Any]]  # axis setting -> the values kept
     labels: dict[str, str]  # a generated row name -> the name printed
     formats: tuple[str, ...] = FORMATS
@@ -99,24 +100,19 @@ class Experiment:
         varying = [
             axis
             for axis in AXES.values()
-            if axis != "benchmark" and len({str(c.axes.get(axis)) for c in cells}) > 1
+            if axis != "benchmark"
+            and axis not in view.columns
+            and len({str(c.axes.get(axis)) for c in cells}) > 1
         ]
         return tuple(varying) or ("model",)
 
     def row(self, cell: Cell, view: View) -> str:
         """A cell's row name in a view, before the view's labels rename it."""
-        parts = []
-        for axis in self.rows(view):
-            value = cell.axes.get(axis)
-            if axis == "agents":
-                parts.append(f"N={value}")
-            elif axis == "rounds":
-                parts.append(f"T={value}")
-            elif axis == "prompt_style" and value:
-                parts.append(Path(str(value)).stem)
-            else:
-                parts.append(str(value) if value is not None else "default")
-        return " ".join(parts)
+        return describe(cell, self.rows(view))
+
+    def column(self, cell: Cell, view: View) -> str:
+        """What, besides its benchmark, names a cell's column group in a view."""
+        return describe(cell, view.columns) if view.columns else ""
 
     def labels(self, view: View) -> dict[str, str]:
         """Each of the view's cells (by name) -> its row's printed name."""
@@ -182,9 +178,9 @@ class Parser:
         if not cells:
             raise self.fail(where, "it selects no cell; fix its grid or its filters")
         labels = experiment.labels(view)
-        seen: dict[tuple[str, Any], str] = {}
+        seen: dict[tuple[str, Any, str], str] = {}
         for cell in cells:
-            key = (labels[cell.name], cell.axes["benchmark"])
+            key = (labels[cell.name], cell.axes["benchmark"], experiment.column(cell, view))
             if key in seen:
                 raise self.fail(
                     f"{where}.rows",
@@ -348,7 +344,7 @@ class Parser:
 
     def view(self, given: Any, where: str, table: bool) -> View:
         given = self.table(given, where)
-        keys = ("name", "grid", "rows", "labels", *AXES)
+        keys = ("name", "grid", "rows", "columns", "labels", *AXES)
         keys += ("layout", "formats", "error", "baseline") if table else ()
         self.known(given, keys, where)
         name = given.get("name")
@@ -360,14 +356,13 @@ class Parser:
         grid = given.get("grid", next(iter(grids)) if len(grids) == 1 else None)
         if grid not in grids:
             raise self.fail(where, f"grid {grid!r} is not one of {', '.join(sorted(grids))}")
-        rows = given.get("rows", [])
-        rows = [rows] if isinstance(rows, str) else rows
-        for axis in rows:
-            if axis not in AXES or axis == "benchmarks":
-                allowed = ", ".join(k for k in AXES if k != "benchmarks")
-                raise self.fail(
-                    f"{where}.rows", f"'{axis}' is not an axis a row can name ({allowed})"
-                )
+        rows, columns = (self.axes(given, key, where) for key in ("rows", "columns"))
+        if "benchmarks" in rows:
+            raise self.fail(f"{where}.rows", "benchmarks are the columns; leave them out of rows")
+        columns = [axis for axis in columns if axis != "benchmarks"]  # always columns
+        both = set(rows) & set(columns)
+        if both:
+            raise self.fail(where, f"{', '.join(sorted(both))} cannot be both rows and columns")
         only = {AXES[k]: (v if isinstance(v, list) else [v]) for k, v in given.items() if k in AXES}
         layout = given.get("layout", "single" if grid == SINGLE else "debate")
         formats = tuple(given.get("formats", FORMATS))
@@ -385,6 +380,7 @@ class Parser:
             grid,
             layout,
             tuple(AXES[a] for a in rows),
+            tuple(AXES[a] for a in columns),
             only,
             {str(k): str(v) for k, v in labels.items()},
             formats,
@@ -438,8 +434,33 @@ class Parser:
             raise self.fail(f"[[{section}]]", "write each one as a [[" + section + "]] table")
         return value
 
+    def axes(self, given: dict[str, Any], key: str, where: str) -> list[str]:
+        """A view's rows or columns: axis names, as a grid lists them (models, agents, ...)."""
+        found = given.get(key, [])
+        found = [found] if isinstance(found, str) else found
+        for axis in found:
+            if axis not in AXES:
+                raise self.fail(f"{where}.{key}", f"'{axis}' is not an axis ({', '.join(AXES)})")
+        return found
+
     def where(self, grid: str) -> str:
         return "[single]" if grid == SINGLE else f"grids.{grid}"
+
+
+def describe(cell: Cell, axes: tuple[str, ...]) -> str:
+    """A cell's values on some axes, as a table prints them (N=5, T=3, the model label)."""
+    parts = []
+    for axis in axes:
+        value = cell.axes.get(axis)
+        if axis == "agents":
+            parts.append(f"N={value}")
+        elif axis == "rounds":
+            parts.append(f"T={value}")
+        elif axis == "prompt_style" and value:
+            parts.append(Path(str(value)).stem)
+        else:
+            parts.append(str(value) if value is not None else "default")
+    return " ".join(parts)
 
 
 def cell_name(axes: dict[str, Any], single: bool) -> str:

@@ -35,6 +35,9 @@ class Run:
     # Failed turns whose request was sent (not a prompt too long to send): worth asking again.
     failed_sent: int = 0
     label: str = ""
+    # More than its benchmark to set it apart in a table's columns (an experiment's table
+    # with columns = ["benchmarks", "agents"]: "N=3"); "" for none.
+    group: str = ""
 
     @property
     def config(self) -> dict[str, Any]:
@@ -71,6 +74,11 @@ class Run:
     @property
     def title(self) -> str:
         return self.manifest.benchmark.title
+
+    @property
+    def column(self) -> str:
+        """The column group a table shows it under: its benchmark's title, and its group."""
+        return f"{self.title} {self.group}" if self.group else self.title
 
     @property
     def rounds(self) -> int:
@@ -188,7 +196,9 @@ def load_run(root: Path) -> Run:
     )
 
 
-def load_runs(roots: list[Path], labels: dict[str, str] | None = None) -> list[Run]:
+def load_runs(
+    roots: list[Path], labels: dict[str, str] | None = None, groups: dict[str, str] | None = None
+) -> list[Run]:
     """Read runs and name their methods: a --label given for the folder, else the fewest
     settings that differ between the runs (model, protocol, N, ...), else the model.
     Two runs of one benchmark under one name are refused: their numbers would be mixed up."""
@@ -210,6 +220,7 @@ def load_runs(roots: list[Path], labels: dict[str, str] | None = None) -> list[R
         if len(names) == len(runs):
             break
     for run, settings in zip(runs, described, strict=True):
+        run.group = (groups or {}).get(str(run.root), "")
         given = labels.pop(str(run.root), None) or labels.pop(run.root.name, None)
         run.label = given or " ".join(settings[f] for f in chosen) or settings["model"]
     if labels:
@@ -219,12 +230,12 @@ def load_runs(roots: list[Path], labels: dict[str, str] | None = None) -> list[R
             f"--label names {unknown}, which is not one of the runs given ({given}); "
             "name a run by its folder as given or by the folder's last part."
         )
-    seen: dict[tuple[str, str], Path] = {}
+    seen: dict[tuple[str, str, str], Path] = {}
     for run in runs:
-        other = seen.setdefault((run.label, run.benchmark), run.root)
+        other = seen.setdefault((run.label, run.benchmark, run.group), run.root)
         if other != run.root:
             raise StoreError(
-                f"{other} and {run.root} are both '{run.label}' on {run.benchmark}; "
+                f"{other} and {run.root} are both '{run.label}' on {run.column}; "
                 f"name them apart with --label {run.root}=NAME."
             )
     return runs

@@ -61,7 +61,7 @@ def tidy(
     if baseline and baseline not in {run.label for run in runs}:
         known = ", ".join(dict.fromkeys(run.label for run in runs))
         raise ValueError(f"--baseline '{baseline}' is not one of the methods: {known}.")
-    by_key = {(run.label, run.benchmark): run for run in runs}
+    by_key = {(run.label, run.benchmark, run.group): run for run in runs}
     rows = []
     optional: set[str] = set()
     for run in runs:
@@ -97,7 +97,7 @@ def tidy(
                         "layout": layout,
                         "method": run.label,
                         "part": part,
-                        "benchmark": run.title,
+                        "benchmark": run.column,
                         "metric": column.header,
                         "key": column.key,
                         "value": value,
@@ -120,12 +120,13 @@ def tidy(
     frame = pd.DataFrame(rows, columns=COLUMNS)
     empty = [k for k in optional if frame.loc[frame["key"] == k, "value"].isna().all()]
     frame = frame[~frame["key"].isin(empty)].reset_index(drop=True)
-    frame = pd.concat([frame, _average(frame)], ignore_index=True)
+    if not any(run.group for run in runs):  # an average over N = 3, 5, 7 would mean nothing
+        frame = pd.concat([frame, _average(frame)], ignore_index=True)
     return frame.astype({c: float for c in ("value", "std", "ci_low", "ci_high", "p_value")})
 
 
 def _test(
-    run: Run, key: str, by_key: dict[tuple[str, str], Run], base: str, replicates: int
+    run: Run, key: str, by_key: dict[tuple[str, str, str], Run], base: str, replicates: int
 ) -> tuple[float | None, str | None, int]:
     formulas = run.formulas
     if key == "delta" or key.endswith(".delta"):
@@ -136,7 +137,7 @@ def _test(
             first, second, text = f"move{r}.i2c", f"move{r}.c2i", "I→C vs C→I"
         p, n = paired_test(run.tallies, formulas[first], run.tallies, formulas[second], replicates)
         return p, text, n
-    other = by_key.get((base, run.benchmark))
+    other = by_key.get((base, run.benchmark, run.group))
     if other is None or other is run or key not in other.formulas:
         return None, None, len(run.tallies.questions)
     p, n = paired_test(run.tallies, formulas[key], other.tallies, other.formulas[key], replicates)

@@ -105,13 +105,15 @@ def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path):
         labels = experiment.labels(view)
         cells = experiment.of(view)
         assert sorted(frame["method"].unique()) == sorted(labels[c.name] for c in cells)
+        assert sorted(frame["run_dir"].unique()) == sorted(str(experiment.folder(c)) for c in cells)
         for cell in cells:
             metrics = json.loads((out / cell.name / "metrics.json").read_text())
-            rows = frame[frame["method"] == labels[cell.name]]
-            assert len(rows) > 0
+            rows = frame[frame["run_dir"] == str(experiment.folder(cell))]
+            assert set(rows["method"]) == {labels[cell.name]}
             for _, row in rows.iterrows():
-                assert row["run_dir"] == str(experiment.folder(cell))
                 assert row["value"] == pytest.approx(_lookup(metrics, row["key"]))
+    agents = (out / "tables" / "agents.md").read_text().splitlines()[0]
+    assert "Arith N=3 Maj" in agents and "Arith N=7 Δ" in agents  # columns by N
     for name in ("rounds", "transitions", "diversity"):
         assert (out / "figures" / "main" / f"{name}.png").is_file()
     summary = (out / "summary.md").read_text()
@@ -195,6 +197,18 @@ BAD = [
     ("[grids.main]\nbenchmarks = ['arith']\n[[exclude]]\nname = 'x'\nagents = [9]\n", "'x'", "no"),
     ("[grids.main]\nbenchmarks = ['arith']\n[[tables]]\nname = 't'\nlayout = 'x'\n", "layout", "x"),
     ("[grid.main]\nbenchmarks = ['arith']\n", "grid", "did you mean 'grids'"),
+    (
+        "[grids.g]\nbenchmarks = ['arith']\n[[tables]]\nname = 't'\nrows = ['agents']\n"
+        "columns = ['agents']\n",
+        "tables 't'",
+        "agents cannot be both rows and columns",
+    ),
+    (
+        "[grids.g]\nbenchmarks = ['arith']\nagents = [2, 3]\n[[tables]]\nname = 't'\n"
+        "rows = ['models']\n",
+        "tables 't'.rows",
+        "both row 'm'",
+    ),
 ]
 
 

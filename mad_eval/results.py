@@ -235,7 +235,8 @@ def load_runs(
         other = seen.setdefault((run.label, run.benchmark, run.group), run.root)
         if other != run.root:
             raise StoreError(
-                f"{other} and {run.root} are both '{run.label}' on {run.column}; "
+                f"{other} and {run.root} are both '{run.label}' on "
+                f"{' '.join(filter(None, (run.benchmark, run.group)))}; "
                 f"name them apart with --label {run.root}=NAME."
             )
     return runs

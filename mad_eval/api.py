@@ -159,8 +159,8 @@ def experiment(path: str | Path, listener: Listener | None = None) -> dict[str, 
     """Run (or resume) every cell of an experiment file on one engine, write each cell's
     metrics.json, and return the cells' results by folder name."""
     from mad_eval.execute import drive
-    from mad_eval.experiment import load_experiment
-    from mad_eval.experiment_run import run_experiment
+    from mad_eval.experiments import load_experiment
+    from mad_eval.experiments.run import run_experiment
 
     listener = listener or Listener()
     loaded = load_experiment(Path(path))
@@ -171,8 +171,8 @@ def experiment(path: str | Path, listener: Listener | None = None) -> dict[str, 
 def experiment_tables(path: str | Path, replicates: int | None = None) -> list[Path]:
     """Write an experiment's declared tables (CSV, LaTeX, Markdown), figures and
     summary.md into its folder, from the cells' records; return the files written."""
-    from mad_eval.experiment import load_experiment
-    from mad_eval.experiment_tables import write_tables
+    from mad_eval.experiments import load_experiment
+    from mad_eval.experiments.tables import write_tables
     from mad_eval.layouts import REPLICATES
 
     return write_tables(load_experiment(Path(path)), replicates or REPLICATES)

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from cli_helpers import mad_eval, start, turns_of, wait_for_lines, without_timing
 
-from mad_eval.experiment import ExperimentError, load_experiment
+from mad_eval.experiments import ExperimentError, load_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "experiments" / "offline_demo.toml"
@@ -157,7 +157,7 @@ def test_a_killed_experiment_resumes_with_every_turn_exactly_once(tmp_path):
 
 def test_cells_share_one_limit_per_endpoint(tmp_path):
     """Two cells on one model are planned on one pool: one backend, one request limit."""
-    from mad_eval.experiment_run import plan_cells
+    from mad_eval.experiments.run import plan_cells
 
     path = write(tmp_path, SMALL.replace("runs = 1", "runs = 1\nconcurrency = 3"))
     jobs = plan_cells(load_experiment(path))

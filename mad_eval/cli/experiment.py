@@ -60,8 +60,8 @@ def _pct(value: object) -> str:
 
 
 def _dry_run(file: Path) -> None:
-    from mad_eval.experiment import load_experiment
-    from mad_eval.experiment_run import dry_run
+    from mad_eval.experiments import load_experiment
+    from mad_eval.experiments.run import dry_run
 
     experiment = load_experiment(file)
     states = dry_run(experiment)

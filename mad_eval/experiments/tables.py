@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mad_eval.experiment import Experiment, ExperimentError, View
+from mad_eval.experiments.cells import Experiment, ExperimentError, View
 from mad_eval.layouts import REPLICATES
 from mad_eval.results import Run, load_runs
 from mad_eval.store import StoreError, write_atomically

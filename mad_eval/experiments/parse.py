@@ -11,24 +11,23 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
 from typing import Any
 
 from mad_eval.config import RESULTS_ROOT, ConfigError, run_defaults
+from mad_eval.experiments.cells import (
+    AXES,
+    SINGLE,
+    Cell,
+    Experiment,
+    ExperimentError,
+    View,
+    cell_name,
+)
 from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS
 
-# A grid's axes: the key that lists its values, and the setting each value fills.
-AXES = {
-    "models": "model",
-    "protocols": "protocol",
-    "agents": "agents",
-    "rounds": "rounds",
-    "benchmarks": "benchmark",
-    "prompt_templates": "prompt_style",
-    "answer_protocols": "answer_protocol",
-}
+# The values an axis a grid does not list takes (unless [settings] gives one).
 DEFAULT_AXES = {"protocols": ["decentralized"], "agents": [5], "rounds": [3]}
 # Settings that decide how requests travel: one value for the whole experiment, so its runs
 # can share every endpoint's request limit and the request cache.
@@ -40,95 +39,6 @@ IN_SETTINGS = ("model", "agent", "roster")
 IN_MODELS = ("protocol", "agents", "rounds", "benchmark")
 IN_GRIDS = (*AXES.values(), "agent", "roster")
 PATH_SETTINGS = ("data_dir", "roster", "cache")  # read relative to the experiment file
-SINGLE = "single"  # the single-agent block's cells are its grid
-
-
-class ExperimentError(ConfigError):
-    """The experiment file cannot work; the message names the file, the key and the fix."""
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One run of the experiment: its folder's name, the grid values that make it, and
-    every setting its run is planned with."""
-
-    name: str
-    axes: dict[str, Any]  # axis setting -> value (the model as its label)
-    settings: dict[str, Any]
-    grids: tuple[str, ...]  # the grids that hold it ("single" for the single-agent block)
-
-    @property
-    def single(self) -> bool:
-        return self.settings["protocol"] == "single"
-
-
-@dataclass(frozen=True)
-class View:
-    """A table or a figure to make: which cells, how its rows are named, in which forms."""
-
-    name: str
-    grid: str
-    layout: str
-    rows: tuple[str, ...]  # axis settings naming a row, in order
-    columns: tuple[str, ...]  # axis settings that split a benchmark's columns, in order
-    only: dict[str, list[Any]]  # axis setting -> the values kept
-    labels: dict[str, str]  # a generated row name -> the name printed
-    formats: tuple[str, ...] = FORMATS
-    error: str = "std"
-    baseline: str | None = None
-
-
-@dataclass
-class Experiment:
-    path: Path
-    name: str
-    out: Path
-    description: str
-    cells: list[Cell]
-    order: dict[str, list[str]]  # each grid's cells (by name) in its own order
-    tables: list[View] = field(default_factory=list)
-    figures: list[View] = field(default_factory=list)
-
-    def folder(self, cell: Cell) -> Path:
-        return self.out / cell.name
-
-    def rows(self, view: View) -> tuple[str, ...]:
-        """The axes naming a view's rows: its own, else those that vary among its cells."""
-        if view.rows:
-            return view.rows
-        cells = [cell for cell in self.cells if view.grid in cell.grids]
-        varying = [
-            axis
-            for axis in AXES.values()
-            if axis != "benchmark"
-            and axis not in view.columns
-            and len({str(c.axes.get(axis)) for c in cells}) > 1
-        ]
-        return tuple(varying) or ("model",)
-
-    def row(self, cell: Cell, view: View) -> str:
-        """A cell's row name in a view, before the view's labels rename it."""
-        return describe(cell, self.rows(view))
-
-    def column(self, cell: Cell, view: View) -> str:
-        """What, besides its benchmark, names a cell's column group in a view."""
-        return describe(cell, view.columns) if view.columns else ""
-
-    def labels(self, view: View) -> dict[str, str]:
-        """Each of the view's cells (by name) -> its row's printed name."""
-        return {
-            cell.name: view.labels.get(self.row(cell, view), self.row(cell, view))
-            for cell in self.of(view)
-        }
-
-    def of(self, view: View) -> list[Cell]:
-        """The cells a table or figure shows, in the grid's order."""
-        by_name = {cell.name: cell for cell in self.cells}
-        return [
-            cell
-            for cell in (by_name[name] for name in self.order[view.grid])
-            if all(cell.axes.get(axis) in values for axis, values in view.only.items())
-        ]
 
 
 def load_experiment(path: Path) -> Experiment:
@@ -445,38 +355,3 @@ class Parser:
 
     def where(self, grid: str) -> str:
         return "[single]" if grid == SINGLE else f"grids.{grid}"
-
-
-def describe(cell: Cell, axes: tuple[str, ...]) -> str:
-    """A cell's values on some axes, as a table prints them (N=5, T=3, the model label)."""
-    parts = []
-    for axis in axes:
-        value = cell.axes.get(axis)
-        if axis == "agents":
-            parts.append(f"N={value}")
-        elif axis == "rounds":
-            parts.append(f"T={value}")
-        elif axis == "prompt_style" and value:
-            parts.append(Path(str(value)).stem)
-        else:
-            parts.append(str(value) if value is not None else "default")
-    return " ".join(parts)
-
-
-def cell_name(axes: dict[str, Any], single: bool) -> str:
-    """A cell's folder: its benchmark, protocol, N, T and model label, as a run's default
-    folder is named; a prompt template or answer protocol, when given, too."""
-    bench = (
-        Path(str(axes["benchmark"])).stem
-        if str(axes["benchmark"]).endswith((".jsonl", ".toml"))
-        else str(axes["benchmark"])
-    )
-    if single:
-        name = f"{bench}-single-k{axes['samples']}-{axes['model']}"
-    else:
-        name = f"{bench}-{axes['protocol']}-n{axes['agents']}-t{axes['rounds']}-{axes['model']}"
-    if axes.get("prompt_style"):
-        name += f"-{Path(str(axes['prompt_style'])).stem}"
-    if axes.get("answer_protocol"):
-        name += f"-{axes['answer_protocol']}"
-    return re.sub(r"[^A-Za-z0-9._=+-]+", "_", re.sub(r"[:=,]", "_", name))

@@ -12,7 +12,7 @@ from pathlib import Path
 from mad_eval.backends.cache import RequestCache
 from mad_eval.errors import UserError
 from mad_eval.execute import Job, execute
-from mad_eval.experiment import Cell, Experiment, ExperimentError
+from mad_eval.experiments.cells import Cell, Experiment, ExperimentError
 from mad_eval.listener import Listener
 from mad_eval.plan import Pool, make_plan
 from mad_eval.store import Recorded, RunStore, write_json

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import statistics
 import sys
 import tempfile
@@ -134,6 +135,7 @@ def main() -> None:
             walls["sequential"].append(sequential(cells, args, pair / "sequential"))
             for name in SCHEDULES:
                 in_flight[name].append(busy(pair / name, turns) / walls[name][-1])
+    shutil.rmtree(work)  # kept when a schedule fails
 
     ideal = turns * args.latency / args.concurrency
     how = "whole processes" if args.processes else "one process, after a warm-up run"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -92,6 +93,7 @@ def main() -> None:
         stubs = [stack.enter_context(Stub(args.delay)) for _ in range(args.replicas)]
         for run in range(2 if args.cache else 1):
             debate([stub.url for stub in stubs], benchmark, work / f"run{run}", args)
+    shutil.rmtree(work)
     peaks = [stub.peak_in_flight for stub in stubs]
     print(f"peak requests in flight per server: {peaks} (limit {args.concurrency} each)")
 

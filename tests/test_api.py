@@ -86,3 +86,15 @@ def test_load_runs_names_runs_apart(tmp_path):
     mad_eval.run(agents=3, rounds=1, limit=2, out=tmp_path / "b")
     runs = mad_eval.load_runs([tmp_path / "a", tmp_path / "b"])
     assert [run.label for run in runs] == ["N=2", "N=3"]
+
+
+def test_the_calls_stay_calls_after_every_module_is_imported():
+    """A submodule named like a call would replace it on the package once imported."""
+    import importlib
+    import pkgutil
+
+    for module in pkgutil.walk_packages(mad_eval.__path__, "mad_eval."):
+        if not module.name.startswith(("mad_eval.backends.vllm", "mad_eval.cli")):
+            importlib.import_module(module.name)
+    for name in mad_eval.__all__:
+        assert callable(getattr(mad_eval, name)), name

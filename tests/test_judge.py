@@ -8,7 +8,7 @@ import time
 import pytest
 from prompt_helpers import debate_messages
 
-from mad_eval.judge import JudgeFormatError, parse_scores
+from mad_eval.critique import JudgeFormatError, parse_scores
 from mad_eval.prompts import JUDGE_CRITERIA, judge_correction, judge_prompt
 
 GOOD = {

@@ -101,7 +101,7 @@ def show(run: Run, command: str | None = None) -> None:
     """A run's metrics on the console, where they are kept, and, after a `command` that
     made the run, how to ask its failed turns again."""
     from mad_eval.execute import plural
-    from mad_eval.report import metrics_view
+    from mad_eval.metrics_view import metrics_view
 
     console.print(metrics_view(run.metrics, title=run.root.name))
     console.print(f"Records: {run.root / 'turns.jsonl'}  Metrics: {run.root / 'metrics.json'}")

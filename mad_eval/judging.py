@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.config import ConfigError, RunConfig, operational_defaults
-from mad_eval.execute import close_cache
 from mad_eval.critique import Judge, judge_cases, parse_rounds, pending
+from mad_eval.execute import close_cache
 from mad_eval.listener import Listener
 from mad_eval.plan import check_extra_body, check_names, check_types, judge_backend
 from mad_eval.records import Setting

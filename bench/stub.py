@@ -14,9 +14,6 @@ def _serve(delay: float, queue: Any, stop: Any) -> None:
     from stub_server import StubServer
 
     server = StubServer(delay=delay)
-    # The stub writes a reply's headers and body apart; with Nagle's algorithm on, the
-    # client's delayed ACK holds the body back about 40 ms, which no real server adds.
-    server._server.RequestHandlerClass.disable_nagle_algorithm = True
     with server:
         queue.put(server.base_url)
         stop.wait()

@@ -20,11 +20,10 @@ def view_runs(experiment: Experiment, view: View) -> list[Run]:
     labels = experiment.labels(view)
     missing = [c.name for c in cells if not (experiment.folder(c) / "turns.jsonl").exists()]
     if missing:
+        more = f" and {len(missing) - 1} more, which hold" if len(missing) > 1 else ", which holds"
         raise ExperimentError(
-            f"{experiment.path}: '{view.name}' needs cell {missing[0]}"
-            + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
-            + ", which holds no records yet; run "
-            f"`mad-eval experiment run {experiment.path}` first."
+            f"{experiment.path}: '{view.name}' needs cell {missing[0]}{more} no records yet; "
+            f"run `mad-eval experiment run {experiment.path}` first."
         )
     folders = [experiment.folder(cell) for cell in cells]
     groups = {str(experiment.folder(c)): experiment.column(c, view) for c in cells}

@@ -327,3 +327,12 @@ def test_groups_of_runs_take_turns():
 
     a, b = iter(["a1", "a2", "a3"]), iter(["b1"])
     assert list(interleave([a, b])) == ["a1", "b1", "a2", "a3"]
+
+
+def test_tables_before_the_runs_say_which_run_to_make(tmp_path):
+    path = write(tmp_path, SMALL)
+    result = mad_eval("experiment", "tables", str(path), cwd=tmp_path)
+    assert result.returncode == 2
+    said = " ".join(result.stderr.split())
+    assert "'main' needs cell arith-decentralized-n3-t1-weak and 1 more, which hold no" in said
+    assert f"run `mad-eval experiment run {path}` first." in said

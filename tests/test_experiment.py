@@ -74,7 +74,7 @@ def test_cells_are_the_grids_product_shared_cells_run_once(tmp_path):
         "arith-single-k4-weak",
     ]
     shared = experiment.cells[1]
-    assert shared.grids == ("main", "size")
+    assert experiment.grids(shared) == ("main", "size")
     assert shared.settings["model"] == "sim:p0=0.7,skill=0.8"
     assert shared.settings["limit"] == 6 and shared.settings["rounds"] == 1
     single = experiment.cells[3]
@@ -336,3 +336,16 @@ def test_tables_before_the_runs_say_which_run_to_make(tmp_path):
     said = " ".join(result.stderr.split())
     assert "'main' needs cell arith-decentralized-n3-t1-weak and 1 more, which hold no" in said
     assert f"run `mad-eval experiment run {path}` first." in said
+
+
+def test_a_dry_run_leaves_a_running_cells_records_as_they_are(tmp_path):
+    """A run may be writing a line right now: a dry run counts, never repairs."""
+    path = write(tmp_path, SMALL)
+    assert mad_eval("experiment", "run", str(path), cwd=tmp_path).returncode == 0
+    turns = tmp_path / "out" / "arith-decentralized-n3-t1-weak" / "turns.jsonl"
+    with turns.open("ab") as f:
+        f.write(b'{"run": 0, "question": "half-writ')
+    before = turns.read_bytes()
+    dry = mad_eval("experiment", "run", str(path), "--dry-run", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert turns.read_bytes() == before

@@ -34,7 +34,7 @@ def plan_cells(experiment: Experiment, cache: bool = True) -> list[Job]:
     pool = Pool(RequestCache(path) if path and cache else None)
     jobs = []
     for cell in experiment.cells:
-        where = f"{experiment.path}: cell {cell.name} ({', '.join(cell.grids)})"
+        where = f"{experiment.path}: cell {cell.name} ({', '.join(experiment.grids(cell))})"
         try:
             plan = make_plan(cell.settings, pool)
         except UserError as exc:
@@ -48,7 +48,8 @@ def dry_run(experiment: Experiment) -> list[CellState]:
     states = []
     for cell, job in zip(experiment.cells, plan_cells(experiment, cache=False), strict=True):
         turns = job.store.turns_path
-        done = len(Recorded.index(turns)) if turns.exists() else 0
+        # Read only: a run writing there now may be mid-line, which repairing would cut.
+        done = len(Recorded.index(turns, repair=False)) if turns.exists() else 0
         states.append(CellState(cell, job.store.root, len(job.plan.questions), job.requests, done))
     return states
 
@@ -66,18 +67,12 @@ async def run_experiment(experiment: Experiment, listener: Listener) -> None:
         {
             "file": str(experiment.path),
             "text": experiment.path.read_text(encoding="utf-8"),
-            "cells": {cell.name: list(cell.grids) for cell in experiment.cells},
+            "cells": {cell.name: list(experiment.grids(cell)) for cell in experiment.cells},
         },
         "free space and run the same command again.",
     )
-    done = sum(1 for job in jobs if _finished(job))
     listener.say(
-        f"{experiment.name}: {len(jobs)} runs ({done} finished before) -> {experiment.out}"
-        f"{os.sep}, {sum(job.requests for job in jobs)} turns in all"
+        f"{experiment.name}: {len(jobs)} runs -> {experiment.out}{os.sep}, "
+        f"{sum(job.requests for job in jobs)} turns in all (those recorded before are skipped)"
     )
     await execute(jobs, listener)
-
-
-def _finished(job: Job) -> bool:
-    turns = job.store.turns_path
-    return turns.exists() and len(Recorded.index(turns)) >= job.requests

@@ -71,7 +71,11 @@ def _dry_run(file: Path) -> None:
         table.add_column(column, justify="left" if left else "right", overflow="fold")
     for s in states:
         table.add_row(
-            s.cell.name, ", ".join(s.cell.grids), str(s.questions), str(s.requests), str(s.done)
+            s.cell.name,
+            ", ".join(experiment.grids(s.cell)),
+            str(s.questions),
+            str(s.requests),
+            str(s.done),
         )
     console.print(table)
     needed = sum(s.requests for s in states)

@@ -37,7 +37,6 @@ class Cell:
     name: str
     axes: dict[str, Any]  # axis setting -> value (the model as its label)
     settings: dict[str, Any]
-    grids: tuple[str, ...]  # the grids that hold it ("single" for the single-agent block)
 
     @property
     def single(self) -> bool:
@@ -74,11 +73,15 @@ class Experiment:
     def folder(self, cell: Cell) -> Path:
         return self.out / cell.name
 
+    def grids(self, cell: Cell) -> tuple[str, ...]:
+        """The grids that hold a cell ("single" for the single-agent block)."""
+        return tuple(grid for grid, names in self.order.items() if cell.name in names)
+
     def rows(self, view: View) -> tuple[str, ...]:
         """The axes naming a view's rows: its own, else those that vary among its cells."""
         if view.rows:
             return view.rows
-        cells = [cell for cell in self.cells if view.grid in cell.grids]
+        cells = [cell for cell in self.cells if cell.name in self.order[view.grid]]
         varying = [
             axis
             for axis in AXES.values()

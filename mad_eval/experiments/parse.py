@@ -130,7 +130,7 @@ class Parser:
     def cells(self) -> tuple[list[Cell], dict[str, list[str]]]:
         grids = self.table(self.raw.get("grids", {}), "[grids]")
         exclusions = self.exclusions(grids)
-        cells: dict[str, Cell] = {}
+        cells: dict[str, tuple[Cell, str]] = {}  # by name: the cell, the grid that made it
         order: dict[str, list[str]] = {}
         sources: list[tuple[str, dict[str, Any]]] = [
             (name, self.table(g, f"grids.{name}")) for name, g in grids.items()
@@ -145,11 +145,11 @@ class Parser:
                 raise self.fail(self.where(grid), "it has no cell left; widen it or its exclusions")
             order[grid] = [cell.name for cell in made]
             for cell in made:
-                self.add(cells, cell)
+                self.add(cells, cell, grid)
         for rule, used in exclusions:
             if not used:
                 raise self.fail(f"exclude '{rule['name']}'", "it matches no cell; fix its keys")
-        return list(cells.values()), order
+        return [cell for cell, _ in cells.values()], order
 
     def grid(self, grid: str, given: dict[str, Any]) -> list[Cell]:
         where = self.where(grid)
@@ -195,7 +195,7 @@ class Parser:
                 k = self.samples(samples, axes_values["benchmark"], where)
                 settings.update(protocol="single", agents=k, rounds=0)
                 axes_values["samples"] = k
-            made.append(Cell(cell_name(axes_values, single), axes_values, settings, (grid,)))
+            made.append(Cell(cell_name(axes_values, single), axes_values, settings))
         return made
 
     def samples(self, given: Any, benchmark: str, where: str) -> int:
@@ -207,21 +207,18 @@ class Parser:
             )
         return k
 
-    def add(self, cells: dict[str, Cell], cell: Cell) -> None:
-        """A cell two grids share is run once; two different runs in one folder are refused."""
-        other = cells.get(cell.name)
-        if other is None:
-            cells[cell.name] = cell
-        elif other.settings == cell.settings:
-            cells[cell.name] = Cell(cell.name, other.axes, other.settings, other.grids + cell.grids)
-        else:
+    def add(self, cells: dict[str, tuple[Cell, str]], cell: Cell, grid: str) -> None:
+        """A cell two grids share is run once (as the first grid made it); two different
+        runs in one folder are refused."""
+        other, first = cells.setdefault(cell.name, (cell, grid))
+        if other.settings != cell.settings:
             differ = sorted(
                 k
                 for k in {*cell.settings, *other.settings}
                 if cell.settings.get(k) != other.settings.get(k)
             )
             raise self.fail(
-                f"{self.where(other.grids[0])} and {self.where(cell.grids[0])}",
+                f"{self.where(first)} and {self.where(grid)}",
                 f"both make folder {cell.name} with different {', '.join(differ)}; "
                 "give the grids the same settings or set them in [settings]",
             )

@@ -103,7 +103,7 @@ def _summary(experiment: Experiment, sections: list[str]) -> str:
         "| run | grids |",
         "|---|---|",
         *(
-            f"| [{c.name}]({c.name}/metrics.json) | {', '.join(c.grids)} |"
+            f"| [{c.name}]({c.name}/metrics.json) | {', '.join(experiment.grids(c))} |"
             for c in experiment.cells
         ),
         "",

@@ -102,9 +102,11 @@ def show(run: Run, command: str | None = None) -> None:
     made the run, how to ask its failed turns again."""
     from mad_eval.execute import plural
     from mad_eval.metrics_view import metrics_view
+    from mad_eval.store import RunStore
 
     console.print(metrics_view(run.metrics, title=run.root.name))
-    console.print(f"Records: {run.root / 'turns.jsonl'}  Metrics: {run.root / 'metrics.json'}")
+    store = RunStore(run.root)
+    console.print(f"Records: {store.turns_path}  Metrics: {store.metrics_path}")
     # A prompt that did not fit was never sent: asking again would fail the same way.
     sent = run.failed_sent
     if sent and command:

@@ -8,7 +8,7 @@ from pathlib import Path
 from mad_eval.experiments.cells import Experiment, ExperimentError, View
 from mad_eval.layouts import REPLICATES
 from mad_eval.results import Run, load_runs
-from mad_eval.store import StoreError, write_atomically
+from mad_eval.store import RunStore, StoreError, write_atomically
 
 EXTENSIONS = {"csv": "csv", "latex": "tex", "md": "md"}
 THEN = "free space and run the same command again."
@@ -18,7 +18,7 @@ def view_runs(experiment: Experiment, view: View) -> list[Run]:
     """The runs a view shows, each named for its row."""
     cells = experiment.of(view)
     labels = experiment.labels(view)
-    missing = [c.name for c in cells if not (experiment.folder(c) / "turns.jsonl").exists()]
+    missing = [c.name for c in cells if not RunStore(experiment.folder(c)).turns_path.exists()]
     if missing:
         more = f" and {len(missing) - 1} more, which hold" if len(missing) > 1 else ", which holds"
         raise ExperimentError(

@@ -21,12 +21,12 @@ class Column:
     optional: bool = False  # left out of a table where no method has a value for it
 
 
-# A layout: for a run's number of debate rounds, the table's row parts (a label appended
-# to the method's, "" for none) and each part's columns.
-Layout = Callable[[int], list[tuple[str, list[Column]]]]
+# A layout: for a run's number of debate rounds and of voters, the table's row parts (a
+# label appended to the method's, "" for none) and each part's columns.
+Layout = Callable[[int, int], list[tuple[str, list[Column]]]]
 
 
-def _debate(rounds: int) -> list[tuple[str, list[Column]]]:
+def _debate(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     return [
         (
             "",
@@ -39,13 +39,13 @@ def _debate(rounds: int) -> list[tuple[str, list[Column]]]:
     ]
 
 
-def _single(rounds: int) -> list[tuple[str, list[Column]]]:
+def _single(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     """mean@K and the exact maj@K (the vote of all K answers). Round 0 is K independent
     samples in any run, a debate's as much as `mad-eval single`'s."""
     return [("", [Column("mean@K", "round0.agent_accuracy"), Column("maj@K", "maj", scored=True)])]
 
 
-def _single_bootstrap(rounds: int) -> list[tuple[str, list[Column]]]:
+def _single_bootstrap(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     """mean@K and verl's maj@K/mean (rules.bootstrap_maj), which metrics.json has for runs
     without debate only (`maj_at_k_bootstrap`)."""
     return [
@@ -59,7 +59,7 @@ def _single_bootstrap(rounds: int) -> list[tuple[str, list[Column]]]:
     ]
 
 
-def _rounds(rounds: int) -> list[tuple[str, list[Column]]]:
+def _rounds(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     return [
         (
             "",
@@ -68,7 +68,7 @@ def _rounds(rounds: int) -> list[tuple[str, list[Column]]]:
     ]
 
 
-def _transitions(rounds: int) -> list[tuple[str, list[Column]]]:
+def _transitions(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     return [
         (
             f"{r - 1}→{r}",
@@ -82,7 +82,7 @@ def _transitions(rounds: int) -> list[tuple[str, list[Column]]]:
     ]
 
 
-def _lengths(rounds: int) -> list[tuple[str, list[Column]]]:
+def _lengths(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     """Mean completion tokens of right and wrong answers, and (where some method recorded
     them) of a reasoning model's reasoning and final content, per round."""
     return [
@@ -99,7 +99,7 @@ def _lengths(rounds: int) -> list[tuple[str, list[Column]]]:
     ]
 
 
-def _diversity(rounds: int) -> list[tuple[str, list[Column]]]:
+def _diversity(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     return [
         (
             f"round {r}",
@@ -114,7 +114,7 @@ def _diversity(rounds: int) -> list[tuple[str, list[Column]]]:
     ]
 
 
-def _critique(rounds: int) -> list[tuple[str, list[Column]]]:
+def _critique(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     parts = [(f"round {r}", f"round{r}.") for r in range(1, rounds + 1)] + [("all", "")]
     return [
         (
@@ -131,7 +131,7 @@ def _critique(rounds: int) -> list[tuple[str, list[Column]]]:
     ]
 
 
-def _rouge(rounds: int) -> list[tuple[str, list[Column]]]:
+def _rouge(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     """The paper's summarisation table: the consensus summary's ROUGE after each round."""
     headers = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L"}
     return [

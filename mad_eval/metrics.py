@@ -5,6 +5,7 @@ runs with their spread."""
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -147,40 +148,60 @@ def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
     return float(np.mean(present)), std
 
 
-def locate(name: str) -> tuple[str | None, int, str]:
-    """Where a formula's number sits in metrics.json: `round2.x` is rounds[2]["x"], `move1.x`
-    is transitions[0]["x"], a plain name is top level: (list or None, index, field)."""
+# Where a numbered formula name's number sits: `round2.x` is rounds[2]["x"], `move1.x` is
+# transitions[0]["x"], `margin3.x` is margins[3]["x"]; each list's row names its number.
+LISTS = {
+    "round": ("rounds", 0, lambda n: {"round": n}),
+    "move": ("transitions", 1, lambda n: {"from_round": n - 1, "to_round": n}),
+    "margin": ("margins", 0, lambda n: {"right_in_round0": n}),
+}
+
+
+def locate(name: str) -> tuple[str | None, int | None, str]:
+    """Where a formula's number sits in metrics.json: a numbered head is a row of a list
+    (LISTS), a plain head a section of its own (`cost.x` is cost["x"]), and a plain name is
+    top level: (section or None, index or None, field)."""
     head, _, field = name.partition(".")
     if not field:
-        return None, 0, name
-    if head.startswith("round"):
-        return "rounds", int(head.removeprefix("round")), field
-    return "transitions", int(head.removeprefix("move")) - 1, field
+        return None, None, name
+    found = re.fullmatch(r"([a-z_]+?)(\d+)", head)
+    if found and found[1] in LISTS:
+        section, first, _ = LISTS[found[1]]
+        return section, int(found[2]) - first, field
+    return head, None, field
 
 
 def lookup(metrics: dict[str, Any], name: str) -> tuple[float | None, float | None]:
     """A number of metrics.json by formula name, with its std over runs."""
-    section, index, field = locate(name)
-    row = metrics if section is None else metrics[section][index]
+    row, field = holder(metrics, name), locate(name)[2]
     return row[field], row[f"{field}_std"]
+
+
+def holder(metrics: dict[str, Any], name: str) -> dict[str, Any]:
+    """The part of metrics.json that holds a formula's number."""
+    section, index, _ = locate(name)
+    if section is None:
+        return metrics
+    return metrics[section] if index is None else metrics[section][index]
 
 
 def _nest(names: Iterable[str], cell: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     """metrics.json's shape from flat names (see `locate`); `cell(name)` gives the fields
     one name contributes."""
     out: dict[str, Any] = {"rounds": [], "transitions": []}
+    heads = {section: (first, row) for section, first, row in LISTS.values()}
     for name in names:
         section, index, _ = locate(name)
         if section is None:
             out.update(cell(name))
-            continue
-        rows = out[section]
-        if len(rows) <= index:
-            r = index if section == "rounds" else index + 1
-            rows.append(
-                {"round": r} if section == "rounds" else {"from_round": r - 1, "to_round": r}
-            )
-        rows[index].update(cell(name))
+        elif index is None:
+            out.setdefault(section, {}).update(cell(name))
+        else:
+            rows = out.setdefault(section, [])
+            first, row = heads[section]
+            while len(rows) <= index:
+                rows.append(row(len(rows) + first))
+            rows[index].update(cell(name))
     return out
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from mad_eval.kinds import get_kind
 from mad_eval.manifest import RunManifest
-from mad_eval.metrics import Formula, Measuring, Totals, critique_formulas, formulas, locate
+from mad_eval.metrics import Formula, Measuring, Totals, critique_formulas, formulas, holder, locate
 from mad_eval.records import Turn, Verdict
 from mad_eval.rules import RULES, default_rule
 from mad_eval.stats import bootstrap_ci
@@ -176,9 +176,7 @@ def critique_intervals(metrics: dict[str, Any], found: Tallies, rounds: int) -> 
     """Add to each critique number of metrics.json its 95% bootstrap interval over
     questions (`critique_total_ci`: [low, high]), the one `table --layout critique` prints."""
     for name, formula in critique_formulas(rounds).items():
-        section, index, field = locate(name)
-        row = metrics if section is None else metrics[section][index]
-        row[f"{field}_ci"] = list(bootstrap_ci(found, formula))
+        holder(metrics, name)[f"{locate(name)[2]}_ci"] = list(bootstrap_ci(found, formula))
 
 
 def load_run(root: Path) -> Run:

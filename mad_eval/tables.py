@@ -85,7 +85,7 @@ def tidy(
                 f"{run.root} has no judge verdicts; score it first with "
                 f"`mad-eval judge {run.root} --judge MODEL`."
             )
-        for part, columns in LAYOUTS[layout](run.rounds):
+        for part, columns in LAYOUTS[layout](run.rounds, len(run.manifest.protocol.voters)):
             for column in columns:
                 if column.optional:
                     optional.add(column.key)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mad_eval.dynamics import differences
 from mad_eval.layouts import LAYOUT_NOTES, LAYOUTS
 from mad_eval.metrics import lookup
 from mad_eval.results import Run
@@ -128,20 +129,24 @@ def tidy(
 def _test(
     run: Run, key: str, by_key: dict[tuple[str, str, str], Run], base: str, replicates: int
 ) -> tuple[float | None, str | None, int]:
+    """A difference (Δ, drift, ...: dynamics.differences) is tested against zero on the
+    run's own questions; any other number against the baseline method's."""
     formulas = run.formulas
-    if key == "delta" or key.endswith(".delta"):
-        if key == "delta":
-            first, second, text = "debate", "maj", "debate vs maj"
-        else:
-            r = key.removeprefix("move").removesuffix(".delta")
-            first, second, text = f"move{r}.i2c", f"move{r}.c2i", "I→C vs C→I"
+    pairs = differences(run.rounds, len(run.manifest.protocol.voters))
+    if key in pairs:
+        first, second = pairs[key]
         p, n = paired_test(run.tallies, formulas[first], run.tallies, formulas[second], replicates)
-        return p, text, n
+        return p, f"{_side(first)} vs {_side(second)}", n
     other = by_key.get((base, run.benchmark, run.group))
     if other is None or other is run or key not in other.formulas:
         return None, None, len(run.tallies.questions)
     p, n = paired_test(run.tallies, formulas[key], other.tallies, other.formulas[key], replicates)
     return p, f"vs {base}", n
+
+
+def _side(name: str) -> str:
+    """How the p_test column names one side of a tested difference."""
+    return {"i2c": "I→C", "c2i": "C→I"}.get(name.rpartition(".")[2], name)
 
 
 def _average(frame: pd.DataFrame) -> pd.DataFrame:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from mad_eval.cost import Price, cost_formulas, judge_cost_formulas
-from mad_eval.dynamics import dynamics_formulas
+from mad_eval.dynamics import differences, dynamics_formulas
 from mad_eval.formula import Formula, gain, percent, plain
 from mad_eval.grading import ROUGE
 from mad_eval.kinds import get_kind
@@ -30,7 +30,6 @@ from mad_eval.tally import (
 )
 
 __all__ = ["compute_metrics", "formulas", "lookup", "majority_vote", "mean_std"]
-
 
 
 def formulas(
@@ -157,11 +156,14 @@ def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
 
 
 # Where a numbered formula name's number sits: `round2.x` is rounds[2]["x"], `move1.x` is
-# transitions[0]["x"], `margin3.x` is margins[3]["x"]; each list's row names its number.
+# transitions[0]["x"], `margin3.x` is margins[3]["x"], `cost2.x` cost_by_round[2]["x"],
+# `stop1.x` stopping[1]["x"]; each list's row names its number.
 LISTS = {
     "round": ("rounds", 0, lambda n: {"round": n}),
     "move": ("transitions", 1, lambda n: {"from_round": n - 1, "to_round": n}),
     "margin": ("margins", 0, lambda n: {"right_in_round0": n}),
+    "cost": ("cost_by_round", 0, lambda n: {"round": n}),
+    "stop": ("stopping", 0, lambda n: {"after_round": n}),
 }
 
 
@@ -375,9 +377,13 @@ class Measuring:
         return tally_verdicts(verdicts, found, self.rounds) if verdicts else found
 
     def metrics(
-        self, tallies: Tallies | None = None, verdicts: list[Verdict] | None = None
+        self,
+        tallies: Tallies | None = None,
+        verdicts: list[Verdict] | None = None,
+        intervals: bool = True,
     ) -> dict[str, Any]:
-        """metrics.json: means over runs, their sample std, and each run's own numbers."""
+        """metrics.json: means over runs, their sample std, and each run's own numbers; for
+        the drift and the critique scores also their interval and test (`add_intervals`)."""
         if not self.totals.by_run:
             raise ValueError("no turns recorded yet: nothing to measure.")
         tallies = tallies if tallies is not None else self.tallies(verdicts)
@@ -441,6 +447,11 @@ class Measuring:
         }
         if verdicts:
             metrics["judge"] = judge_counts(verdicts, summary["rounds"])
+        if intervals:
+            tested = [n for n in named if n in ("drift", "aggregation") or n.endswith(".drift")]
+            tested += list(critique_formulas(self.rounds)) if verdicts else []
+            pairs = differences(self.rounds, len(self.voters))
+            add_intervals(metrics, tallies, named, tested, pairs)
         if self.groups:
             metrics["groups"] = [
                 {"group": label, **group.group_metrics()} for label, group in self.groups.items()
@@ -451,7 +462,7 @@ class Measuring:
         """One agent group's numbers: its agents' accuracy and transitions, and their own vote
         by the kind's default rule (for summaries: their consensus summary's ROUGE), whatever
         rule scores the whole team: a group need not hold the hub."""
-        found = self.metrics()
+        found = self.metrics(intervals=False)
         keep = (
             "maj",
             "debate",
@@ -467,6 +478,26 @@ class Measuring:
             row.pop("prefix_share")
             row.pop("truncated_in_reasoning")
         return {"agents": self.voters, **rows}
+
+
+def add_intervals(
+    metrics: dict[str, Any],
+    tallies: Tallies,
+    named: dict[str, Formula],
+    names: list[str],
+    differences: dict[str, tuple[str, str]],
+) -> None:
+    """Add to each of `names` in metrics.json its 95% bootstrap interval over questions
+    (`drift_ci`: [low, high]), and to a difference (dynamics.differences) the paired test's
+    p-value against zero (`drift_p`), as `table` prints them."""
+    from mad_eval.stats import bootstrap_ci, paired_test
+
+    for name in names:
+        row, field = holder(metrics, name), locate(name)[2]
+        row[f"{field}_ci"] = list(bootstrap_ci(tallies, named[name]))
+        if name in differences:
+            first, second = differences[name]
+            row[f"{field}_p"] = paired_test(tallies, named[first], tallies, named[second])[0]
 
 
 # metrics.json's plain counts: each run's, and the whole run's besides those summed over runs.

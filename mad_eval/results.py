@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mad_eval.cost import Price, Prices
-from mad_eval.dynamics import differences
 from mad_eval.kinds import get_kind
 from mad_eval.manifest import RunManifest
-from mad_eval.metrics import Formula, Measuring, Totals, critique_formulas, formulas, holder, locate
+from mad_eval.metrics import Formula, Measuring, Totals, formulas
 from mad_eval.records import Turn, Verdict
 from mad_eval.rules import RULES, default_rule
-from mad_eval.stats import bootstrap_ci, paired_test
 from mad_eval.store import Debates, JudgeLog, RunStore, StoreError, read_debates
 from mad_eval.tally import Tallies
 
@@ -215,30 +213,7 @@ def measure(
         measuring.add(debate)
     found = measuring.tallies(verdicts)
     metrics = measuring.metrics(found, verdicts)
-    named = run_formulas(manifest, bool(verdicts))
-    tested = [n for n in named if n == "drift" or n == "aggregation" or n.endswith(".drift")]
-    if verdicts:
-        tested += list(critique_formulas(config["rounds"]))
-    intervals(metrics, found, named, tested, differences(config["rounds"], len(protocol.voters)))
     return found, metrics, measuring.totals
-
-
-def intervals(
-    metrics: dict[str, Any],
-    found: Tallies,
-    named: dict[str, Formula],
-    names: list[str],
-    differences: dict[str, tuple[str, str]],
-) -> None:
-    """Add to each of `names` in metrics.json its 95% bootstrap interval over questions
-    (`drift_ci`: [low, high]), and to a difference (dynamics.differences) the paired test's
-    p-value against zero (`drift_p`): what `table` prints for them."""
-    for name in names:
-        row, field = holder(metrics, name), locate(name)[2]
-        row[f"{field}_ci"] = list(bootstrap_ci(found, named[name]))
-        if name in differences:
-            first, second = differences[name]
-            row[f"{field}_p"] = paired_test(found, named[first], found, named[second])[0]
 
 
 def load_run(root: Path, prices: Prices | None = None) -> Run:

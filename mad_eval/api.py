@@ -130,29 +130,37 @@ def judge(
     return report(run_dir)
 
 
-def report(run_dir: str | Path) -> Run:
-    """Recompute the run's metrics.json from its records alone and return its results."""
+def report(run_dir: str | Path, prices: str | Path | None = None) -> Run:
+    """Recompute the run's metrics.json from its records alone and return its results;
+    `prices` names a prices file (README: Cost) to put its cost in money too."""
     from mad_eval.store import RunStore
 
     store = RunStore(Path(run_dir))
-    result = load_run(store.root)
+    result = load_run(store.root, prices)
     store.write_metrics(result.metrics)
     return result
 
 
-def load_run(run_dir: str | Path) -> Run:
-    """A finished (or partial) run's results from its folder, without writing anything."""
+def load_run(run_dir: str | Path, prices: str | Path | None = None) -> Run:
+    """A finished (or partial) run's results from its folder, without writing anything
+    (`prices`: a prices file, for its cost in money)."""
     from mad_eval import results
+    from mad_eval.cost import read_prices
 
-    return results.load_run(Path(run_dir))
+    return results.load_run(Path(run_dir), read_prices(prices))
 
 
-def load_runs(run_dirs: list[str | Path], labels: dict[str, str] | None = None) -> list[Run]:
+def load_runs(
+    run_dirs: list[str | Path],
+    labels: dict[str, str] | None = None,
+    prices: str | Path | None = None,
+) -> list[Run]:
     """Several runs' results, each named for the setting that tells it apart (or `labels`:
     folder -> name), as tables compare them."""
     from mad_eval import results
+    from mad_eval.cost import read_prices
 
-    return results.load_runs([Path(d) for d in run_dirs], labels)
+    return results.load_runs([Path(d) for d in run_dirs], labels, prices=read_prices(prices))
 
 
 def experiment(path: str | Path, listener: Listener | None = None) -> dict[str, Run]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mad_eval.errors import UserError
 from mad_eval.formula import Formula, percent, plain
 from mad_eval.records import Turn, Verdict
 
@@ -23,6 +24,11 @@ if TYPE_CHECKING:
     from mad_eval.tally import Rates
 
 Add = Callable[[str, float, float], None]
+
+
+class PricesError(UserError, ValueError):
+    """A prices file that cannot be read, or that prices no run it is given."""
+
 
 # Tally keys, each summed per question: a round's carry its number (`ptok2`), the whole
 # debate's none (`ptok`). `prefix` is the exception: prompt tokens a prefix cache can reuse
@@ -136,12 +142,12 @@ class Prices:
         found = {self.models.get(m, self.default) for m in models}
         if None in found:
             missing = next(m for m in models if self.models.get(m, self.default) is None)
-            raise ValueError(
-                f"{self.path} has no price for {missing}: add [models.\"{missing}\"] or a "
+            raise PricesError(
+                f'{self.path} has no price for {missing}: add [models."{missing}"] or a '
                 "default input and output price at the top."
             )
         if len(found) > 1:
-            raise ValueError(
+            raise PricesError(
                 f"{self.path} prices the models of one run differently ({', '.join(models)}); "
                 "a run is priced as a whole: give its models one price."
             )
@@ -149,29 +155,34 @@ class Prices:
 
 
 def load_prices(path: Path) -> Prices:
-    """Read a TOML prices file (see README: Cost); a wrong file is a ValueError naming it."""
+    """Read a TOML prices file (see README: Cost); a wrong file is a PricesError naming it."""
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ValueError(f"prices file {path} does not exist.") from None
+        raise PricesError(f"prices file {path} does not exist.") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise ValueError(f"prices file {path} is not readable TOML: {e}.") from None
+        raise PricesError(f"prices file {path} is not readable TOML: {e}.") from None
     models = raw.pop("models", {})
     default = _price(raw, path, "the top level") if raw else None
     if not isinstance(models, dict):
-        raise ValueError(f"{path}: [models] must be a table of model spec -> prices.")
+        raise PricesError(f"{path}: [models] must be a table of model spec -> prices.")
     priced = {m: _price(p, path, f'[models."{m}"]') for m, p in models.items()}
     if default is None and not priced:
-        raise ValueError(f"{path} gives no price: set input and output (dollars per 1M tokens).")
+        raise PricesError(f"{path} gives no price: set input and output (dollars per 1M tokens).")
     return Prices(path, default, priced)
+
+
+def read_prices(path: Path | str | None) -> Prices | None:
+    """A prices file, when one is named."""
+    return None if path is None else load_prices(Path(path))
 
 
 def _price(table: object, path: Path, where: str) -> Price:
     if not isinstance(table, dict):
-        raise ValueError(f"{path}: {where} must be a table with input and output prices.")
+        raise PricesError(f"{path}: {where} must be a table with input and output prices.")
     unknown = set(table) - {"input", "output", "cached_input"}
     if unknown:
-        raise ValueError(
+        raise PricesError(
             f"{path}: {where} has {', '.join(sorted(unknown))}; accepted: input, "
             "cached_input, output (dollars per 1M tokens)."
         )
@@ -180,7 +191,7 @@ def _price(table: object, path: Path, where: str) -> Price:
         value = table.get(name, table.get("input") if name == "cached_input" else None)
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         if not ok or not math.isfinite(value) or value < 0:  # type: ignore[arg-type]
-            raise ValueError(
+            raise PricesError(
                 f"{path}: {where} needs {name} as a number of dollars per 1M tokens, >= 0."
             )
         values[name] = float(value)  # type: ignore[arg-type]

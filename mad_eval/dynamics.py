@@ -161,19 +161,22 @@ def dynamics_formulas(rounds: int, voters: int) -> dict[str, Formula]:
             f"stop{r}.delta": gain(f"vote{rounds}", f"vote{r}"),
             f"stop{r}.tokens": through(r, "tokens"),
             f"stop{r}.generations": through(r, "generations"),
+            f"stop{r}.tokens_saved": _saved(through(r, "tokens"), through(rounds, "tokens")),
         }
-    everything = through(rounds, "tokens")
     found |= {
         "stop_unanimous.accuracy": percent("stop_acc"),
         "stop_unanimous.delta": gain(f"vote{rounds}", "stop_acc"),
         "stop_unanimous.round": plain("stop_round"),
         "stop_unanimous.tokens": plain("stop_tok"),
         "stop_unanimous.generations": plain("stop_gen"),
-        "stop_unanimous.tokens_saved": lambda rates: (
-            100.0 * (1 - rates["stop_tok"] / everything(rates))
-        ),
+        "stop_unanimous.tokens_saved": _saved(plain("stop_tok"), through(rounds, "tokens")),
     }
     return found
+
+
+def _saved(spent: Formula, full: Formula) -> Formula:
+    """The share of the full debate's tokens a stop saved, in %."""
+    return lambda rates: 100.0 * (1 - spent(rates) / full(rates))
 
 
 def differences(rounds: int, voters: int) -> dict[str, tuple[str, str]]:

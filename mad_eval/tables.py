@@ -40,6 +40,7 @@ COLUMNS = [
     "p_test",
     "better",
     "digits",
+    "signed",
     "run_dir",
 ]
 
@@ -90,6 +91,8 @@ def tidy(
             for column in columns:
                 if column.optional:
                     optional.add(column.key)
+                    if column.key not in formulas:  # not judged, not priced
+                        continue
                 value, std = lookup(run.metrics, column.key)
                 low, high = bootstrap_ci(run.tallies, formulas[column.key], replicates)
                 p_value, p_test, questions = _test(run, column.key, by_key, base, replicates)
@@ -113,6 +116,7 @@ def tidy(
                         "p_test": p_test,
                         "better": column.better,
                         "digits": column.digits,
+                        "signed": column.signed,
                         "run_dir": str(run.root),
                     }
                 )
@@ -164,6 +168,7 @@ def _average(frame: pd.DataFrame) -> pd.DataFrame:
             {
                 **{c: None for c in COLUMNS},
                 **first[["layout", "method", "part", "metric", "key", "score", "better", "digits"]],
+                "signed": first["signed"],
                 "benchmark": "Avg",
                 "value": float(np.mean(group["value"])),
                 "runs": int(group["runs"].min()),
@@ -175,7 +180,7 @@ def _average(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_csv(frame: pd.DataFrame) -> str:
-    return frame.drop(columns=["better", "digits"]).to_csv(index=False)
+    return frame.drop(columns=["better", "digits", "signed"]).to_csv(index=False)
 
 
 @dataclass
@@ -259,7 +264,7 @@ def _number(cell: pd.Series, error: str) -> tuple[str, str | None]:
     if not _present(cell["value"]):
         return "-", None
     digits = int(cell["digits"])
-    sign = "+" if cell["metric"] == "Δ" else ""
+    sign = "+" if cell["signed"] else ""
     text = f"{cell['value']:{sign}.{digits}f}"
     if error == "std" and _present(cell["std"]):
         return text, f"{cell['std']:.{digits}f}"
@@ -360,7 +365,7 @@ def to_markdown(frame: pd.DataFrame, error: str = "std") -> str:
     g = grid(frame)
     header = ["Method"] + [f"{_group_title(frame, b)} {m}" for b in g.benchmarks for m in g.metrics]
     lines = [
-        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(h.replace("|", "\\|") for h in header) + " |",
         "|" + "---|" + "---:|" * (len(header) - 1),
     ]
     for method, part in g.rows:

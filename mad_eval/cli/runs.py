@@ -91,10 +91,18 @@ def judge(run_dir: Path, **chosen: Any) -> None:
 @app.command()
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory (holding manifest.json).")],
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="A TOML file of dollars per 1M input, cached input and output tokens "
+            "(README: Cost): metrics.json's cost gains usd_per_1k.",
+        ),
+    ] = None,
 ) -> None:
     """Recompute metrics.json from turns.jsonl and print it."""
     with one_sentence():
-        show(api.report(run_dir))
+        show(api.report(run_dir, prices=prices))
 
 
 def show(run: Run, command: str | None = None) -> None:

@@ -26,7 +26,12 @@ def table(
             "accuracy after each round; transitions: C→I, I→C per round; lengths: tokens of "
             "correct and incorrect answers per round; diversity: unanimous share, answer "
             "entropy, ρ and N_eff per round; critique: the judge's scores; rouge: the consensus "
-            "summary's ROUGE-1/2/L per round (summary benchmarks).",
+            "summary's ROUGE-1/2/L per round (summary benchmarks); cost: calls, requests, "
+            "tokens, latency and money per question, per round and for the judge; margin: Δ "
+            "split by how many voters were right in round 0, and the oracle gap; drift: change "
+            "in mean agent accuracy per round, Δ = drift + aggregation; conformity: agents "
+            "adopting the previous round's plurality, right or wrong; stopping: the vote and "
+            "cost had the debate stopped after round r or at unanimity.",
         ),
     ] = "debate",
     fmt: Annotated[
@@ -64,8 +69,17 @@ def table(
     out: Annotated[
         Path | None, typer.Option(help="Write the table here, not to the screen.")
     ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="A TOML file of dollars per 1M input, cached input and output tokens "
+            "(README: Cost): the cost layout adds money.",
+        ),
+    ] = None,
 ) -> None:
     """Print a paper table of several runs, grouped by benchmark and method."""
+    from mad_eval.cost import read_prices
     from mad_eval.results import load_runs, parse_labels
     from mad_eval.store import StoreError
     from mad_eval.tables import render, tidy
@@ -80,7 +94,7 @@ def table(
     if replicates < 100:
         raise fail(f"--replicates must be at least 100, got {replicates}.")
     try:
-        runs = load_runs(run_dirs, parse_labels(label or []))
+        runs = load_runs(run_dirs, parse_labels(label or []), prices=read_prices(prices))
         text = render(tidy(runs, layout, baseline, replicates), fmt, error)
     except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from None
@@ -108,7 +122,8 @@ def plot(
         int, typer.Option(help="Bootstrap resamples for the 95% intervals drawn.")
     ] = REPLICATES,
 ) -> None:
-    """Draw accuracy by round, transitions and diversity (N_eff) as PNG files."""
+    """Draw accuracy by round, transitions, diversity (N_eff), Δ by round-0 margin, drift
+    and early stopping as PNG files."""
     from mad_eval.plots import draw  # matplotlib loads only when plotting
     from mad_eval.results import load_runs, parse_labels
     from mad_eval.store import StoreError

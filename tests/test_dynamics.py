@@ -205,3 +205,71 @@ def test_drift_is_zero_for_a_martingale_and_positive_with_skill(
         assert low > 0 and run.metrics["drift_p"] < 0.01
     else:
         assert low < 0 < high and run.metrics["drift_p"] > 0.05
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    root = tmp_path_factory.mktemp("runs")
+    for skill in (0.0, 0.7):
+        mad_eval.run(
+            model=f"sim:p0=0.5,skill={skill}",
+            benchmark="arith",
+            limit=30,
+            runs=2,
+            agents=3,
+            rounds=2,
+            out=root / f"skill{skill}",
+        )
+    return [root / "skill0.0", root / "skill0.7"]
+
+
+@pytest.mark.parametrize("layout", ["cost", "margin", "drift", "conformity", "stopping"])
+def test_every_layout_value_is_a_number_of_metrics_json(two_runs: list[Path], layout: str) -> None:
+    from mad_eval.metrics import lookup
+    from mad_eval.tables import render, tidy
+
+    runs = mad_eval.load_runs(two_runs)
+    frame = tidy(runs, layout, replicates=200)
+    assert not frame.empty
+    for _, row in frame.iterrows():
+        run = next(r for r in runs if str(r.root) == row["run_dir"])
+        value = lookup(run.metrics, row["key"])[0]
+        assert (value is None and row["value"] != row["value"]) or row["value"] == pytest.approx(
+            value
+        ), (layout, row["key"])
+    markdown = render(frame, "md")
+    header = markdown.splitlines()[0]
+    assert header.count("|") == len(frame["metric"].unique()) + 2  # no header breaks a column
+
+
+def test_drift_row_is_tested_as_metrics_json_tests_it(two_runs: list[Path]) -> None:
+    from mad_eval.tables import tidy
+
+    runs = mad_eval.load_runs(two_runs)
+    frame = tidy(runs, "drift")
+    row = frame[(frame["key"] == "drift") & (frame["run_dir"] == str(runs[1].root))].iloc[0]
+    assert row["p_value"] == pytest.approx(runs[1].metrics["drift_p"])
+    assert row["p_test"] == "round2.agent_accuracy vs round0.agent_accuracy"
+    assert [row["ci_low"], row["ci_high"]] == pytest.approx(runs[1].metrics["drift_ci"])
+
+
+def test_money_only_with_prices(two_runs: list[Path], tmp_path: Path) -> None:
+    from mad_eval.tables import tidy
+
+    assert "$ / 1k q" not in set(tidy(mad_eval.load_runs(two_runs), "cost")["metric"])
+    prices = tmp_path / "prices.toml"
+    prices.write_text("input = 1.0\noutput = 2.0\n")
+    runs = mad_eval.load_runs(two_runs, prices=prices)
+    frame = tidy(runs, "cost", replicates=200)
+    money = frame[(frame["metric"] == "$ / 1k q") & (frame["part"] == "all")]
+    cost = runs[0].metrics["cost"]
+    # No cached price given: every prompt token at the input price.
+    expected = (cost["prompt_tokens"] * 1.0 + cost["completion_tokens"] * 2.0) / 1000
+    assert money["value"].iloc[0] == pytest.approx(expected)
+
+
+def test_figures_of_the_diagnostics(two_runs: list[Path], tmp_path: Path) -> None:
+    from mad_eval.plots import draw
+
+    written = {p.name for p in draw(mad_eval.load_runs(two_runs), tmp_path, replicates=200)}
+    assert {"margin.png", "drift.png", "stopping.png"} <= written

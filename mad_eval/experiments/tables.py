@@ -28,9 +28,8 @@ def view_runs(experiment: Experiment, view: View) -> list[Run]:
     folders = [experiment.folder(cell) for cell in cells]
     groups = {str(experiment.folder(c)): experiment.column(c, view) for c in cells}
     try:
-        return load_runs(
-            folders, {str(experiment.folder(c)): labels[c.name] for c in cells}, groups
-        )
+        names = {str(experiment.folder(c)): labels[c.name] for c in cells}
+        return load_runs(folders, names, groups, experiment.prices)
     except (StoreError, ValueError) as exc:
         raise ExperimentError(f"{experiment.path}: '{view.name}': {exc}") from None
 

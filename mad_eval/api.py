@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from mad_eval.listener import Listener
 
 if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
+    from mad_eval.cost import Prices
     from mad_eval.results import Run
 
 __all__ = [
@@ -130,7 +131,7 @@ def judge(
     return report(run_dir)
 
 
-def report(run_dir: str | Path, prices: str | Path | None = None) -> Run:
+def report(run_dir: str | Path, prices: str | Path | Prices | None = None) -> Run:
     """Recompute the run's metrics.json from its records alone and return its results;
     `prices` names a prices file (README: Cost) to put its cost in money too."""
     from mad_eval.store import RunStore
@@ -173,7 +174,7 @@ def experiment(path: str | Path, listener: Listener | None = None) -> dict[str, 
     listener = listener or Listener()
     loaded = load_experiment(Path(path))
     drive(run_experiment(loaded, listener), f"its run folder under {loaded.out}")
-    return {cell.name: report(loaded.folder(cell)) for cell in loaded.cells}
+    return {cell.name: report(loaded.folder(cell), loaded.prices) for cell in loaded.cells}
 
 
 def experiment_tables(path: str | Path, replicates: int | None = None) -> list[Path]:

@@ -172,9 +172,11 @@ def load_prices(path: Path) -> Prices:
     return Prices(path, default, priced)
 
 
-def read_prices(path: Path | str | None) -> Prices | None:
-    """A prices file, when one is named."""
-    return None if path is None else load_prices(Path(path))
+def read_prices(path: Path | str | Prices | None) -> Prices | None:
+    """A prices file, when one is named (or read already)."""
+    if path is None or isinstance(path, Prices):
+        return path
+    return load_prices(Path(path))
 
 
 def _price(table: object, path: Path, where: str) -> Price:

@@ -273,3 +273,19 @@ def test_figures_of_the_diagnostics(two_runs: list[Path], tmp_path: Path) -> Non
 
     written = {p.name for p in draw(mad_eval.load_runs(two_runs), tmp_path, replicates=200)}
     assert {"margin.png", "drift.png", "stopping.png"} <= written
+
+
+def test_a_judged_run_shows_the_judges_cost_apart(tmp_path: Path) -> None:
+    from mad_eval.tables import tidy
+
+    folder = tmp_path / "run"
+    mad_eval.run(model="sim:p0=0.5", benchmark="arith", limit=6, agents=3, rounds=1, out=folder)
+    judged = mad_eval.judge(folder, "sim-judge")
+    cost = judged.metrics["judge_cost"]
+    assert cost["generations"] == pytest.approx(3)  # one verdict per round-1 turn
+    frame = tidy([judged], "cost", replicates=200)
+    judge = frame[frame["part"] == "judge"].set_index("metric")["value"]
+    assert judge["calls"] == pytest.approx(3)
+    assert judge["tokens"] == pytest.approx(cost["tokens"])
+    agents = frame[frame["part"] == "all"].set_index("metric")["value"]
+    assert agents["calls"] == pytest.approx(6)  # the agents' own, without the judge's

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import tomllib
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,44 +53,45 @@ def cost_keys(rounds: int) -> list[str]:
 
 def count_cost(turns: Iterable[Turn], rounds: int, add: Add) -> None:
     """Count one debate's cost: every turn of one run and one question, failed ones too
-    (they were asked, and may have been sent)."""
-    by_round: dict[int, list[Turn]] = defaultdict(list)
+    (they were asked, and may have been sent). One pass over the turns: a report counts
+    every turn of a run."""
+    # round -> the sum of each of KEYS in their order (gen, req, ptok, ctok, rtok, cached,
+    # prefix, lat, wall), then the context tokens the prefix share is a share of
+    sums: dict[int, list[float]] = {}
+    seen_reasoning: set[int] = set()
     for t in turns:
-        if t.round <= rounds:
-            by_round[t.round].append(t)
-    whole: dict[str, list[float]] = {k: [0.0, 0.0] for k in KEYS}
-    for r, mine in sorted(by_round.items()):
-        for key, (num, den) in _round_sums(mine).items():
-            add(f"{key}{r}", num, den)
-            whole[key][0] += num
-            # Per question once; the pooled share sums its denominators.
-            whole[key][1] = whole[key][1] + den if key == "prefix" else max(whole[key][1], den)
-    for key, (num, den) in whole.items():
-        add(key, num, den)
-
-
-def _round_sums(turns: list[Turn]) -> dict[str, tuple[float, float]]:
-    shared = [t for t in turns if t.context_tokens and t.prefix_tokens is not None]
-    reasoning = [t.reasoning_tokens for t in turns if t.reasoning_tokens is not None]
-    cached = sum(
-        t.prompt_tokens * t.prefix_tokens / t.context_tokens  # type: ignore[operator]
-        for t in shared
-        if t.prompt_tokens is not None
-    )
-    return {
-        "gen": (len(turns), 1),
-        "req": (sum(t.attempts for t in turns), 1),
-        "ptok": (sum(t.prompt_tokens or 0 for t in turns), 1),
-        "ctok": (sum(t.completion_tokens or 0 for t in turns), 1),
-        "rtok": (sum(reasoning), 1 if reasoning else 0),
-        "cached": (cached, 1),
-        "prefix": (
-            sum(t.prefix_tokens or 0 for t in shared),
-            sum(t.context_tokens or 0 for t in shared),
-        ),
-        "lat": (sum(t.latency for t in turns), 1),
-        "wall": (max((t.latency for t in turns), default=0.0), 1),
-    }
+        if t.round > rounds:
+            continue
+        row = sums.get(t.round)
+        if row is None:
+            row = sums[t.round] = [0.0] * (len(KEYS) + 1)
+        row[0] += 1
+        row[1] += t.attempts
+        if t.prompt_tokens is not None:
+            row[2] += t.prompt_tokens
+        if t.completion_tokens is not None:
+            row[3] += t.completion_tokens
+        if t.reasoning_tokens is not None:
+            row[4] += t.reasoning_tokens
+            seen_reasoning.add(t.round)
+        if t.context_tokens and t.prefix_tokens is not None:
+            if t.prompt_tokens is not None:
+                row[5] += t.prompt_tokens * t.prefix_tokens / t.context_tokens
+            row[6] += t.prefix_tokens
+            row[9] += t.context_tokens
+        row[7] += t.latency
+        row[8] = max(row[8], t.latency)
+    whole = [0.0] * (len(KEYS) + 1)
+    for r, row in sums.items():
+        for i, key in enumerate(KEYS):
+            den = row[9] if key == "prefix" else float(key != "rtok" or r in seen_reasoning)
+            add(f"{key}{r}", row[i], den)
+            whole[i] += row[i]
+        whole[9] += row[9]
+    if sums:
+        for i, key in enumerate(KEYS):
+            den = whole[9] if key == "prefix" else float(key != "rtok" or bool(seen_reasoning))
+            add(key, whole[i], den)
 
 
 def count_judge_cost(verdicts: list[Verdict], add: Callable[[Verdict, str, float], None]) -> None:

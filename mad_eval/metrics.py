@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -489,15 +490,23 @@ def add_intervals(
 ) -> None:
     """Add to each of `names` in metrics.json its 95% bootstrap interval over questions
     (`drift_ci`: [low, high]), and to a difference (dynamics.differences) the paired test's
-    p-value against zero (`drift_p`), as `table` prints them."""
-    from mad_eval.stats import bootstrap_ci, paired_test
+    p-value against zero (`drift_p`): the numbers `table` prints for them, from the same
+    resamples, drawn here a block at a time (stats.replicate_values)."""
+    from mad_eval.stats import interval, p_value, replicate_values
 
+    tested = {n: differences[n] for n in names if n in differences}
+    needed = set(names) | {side for pair in tested.values() for side in pair}
+    draws = replicate_values(tallies, {n: named[n] for n in sorted(needed)})
+    rates = tallies.rates()
     for name in names:
         row, field = holder(metrics, name), locate(name)[2]
-        row[f"{field}_ci"] = list(bootstrap_ci(tallies, named[name]))
-        if name in differences:
-            first, second = differences[name]
-            row[f"{field}_p"] = paired_test(tallies, named[first], tallies, named[second])[0]
+        row[f"{field}_ci"] = list(interval(draws[name]))
+        if name in tested:
+            first, second = tested[name]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # no run defines it
+                observed = np.nanmean(named[first](rates)) - np.nanmean(named[second](rates))
+            row[f"{field}_p"] = p_value(float(observed), draws[first] - draws[second])
 
 
 # metrics.json's plain counts: each run's, and the whole run's besides those summed over runs.

@@ -14,7 +14,7 @@ import numpy as np
 
 from mad_eval.formula import Formula
 from mad_eval.layouts import REPLICATES
-from mad_eval.tally import BLOCK, Tallies
+from mad_eval.tally import BLOCK, Rates, Tallies
 
 
 @functools.lru_cache(maxsize=2)
@@ -40,6 +40,45 @@ def _over_runs(values: np.ndarray) -> np.ndarray:
         return np.nanmean(values, axis=0)
 
 
+def replicate_values(
+    tallies: Tallies, formulas: dict[str, Formula], replicates: int = REPLICATES, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Each formula's value (mean over runs) in each of `replicates` question resamples:
+    the same draws `_weights` holds, drawn and weighed a block of replicates at a time and
+    let go, so memory is bounded by a block however many questions there are."""
+    questions = len(tallies.questions)
+    rng = np.random.default_rng(seed)
+    p = np.full(questions, 1 / questions)
+    found = {name: np.empty(replicates) for name in formulas}
+    for start in range(0, replicates, BLOCK):
+        rows = min(BLOCK, replicates - start)
+        rates = Rates(tallies, rng.multinomial(questions, p, size=rows))
+        for name, formula in formulas.items():
+            found[name][start : start + rows] = _over_runs(formula(rates))
+    return found
+
+
+def interval(draws: np.ndarray, level: float = 0.95) -> tuple[float | None, float | None]:
+    """The percentile interval of a number's replicates; (None, None) if never defined."""
+    draws = draws[~np.isnan(draws)]
+    if draws.size == 0:
+        return None, None
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(draws, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def p_value(observed: float, diffs: np.ndarray) -> float | None:
+    """Two-sided p-value that a difference is zero, from its replicates: centred on the
+    observed one, they estimate its distribution when there is none; p is the share at
+    least as far from zero as observed."""
+    if np.isnan(observed):
+        return None
+    diffs = diffs[~np.isnan(diffs)]
+    extreme = np.sum(np.abs(diffs - observed) >= abs(observed) - 1e-12)
+    return float((1 + extreme) / (1 + diffs.size))
+
+
 def point(tallies: Tallies, formula: Formula) -> float | None:
     value = float(_over_runs(formula(tallies.rates())))
     return None if np.isnan(value) else value
@@ -54,12 +93,7 @@ def bootstrap_ci(
 ) -> tuple[float | None, float | None]:
     """Percentile interval of the number over question resamples; (None, None) if undefined."""
     draws = _over_runs(formula(tallies.rates(_weights(len(tallies.questions), replicates, seed))))
-    draws = draws[~np.isnan(draws)]
-    if draws.size == 0:
-        return None, None
-    tail = 100 * (1 - level) / 2
-    low, high = np.percentile(draws, [tail, 100 - tail])
-    return float(low), float(high)
+    return interval(draws, level)
 
 
 def paired_test(
@@ -73,8 +107,7 @@ def paired_test(
     """Two-sided p-value that number A equals number B, with both computed on the same
     resampled questions (those both have answered); and how many questions that was.
 
-    The replicates' differences, centred on the observed one, estimate its distribution
-    when there is no difference: p is the share at least as far from zero as observed.
+    See `p_value` for how the replicates' differences make p.
     """
     common = sorted(set(a.questions) & set(b.questions))
     if not common:
@@ -85,6 +118,4 @@ def paired_test(
         return None, len(common)
     w = _weights(len(common), replicates, seed)
     diffs = _over_runs(formula_a(a.rates(w))) - _over_runs(formula_b(b.rates(w)))
-    diffs = diffs[~np.isnan(diffs)]
-    extreme = np.sum(np.abs(diffs - observed) >= abs(observed) - 1e-12)
-    return float((1 + extreme) / (1 + diffs.size)), len(common)
+    return p_value(float(observed), diffs), len(common)

@@ -44,8 +44,8 @@ class Rates(dict):
 
     def __missing__(self, key: str) -> np.ndarray:
         num, den = self.tallies.num[key], self.tallies.den[key]
-        if self.weights is None:
-            num, den = num.sum(axis=1), den.sum(axis=1)
+        if self.weights is None:  # summed in float64 whatever the counts are kept in
+            num, den = num.sum(axis=1, dtype=float), den.sum(axis=1, dtype=float)
         else:
             num, den = _weighted(num, self.weights), _weighted(den, self.weights)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -62,6 +62,7 @@ BLOCK = 100
 def _weighted(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """values [runs, questions] summed with each replicate's counts [replicates, questions]:
     [runs, replicates]."""
+    values = values.astype(float, copy=False)  # float32 counts too: a mixed product skips BLAS
     out = np.empty((values.shape[0], counts.shape[0]))
     for start in range(0, counts.shape[0], BLOCK):
         out[:, start : start + BLOCK] = values @ counts[start : start + BLOCK].T.astype(float)
@@ -171,17 +172,27 @@ class Counting:
         self.voters, self.rounds, self.seed, self.hub = voters, rounds, seed, hub
         self.alike = same_answer(kind)
         self.summary = not get_kind(kind).voted  # scored (ROUGE), not right or wrong
-        names = _summary_keys(rounds) if self.summary else _keys(rounds, hub, len(voters))
+        names = _summary_keys(rounds) if self.summary else _keys(rounds, hub)
+        # The cost and diagnostics keys hold whole numbers per question (tokens, counts) or
+        # seconds: float32 holds them exactly (or to a part in 10^7) in half the memory.
+        compact = cost_keys(rounds) + ([] if self.summary else dynamics_keys(rounds, len(voters)))
+        names += compact
         self.index = {name: i for i, name in enumerate(names)}
-        # Every key's counts in one array, [keys, runs, questions], so a debate's are
+        self.split = len(names) - len(compact)
+        # Every key's counts in two arrays, [keys, runs, questions], so a debate's are
         # written at once; the tallies hold a view of each key's part.
-        self.num = np.zeros((len(names), len(runs), len(questions)))
-        self.den = np.zeros_like(self.num)
+        shape = (len(runs), len(questions))
+        self.num = np.zeros((self.split, *shape)), np.zeros((len(compact), *shape), np.float32)
+        self.den = np.zeros_like(self.num[0]), np.zeros_like(self.num[1])
+
+        def part(arrays: tuple[np.ndarray, np.ndarray], i: int) -> np.ndarray:
+            return arrays[0][i] if i < self.split else arrays[1][i - self.split]
+
         self.tallies = Tallies(
             list(runs),
             list(questions),
-            {name: self.num[i] for name, i in self.index.items()},
-            {name: self.den[i] for name, i in self.index.items()},
+            {name: part(self.num, i) for name, i in self.index.items()},
+            {name: part(self.den, i) for name, i in self.index.items()},
         )
         self.row = {run: i for i, run in enumerate(runs)}
         self.col = {q: j for j, q in enumerate(questions)}
@@ -199,9 +210,11 @@ class Counting:
             den[i] += d
 
         self._count(run, qid, turns, add)
-        at = (slice(None), self.row[run], self.col[qid])
-        self.num[at] += num
-        self.den[at] += den
+        at, split = (slice(None), self.row[run], self.col[qid]), self.split
+        self.num[0][at] += num[:split]
+        self.num[1][at] += num[split:]
+        self.den[0][at] += den[:split]
+        self.den[1][at] += den[split:]
 
     def _count(
         self, run: int, qid: str, turns: list[Turn], add: Callable[[str, float, float], None]
@@ -280,14 +293,14 @@ def final_tokens(turn: Turn) -> int | None:
     return turn.completion_tokens - turn.reasoning_tokens
 
 
-def _keys(rounds: int, hub: int | None, voters: int) -> list[str]:
-    """A voting kind's tally keys (see Tallies, cost.cost_keys, dynamics.dynamics_keys)."""
+def _keys(rounds: int, hub: int | None) -> list[str]:
+    """A voting kind's tally keys (see Tallies), besides those of cost.cost_keys and
+    dynamics.dynamics_keys."""
     keys = ["vote", "agent", "unanimous", "entropy", "agree", "len_right", "len_wrong"]
     keys += ["reasoning_len", "final_len"]
     keys += ["hub"] if hub is not None else []
     names = [f"{k}{r}" for r in range(rounds + 1) for k in keys]
     names += [f"{k}{r}" for r in range(1, rounds + 1) for k in ("c2i", "i2c")]
-    names += cost_keys(rounds) + dynamics_keys(rounds, voters)
     return names + (["maj_boot0"] if rounds == 0 else [])
 
 
@@ -295,8 +308,7 @@ def _summary_keys(rounds: int) -> list[str]:
     """A summary's tally keys: the system's summary's ROUGE (`rouge1{r}`, `rouge2{r}`,
     `rougeL{r}`; none parsed scores 0) and the agents' mean (`agent_rouge1{r}`, ...; an
     unparsed summary scores 0)."""
-    names = [f"{p}{m}{r}" for r in range(rounds + 1) for m in ROUGE for p in ("", "agent_")]
-    return names + cost_keys(rounds)
+    return [f"{p}{m}{r}" for r in range(rounds + 1) for m in ROUGE for p in ("", "agent_")]
 
 
 def tally_summaries(turns: list[Turn], voters: list[int], rounds: int) -> Tallies:

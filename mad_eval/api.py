@@ -130,12 +130,18 @@ def judge(
     return report(run_dir)
 
 
-def report(run_dir: str | Path) -> Run:
-    """Recompute the run's metrics.json from its records alone and return its results."""
+def report(run_dir: str | Path, *, single: str | Path | None = None) -> Run:
+    """Recompute the run's metrics.json from its records alone and return its results.
+    With `single`, a `mad-eval single` run of the same model and benchmark, the
+    compute-matched baselines too (metrics.json's `matched` section; mad_eval.matched)."""
     from mad_eval.store import RunStore
 
     store = RunStore(Path(run_dir))
     result = load_run(store.root)
+    if single is not None:
+        from mad_eval.budget import pair, pool
+
+        pair([result], [pool(load_run(single))])
     store.write_metrics(result.metrics)
     return result
 

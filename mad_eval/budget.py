@@ -10,7 +10,7 @@ from pathlib import Path
 from mad_eval.grading import same_answer
 from mad_eval.layouts import REPLICATES
 from mad_eval.matched import Pool, Pooling, Spending, formulas, match, section
-from mad_eval.results import Run
+from mad_eval.results import Run, load_run, name_runs
 from mad_eval.store import RunStore, StoreError, read_debates
 
 
@@ -21,6 +21,16 @@ class PairingError(StoreError):
 def split(runs: list[Run]) -> tuple[list[Run], list[Run]]:
     """The debate runs and the single runs (which serve as pools, never as rows)."""
     return [r for r in runs if not r.single], [r for r in runs if r.single]
+
+
+def pool(run: Run) -> Run:
+    """`run`, checked to be a single run: given as one, a debate run is refused."""
+    if not run.single:
+        raise PairingError(
+            f"{run.root} is a debate ({run.config['agents']} agents, {run.rounds} rounds), not "
+            "a `mad-eval single` run; give the single run of the debate's model and benchmark."
+        )
+    return run
 
 
 def generations(run: Run) -> int:
@@ -124,3 +134,20 @@ def pair(
         attach(debate, single, pools[single.root], replicates)
         paired.append(debate)
     return paired
+
+
+def load_paired(
+    roots: list[Path], labels: dict[str, str] | None = None, replicates: int = REPLICATES
+) -> list[Run]:
+    """The debate runs among `roots`, named as load_runs names them and each paired with
+    the single run of its model and benchmark among `roots`."""
+    debates, singles = split([load_run(root) for root in roots])
+    if not debates:
+        raise PairingError(
+            "every run given is a single run; give the debate runs too, each with the single "
+            "run of its model and benchmark."
+        )
+    pools = {name for s in singles for name in (str(s.root), s.root.name)}
+    mine = {k: v for k, v in (labels or {}).items() if k not in pools}
+    pair(name_runs(debates, mine), singles, replicates)
+    return debates

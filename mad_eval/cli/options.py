@@ -252,6 +252,15 @@ SINGLE_OUT = Option(
     Path | None,
     typer.Option(help="Run directory (default: results/<benchmark>-single-k<K>-<model>)."),
 )
+OPTIONS["single"] = Option(
+    Path | None,
+    typer.Option(
+        metavar="RUN",
+        help="A `mad-eval single -k K` run of the same model and benchmark (K >= N(T+1)): "
+        "add the compute-matched baselines (maj@N(T+1), self-consistency at the debate's "
+        "tokens) to metrics.json, tested against Debate.",
+    ),
+)
 JUDGE = {
     "judge": Option(
         str,

@@ -9,7 +9,7 @@ import typer
 
 from mad_eval.cli.app import app
 from mad_eval.cli.ui import console, fail
-from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS, REPLICATES
+from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED, REPLICATES
 
 
 @app.command()
@@ -26,7 +26,10 @@ def table(
             "accuracy after each round; transitions: C→I, I→C per round; lengths: tokens of "
             "correct and incorrect answers per round; diversity: unanimous share, answer "
             "entropy, ρ and N_eff per round; critique: the judge's scores; rouge: the consensus "
-            "summary's ROUGE-1/2/L per round (summary benchmarks).",
+            "summary's ROUGE-1/2/L per round (summary benchmarks); budget: Maj, Debate, and "
+            "self-consistency given the debate's compute, maj@G (G = N(T+1)) and the vote of "
+            "the m samples its tokens buy, each debate run paired with a `mad-eval single` "
+            "run of its model and benchmark among the runs given.",
         ),
     ] = "debate",
     fmt: Annotated[
@@ -80,7 +83,12 @@ def table(
     if replicates < 100:
         raise fail(f"--replicates must be at least 100, got {replicates}.")
     try:
-        runs = load_runs(run_dirs, parse_labels(label or []))
+        if layout in PAIRED:
+            from mad_eval.budget import load_paired
+
+            runs = load_paired(run_dirs, parse_labels(label or []), replicates)
+        else:
+            runs = load_runs(run_dirs, parse_labels(label or []))
         text = render(tidy(runs, layout, baseline, replicates), fmt, error)
     except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from None
@@ -108,7 +116,12 @@ def plot(
         int, typer.Option(help="Bootstrap resamples for the 95% intervals drawn.")
     ] = REPLICATES,
 ) -> None:
-    """Draw accuracy by round, transitions and diversity (N_eff) as PNG files."""
+    """Draw accuracy by round, transitions and diversity (N_eff) as PNG files.
+
+    Where a debate run is given with a `mad-eval single` run of its model and benchmark,
+    also accuracy against tokens per question (budget.png): the debate after each round,
+    the single run's maj@m, and the Pareto front.
+    """
     from mad_eval.plots import draw  # matplotlib loads only when plotting
     from mad_eval.results import load_runs, parse_labels
     from mad_eval.store import StoreError

@@ -3,10 +3,14 @@ worked out by hand, and end to end through the CLI on simulated agents."""
 
 from __future__ import annotations
 
+import io
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import mad_eval
 
 from mad_eval.grading import same_answer
 from mad_eval.matched import (
@@ -199,3 +203,85 @@ def test_match_by_hand():
     assert [p["samples"] for p in found.curve] == [1, 2, 3, 4, 5, 6]
     assert found.curve[0]["accuracy"] == pytest.approx(100 * (2 / 6 + 3 / 6) / 2)
     assert found.curve[1]["tokens"] == pytest.approx(60)
+
+
+# ---- end to end, through the real command ------------------------------------------------
+
+MODEL = "sim:p0=0.5,skill=0.5"
+COMMON = ("--model", MODEL, "--benchmark", "arith", "--limit", "40")
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> Path:
+    """A debate (N=3, T=2: G=9, two seeded runs) and a single run of K=12, both on arith."""
+    where = tmp_path_factory.mktemp("budget")
+    debate = ("run", *COMMON, "--agents", "3", "--rounds", "2", "--runs", "2", "--out", "deb")
+    for args in (debate, ("single", "-k", "12", *COMMON, "--out", "sgl")):
+        done = mad_eval(*args, cwd=where)
+        assert done.returncode == 0, done.stderr
+    return where
+
+
+def test_report_table_and_plot_agree(folders):
+    """report --single writes the matched section; table --layout budget prints the same
+    numbers; plot draws budget.png."""
+    import pandas as pd
+
+    done = mad_eval("report", "deb", "--single", "sgl", cwd=folders)
+    assert done.returncode == 0, done.stderr
+    assert "Compute-matched baselines" in done.stdout
+    metrics = json.loads((folders / "deb" / "metrics.json").read_text())
+    matched = metrics["matched"]
+    assert matched["generations"] == 9 and matched["questions"] == 40
+    assert matched["samples"] == 12 and matched["single_run"].endswith("sgl")
+    for key in ("maj_at_generations", "sc_at_tokens"):
+        assert 0 <= matched[key] <= 100
+        low, high = matched[f"{key}_ci"]
+        assert low <= matched[key] <= high
+        assert 0 < matched[f"{key}_p_vs_debate"] <= 1
+    assert 1 <= matched["samples_at_tokens"] <= 12
+    assert [r["round"] for r in matched["by_round"]] == [0, 1, 2]
+    assert [p["samples"] for p in matched["curve"]] == list(range(1, 13))
+
+    done = mad_eval("table", "deb", "sgl", "--layout", "budget", "--format", "csv", cwd=folders)
+    assert done.returncode == 0, done.stderr
+    frame = pd.read_csv(io.StringIO(done.stdout))
+    assert len(frame) == 6  # one row per column of the one debate run: the single is a pool
+    by_key = frame.set_index("key")
+    for key in ("maj", "debate"):
+        assert by_key.loc[key, "value"] == pytest.approx(metrics[key])
+    for key in ("maj_at_generations", "sc_at_tokens", "samples_at_tokens", "debate_tokens"):
+        row = by_key.loc[f"matched.{key}"]
+        assert row["value"] == pytest.approx(matched[key])
+        assert [row["ci_low"], row["ci_high"]] == pytest.approx(matched[f"{key}_ci"])
+    for key in ("maj_at_generations", "sc_at_tokens"):
+        row = by_key.loc[f"matched.{key}"]
+        assert row["p_test"] == "vs debate"
+        assert row["p_value"] == pytest.approx(matched[f"{key}_p_vs_debate"])
+
+    done = mad_eval("plot", "deb", "sgl", "--out", "plots", cwd=folders)
+    assert done.returncode == 0, done.stderr
+    assert (folders / "plots" / "budget.png").stat().st_size > 0
+
+
+def test_pairing_errors_are_one_sentence(folders):
+    """No single run, one too small, the runs given the wrong way round, another model."""
+    cases = [
+        (("table", "deb", "--layout", "budget"), "mad-eval single -k 9"),
+        (("report", "sgl", "--single", "deb"), "not a `mad-eval single` run"),
+        (("report", "deb", "--single", "deb"), "not a `mad-eval single` run"),
+    ]
+    small = ("single", "-k", "4", *COMMON, "--out", "small")
+    other = ("single", "-k", "12", "--model", "sim:p0=0.6", "--benchmark", "arith")
+    for args in (small, (*other, "--limit", "40", "--out", "other")):
+        assert mad_eval(*args, cwd=folders).returncode == 0
+    cases += [
+        (("report", "deb", "--single", "small"), "fewer than the G = N(T+1) = 9"),
+        (("table", "deb", "other", "--layout", "budget"), "no single run of"),
+    ]
+    for args, says in cases:
+        done = mad_eval(*args, cwd=folders)
+        assert done.returncode != 0
+        message = " ".join(done.stderr.split())
+        assert says in message, message
+        assert "Traceback" not in done.stderr

@@ -164,6 +164,9 @@ class Matched:
     tallies: Tallies  # KEYS on the debate's runs x the questions both answered
     generations: int
     samples: int  # the largest pool of a question
+    # The share of (run, question) whose tokens buy more samples than the pool holds: there
+    # SC at equal tokens votes all K and understates what the tokens would buy.
+    clipped: float
     by_round: list[dict[str, Any]]  # the debate's vote accuracy and tokens through each round
     curve: list[dict[str, Any]]  # the single run's maj@m and its tokens, m = 1..K
 
@@ -176,6 +179,7 @@ def match(spending: Spending, debate: Tallies, pools: dict[str, Pool], generatio
     num = {key: np.zeros(shape) for key in KEYS}
     den = {key: np.zeros(shape) for key in KEYS}
     vote = Voting(pools)
+    clipped = 0
     for i, run in enumerate(debate.runs):
         for j, q in enumerate(common):
             if (run, q) not in spending.spent:
@@ -183,6 +187,7 @@ def match(spending: Spending, debate: Tallies, pools: dict[str, Pool], generatio
             pool, spent = pools[q], float(spending.spent[(run, q)].sum())
             k = len(pool.classes)
             m = samples_for(spent, pool.tokens, k)
+            clipped += m == k and spent >= (k + 0.5) * pool.tokens
             found = {
                 "sc_at_tokens": vote(q, m),
                 "samples_at_tokens": m,
@@ -195,10 +200,12 @@ def match(spending: Spending, debate: Tallies, pools: dict[str, Pool], generatio
             for key, value in found.items():
                 num[key][i, j], den[key][i, j] = value, 1
     tallies = Tallies(list(debate.runs), common, num, den)
+    counted = int(den["samples_at_tokens"].sum())
     return Matched(
         tallies,
         generations,
         max((len(pools[q].classes) for q in common), default=0),
+        clipped / counted if counted else 0.0,
         _by_round(spending, debate.on(common)),
         _curve(vote, pools, common),
     )
@@ -245,6 +252,7 @@ def section(
         "samples": matched.samples,
         "questions": len(matched.tallies.questions),
         "subsamples": SUBSAMPLES,
+        "clipped_share": matched.clipped,
     }
     rates = matched.tallies.rates()
     for name, formula in formulas().items():

@@ -163,11 +163,12 @@ def matched_view(metrics: dict[str, Any]) -> Table:
     for name in ("number", "value", "95% interval", "p vs Debate"):
         table.add_column(name, justify="right" if name != "number" else "left")
     g = m["generations"]
+    clipped = f"{100 * m.get('clipped_share', 0):.0f}%"
     rows = [
         (f"Debate (N={metrics['agents']}, T={metrics['rounds_of_debate']})", None, 1),
         (f"maj@G, G = N(T+1) = {g:.0f}", "maj_at_generations", 1),
         ("SC at equal tokens", "sc_at_tokens", 1),
-        ("  samples m it buys (mean)", "samples_at_tokens", 1),
+        (f"  samples m it buys (mean; {clipped} at K)", "samples_at_tokens", 1),
         ("  debate tokens per question", "debate_tokens", 0),
         ("  tokens per single sample", "sample_tokens", 0),
     ]

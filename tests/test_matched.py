@@ -193,6 +193,7 @@ def test_match_by_hand():
     )
     # Pairs of a: (0,0) right, eight (0, wrong) ties right half the time, the rest wrong.
     assert by_hand(a, 2) == pytest.approx((1 + 8 / 2) / 15)
+    assert found.clipped == 0  # run 1 on a buys 5 of 6 samples: no debate ran out of pool
     rates = t.rates()
     assert rates["generations"].tolist() == [4, 4]
     # The debate's side: every turn right, so 100% after each round; tokens through round 0
@@ -240,6 +241,8 @@ def test_report_table_and_plot_agree(folders):
         assert low <= matched[key] <= high
         assert 0 < matched[f"{key}_p_vs_debate"] <= 1
     assert 1 <= matched["samples_at_tokens"] <= 12
+    # A debate's prompts carry its peers' replies: its tokens buy more than 12 samples.
+    assert matched["clipped_share"] == 1.0 and matched["samples_at_tokens"] == 12
     assert [r["round"] for r in matched["by_round"]] == [0, 1, 2]
     assert [p["samples"] for p in matched["curve"]] == list(range(1, 13))
 

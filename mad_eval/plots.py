@@ -182,21 +182,24 @@ def budget_figure(runs: list[Run]) -> Figure:
     fig, axes = _panels(len(benchmarks))
     for ax, benchmark in zip(axes[0], benchmarks, strict=True):
         points: list[tuple[float, float]] = []
-        singles: dict[str, list[dict]] = {}
+        singles: dict[str, tuple[list[dict], str]] = {}  # its curve, drawn in its debate's colour
         for run in (r for r in runs if r.column == benchmark):
             matched = run.metrics["matched"]
             rows = [r for r in matched["by_round"] if r["tokens"] is not None]
             x = [r["tokens"] for r in rows]
             y = [r["vote_accuracy"] for r in rows]
-            ax.plot(x, y, marker="o", label=f"{run.label} (round 0..{run.rounds})")
+            (line,) = ax.plot(x, y, marker="o", label=f"{run.label} (round 0..{run.rounds})")
             for r, xi, yi in zip(rows, x, y, strict=True):
                 ax.annotate(str(r["round"]), (xi, yi), textcoords="offset points", xytext=(3, 3))
             points += list(zip(x, y, strict=True))
-            singles.setdefault(Path(matched["single_run"]).name, matched["curve"])
-        for name, curve in singles.items():
+            name = Path(matched["single_run"]).name
+            singles.setdefault(name, (matched["curve"], line.get_color()))
+        for name, (curve, color) in singles.items():
             x = [p["tokens"] for p in curve]
             y = [p["accuracy"] for p in curve]
-            ax.plot(x, y, linestyle="--", marker=".", color="grey", label=f"{name}: maj@m")
+            ax.plot(
+                x, y, linestyle="--", marker=".", color=color, alpha=0.6, label=f"{name}: maj@m"
+            )
             points += list(zip(x, y, strict=True))
         front = pareto(points)
         ax.plot(

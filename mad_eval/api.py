@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from mad_eval.listener import Listener
 
 if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
+    from mad_eval.cost import Prices
     from mad_eval.results import Run
 
 __all__ = [
@@ -130,14 +131,20 @@ def judge(
     return report(run_dir)
 
 
-def report(run_dir: str | Path, *, single: str | Path | None = None) -> Run:
-    """Recompute the run's metrics.json from its records alone and return its results.
-    With `single`, a `mad-eval single` run of the same model and benchmark, the
-    compute-matched baselines too (metrics.json's `matched` section; mad_eval.matched)."""
+def report(
+    run_dir: str | Path,
+    prices: str | Path | Prices | None = None,
+    *,
+    single: str | Path | None = None,
+) -> Run:
+    """Recompute the run's metrics.json from its records alone and return its results;
+    `prices` names a prices file (README: Cost) to put its cost in money too. With
+    `single`, a `mad-eval single` run of the same model and benchmark, the compute-matched
+    baselines too (metrics.json's `matched` section; mad_eval.matched)."""
     from mad_eval.store import RunStore
 
     store = RunStore(Path(run_dir))
-    result = load_run(store.root)
+    result = load_run(store.root, prices)
     if single is not None:
         from mad_eval.budget import pair, pool
 
@@ -146,19 +153,26 @@ def report(run_dir: str | Path, *, single: str | Path | None = None) -> Run:
     return result
 
 
-def load_run(run_dir: str | Path) -> Run:
-    """A finished (or partial) run's results from its folder, without writing anything."""
+def load_run(run_dir: str | Path, prices: str | Path | None = None) -> Run:
+    """A finished (or partial) run's results from its folder, without writing anything
+    (`prices`: a prices file, for its cost in money)."""
     from mad_eval import results
+    from mad_eval.cost import read_prices
 
-    return results.load_run(Path(run_dir))
+    return results.load_run(Path(run_dir), read_prices(prices))
 
 
-def load_runs(run_dirs: list[str | Path], labels: dict[str, str] | None = None) -> list[Run]:
+def load_runs(
+    run_dirs: list[str | Path],
+    labels: dict[str, str] | None = None,
+    prices: str | Path | None = None,
+) -> list[Run]:
     """Several runs' results, each named for the setting that tells it apart (or `labels`:
     folder -> name), as tables compare them."""
     from mad_eval import results
+    from mad_eval.cost import read_prices
 
-    return results.load_runs([Path(d) for d in run_dirs], labels)
+    return results.load_runs([Path(d) for d in run_dirs], labels, prices=read_prices(prices))
 
 
 def experiment(path: str | Path, listener: Listener | None = None) -> dict[str, Run]:
@@ -171,7 +185,7 @@ def experiment(path: str | Path, listener: Listener | None = None) -> dict[str, 
     listener = listener or Listener()
     loaded = load_experiment(Path(path))
     drive(run_experiment(loaded, listener), f"its run folder under {loaded.out}")
-    return {cell.name: report(loaded.folder(cell)) for cell in loaded.cells}
+    return {cell.name: report(loaded.folder(cell), loaded.prices) for cell in loaded.cells}
 
 
 def experiment_tables(path: str | Path, replicates: int | None = None) -> list[Path]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mad_eval.cost import Prices
 from mad_eval.grading import same_answer
 from mad_eval.layouts import REPLICATES
 from mad_eval.matched import Pool, Pooling, Spending, formulas, match, section
@@ -137,11 +138,14 @@ def pair(
 
 
 def load_paired(
-    roots: list[Path], labels: dict[str, str] | None = None, replicates: int = REPLICATES
+    roots: list[Path],
+    labels: dict[str, str] | None = None,
+    replicates: int = REPLICATES,
+    prices: Prices | None = None,
 ) -> list[Run]:
     """The debate runs among `roots`, named as load_runs names them and each paired with
     the single run of its model and benchmark among `roots`."""
-    debates, singles = split([load_run(root) for root in roots])
+    debates, singles = split([load_run(root, prices) for root in roots])
     if not debates:
         raise PairingError(
             "every run given is a single run; give the debate runs too, each with the single "

@@ -4,6 +4,7 @@ the command line lists them without loading the table machinery (tables.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -146,6 +147,121 @@ def _rouge(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     ]
 
 
+def _cost(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
+    """What each round and the whole debate cost per question, and the judge's apart
+    (where the run was judged); money where a prices file was given."""
+
+    def columns(head: str) -> list[Column]:
+        return [
+            Column("calls", f"{head}.generations", None),
+            Column("requests", f"{head}.requests", None),
+            Column("prompt tok", f"{head}.prompt_tokens", None, 0),
+            Column("completion tok", f"{head}.completion_tokens", None, 0),
+            Column("reasoning tok", f"{head}.reasoning_tokens", None, 0, optional=True),
+            Column("tokens", f"{head}.tokens", "min", 0),
+            Column("prefix %", f"{head}.prefix_share", None, optional=True),
+            Column("latency s", f"{head}.latency", None, 2),
+            Column("wall s", f"{head}.wall_latency", None, 2, optional=True),
+            Column("$ / 1k q", f"{head}.usd_per_1k", "min", 3, optional=True),
+        ]
+
+    parts = [(f"round {r}", columns(f"cost{r}")) for r in range(rounds + 1)]
+    judge = [c for c in columns("judge_cost") if "prefix" not in c.key and "wall" not in c.key]
+    judge = [dataclasses.replace(c, optional=True) for c in judge if "reasoning" not in c.key]
+    return [*parts, ("all", columns("cost")), ("judge", judge)]
+
+
+def _margin(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
+    """Delta split by how many voters were right before debate: where debate helps (few
+    right) and where it hurts (a right majority talked out of its answer)."""
+    if rounds == 0:
+        return []
+    parts = [
+        (
+            f"{k}/{voters} right",
+            [
+                Column("questions %", f"margin{k}.share", None),
+                Column("Maj", f"margin{k}.maj", None, scored=True),
+                Column("Debate", f"margin{k}.debate", None, scored=True),
+                Column("Δ", f"margin{k}.delta", None, signed=True, scored=True),
+                Column("Δ part", f"margin{k}.delta_part", None, signed=True, scored=True),
+            ],
+        )
+        for k in range(voters + 1)
+    ]
+    whole = [
+        Column("Maj", "maj", scored=True),
+        Column("Debate", "debate", scored=True),
+        Column("Δ", "delta", signed=True, scored=True),
+        Column("oracle gap", "oracle_gap", "min", scored=True),
+    ]
+    return [*parts, ("all", whole)]
+
+
+def _drift(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
+    """Is this debate a martingale? The change in mean agent accuracy per round (tested
+    against zero), and Delta split into that drift and what the vote adds over the mean
+    agent (aggregation)."""
+    if rounds == 0:
+        return []
+    parts = [
+        (
+            f"{r - 1}→{r}",
+            [
+                Column("agents before", f"round{r - 1}.agent_accuracy", None),
+                Column("agents after", f"round{r}.agent_accuracy", None),
+                Column("drift", f"move{r}.drift", None, signed=True),
+            ],
+        )
+        for r in range(1, rounds + 1)
+    ]
+    whole = [
+        Column("agents before", "round0.agent_accuracy", None),
+        Column("agents after", f"round{rounds}.agent_accuracy", None),
+        Column("drift", "drift", None, signed=True),
+        Column("aggregation", "aggregation", None, signed=True, scored=True),
+        Column("Δ", "delta", signed=True, scored=True),
+    ]
+    return [*parts, (f"0→{rounds}", whole)]
+
+
+def _conformity(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
+    """How agents follow the previous round's plurality answer, right or wrong."""
+
+    def columns(head: str) -> list[Column]:
+        return [
+            Column("adopt (right plur.)", f"{head}.adopt_right", None),
+            Column("adopt (wrong plur.)", f"{head}.adopt_wrong", "min"),
+            Column("C→I (right plur.)", f"{head}.c2i_right", "min"),
+            Column("C→I (wrong plur.)", f"{head}.c2i_wrong", "min"),
+        ]
+
+    if rounds == 0:
+        return []
+    parts = [(f"{r - 1}→{r}", columns(f"move{r}")) for r in range(1, rounds + 1)]
+    return [*parts, ("all", columns("conformity"))]
+
+
+def _stopping(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
+    """The debate replayed as if it had stopped after round r, or at the first round whose
+    answers all agree: its vote, its cost, and the change from the full debate."""
+    if rounds == 0:
+        return []
+
+    def columns(head: str) -> list[Column]:
+        return [
+            Column("accuracy", f"{head}.accuracy", scored=True),
+            Column("Δ vs full", f"{head}.delta", None, signed=True, scored=True),
+            Column("tokens", f"{head}.tokens", "min", 0),
+            Column("calls", f"{head}.generations", None),
+            Column("tokens saved %", f"{head}.tokens_saved", None),
+        ]
+
+    parts = [(f"after round {r}", columns(f"stop{r}")) for r in range(rounds + 1)]
+    unanimous = [*columns("stop_unanimous"), Column("stop round", "stop_unanimous.round", None, 2)]
+    return [*parts, ("at unanimity", unanimous)]
+
+
 def _budget(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     """Debate against self-consistency given the same compute (mad_eval.matched): the vote
     of G = N(T+1) single samples, and of as many as the debate's tokens buy (m)."""
@@ -174,6 +290,11 @@ LAYOUTS: dict[str, Layout] = {
     "critique": _critique,
     "rouge": _rouge,
     "single-bootstrap": _single_bootstrap,
+    "cost": _cost,
+    "margin": _margin,
+    "drift": _drift,
+    "conformity": _conformity,
+    "stopping": _stopping,
     "budget": _budget,
 }
 # Layouts whose debate runs are each paired with a `mad-eval single` run of their model and
@@ -182,6 +303,20 @@ PAIRED = ("budget",)
 # What a layout's numbers are, where its headers cannot say it all: below a Markdown table,
 # in a comment above a LaTeX one.
 LAYOUT_NOTES = {
+    "cost": "per question: calls are answers asked for, requests those sent (retries "
+    "included, cached answers not); latency is summed over requests, wall is each round's "
+    "slowest answer added up; prefix % is the share of prompt tokens a prefix cache can reuse",
+    "margin": "k/N right: questions with k of the N voters right in round 0; Δ part is the "
+    "points of the run's Δ those questions make (the parts add up to Δ); the oracle gap "
+    "counts questions some agent got right in some round while the final vote was wrong, "
+    "a diagnostic and not an accuracy",
+    "drift": "drift is the change in mean agent accuracy (0 for a martingale); aggregation "
+    "is the change in what the vote adds over the mean agent; Δ = drift + aggregation",
+    "conformity": "adopt: agents not holding the previous round's plurality answer that took "
+    "it up; C→I: agents right before that turned wrong; each split by whether that "
+    "plurality was right",
+    "stopping": "replayed from the recorded rounds, no new requests: the vote had the "
+    "debate stopped after round r or at the first round whose answers all agree",
     "single": "maj@K is exact: the vote of all K answers of each question",
     "single-bootstrap": "maj@K (bootstrap) is verl's maj@K/mean: the vote of K answers drawn "
     "with replacement, its correctness averaged over 1000 draws (numpy seed 42) per question",

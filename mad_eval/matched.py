@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from mad_eval.metrics import Formula, _percent, _plain, mean_std
+from mad_eval.formula import Formula, percent, plain
+from mad_eval.metrics import mean_std
 from mad_eval.records import Turn, derive_seed
 from mad_eval.rules import AnswerClasses, Same, answer_groups
 from mad_eval.stats import bootstrap_ci, paired_test
@@ -38,8 +39,8 @@ TESTED = ("maj_at_generations", "sc_at_tokens")  # tested against Debate
 def formulas() -> dict[str, Formula]:
     """The matched numbers of metrics.json's `matched` section, by formula name: the two
     baselines' accuracy in percent, the samples the tokens buy, the tokens themselves."""
-    found = {f"matched.{key}": _plain(key) for key in KEYS}
-    return found | {f"matched.{key}": _percent(key) for key in TESTED}
+    found = {f"matched.{key}": plain(key) for key in KEYS}
+    return found | {f"matched.{key}": percent(key) for key in TESTED}
 
 
 def tokens_of(turn: Turn) -> int:

@@ -12,22 +12,35 @@ from typing import Any
 
 import numpy as np
 
+from mad_eval.cost import Price, cost_formulas, judge_cost_formulas
+from mad_eval.dynamics import differences, dynamics_formulas
+from mad_eval.formula import Formula, gain, percent, plain
 from mad_eval.grading import ROUGE
 from mad_eval.kinds import get_kind
 from mad_eval.prompts import holds_quoting_tags
 from mad_eval.records import Turn, Verdict
 from mad_eval.rubric import CRITIQUE
 from mad_eval.rules import default_rule, majority_vote
-from mad_eval.tally import Counting, Rates, Tallies, by_debate, tally_verdicts
+from mad_eval.tally import (
+    Counting,
+    Rates,
+    Tallies,
+    by_debate,
+    tally_verdicts,
+)
 
 __all__ = ["compute_metrics", "formulas", "lookup", "majority_vote", "mean_std"]
 
 
-Formula = Callable[[Rates], np.ndarray]
-
-
 def formulas(
-    rounds: int, agents: int, hub: bool = False, critique: bool = False, kind: str = "math"
+    rounds: int,
+    agents: int,
+    hub: bool = False,
+    critique: bool = False,
+    kind: str = "math",
+    voters: int | None = None,
+    price: Price | None = None,
+    judge_price: Price | None = None,
 ) -> dict[str, Formula]:
     """Every number of metrics.json by name (`maj`, `round2.vote_accuracy`, `move1.c2i`, ...)
     as a function of a run's rates: evaluated on all questions for metrics.json, on
@@ -37,40 +50,46 @@ def formulas(
     (`maj_at_k_bootstrap`, rules.bootstrap_maj). With `critique`, the judge's mean scores
     and failure rate, over all debate rounds (`critique_total`) and per round
     (`round1.critique_total`). A summary benchmark has ROUGE instead of votes
-    (`rouge_formulas`)."""
+    (`rouge_formulas`). Every run has its cost (cost.cost_formulas, priced with `price`);
+    a voted one the diagnostics of dynamics.dynamics_formulas (`voters`: how many vote; all
+    agents unless given); a judged one the judge's cost (`judge_price`)."""
+    cost = cost_formulas(rounds, price)
+    if critique:
+        cost |= judge_cost_formulas(judge_price)
     if not get_kind(kind).voted:
-        found = rouge_formulas(rounds)
+        found = rouge_formulas(rounds) | cost
         return found | critique_formulas(rounds) if critique else found
     found: dict[str, Formula] = {
-        "maj": _percent("vote0"),
-        "debate": _percent(f"vote{rounds}"),
-        "delta": _gain("vote0", f"vote{rounds}"),
+        "maj": percent("vote0"),
+        "debate": percent(f"vote{rounds}"),
+        "delta": gain("vote0", f"vote{rounds}"),
     }
     if rounds == 0:  # independent samples: the single-agent numbers
-        found["mean_at_k"] = _percent("agent0")
-        found["maj_at_k"] = _percent("vote0")  # exact: the vote of all K answers
-        found["maj_at_k_bootstrap"] = _percent("maj_boot0")  # verl's maj@K/mean
+        found["mean_at_k"] = percent("agent0")
+        found["maj_at_k"] = percent("vote0")  # exact: the vote of all K answers
+        found["maj_at_k_bootstrap"] = percent("maj_boot0")  # verl's maj@K/mean
     for r in range(rounds + 1):
         found |= {
-            f"round{r}.vote_accuracy": _percent(f"vote{r}"),
-            f"round{r}.agent_accuracy": _percent(f"agent{r}"),
-            f"round{r}.unanimous": _percent(f"unanimous{r}"),
-            f"round{r}.entropy": _plain(f"entropy{r}"),
+            f"round{r}.vote_accuracy": percent(f"vote{r}"),
+            f"round{r}.agent_accuracy": percent(f"agent{r}"),
+            f"round{r}.unanimous": percent(f"unanimous{r}"),
+            f"round{r}.entropy": plain(f"entropy{r}"),
             f"round{r}.rho": _rho(r),
             f"round{r}.n_eff": _n_eff(r, agents),
-            f"round{r}.length_right": _plain(f"len_right{r}"),
-            f"round{r}.length_wrong": _plain(f"len_wrong{r}"),
-            f"round{r}.reasoning_tokens": _plain(f"reasoning_len{r}"),
-            f"round{r}.final_tokens": _plain(f"final_len{r}"),
+            f"round{r}.length_right": plain(f"len_right{r}"),
+            f"round{r}.length_wrong": plain(f"len_wrong{r}"),
+            f"round{r}.reasoning_tokens": plain(f"reasoning_len{r}"),
+            f"round{r}.final_tokens": plain(f"final_len{r}"),
         }
         if hub:
-            found[f"round{r}.hub_accuracy"] = _percent(f"hub{r}")
+            found[f"round{r}.hub_accuracy"] = percent(f"hub{r}")
     for r in range(1, rounds + 1):
         found |= {
-            f"move{r}.c2i": _percent(f"c2i{r}"),
-            f"move{r}.i2c": _percent(f"i2c{r}"),
-            f"move{r}.delta": _gain(f"c2i{r}", f"i2c{r}"),
+            f"move{r}.c2i": percent(f"c2i{r}"),
+            f"move{r}.i2c": percent(f"i2c{r}"),
+            f"move{r}.delta": gain(f"c2i{r}", f"i2c{r}"),
         }
+    found |= dynamics_formulas(rounds, agents if voters is None else voters) | cost
     if critique:
         found |= critique_formulas(rounds)
     return found
@@ -83,12 +102,12 @@ def rouge_formulas(rounds: int) -> dict[str, Formula]:
     and the last round's gain over round 0 (`rougeL_delta`)."""
     found: dict[str, Formula] = {}
     for m in ROUGE:
-        found[m] = _percent(f"{m}{rounds}")
-        found[f"{m}_delta"] = _gain(f"{m}0", f"{m}{rounds}")
+        found[m] = percent(f"{m}{rounds}")
+        found[f"{m}_delta"] = gain(f"{m}0", f"{m}{rounds}")
     for r in range(rounds + 1):
         for m in ROUGE:
-            found[f"round{r}.{m}"] = _percent(f"{m}{r}")
-            found[f"round{r}.agent_{m}"] = _percent(f"agent_{m}{r}")
+            found[f"round{r}.{m}"] = percent(f"{m}{r}")
+            found[f"round{r}.agent_{m}"] = percent(f"agent_{m}{r}")
     return found
 
 
@@ -97,21 +116,9 @@ def critique_formulas(rounds: int) -> dict[str, Formula]:
     found: dict[str, Formula] = {}
     for r in ["", *range(1, rounds + 1)]:
         where = f"round{r}." if r != "" else ""
-        found |= {f"{where}critique_{name}": _plain(f"score{r}:{name}") for name in CRITIQUE}
-        found[f"{where}judge_failure_rate"] = _percent(f"judge_fail{r}")
+        found |= {f"{where}critique_{name}": plain(f"score{r}:{name}") for name in CRITIQUE}
+        found[f"{where}judge_failure_rate"] = percent(f"judge_fail{r}")
     return found
-
-
-def _plain(key: str) -> Formula:
-    return lambda rates: rates[key]
-
-
-def _percent(key: str) -> Formula:
-    return lambda rates: 100.0 * rates[key]
-
-
-def _gain(before: str, after: str) -> Formula:
-    return lambda rates: 100.0 * (rates[after] - rates[before])
 
 
 def _rho(r: int) -> Formula:
@@ -149,11 +156,14 @@ def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
 
 
 # Where a numbered formula name's number sits: `round2.x` is rounds[2]["x"], `move1.x` is
-# transitions[0]["x"], `margin3.x` is margins[3]["x"]; each list's row names its number.
+# transitions[0]["x"], `margin3.x` is margins[3]["x"], `cost2.x` cost_by_round[2]["x"],
+# `stop1.x` stopping[1]["x"]; each list's row names its number.
 LISTS = {
     "round": ("rounds", 0, lambda n: {"round": n}),
     "move": ("transitions", 1, lambda n: {"from_round": n - 1, "to_round": n}),
     "margin": ("margins", 0, lambda n: {"right_in_round0": n}),
+    "cost": ("cost_by_round", 0, lambda n: {"round": n}),
+    "stop": ("stopping", 0, lambda n: {"after_round": n}),
 }
 
 
@@ -327,6 +337,8 @@ class Measuring:
         kind: str = "math",
         rule: str | None = None,
         count: bool = True,
+        price: Price | None = None,
+        judge_price: Price | None = None,
     ):
         self.agents, self.rounds, self.voters, self.seed, self.hub = (
             agents,
@@ -336,6 +348,7 @@ class Measuring:
             hub,
         )
         self.kind, self.rule = kind, rule or default_rule(kind)
+        self.price, self.judge_price = price, judge_price
         self.counting = (
             Counting(runs, questions, voters, rounds, seed, hub, kind, self.rule) if count else None
         )
@@ -364,15 +377,26 @@ class Measuring:
         return tally_verdicts(verdicts, found, self.rounds) if verdicts else found
 
     def metrics(
-        self, tallies: Tallies | None = None, verdicts: list[Verdict] | None = None
+        self,
+        tallies: Tallies | None = None,
+        verdicts: list[Verdict] | None = None,
+        intervals: bool = True,
     ) -> dict[str, Any]:
-        """metrics.json: means over runs, their sample std, and each run's own numbers."""
+        """metrics.json: means over runs, their sample std, and each run's own numbers; for
+        the drift and the critique scores also their interval and test (`add_intervals`)."""
         if not self.totals.by_run:
             raise ValueError("no turns recorded yet: nothing to measure.")
         tallies = tallies if tallies is not None else self.tallies(verdicts)
         rates = tallies.rates()
         named = formulas(
-            self.rounds, self.agents, self.hub is not None, critique=bool(verdicts), kind=self.kind
+            self.rounds,
+            self.agents,
+            self.hub is not None,
+            critique=bool(verdicts),
+            kind=self.kind,
+            voters=len(self.voters),
+            price=self.price,
+            judge_price=self.judge_price,
         )
         values = {name: f(rates) for name, f in named.items()}
 
@@ -391,6 +415,9 @@ class Measuring:
                 }
             )
         summary = _nest(values, mean_cell)
+        for row in summary.get("margins", []):  # how many questions, beside their share
+            counts = tallies.num[f"m{row['right_in_round0']}"].sum(axis=1)
+            row["questions"] = float(counts.mean())
         share = self.totals.prefix_share()
         truncated = self.totals.truncated
         for row in summary["rounds"]:
@@ -420,6 +447,11 @@ class Measuring:
         }
         if verdicts:
             metrics["judge"] = judge_counts(verdicts, summary["rounds"])
+        if intervals:
+            tested = [n for n in named if n in ("drift", "aggregation") or n.endswith(".drift")]
+            tested += list(critique_formulas(self.rounds)) if verdicts else []
+            pairs = differences(self.rounds, len(self.voters))
+            add_intervals(metrics, tallies, named, tested, pairs)
         if self.groups:
             metrics["groups"] = [
                 {"group": label, **group.group_metrics()} for label, group in self.groups.items()
@@ -430,7 +462,7 @@ class Measuring:
         """One agent group's numbers: its agents' accuracy and transitions, and their own vote
         by the kind's default rule (for summaries: their consensus summary's ROUGE), whatever
         rule scores the whole team: a group need not hold the hub."""
-        found = self.metrics()
+        found = self.metrics(intervals=False)
         keep = (
             "maj",
             "debate",
@@ -446,6 +478,26 @@ class Measuring:
             row.pop("prefix_share")
             row.pop("truncated_in_reasoning")
         return {"agents": self.voters, **rows}
+
+
+def add_intervals(
+    metrics: dict[str, Any],
+    tallies: Tallies,
+    named: dict[str, Formula],
+    names: list[str],
+    differences: dict[str, tuple[str, str]],
+) -> None:
+    """Add to each of `names` in metrics.json its 95% bootstrap interval over questions
+    (`drift_ci`: [low, high]), and to a difference (dynamics.differences) the paired test's
+    p-value against zero (`drift_p`), as `table` prints them."""
+    from mad_eval.stats import bootstrap_ci, paired_test
+
+    for name in names:
+        row, field = holder(metrics, name), locate(name)[2]
+        row[f"{field}_ci"] = list(bootstrap_ci(tallies, named[name]))
+        if name in differences:
+            first, second = differences[name]
+            row[f"{field}_p"] = paired_test(tallies, named[first], tallies, named[second])[0]
 
 
 # metrics.json's plain counts: each run's, and the whole run's besides those summed over runs.

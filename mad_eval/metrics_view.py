@@ -97,6 +97,8 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
                 fmt(row["delta"], row["delta_std"], signed=True),
             )
         parts.append(moves)
+    if "drift" in metrics:
+        parts.append(dynamics_view(metrics))
     if metrics.get("reasoning_turns") or metrics.get("truncated_in_reasoning"):
         parts.append(reasoning_view(metrics))
     if metrics.get("judge"):
@@ -168,7 +170,7 @@ def matched_view(metrics: dict[str, Any]) -> Table:
         (f"Debate (N={metrics['agents']}, T={metrics['rounds_of_debate']})", None, 1),
         (f"maj@G, G = N(T+1) = {g:.0f}", "maj_at_generations", 1),
         ("SC at equal tokens", "sc_at_tokens", 1),
-        (f"  samples m it buys (mean; {clipped} at K)", "samples_at_tokens", 1),
+        (f"  m, samples it buys ({clipped} at K)", "samples_at_tokens", 1),
         ("  debate tokens per question", "debate_tokens", 0),
         ("  tokens per single sample", "sample_tokens", 0),
     ]
@@ -185,6 +187,33 @@ def matched_view(metrics: dict[str, Any]) -> Table:
             interval,
             "" if p is None else f"{p:.3f}",
         )
+    return table
+
+
+def dynamics_view(metrics: dict[str, Any]) -> Table:
+    """Is the debate worth its compute: its cost per question, the drift of mean agent
+    accuracy (is it a martingale?), what the vote adds, the oracle gap, and the unanimity
+    stop replayed. `mad-eval table --layout cost|margin|drift|conformity|stopping` has more."""
+    cost, stop = metrics["cost"], metrics["stop_unanimous"]
+    table = Table(title="Cost and diagnostics (per question)", title_justify="left")
+    cells = {"tokens": fmt(cost["tokens"], digits=0)}
+    if cost.get("usd_per_1k") is not None:
+        cells["$ / 1k questions"] = fmt(cost["usd_per_1k"], digits=3)
+    low, high = metrics.get("drift_ci") or (None, None)
+    p = metrics.get("drift_p")
+    interval = f" [{low:+.1f}, {high:+.1f}]" if low is not None and high is not None else ""
+    cells["drift (95% CI, p)"] = (
+        fmt(metrics["drift"], signed=True) + interval + (f", p={p:.3f}" if p is not None else "")
+    )
+    cells["aggregation"] = fmt(metrics["aggregation"], signed=True)
+    cells["oracle gap"] = fmt(metrics["oracle_gap"])
+    saved = stop["tokens_saved"]
+    cells["stop at unanimity"] = fmt(stop["accuracy"]) + (
+        f" ({saved:.0f}% tokens saved)" if saved is not None else ""
+    )
+    for name in cells:
+        table.add_column(name, justify="right")
+    table.add_row(*cells.values())
     return table
 
 

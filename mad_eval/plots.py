@@ -1,5 +1,6 @@
 """The paper's figures as PNG, drawn from the same tidy frames the tables print, so a
-point on a plot is a number of metrics.json: accuracy by round, transitions, diversity."""
+point on a plot is a number of metrics.json: accuracy by round, transitions, diversity,
+Δ by round-0 margin, drift and early stopping."""
 
 from __future__ import annotations
 
@@ -157,10 +158,116 @@ def diversity_figure(frame: pd.DataFrame) -> Figure:
     return fig
 
 
+def _bars(ax: plt.Axes, rows: pd.DataFrame, parts: list[str], m: int, methods: int) -> None:
+    """One method's bars (the m-th of `methods`) at its parts' places, with 95% intervals."""
+    width = 0.8 / methods
+    x = np.array([parts.index(p) for p in rows["part"]], dtype=float)
+    low = (rows["value"] - rows["ci_low"]).clip(lower=0)
+    high = (rows["ci_high"] - rows["value"]).clip(lower=0)
+    ax.bar(
+        x - 0.4 + width * (m + 0.5),
+        rows["value"],
+        width,
+        yerr=[low.fillna(0), high.fillna(0)],
+        capsize=2,
+        label=rows["method"].iloc[0],
+    )
+
+
+def margin_figure(frame: pd.DataFrame) -> Figure:
+    """Each round-0 margin's part of Δ (the parts add up to Δ): where debate helps and
+    where it hurts."""
+    return _parts_figure(
+        frame,
+        "Δ part",
+        "points of Δ",
+        "voters right in round 0",
+        "Where debate moves the vote: Δ by round-0 margin\n"
+        "(each margin's part of Δ; bars: 95% interval)",
+    )
+
+
+def drift_figure(frame: pd.DataFrame) -> Figure:
+    """The change in mean agent accuracy per round: zero for a martingale."""
+    return _parts_figure(
+        frame,
+        "drift",
+        "mean agent accuracy change (points)",
+        "rounds (the last bar: the whole debate)",
+        "Drift of mean agent accuracy\n(0: a martingale; bars: 95% interval)",
+    )
+
+
+def _parts_figure(frame: pd.DataFrame, metric: str, ylabel: str, xlabel: str, title: str) -> Figure:
+    benchmarks = _benchmarks(frame)
+    fig, axes = _panels(len(benchmarks))
+    methods = list(dict.fromkeys(frame["method"]))
+    for ax, benchmark in zip(axes[0], benchmarks, strict=True):
+        mine = frame[(frame["benchmark"] == benchmark) & (frame["metric"] == metric)]
+        parts = list(dict.fromkeys(mine["part"]))
+        for m, method in enumerate(methods):
+            rows = mine[mine["method"] == method]
+            if not rows.empty:
+                _bars(ax, rows, parts, m, len(methods))
+        ax.axhline(0, color="grey", linewidth=1)
+        ax.set_xticks(range(len(parts)), [p.removesuffix(" right") for p in parts])
+        ax.set_title(benchmark)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title, fontsize="medium")
+    _legend(fig, axes)
+    return fig
+
+
+def stopping_figure(frame: pd.DataFrame) -> Figure:
+    """Accuracy against tokens per question had the debate stopped after each round (a
+    line per method) or at the first unanimous round (a star)."""
+    benchmarks = _benchmarks(frame)
+    fig, axes = _panels(len(benchmarks))
+    for ax, benchmark in zip(axes[0], benchmarks, strict=True):
+        mine = frame[frame["benchmark"] == benchmark]
+        for method, rows in mine.groupby("method", sort=False):
+            accuracy = rows[rows["metric"] == "accuracy"].set_index("part")["value"]
+            tokens = rows[rows["metric"] == "tokens"].set_index("part")["value"]
+            after = [p for p in accuracy.index if p.startswith("after round")]
+            (line,) = ax.plot(tokens[after], accuracy[after], marker="o", label=method)
+            for part in after:
+                ax.annotate(
+                    part.removeprefix("after round "),
+                    (tokens[part], accuracy[part]),
+                    textcoords="offset points",
+                    xytext=(4, 4),
+                    fontsize=8,
+                )
+            if "at unanimity" in accuracy.index:
+                ax.plot(
+                    tokens["at unanimity"],
+                    accuracy["at unanimity"],
+                    marker="*",
+                    markersize=12,
+                    linestyle="none",
+                    color=line.get_color(),
+                )
+        ax.set_title(benchmark)
+        ax.set_xlabel("tokens per question")
+        ax.set_ylabel("vote accuracy (%)")
+        ax.grid(alpha=0.3)
+    fig.suptitle(
+        "Stopping early, replayed\n(after round r, numbered; at unanimity, a star)",
+        fontsize="medium",
+    )
+    _legend(fig, axes)
+    return fig
+
+
 FIGURES = {
     "rounds": ("rounds", rounds_figure),
     "transitions": ("transitions", transitions_figure),
     "diversity": ("diversity", diversity_figure),
+    "margin": ("margin", margin_figure),
+    "drift": ("drift", drift_figure),
+    "stopping": ("stopping", stopping_figure),
 }
 
 

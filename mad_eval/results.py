@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mad_eval.cost import Price, Prices
 from mad_eval.kinds import get_kind
 from mad_eval.manifest import RunManifest
-from mad_eval.metrics import Formula, Measuring, Totals, critique_formulas, formulas, holder, locate
+from mad_eval.metrics import Formula, Measuring, Totals, formulas
 from mad_eval.records import Turn, Verdict
 from mad_eval.rules import RULES, default_rule
-from mad_eval.stats import bootstrap_ci
 from mad_eval.store import Debates, JudgeLog, RunStore, StoreError, read_debates
 from mad_eval.tally import Tallies
 
@@ -38,6 +38,8 @@ class Run:
     # More than its benchmark to set it apart in a table's columns (an experiment's table
     # with columns = ["benchmarks", "agents"]: "N=3"); "" for none.
     group: str = ""
+    # What its tokens cost (README: Cost); None: its cost is in tokens only.
+    prices: Prices | None = None
     # Numbers counted on other tallies than the run's own (the compute-matched baselines,
     # on the questions a single run shares with it): formula name -> (formula, tallies).
     attached: dict[str, tuple[Formula, Tallies]] = field(default_factory=dict)
@@ -107,9 +109,11 @@ class Run:
 
     @functools.cached_property
     def own_formulas(self) -> dict[str, Formula]:
-        hub = self.manifest.protocol.hub is not None
-        agents, critique = self.config["agents"], bool(self.verdicts)
-        return formulas(self.rounds, agents, hub, critique=critique, kind=self.kind)
+        return run_formulas(self.manifest, bool(self.verdicts), *self.priced())
+
+    def priced(self) -> tuple[Price | None, Price | None]:
+        """Its agents' price and its judge's, from `prices` (None without)."""
+        return run_prices(self.manifest, self.verdicts, self.prices)
 
     @property
     def formulas(self) -> dict[str, Formula]:
@@ -161,13 +165,53 @@ def manifest_rule(manifest: RunManifest) -> str:
     return named or default_rule(manifest.benchmark.kind)
 
 
+def run_models(manifest: RunManifest) -> list[str]:
+    """The model specs its agents used."""
+    seated = [seat.model for seat in manifest.team]
+    return list(dict.fromkeys(seated)) or [manifest.config["model"]]
+
+
+def run_prices(
+    manifest: RunManifest, verdicts: list[Verdict], prices: Prices | None
+) -> tuple[Price | None, Price | None]:
+    """Its agents' price and its judge's under `prices` (None without prices or verdicts)."""
+    if prices is None:
+        return None, None
+    judge = prices.of([verdicts[0].setting["judge"]]) if verdicts else None
+    return prices.of(run_models(manifest)), judge
+
+
+def run_formulas(
+    manifest: RunManifest,
+    critique: bool,
+    price: Price | None = None,
+    judge_price: Price | None = None,
+) -> dict[str, Formula]:
+    """Every number of the run's metrics.json, by name (metrics.formulas)."""
+    config, protocol = manifest.config, manifest.protocol
+    return formulas(
+        config["rounds"],
+        config["agents"],
+        protocol.hub is not None,
+        critique=critique,
+        kind=manifest.benchmark.kind,
+        voters=len(protocol.voters),
+        price=price,
+        judge_price=judge_price,
+    )
+
+
 def measure(
-    manifest: RunManifest, debates: Debates, verdicts: list[Verdict] | None = None
+    manifest: RunManifest,
+    debates: Debates,
+    verdicts: list[Verdict] | None = None,
+    prices: Prices | None = None,
 ) -> tuple[Tallies, dict[str, Any], Totals]:
     """The run's counts per question, its metrics.json and its plain sums, from its records
     alone: its turns, read a debate at a time, and, when it has been judged, the judge's
-    verdicts."""
+    verdicts; its cost in money when given `prices`."""
     config, protocol = manifest.config, manifest.protocol
+    price, judge_price = run_prices(manifest, verdicts or [], prices)
     groups: dict[str, list[int]] = {}
     for seat in manifest.team:
         groups.setdefault(seat.group, []).append(seat.agent)
@@ -182,45 +226,41 @@ def measure(
         groups=groups,
         kind=manifest.benchmark.kind,
         rule=manifest_rule(manifest),
+        price=price,
+        judge_price=judge_price,
     )
     for debate in debates.each:
         measuring.add(debate)
     found = measuring.tallies(verdicts)
     metrics = measuring.metrics(found, verdicts)
-    if verdicts:
-        critique_intervals(metrics, found, config["rounds"])
     return found, metrics, measuring.totals
 
 
-def critique_intervals(metrics: dict[str, Any], found: Tallies, rounds: int) -> None:
-    """Add to each critique number of metrics.json its 95% bootstrap interval over
-    questions (`critique_total_ci`: [low, high]), the one `table --layout critique` prints."""
-    for name, formula in critique_formulas(rounds).items():
-        holder(metrics, name)[f"{locate(name)[2]}_ci"] = list(bootstrap_ci(found, formula))
-
-
-def load_run(root: Path) -> Run:
+def load_run(root: Path, prices: Prices | None = None) -> Run:
     """Read one run directory; a folder that is no run, or holds no turns, is a StoreError.
-    Its turns are read a debate at a time and never held all at once."""
+    Its turns are read a debate at a time and never held all at once. With `prices`, its
+    cost is in money too."""
     store = RunStore(root)
     manifest = store.manifest()
     debates = read_debates(store.turns_path)
     if not debates.count:
         raise StoreError(f"{store.turns_path} holds no turns yet; nothing to report.")
     verdicts = JudgeLog(store.root).read()
-    found, metrics, totals = measure(manifest, debates, verdicts)
-    return Run(
-        store.root, manifest, found, metrics, verdicts, failed_sent=totals.all["failed_sent"]
-    )
+    found, metrics, totals = measure(manifest, debates, verdicts, prices)
+    failed = totals.all["failed_sent"]
+    return Run(store.root, manifest, found, metrics, verdicts, failed_sent=failed, prices=prices)
 
 
 def load_runs(
-    roots: list[Path], labels: dict[str, str] | None = None, groups: dict[str, str] | None = None
+    roots: list[Path],
+    labels: dict[str, str] | None = None,
+    groups: dict[str, str] | None = None,
+    prices: Prices | None = None,
 ) -> list[Run]:
     """Read runs and name their methods: a --label given for the folder, else the fewest
     settings that differ between the runs (model, protocol, N, ...), else the model.
     Two runs of one benchmark under one name are refused: their numbers would be mixed up."""
-    return name_runs([load_run(root) for root in roots], labels, groups)
+    return name_runs([load_run(root, prices) for root in roots], labels, groups)
 
 
 def name_runs(

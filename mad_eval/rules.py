@@ -88,6 +88,17 @@ def _same(a: Graded, b: Graded, same: Same) -> bool:
     return same(a.answer, b.answer)  # type: ignore[arg-type]
 
 
+def same_answer_as(a: Graded, b: Graded, same: Same) -> bool:
+    """Whether two answers of one run and question (any rounds) are equivalent: by their
+    recorded classes where both have one, else compared as answer_groups compares them."""
+    if a.answer is None or b.answer is None:
+        return False
+    mine, theirs = getattr(a, "answer_class", None), getattr(b, "answer_class", None)
+    if mine is not None and theirs is not None:
+        return bool(mine == theirs)
+    return _same(a, b, same)
+
+
 class TieBreak(random.Random):
     """The generator a vote breaks ties with, seeded from `parts` only when a tie needs it:
     most votes have one largest group, and seeding cost more than the rest of a vote. It

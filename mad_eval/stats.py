@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 
+from mad_eval.formula import Formula
 from mad_eval.layouts import REPLICATES
-from mad_eval.metrics import Formula
 from mad_eval.tally import BLOCK, Tallies
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mad_eval.dynamics import differences
 from mad_eval.layouts import LAYOUT_NOTES, LAYOUTS, Column
 from mad_eval.metrics import lookup
 from mad_eval.results import Run
@@ -39,6 +40,7 @@ COLUMNS = [
     "p_test",
     "better",
     "digits",
+    "signed",
     "run_dir",
 ]
 
@@ -89,6 +91,8 @@ def tidy(
             for column in columns:
                 if column.optional:
                     optional.add(column.key)
+                    if column.key not in formulas:  # not judged, not priced
+                        continue
                 if column.key not in formulas:
                     raise ValueError(
                         f"{run.root} has no {column.key} for the {layout} layout's "
@@ -118,6 +122,7 @@ def tidy(
                         "p_test": p_test,
                         "better": column.better,
                         "digits": column.digits,
+                        "signed": column.signed,
                         "run_dir": str(run.root),
                     }
                 )
@@ -134,26 +139,31 @@ def tidy(
 def _test(
     run: Run, column: Column, by_key: dict[tuple[str, str, str], Run], base: str, replicates: int
 ) -> tuple[float | None, str | None, int]:
+    """A difference (Δ, drift, ...: dynamics.differences) is tested against zero on the
+    run's own questions; a number whose column names another of its run (`against`),
+    against that; any other number against the baseline method's."""
     formulas, key = run.formulas, column.key
     if column.against is not None:
         mine, theirs = run.tallies_of(key), run.tallies_of(column.against)
         found = formulas[column.against]
         p, n = paired_test(mine, formulas[key], theirs, found, replicates)
         return p, f"vs {column.against}", n
-    if key == "delta" or key.endswith(".delta"):
-        if key == "delta":
-            first, second, text = "debate", "maj", "debate vs maj"
-        else:
-            r = key.removeprefix("move").removesuffix(".delta")
-            first, second, text = f"move{r}.i2c", f"move{r}.c2i", "I→C vs C→I"
+    pairs = differences(run.rounds, len(run.manifest.protocol.voters))
+    if key in pairs:
+        first, second = pairs[key]
         p, n = paired_test(run.tallies, formulas[first], run.tallies, formulas[second], replicates)
-        return p, text, n
+        return p, f"{_side(first)} vs {_side(second)}", n
     other = by_key.get((base, run.benchmark, run.group))
     if other is None or other is run or key not in other.formulas:
         return None, None, len(run.tallies_of(key).questions)
     mine, theirs = run.tallies_of(key), other.tallies_of(key)
     p, n = paired_test(mine, formulas[key], theirs, other.formulas[key], replicates)
     return p, f"vs {base}", n
+
+
+def _side(name: str) -> str:
+    """How the p_test column names one side of a tested difference."""
+    return {"i2c": "I→C", "c2i": "C→I"}.get(name.rpartition(".")[2], name)
 
 
 def _average(frame: pd.DataFrame) -> pd.DataFrame:
@@ -171,6 +181,7 @@ def _average(frame: pd.DataFrame) -> pd.DataFrame:
             {
                 **{c: None for c in COLUMNS},
                 **first[["layout", "method", "part", "metric", "key", "score", "better", "digits"]],
+                "signed": first["signed"],
                 "benchmark": "Avg",
                 "value": float(np.mean(group["value"])),
                 "runs": int(group["runs"].min()),
@@ -182,7 +193,7 @@ def _average(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_csv(frame: pd.DataFrame) -> str:
-    return frame.drop(columns=["better", "digits"]).to_csv(index=False)
+    return frame.drop(columns=["better", "digits", "signed"]).to_csv(index=False)
 
 
 @dataclass
@@ -266,7 +277,7 @@ def _number(cell: pd.Series, error: str) -> tuple[str, str | None]:
     if not _present(cell["value"]):
         return "-", None
     digits = int(cell["digits"])
-    sign = "+" if cell["metric"] == "Δ" else ""
+    sign = "+" if cell["signed"] else ""
     text = f"{cell['value']:{sign}.{digits}f}"
     if error == "std" and _present(cell["std"]):
         return text, f"{cell['std']:.{digits}f}"
@@ -367,7 +378,7 @@ def to_markdown(frame: pd.DataFrame, error: str = "std") -> str:
     g = grid(frame)
     header = ["Method"] + [f"{_group_title(frame, b)} {m}" for b in g.benchmarks for m in g.metrics]
     lines = [
-        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(h.replace("|", "\\|") for h in header) + " |",
         "|" + "---|" + "---:|" * (len(header) - 1),
     ]
     for method, part in g.rows:

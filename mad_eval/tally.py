@@ -16,6 +16,8 @@ from itertools import combinations
 
 import numpy as np
 
+from mad_eval.cost import JUDGE_KEYS, cost_keys, count_cost, count_judge_cost
+from mad_eval.dynamics import Round, count_dynamics, dynamics_keys
 from mad_eval.grading import ROUGE, same_answer
 from mad_eval.kinds import get_kind
 from mad_eval.records import Turn, Verdict
@@ -169,7 +171,7 @@ class Counting:
         self.voters, self.rounds, self.seed, self.hub = voters, rounds, seed, hub
         self.alike = same_answer(kind)
         self.summary = not get_kind(kind).voted  # scored (ROUGE), not right or wrong
-        names = _summary_keys(rounds) if self.summary else _keys(rounds, hub)
+        names = _summary_keys(rounds) if self.summary else _keys(rounds, hub, len(voters))
         self.index = {name: i for i, name in enumerate(names)}
         # Every key's counts in one array, [keys, runs, questions], so a debate's are
         # written at once; the tallies hold a view of each key's part.
@@ -204,13 +206,15 @@ class Counting:
     def _count(
         self, run: int, qid: str, turns: list[Turn], add: Callable[[str, float, float], None]
     ) -> None:
-
+        count_cost(turns, self.rounds, add)
         ordered = sorted(turns, key=lambda t: t.agent)
+        seen_rounds: dict[int, Round] = {}
         for r in sorted({t.round for t in turns if t.round <= self.rounds}):
             live = [t for t in ordered if t.round == r and not t.failed]
-            self._round(run, qid, r, live, add)
+            seen_rounds[r] = self._round(run, qid, r, live, add)
         if self.summary:
             return
+        count_dynamics(turns, seen_rounds, self.rounds, self.voters, self.alike, add)
         seen: dict[int, dict[int, Turn]] = defaultdict(dict)
         for t in turns:
             if not t.failed:
@@ -224,9 +228,11 @@ class Counting:
 
     def _round(
         self, run: int, qid: str, r: int, live: list[Turn], add: Callable[[str, float, float], None]
-    ) -> None:
-        """Count one round of one debate: `live` are its turns that did not fail, by agent."""
+    ) -> Round:
+        """Count one round of one debate: `live` are its turns that did not fail, by agent.
+        Returns the round as the diagnostics read it (dynamics.Round)."""
         decide, voters, hub = self.decide, self.voters, self.hub
+        vote = None
         if decide.scored(live, voters, hub):
             rng = TieBreak(self.seed, "vote", run, qid, r)
             picked = decide.pick(live, voters, hub, rng, self.alike)
@@ -234,17 +240,18 @@ class Counting:
                 for m in ROUGE:
                     add(f"{m}{r}", picked.rouge[m] if picked and picked.rouge else 0.0, 1)
             else:
-                add(f"vote{r}", picked is not None and bool(picked.correct), 1)
+                vote = picked is not None and bool(picked.correct)
+                add(f"vote{r}", vote, 1)
         if self.summary:
             for t in live:
                 for m in ROUGE:
                     add(f"agent_{m}{r}", t.rouge[m] if t.rouge else 0.0, 1)
-            return
+            return Round(live, [], None)
+        groups = answer_groups(live, self.alike)
         if not live:
-            return
+            return Round(live, groups, vote)
         if self.rounds == 0 and (ballot := [t for t in live if t.agent in voters]):
             add("maj_boot0", bootstrap_maj(ballot), 1)
-        groups = answer_groups(live, self.alike)
         right = [bool(t.correct) for t in live]
         add(f"agent{r}", sum(right), len(right))
         if hub is not None:
@@ -262,6 +269,7 @@ class Counting:
             final = final_tokens(t)
             if final is not None:
                 add(f"final_len{r}", final, 1)
+        return Round(live, groups, vote)
 
 
 def final_tokens(turn: Turn) -> int | None:
@@ -272,13 +280,14 @@ def final_tokens(turn: Turn) -> int | None:
     return turn.completion_tokens - turn.reasoning_tokens
 
 
-def _keys(rounds: int, hub: int | None) -> list[str]:
-    """A voting kind's tally keys (see Tallies)."""
+def _keys(rounds: int, hub: int | None, voters: int) -> list[str]:
+    """A voting kind's tally keys (see Tallies, cost.cost_keys, dynamics.dynamics_keys)."""
     keys = ["vote", "agent", "unanimous", "entropy", "agree", "len_right", "len_wrong"]
     keys += ["reasoning_len", "final_len"]
     keys += ["hub"] if hub is not None else []
     names = [f"{k}{r}" for r in range(rounds + 1) for k in keys]
     names += [f"{k}{r}" for r in range(1, rounds + 1) for k in ("c2i", "i2c")]
+    names += cost_keys(rounds) + dynamics_keys(rounds, voters)
     return names + (["maj_boot0"] if rounds == 0 else [])
 
 
@@ -286,7 +295,8 @@ def _summary_keys(rounds: int) -> list[str]:
     """A summary's tally keys: the system's summary's ROUGE (`rouge1{r}`, `rouge2{r}`,
     `rougeL{r}`; none parsed scores 0) and the agents' mean (`agent_rouge1{r}`, ...; an
     unparsed summary scores 0)."""
-    return [f"{p}{m}{r}" for r in range(rounds + 1) for m in ROUGE for p in ("", "agent_")]
+    names = [f"{p}{m}{r}" for r in range(rounds + 1) for m in ROUGE for p in ("", "agent_")]
+    return names + cost_keys(rounds)
 
 
 def tally_summaries(turns: list[Turn], voters: list[int], rounds: int) -> Tallies:
@@ -300,16 +310,26 @@ def tally_verdicts(verdicts: list[Verdict], tallies: Tallies, rounds: int) -> Ta
     """`tallies` with the judge's counts added: `score{r}:{name}` (a criterion's scores, or
     `total`, summed over the turns scored; its denominator counts them) and `judge_fail{r}`
     (judge failures of the turns scored or failed); without `r`, over every round. A
-    verdict whose request failed counts nowhere: it is to be asked again."""
+    verdict whose request failed counts nowhere: it is to be asked again; but what it cost
+    counts in the judge's cost keys (cost.JUDGE_KEYS, per question judged)."""
     shape = (len(tallies.runs), len(tallies.questions))
     tags = ["", *(str(r) for r in range(1, rounds + 1))]
     names = [f"score{t}:{c}" for t in tags for c in CRITIQUE] + [f"judge_fail{t}" for t in tags]
+    names += JUDGE_KEYS
     num = {name: np.zeros(shape) for name in names}
     den = {name: np.zeros(shape) for name in names}
     row = {run: i for i, run in enumerate(tallies.runs)}
     col = {q: j for j, q in enumerate(tallies.questions)}
-    for v in verdicts:
-        if v.error is not None or v.run not in row or v.question not in col:
+    known = [v for v in verdicts if v.run in row and v.question in col]
+
+    def spent(v: Verdict, key: str, amount: float) -> None:
+        at = (row[v.run], col[v.question])
+        num[key][at] += amount
+        den[key][at] = 1  # per question judged
+
+    count_judge_cost(known, spent)
+    for v in known:
+        if v.error is not None:
             continue
         at = (row[v.run], col[v.question])
         for tag in ("", str(v.round)):

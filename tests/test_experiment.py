@@ -15,6 +15,7 @@ import pytest
 from cli_helpers import mad_eval, start, turns_of, wait_for_lines, without_timing
 
 from mad_eval.experiments import ExperimentError, load_experiment
+from mad_eval.metrics import lookup
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "experiments" / "offline_demo.toml"
@@ -149,10 +150,12 @@ def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path):
             rows = frame[frame["run_dir"] == str(experiment.folder(cell))]
             assert set(rows["method"]) == {labels[cell.name]}
             for _, row in rows.iterrows():
-                assert row["value"] == pytest.approx(_lookup(metrics, row["key"]))
+                assert row["value"] == pytest.approx(_lookup(metrics, row["key"]), nan_ok=True)
+    # The demo prices its tokens, and its cells' metrics.json hold the money too.
+    assert "$ / 1k q" in set(pd.read_csv(out / "tables" / "cost.csv")["metric"])
     agents = (out / "tables" / "agents.md").read_text().splitlines()[0]
     assert "Arith N=3 Maj" in agents and "Arith N=7 Δ" in agents  # columns by N
-    for name in ("rounds", "transitions", "diversity"):
+    for name in ("rounds", "transitions", "diversity", "margin", "drift", "stopping"):
         assert (out / "figures" / "main" / f"{name}.png").is_file()
     summary = (out / "summary.md").read_text()
     for view in experiment.tables:
@@ -163,14 +166,15 @@ def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path):
 
 
 def _lookup(metrics: dict, key: str) -> float:
-    head, _, field = key.partition(".")
-    if not field:
-        return metrics[head]
-    if head == "matched":  # written into the debate cell's metrics.json by its budget table
-        return metrics["matched"][field]
-    if head.startswith("round"):
-        return metrics["rounds"][int(head.removeprefix("round"))][field]
-    return metrics["transitions"][int(head.removeprefix("move")) - 1][field]
+    """A number of metrics.json as the CSV writes it (NaN where metrics.json has null)."""
+    value = lookup(metrics, key)[0]
+    return float("nan") if value is None else value
+
+
+def test_a_prices_file_that_cannot_be_read_is_one_sentence(tmp_path):
+    path = write(tmp_path, SMALL.replace('out = "out"', 'out = "out"\nprices = "nope.toml"'))
+    with pytest.raises(ExperimentError, match=r"\[experiment\] prices: prices file .*nope.toml"):
+        load_experiment(path)
 
 
 def test_a_killed_experiment_resumes_with_every_turn_exactly_once(tmp_path):

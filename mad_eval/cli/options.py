@@ -252,6 +252,14 @@ SINGLE_OUT = Option(
     Path | None,
     typer.Option(help="Run directory (default: results/<benchmark>-single-k<K>-<model>)."),
 )
+OPTIONS["prices"] = Option(
+    Path | None,
+    typer.Option(
+        metavar="FILE",
+        help="A TOML file of dollars per 1M input, cached input and output tokens "
+        "(README: Cost): metrics.json's cost gains usd_per_1k.",
+    ),
+)
 OPTIONS["single"] = Option(
     Path | None,
     typer.Option(

@@ -97,7 +97,7 @@ REPORT_DIR = inspect.Parameter(
 )
 
 
-@options.command(app, ["single"], options.defaults_of(api.report), arguments=[REPORT_DIR])
+@options.command(app, ["prices", "single"], options.defaults_of(api.report), arguments=[REPORT_DIR])
 def report(run_dir: Path, **chosen: Any) -> None:
     """Recompute metrics.json from turns.jsonl and print it.
 

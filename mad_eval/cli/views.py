@@ -26,9 +26,14 @@ def table(
             "accuracy after each round; transitions: C→I, I→C per round; lengths: tokens of "
             "correct and incorrect answers per round; diversity: unanimous share, answer "
             "entropy, ρ and N_eff per round; critique: the judge's scores; rouge: the consensus "
-            "summary's ROUGE-1/2/L per round (summary benchmarks); budget: Maj, Debate, and "
-            "self-consistency given the debate's compute, maj@G (G = N(T+1)) and the vote of "
-            "the m samples its tokens buy, each debate run paired with a `mad-eval single` "
+            "summary's ROUGE-1/2/L per round (summary benchmarks); cost: calls, requests, "
+            "tokens, latency and money per question, per round and for the judge; margin: Δ "
+            "split by how many voters were right in round 0, and the oracle gap; drift: change "
+            "in mean agent accuracy per round, Δ = drift + aggregation; conformity: agents "
+            "adopting the previous round's plurality, right or wrong; stopping: the vote and "
+            "cost had the debate stopped after round r or at unanimity; budget: Maj, Debate, "
+            "and self-consistency given the debate's compute, maj@G (G = N(T+1)) and the vote "
+            "of the m samples its tokens buy, each debate run paired with a `mad-eval single` "
             "run of its model and benchmark among the runs given.",
         ),
     ] = "debate",
@@ -67,8 +72,17 @@ def table(
     out: Annotated[
         Path | None, typer.Option(help="Write the table here, not to the screen.")
     ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="A TOML file of dollars per 1M input, cached input and output tokens "
+            "(README: Cost): the cost layout adds money.",
+        ),
+    ] = None,
 ) -> None:
     """Print a paper table of several runs, grouped by benchmark and method."""
+    from mad_eval.cost import read_prices
     from mad_eval.results import load_runs, parse_labels
     from mad_eval.store import StoreError
     from mad_eval.tables import render, tidy
@@ -86,9 +100,9 @@ def table(
         if layout in PAIRED:
             from mad_eval.budget import load_paired
 
-            runs = load_paired(run_dirs, parse_labels(label or []), replicates)
+            runs = load_paired(run_dirs, parse_labels(label or []), replicates, read_prices(prices))
         else:
-            runs = load_runs(run_dirs, parse_labels(label or []))
+            runs = load_runs(run_dirs, parse_labels(label or []), prices=read_prices(prices))
         text = render(tidy(runs, layout, baseline, replicates), fmt, error)
     except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from None
@@ -116,7 +130,8 @@ def plot(
         int, typer.Option(help="Bootstrap resamples for the 95% intervals drawn.")
     ] = REPLICATES,
 ) -> None:
-    """Draw accuracy by round, transitions and diversity (N_eff) as PNG files.
+    """Draw accuracy by round, transitions, diversity (N_eff), Δ by round-0 margin, drift
+    and early stopping as PNG files.
 
     Where a debate run is given with a `mad-eval single` run of its model and benchmark,
     also accuracy against tokens per question (budget.png): the debate after each round,

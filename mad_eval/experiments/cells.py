@@ -7,10 +7,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mad_eval.config import ConfigError
 from mad_eval.layouts import FORMATS
+
+if TYPE_CHECKING:
+    from mad_eval.cost import Prices
 
 # A grid's axes: the key that lists its values, and the setting each value fills.
 AXES = {
@@ -69,6 +72,7 @@ class Experiment:
     order: dict[str, list[str]]  # each grid's cells (by name) in its own order
     tables: list[View] = field(default_factory=list)
     figures: list[View] = field(default_factory=list)
+    prices: Prices | None = None  # what its tables price tokens at (cost layout)
     # A budget table's single cells (by name), one per model and benchmark of its cells.
     pools: dict[str, list[str]] = field(default_factory=dict)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.config import RESULTS_ROOT, ConfigError, run_defaults
+from mad_eval.cost import Prices, PricesError, load_prices
 from mad_eval.experiments.cells import (
     AXES,
     SINGLE,
@@ -66,7 +67,7 @@ class Parser:
     def experiment(self) -> Experiment:
         self.known(self.raw, SECTIONS, "the file")
         head = self.table(self.raw.get("experiment", {}), "[experiment]")
-        self.known(head, ("name", "out", "description"), "[experiment]")
+        self.known(head, ("name", "out", "description", "prices"), "[experiment]")
         name = str(head.get("name", self.path.stem))
         out = Path(head["out"]) if "out" in head else RESULTS_ROOT / self.path.stem
         given = self.table(self.raw.get("settings", {}), "[settings]")
@@ -78,6 +79,8 @@ class Parser:
         experiment = Experiment(
             self.path, name, out, str(head.get("description", "")), cells, order, tables, figures
         )
+        if "prices" in head:
+            experiment.prices = self.prices(head["prices"])
         for view in [*tables, *figures]:
             self.check_rows(experiment, view)
         for view in tables:
@@ -112,6 +115,15 @@ class Parser:
                 experiment.cells.append(pool)
             names.append(pool.name)
         experiment.pools[view.name] = names
+
+    def prices(self, value: object) -> Prices:
+        """[experiment] prices: a prices file, relative to the experiment file."""
+        if not isinstance(value, str):
+            raise self.fail("[experiment] prices", "must be the path of a prices file")
+        try:
+            return load_prices(self.base / value)
+        except PricesError as exc:
+            raise self.fail("[experiment] prices", str(exc).rstrip(".")) from None
 
     def check_rows(self, experiment: Experiment, view: View) -> None:
         """A view's rows must tell its cells apart, and its labels and baseline name rows."""

@@ -25,11 +25,11 @@ def view_runs(experiment: Experiment, view: View, replicates: int = REPLICATES) 
     folders = [experiment.folder(cell) for cell in cells]
     groups = {str(experiment.folder(c)): experiment.column(c, view) for c in cells}
     try:
-        runs = load_runs(
-            folders, {str(experiment.folder(c)): labels[c.name] for c in cells}, groups
-        )
+        names = {str(experiment.folder(c)): labels[c.name] for c in cells}
+        runs = load_runs(folders, names, groups, experiment.prices)
         if pools:
-            pair(runs, [load_run(experiment.folder(c)) for c in pools], replicates)
+            singles = [load_run(experiment.folder(c), experiment.prices) for c in pools]
+            pair(runs, singles, replicates)
         return runs
     except (StoreError, ValueError) as exc:
         raise ExperimentError(f"{experiment.path}: '{view.name}': {exc}") from None

@@ -131,13 +131,24 @@ def judge(
     return report(run_dir)
 
 
-def report(run_dir: str | Path, prices: str | Path | Prices | None = None) -> Run:
+def report(
+    run_dir: str | Path,
+    prices: str | Path | Prices | None = None,
+    *,
+    single: str | Path | None = None,
+) -> Run:
     """Recompute the run's metrics.json from its records alone and return its results;
-    `prices` names a prices file (README: Cost) to put its cost in money too."""
+    `prices` names a prices file (README: Cost) to put its cost in money too. With
+    `single`, a `mad-eval single` run of the same model and benchmark, the compute-matched
+    baselines too (metrics.json's `matched` section; mad_eval.matched)."""
     from mad_eval.store import RunStore
 
     store = RunStore(Path(run_dir))
     result = load_run(store.root, prices)
+    if single is not None:
+        from mad_eval.budget import pair, pool
+
+        pair([result], [pool(load_run(single))])
     store.write_metrics(result.metrics)
     return result
 

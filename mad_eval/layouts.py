@@ -20,6 +20,9 @@ class Column:
     signed: bool = False
     scored: bool = False  # the system's answer, so the run's scoring rule (mad_eval.rules)
     optional: bool = False  # left out of a table where no method has a value for it
+    # A number of the same run this one is tested against (on the questions both
+    # have), instead of the baseline method's same number.
+    against: str | None = None
 
 
 # A layout: for a run's number of debate rounds and of voters, the table's row parts (a
@@ -259,6 +262,24 @@ def _stopping(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     return [*parts, ("at unanimity", unanimous)]
 
 
+def _budget(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
+    """Debate against self-consistency given the same compute (mad_eval.matched): the vote
+    of G = N(T+1) single samples, and of as many as the debate's tokens buy (m)."""
+    return [
+        (
+            "",
+            [
+                Column("Maj", "maj", scored=True),
+                Column("Debate", "debate", scored=True),
+                Column("maj@G", "matched.maj_at_generations", against="debate"),
+                Column("SC@tokens", "matched.sc_at_tokens", against="debate"),
+                Column("tokens/question", "matched.debate_tokens", better=None, digits=0),
+                Column("m", "matched.samples_at_tokens", better=None),
+            ],
+        )
+    ]
+
+
 LAYOUTS: dict[str, Layout] = {
     "debate": _debate,
     "single": _single,
@@ -274,7 +295,11 @@ LAYOUTS: dict[str, Layout] = {
     "drift": _drift,
     "conformity": _conformity,
     "stopping": _stopping,
+    "budget": _budget,
 }
+# Layouts whose debate runs are each paired with a `mad-eval single` run of their model and
+# benchmark among the runs given (mad_eval.budget); those single runs are no rows.
+PAIRED = ("budget",)
 # What a layout's numbers are, where its headers cannot say it all: below a Markdown table,
 # in a comment above a LaTeX one.
 LAYOUT_NOTES = {
@@ -295,6 +320,10 @@ LAYOUT_NOTES = {
     "single": "maj@K is exact: the vote of all K answers of each question",
     "single-bootstrap": "maj@K (bootstrap) is verl's maj@K/mean: the vote of K answers drawn "
     "with replacement, its correctness averaged over 1000 draws (numpy seed 42) per question",
+    "budget": "maj@G is the vote of G = N(T+1) samples of the paired single run (as many "
+    "generations as the debate); SC@tokens the vote of m samples, m the debate's tokens on "
+    "the question over a sample's, rounded and clipped to [1, K]; both averaged over seeded "
+    "subsamples and tested against Debate on the questions both answered",
 }
 FORMATS = ("csv", "latex", "md")
 ERRORS = ("std", "ci", "none")

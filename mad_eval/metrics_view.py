@@ -103,6 +103,8 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
         parts.append(reasoning_view(metrics))
     if metrics.get("judge"):
         parts.append(critique_view(metrics))
+    if metrics.get("matched"):
+        parts.append(matched_view(metrics))
     if metrics.get("groups"):
         groups = Table(title="By agent group (%)", title_justify="left")
         for name in ("group", "agents", "Maj", "Debate", "Δ", "agent acc. round 0 → last"):
@@ -149,6 +151,43 @@ def rouge_views(metrics: dict[str, Any], title: str) -> list[Any]:
     if metrics.get("judge"):
         parts.append(critique_view(metrics))
     return parts
+
+
+def matched_view(metrics: dict[str, Any]) -> Table:
+    """Debate against self-consistency given the same compute (metrics.json's `matched`):
+    each number with its 95% interval, and the baselines' paired p-value against Debate."""
+    m = metrics["matched"]
+    table = Table(
+        title=f"Compute-matched baselines, {m['questions']} questions shared with "
+        f"{m['single_run']} (%)",
+        title_justify="left",
+    )
+    for name in ("number", "value", "95% interval", "p vs Debate"):
+        table.add_column(name, justify="right" if name != "number" else "left")
+    g = m["generations"]
+    clipped = f"{100 * m.get('clipped_share', 0):.0f}%"
+    rows = [
+        (f"Debate (N={metrics['agents']}, T={metrics['rounds_of_debate']})", None, 1),
+        (f"maj@G, G = N(T+1) = {g:.0f}", "maj_at_generations", 1),
+        ("SC at equal tokens", "sc_at_tokens", 1),
+        (f"  m, samples it buys ({clipped} at K)", "samples_at_tokens", 1),
+        ("  debate tokens per question", "debate_tokens", 0),
+        ("  tokens per single sample", "sample_tokens", 0),
+    ]
+    for label, key, digits in rows:
+        if key is None:
+            table.add_row(label, fmt(metrics["debate"], metrics["debate_std"]), "", "")
+            continue
+        low, high = m[f"{key}_ci"]
+        interval = "-" if low is None else f"[{low:.{digits}f}, {high:.{digits}f}]"
+        p = m.get(f"{key}_p_vs_debate")
+        table.add_row(
+            label,
+            fmt(m[key], m[f"{key}_std"], digits=digits),
+            interval,
+            "" if p is None else f"{p:.3f}",
+        )
+    return table
 
 
 def dynamics_view(metrics: dict[str, Any]) -> Table:

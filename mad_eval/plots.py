@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import NullFormatter
 
 from mad_eval.results import Run
 from mad_eval.stats import REPLICATES
@@ -40,7 +41,7 @@ def _benchmarks(frame: pd.DataFrame) -> list[str]:
     return [b for b in dict.fromkeys(frame["benchmark"]) if b != "Avg"]
 
 
-def _legend(fig: Figure, axes: np.ndarray) -> None:
+def _legend(fig: Figure, axes: np.ndarray, columns: int = 4) -> None:
     """One legend for the figure, below the panels, so it never covers a line."""
     handles, labels = {}, []
     for ax in axes.flat:
@@ -52,7 +53,7 @@ def _legend(fig: Figure, axes: np.ndarray) -> None:
         [handles[label] for label in labels],
         labels,
         loc="outside lower center",
-        ncols=min(len(labels), 4),
+        ncols=min(len(labels), columns),
         frameon=False,
     )
 
@@ -270,8 +271,79 @@ FIGURES = {
 }
 
 
+def pareto(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points no other beats on both sides (as few tokens, as high an accuracy), by
+    tokens: each is more accurate than every point that costs no more."""
+    front: list[tuple[float, float]] = []
+    for tokens, accuracy in sorted(points, key=lambda p: (p[0], -p[1])):
+        if not front or accuracy > front[-1][1]:
+            front.append((tokens, accuracy))
+    return front
+
+
+def budget_figure(runs: list[Run]) -> Figure:
+    """Vote accuracy against tokens per question: each debate run after each round (its
+    metrics' `matched` section), its single run's maj@m for m = 1..K, the Pareto front
+    ringed."""
+    benchmarks = list(dict.fromkeys(run.column for run in runs))
+    fig, axes = _panels(len(benchmarks))
+    for ax, benchmark in zip(axes[0], benchmarks, strict=True):
+        points: list[tuple[float, float]] = []
+        singles: dict[str, tuple[list[dict], str]] = {}  # its curve, drawn in its debate's colour
+        for run in (r for r in runs if r.column == benchmark):
+            matched = run.metrics["matched"]
+            rows = [r for r in matched["by_round"] if r["tokens"] is not None]
+            x = [r["tokens"] for r in rows]
+            y = [r["vote_accuracy"] for r in rows]
+            (line,) = ax.plot(x, y, marker="o", label=f"{run.label} (round 0..{run.rounds})")
+            for r, xi, yi in zip(rows, x, y, strict=True):
+                ax.annotate(str(r["round"]), (xi, yi), textcoords="offset points", xytext=(3, 3))
+            points += list(zip(x, y, strict=True))
+            name = Path(matched["single_run"]).name
+            singles.setdefault(name, (matched["curve"], line.get_color()))
+        for name, (curve, color) in singles.items():
+            x = [p["tokens"] for p in curve]
+            y = [p["accuracy"] for p in curve]
+            ax.plot(
+                x, y, linestyle="--", marker=".", color=color, alpha=0.6, label=f"{name}: maj@m"
+            )
+            points += list(zip(x, y, strict=True))
+        front = pareto(points)
+        ax.plot(
+            *zip(*front, strict=True),
+            linestyle="none",
+            marker="o",
+            markersize=11,
+            markerfacecolor="none",
+            markeredgecolor="black",
+            label="Pareto front",
+        )
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # a log axis's minor labels overlap
+        ax.set_title(benchmark)
+        ax.set_xlabel("tokens per question (prompt + completion)")
+        ax.set_ylabel("vote accuracy (%)")
+        ax.grid(alpha=0.3)
+    fig.suptitle("Accuracy against compute\n(numbers: debate rounds; dashed: single maj@m)")
+    _legend(fig, axes, columns=1)
+    return fig
+
+
+def draw_budget(runs: list[Run], folder: Path) -> Path:
+    """budget.png in `folder` for debate runs paired with single runs (mad_eval.budget)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fig = budget_figure(runs)
+    path = folder / "budget.png"
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return path
+
+
 def draw(runs: list[Run], folder: Path, replicates: int = REPLICATES) -> list[Path]:
-    """Write every figure that the runs have data for; return the files written."""
+    """Write every figure that the runs have data for; return the files written (the
+    budget figure where a debate run has a single run of its model and benchmark)."""
+    from mad_eval.budget import pair, split
+
     for run in runs:
         if not run.voted:
             raise ValueError(
@@ -291,4 +363,8 @@ def draw(runs: list[Run], folder: Path, replicates: int = REPLICATES) -> list[Pa
         fig.savefig(path, dpi=150)
         plt.close(fig)
         written.append(path)
+    debates, singles = split(runs)
+    paired = pair(debates, singles, replicates, strict=False) if singles else []
+    if paired:
+        written.append(draw_budget(paired, folder))
     return written

@@ -40,6 +40,14 @@ class Run:
     group: str = ""
     # What its tokens cost (README: Cost); None: its cost is in tokens only.
     prices: Prices | None = None
+    # Numbers counted on other tallies than the run's own (the compute-matched baselines,
+    # on the questions a single run shares with it): formula name -> (formula, tallies).
+    attached: dict[str, tuple[Formula, Tallies]] = field(default_factory=dict)
+
+    def tallies_of(self, name: str) -> Tallies:
+        """The tallies a formula of the run is evaluated on."""
+        found = self.attached.get(name)
+        return found[1] if found else self.tallies
 
     @property
     def config(self) -> dict[str, Any]:
@@ -100,12 +108,24 @@ class Run:
         return manifest_rule(self.manifest)
 
     @functools.cached_property
-    def formulas(self) -> dict[str, Formula]:
+    def own_formulas(self) -> dict[str, Formula]:
         return run_formulas(self.manifest, bool(self.verdicts), *self.priced())
 
     def priced(self) -> tuple[Price | None, Price | None]:
         """Its agents' price and its judge's, from `prices` (None without)."""
         return run_prices(self.manifest, self.verdicts, self.prices)
+
+    @property
+    def formulas(self) -> dict[str, Formula]:
+        """Every number of the run by formula name, its attached ones too."""
+        if not self.attached:
+            return self.own_formulas
+        return self.own_formulas | {name: f for name, (f, _) in self.attached.items()}
+
+    @property
+    def single(self) -> bool:
+        """A `mad-eval single` run: K independent samples per question, no debate."""
+        return self.config["protocol"] == "single"
 
     def describe(self) -> dict[str, str]:
         """The method's settings as short text, by LABEL_FIELDS name."""
@@ -240,8 +260,14 @@ def load_runs(
     """Read runs and name their methods: a --label given for the folder, else the fewest
     settings that differ between the runs (model, protocol, N, ...), else the model.
     Two runs of one benchmark under one name are refused: their numbers would be mixed up."""
+    return name_runs([load_run(root, prices) for root in roots], labels, groups)
+
+
+def name_runs(
+    runs: list[Run], labels: dict[str, str] | None = None, groups: dict[str, str] | None = None
+) -> list[Run]:
+    """Name loaded runs' methods as load_runs does."""
     labels = dict(labels or {})
-    runs = [load_run(root, prices) for root in roots]
     described = [run.describe() for run in runs]
     fields = LABEL_FIELDS
     if all(run.config["protocol"] == "single" for run in runs):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mad_eval.dynamics import differences
-from mad_eval.layouts import LAYOUT_NOTES, LAYOUTS
+from mad_eval.layouts import LAYOUT_NOTES, LAYOUTS, Column
 from mad_eval.metrics import lookup
 from mad_eval.results import Run
 from mad_eval.rules import RULES, default_rule
@@ -93,9 +93,15 @@ def tidy(
                     optional.add(column.key)
                     if column.key not in formulas:  # not judged, not priced
                         continue
+                if column.key not in formulas:
+                    raise ValueError(
+                        f"{run.root} has no {column.key} for the {layout} layout's "
+                        f"{column.header} column."
+                    )
                 value, std = lookup(run.metrics, column.key)
-                low, high = bootstrap_ci(run.tallies, formulas[column.key], replicates)
-                p_value, p_test, questions = _test(run, column.key, by_key, base, replicates)
+                tallies = run.tallies_of(column.key)
+                low, high = bootstrap_ci(tallies, formulas[column.key], replicates)
+                p_value, p_test, questions = _test(run, column, by_key, base, replicates)
                 rows.append(
                     {
                         "layout": layout,
@@ -131,11 +137,17 @@ def tidy(
 
 
 def _test(
-    run: Run, key: str, by_key: dict[tuple[str, str, str], Run], base: str, replicates: int
+    run: Run, column: Column, by_key: dict[tuple[str, str, str], Run], base: str, replicates: int
 ) -> tuple[float | None, str | None, int]:
     """A difference (Δ, drift, ...: dynamics.differences) is tested against zero on the
-    run's own questions; any other number against the baseline method's."""
-    formulas = run.formulas
+    run's own questions; a number whose column names another of its run (`against`),
+    against that; any other number against the baseline method's."""
+    formulas, key = run.formulas, column.key
+    if column.against is not None:
+        mine, theirs = run.tallies_of(key), run.tallies_of(column.against)
+        found = formulas[column.against]
+        p, n = paired_test(mine, formulas[key], theirs, found, replicates)
+        return p, f"vs {column.against}", n
     pairs = differences(run.rounds, len(run.manifest.protocol.voters))
     if key in pairs:
         first, second = pairs[key]
@@ -143,8 +155,9 @@ def _test(
         return p, f"{_side(first)} vs {_side(second)}", n
     other = by_key.get((base, run.benchmark, run.group))
     if other is None or other is run or key not in other.formulas:
-        return None, None, len(run.tallies.questions)
-    p, n = paired_test(run.tallies, formulas[key], other.tallies, other.formulas[key], replicates)
+        return None, None, len(run.tallies_of(key).questions)
+    mine, theirs = run.tallies_of(key), other.tallies_of(key)
+    p, n = paired_test(mine, formulas[key], theirs, other.formulas[key], replicates)
     return p, f"vs {base}", n
 
 

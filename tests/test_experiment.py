@@ -84,10 +84,48 @@ def test_cells_are_the_grids_product_shared_cells_run_once(tmp_path):
     assert [experiment.labels(size)[c.name] for c in experiment.of(size)] == ["two", "N=3"]
 
 
+BUDGET = """
+[[tables]]
+name = "budget"
+grid = "main"
+layout = "budget"
+"""
+
+
+def test_a_budget_table_requests_the_single_cells_it_needs(tmp_path):
+    """grids.main: weak and strong, N=3, T=1, so G = 6; [single] has weak at K=4 only."""
+    experiment = load_experiment(write(tmp_path, SMALL + BUDGET))
+    names = [cell.name for cell in experiment.cells]
+    assert names[4:] == ["arith-single-k6-weak", "arith-single-k6-strong"]
+    made = experiment.cells[4]
+    assert experiment.grids(made) == ("budget table",)
+    assert (made.settings["protocol"], made.settings["agents"], made.settings["rounds"]) == (
+        "single",
+        6,
+        0,
+    )
+    assert made.settings["limit"] == 6 and made.settings["model"] == "sim:p0=0.4"
+    # A [single] K of 8 serves weak; strong still needs a cell of its own.
+    experiment = load_experiment(
+        write(tmp_path, SMALL.replace("samples = 4", "samples = 8") + BUDGET)
+    )
+    assert [c.name for c in experiment.pool_cells(experiment.tables[-1])] == [
+        "arith-single-k8-weak",
+        "arith-single-k6-strong",
+    ]
+    assert experiment.grids(experiment.cells[3]) == ("single", "budget table")
+    wrong = SMALL + BUDGET.replace('grid = "main"', 'grid = "single"')
+    with pytest.raises(ExperimentError, match="give it a debate grid"):
+        load_experiment(write(tmp_path, wrong))
+
+
 def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path):
     dry = mad_eval("experiment", "run", str(DEMO), "--dry-run", cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr
-    assert "31800 turns in all, 0 recorded, 31800 to ask." in dry.stdout
+    # 31800 turns of the grids and [single], and 9000 of the budget table's three single
+    # cells (K = N(T+1) = 15, 100 questions, 2 runs: [single]'s K = 8 is too few).
+    assert "40800 turns in all, 0 recorded, 40800 to ask." in dry.stdout
+    assert "arith-single-k15-SDRL" in " ".join(dry.stdout.split())
     assert not (tmp_path / "results").exists()  # a dry run writes nothing
 
     result = mad_eval("experiment", "run", str(DEMO), cwd=tmp_path)
@@ -123,6 +161,8 @@ def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path):
     for view in experiment.tables:
         assert f"## Table: {view.name}" in summary
     assert "![rounds](figures/main/rounds.png)" in summary
+    assert "![budget](figures/budget/budget.png)" in summary
+    assert (out / "figures" / "budget" / "budget.png").is_file()
 
 
 def _lookup(metrics: dict, key: str) -> float:

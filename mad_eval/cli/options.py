@@ -252,6 +252,23 @@ SINGLE_OUT = Option(
     Path | None,
     typer.Option(help="Run directory (default: results/<benchmark>-single-k<K>-<model>)."),
 )
+OPTIONS["prices"] = Option(
+    Path | None,
+    typer.Option(
+        metavar="FILE",
+        help="A TOML file of dollars per 1M input, cached input and output tokens "
+        "(README: Cost): metrics.json's cost gains usd_per_1k.",
+    ),
+)
+OPTIONS["single"] = Option(
+    Path | None,
+    typer.Option(
+        metavar="RUN",
+        help="A `mad-eval single -k K` run of the same model and benchmark (K >= N(T+1)): "
+        "add the compute-matched baselines (maj@N(T+1), self-consistency at the debate's "
+        "tokens) to metrics.json, tested against Debate.",
+    ),
+)
 JUDGE = {
     "judge": Option(
         str,

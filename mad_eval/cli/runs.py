@@ -88,21 +88,25 @@ def judge(run_dir: Path, **chosen: Any) -> None:
         show(api.judge(run_dir, listener=ConsoleListener(), **chosen))
 
 
-@app.command()
-def report(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory (holding manifest.json).")],
-    prices: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE",
-            help="A TOML file of dollars per 1M input, cached input and output tokens "
-            "(README: Cost): metrics.json's cost gains usd_per_1k.",
-        ),
-    ] = None,
-) -> None:
-    """Recompute metrics.json from turns.jsonl and print it."""
+REPORT_DIR = inspect.Parameter(
+    "run_dir",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    annotation=Annotated[
+        Path, typer.Argument(metavar="RUN", help="A run directory (holding manifest.json).")
+    ],
+)
+
+
+@options.command(app, ["prices", "single"], options.defaults_of(api.report), arguments=[REPORT_DIR])
+def report(run_dir: Path, **chosen: Any) -> None:
+    """Recompute metrics.json from turns.jsonl and print it.
+
+    With --single, a debate run is also set against self-consistency given the same
+    compute: maj@G (G = N(T+1) generations) and the vote of as many samples as the
+    debate's tokens buy, with 95% intervals and paired tests against Debate.
+    """
     with one_sentence():
-        show(api.report(run_dir, prices=prices))
+        show(api.report(run_dir, **chosen))
 
 
 def show(run: Run, command: str | None = None) -> None:

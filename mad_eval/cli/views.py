@@ -9,7 +9,7 @@ import typer
 
 from mad_eval.cli.app import app
 from mad_eval.cli.ui import console, fail
-from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS, REPLICATES
+from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED, REPLICATES
 
 
 @app.command()
@@ -31,7 +31,10 @@ def table(
             "split by how many voters were right in round 0, and the oracle gap; drift: change "
             "in mean agent accuracy per round, Δ = drift + aggregation; conformity: agents "
             "adopting the previous round's plurality, right or wrong; stopping: the vote and "
-            "cost had the debate stopped after round r or at unanimity.",
+            "cost had the debate stopped after round r or at unanimity; budget: Maj, Debate, "
+            "and self-consistency given the debate's compute, maj@G (G = N(T+1)) and the vote "
+            "of the m samples its tokens buy, each debate run paired with a `mad-eval single` "
+            "run of its model and benchmark among the runs given.",
         ),
     ] = "debate",
     fmt: Annotated[
@@ -94,7 +97,12 @@ def table(
     if replicates < 100:
         raise fail(f"--replicates must be at least 100, got {replicates}.")
     try:
-        runs = load_runs(run_dirs, parse_labels(label or []), prices=read_prices(prices))
+        if layout in PAIRED:
+            from mad_eval.budget import load_paired
+
+            runs = load_paired(run_dirs, parse_labels(label or []), replicates, read_prices(prices))
+        else:
+            runs = load_runs(run_dirs, parse_labels(label or []), prices=read_prices(prices))
         text = render(tidy(runs, layout, baseline, replicates), fmt, error)
     except (StoreError, ValueError) as exc:
         raise fail(str(exc)) from None
@@ -123,7 +131,12 @@ def plot(
     ] = REPLICATES,
 ) -> None:
     """Draw accuracy by round, transitions, diversity (N_eff), Δ by round-0 margin, drift
-    and early stopping as PNG files."""
+    and early stopping as PNG files.
+
+    Where a debate run is given with a `mad-eval single` run of its model and benchmark,
+    also accuracy against tokens per question (budget.png): the debate after each round,
+    the single run's maj@m, and the Pareto front.
+    """
     from mad_eval.plots import draw  # matplotlib loads only when plotting
     from mad_eval.results import load_runs, parse_labels
     from mad_eval.store import StoreError

@@ -73,13 +73,23 @@ class Experiment:
     tables: list[View] = field(default_factory=list)
     figures: list[View] = field(default_factory=list)
     prices: Prices | None = None  # what its tables price tokens at (cost layout)
+    # A budget table's single cells (by name), one per model and benchmark of its cells.
+    pools: dict[str, list[str]] = field(default_factory=dict)
 
     def folder(self, cell: Cell) -> Path:
         return self.out / cell.name
 
     def grids(self, cell: Cell) -> tuple[str, ...]:
-        """The grids that hold a cell ("single" for the single-agent block)."""
-        return tuple(grid for grid, names in self.order.items() if cell.name in names)
+        """The grids that hold a cell ("single" for the single-agent block), and the budget
+        budget tables it serves as a pool ("budget table")."""
+        found = tuple(grid for grid, names in self.order.items() if cell.name in names)
+        pools = tuple(f"{t} table" for t, names in self.pools.items() if cell.name in names)
+        return found + pools
+
+    def pool_cells(self, view: View) -> list[Cell]:
+        """The single cells a budget table pairs its debate cells with."""
+        by_name = {cell.name: cell for cell in self.cells}
+        return [by_name[name] for name in self.pools.get(view.name, [])]
 
     def rows(self, view: View) -> tuple[str, ...]:
         """The axes naming a view's rows: its own, else those that vary among its cells."""
@@ -118,6 +128,32 @@ class Experiment:
             for cell in (by_name[name] for name in self.order[view.grid])
             if all(cell.axes.get(axis) in values for axis, values in view.only.items())
         ]
+
+
+# Settings of a debate cell that a single cell, like `mad-eval single`, does without.
+DEBATE_SETTINGS = ("protocol", "agents", "rounds", "prompt_style", "strip_think", "quote")
+
+
+def pool_for(cells: list[Cell], experiment: Experiment) -> tuple[Cell, bool]:
+    """The single cell a budget table pairs debate cells of one model and benchmark with:
+    K = the largest N(T+1) among them. An experiment's single cell with the same settings
+    and at least that K serves (the largest one); else a new cell is made (True)."""
+    first = cells[0]
+    samples = max(c.settings.get("agents", 5) * (c.settings.get("rounds", 3) + 1) for c in cells)
+    wanted = {key: v for key, v in first.settings.items() if key not in DEBATE_SETTINGS}
+
+    def same(cell: Cell) -> bool:
+        mine = {key: v for key, v in cell.settings.items() if key not in DEBATE_SETTINGS}
+        return cell.single and mine == wanted and cell.settings["agents"] >= samples
+
+    found = [cell for cell in experiment.cells if same(cell)]
+    if found:
+        return max(found, key=lambda cell: cell.settings["agents"]), False
+    axes = {key: first.axes.get(key) for key in ("model", "benchmark", "answer_protocol")}
+    axes = {key: value for key, value in axes.items() if value is not None}
+    axes["samples"] = samples
+    settings = {**wanted, "protocol": SINGLE, "agents": samples, "rounds": 0}
+    return Cell(cell_name(axes, True), axes, settings), True
 
 
 def describe(cell: Cell, axes: tuple[str, ...]) -> str:

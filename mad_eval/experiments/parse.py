@@ -25,8 +25,9 @@ from mad_eval.experiments.cells import (
     ExperimentError,
     View,
     cell_name,
+    pool_for,
 )
-from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS
+from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
 
 # The values an axis a grid does not list takes (unless [settings] gives one).
 DEFAULT_AXES = {"protocols": ["decentralized"], "agents": [5], "rounds": [3]}
@@ -82,7 +83,38 @@ class Parser:
             experiment.prices = self.prices(head["prices"])
         for view in [*tables, *figures]:
             self.check_rows(experiment, view)
+        for view in tables:
+            if view.layout in PAIRED:
+                self.add_pools(experiment, view)
         return experiment
+
+    def add_pools(self, experiment: Experiment, view: View) -> None:
+        """A budget table's single cells, one per model and benchmark (and answer protocol)
+        of its cells, made where the file has none with enough samples (cells.pool_for)."""
+        cells = experiment.of(view)
+        if any(cell.single for cell in cells):
+            raise self.fail(
+                f"tables '{view.name}'.layout",
+                "a budget table sets debates against single runs; give it a debate grid",
+            )
+        groups: dict[tuple[Any, ...], list[Cell]] = {}
+        for cell in cells:
+            key = tuple(cell.axes.get(a) for a in ("model", "benchmark", "answer_protocol"))
+            groups.setdefault(key, []).append(cell)
+        names = []
+        for group in groups.values():
+            pool, new = pool_for(group, experiment)
+            known = {cell.name: cell for cell in experiment.cells}
+            if new and pool.name in known:
+                raise self.fail(
+                    f"tables '{view.name}'",
+                    f"its single cell {pool.name} would differ from the file's own cell of "
+                    "that name in its settings; give [single] the debate grid's settings",
+                )
+            if new:
+                experiment.cells.append(pool)
+            names.append(pool.name)
+        experiment.pools[view.name] = names
 
     def prices(self, value: object) -> Prices:
         """[experiment] prices: a prices file, relative to the experiment file."""

@@ -5,19 +5,37 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mad_eval.experiments.cells import Experiment, ExperimentError, View
-from mad_eval.layouts import REPLICATES
-from mad_eval.results import Run, load_runs
+from mad_eval.budget import pair
+from mad_eval.experiments.cells import Cell, Experiment, ExperimentError, View
+from mad_eval.layouts import PAIRED, REPLICATES
+from mad_eval.results import Run, load_run, load_runs
 from mad_eval.store import RunStore, StoreError, write_atomically
 
 EXTENSIONS = {"csv": "csv", "latex": "tex", "md": "md"}
 THEN = "free space and run the same command again."
 
 
-def view_runs(experiment: Experiment, view: View) -> list[Run]:
-    """The runs a view shows, each named for its row."""
+def view_runs(experiment: Experiment, view: View, replicates: int = REPLICATES) -> list[Run]:
+    """The runs a view shows, each named for its row; a budget table's each paired with
+    its single cell."""
     cells = experiment.of(view)
     labels = experiment.labels(view)
+    pools = experiment.pool_cells(view)
+    _check_records(experiment, view, [*cells, *pools])
+    folders = [experiment.folder(cell) for cell in cells]
+    groups = {str(experiment.folder(c)): experiment.column(c, view) for c in cells}
+    try:
+        names = {str(experiment.folder(c)): labels[c.name] for c in cells}
+        runs = load_runs(folders, names, groups, experiment.prices)
+        if pools:
+            singles = [load_run(experiment.folder(c), experiment.prices) for c in pools]
+            pair(runs, singles, replicates)
+        return runs
+    except (StoreError, ValueError) as exc:
+        raise ExperimentError(f"{experiment.path}: '{view.name}': {exc}") from None
+
+
+def _check_records(experiment: Experiment, view: View, cells: list[Cell]) -> None:
     missing = [c.name for c in cells if not RunStore(experiment.folder(c)).turns_path.exists()]
     if missing:
         more = f" and {len(missing) - 1} more, which hold" if len(missing) > 1 else ", which holds"
@@ -25,24 +43,18 @@ def view_runs(experiment: Experiment, view: View) -> list[Run]:
             f"{experiment.path}: '{view.name}' needs cell {missing[0]}{more} no records yet; "
             f"run `mad-eval experiment run {experiment.path}` first."
         )
-    folders = [experiment.folder(cell) for cell in cells]
-    groups = {str(experiment.folder(c)): experiment.column(c, view) for c in cells}
-    try:
-        names = {str(experiment.folder(c)): labels[c.name] for c in cells}
-        return load_runs(folders, names, groups, experiment.prices)
-    except (StoreError, ValueError) as exc:
-        raise ExperimentError(f"{experiment.path}: '{view.name}': {exc}") from None
 
 
 def write_tables(experiment: Experiment, replicates: int = REPLICATES) -> list[Path]:
     """Every declared table in every declared format, every figure, and summary.md."""
-    from mad_eval.plots import draw  # matplotlib loads only when drawing
+    from mad_eval.plots import draw, draw_budget  # matplotlib loads only when drawing
     from mad_eval.tables import render, tidy
 
     written: list[Path] = []
     sections = []
+    figures = []
     for view in experiment.tables:
-        runs = view_runs(experiment, view)
+        runs = view_runs(experiment, view, replicates)
         try:
             frame = tidy(runs, view.layout, view.baseline, replicates)
         except ValueError as exc:
@@ -54,13 +66,19 @@ def write_tables(experiment: Experiment, replicates: int = REPLICATES) -> list[P
             files[fmt] = path
         written += files.values()
         sections.append(_table_section(experiment, view, files, len(runs)))
+        if view.layout in PAIRED:  # as `report --single` would; and accuracy against tokens
+            for run in runs:
+                RunStore(run.root).write_metrics(run.metrics)
+            path = draw_budget(runs, experiment.out / "figures" / view.name)
+            written.append(path)
+            figures.append(_figure_section(experiment, view, [path]))
     for view in experiment.figures:
         runs = view_runs(experiment, view)
         paths = draw(runs, experiment.out / "figures" / view.name, replicates)
         written += paths
         sections.append(_figure_section(experiment, view, paths))
     summary = experiment.out / "summary.md"
-    write(summary, _summary(experiment, sections))
+    write(summary, _summary(experiment, sections + figures))
     return [*written, summary]
 
 

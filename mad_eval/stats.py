@@ -40,6 +40,11 @@ def _over_runs(values: np.ndarray) -> np.ndarray:
         return np.nanmean(values, axis=0)
 
 
+# Replicates drawn at a time by replicate_values: any block size gives the same draws, and
+# a small one keeps its counts (int64) and their float copy to a few MB at 10k questions.
+STREAMED = 25
+
+
 def replicate_values(
     tallies: Tallies, formulas: dict[str, Formula], replicates: int = REPLICATES, seed: int = 0
 ) -> dict[str, np.ndarray]:
@@ -50,8 +55,8 @@ def replicate_values(
     rng = np.random.default_rng(seed)
     p = np.full(questions, 1 / questions)
     found = {name: np.empty(replicates) for name in formulas}
-    for start in range(0, replicates, BLOCK):
-        rows = min(BLOCK, replicates - start)
+    for start in range(0, replicates, STREAMED):
+        rows = min(STREAMED, replicates - start)
         rates = Rates(tallies, rng.multinomial(questions, p, size=rows))
         for name, formula in formulas.items():
             found[name][start : start + rows] = _over_runs(formula(rates))

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from mad_eval.cost import Price, Prices
 from mad_eval.kinds import get_kind
 from mad_eval.manifest import RunManifest
-from mad_eval.metrics import Formula, Measuring, Totals, formulas
+from mad_eval.measuring import Measuring, Totals
+from mad_eval.metrics import Formula, formulas
 from mad_eval.records import Turn, Verdict
 from mad_eval.rules import RULES, default_rule
 from mad_eval.store import Debates, JudgeLog, RunStore, StoreError, read_debates

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from cli_helpers import mad_eval, turns_of
 
 from mad_eval.grading import equivalent
-from mad_eval.metrics import compute_metrics
+from mad_eval.measuring import compute_metrics
 from mad_eval.records import Turn
 from mad_eval.rules import AnswerClasses, answer_groups
 

@@ -13,7 +13,7 @@ from stub_server import StubServer
 from tiny_tokenizer import save_chat_tokenizer
 
 from mad_eval.context import CUT_MARKER
-from mad_eval.metrics import compute_metrics
+from mad_eval.measuring import compute_metrics
 from mad_eval.records import Turn
 
 pytestmark = pytest.mark.slow

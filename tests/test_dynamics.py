@@ -10,7 +10,7 @@ import pytest
 
 import mad_eval
 from mad_eval.cost import Price, load_prices
-from mad_eval.metrics import Measuring, compute_metrics
+from mad_eval.measuring import Measuring, compute_metrics
 from mad_eval.records import Turn, Verdict
 from mad_eval.rubric import JUDGE_CRITERIA as CRITERIA
 from mad_eval.tally import tally, tally_verdicts

@@ -17,7 +17,7 @@ from mad_eval.backends.base import RequestError
 from mad_eval.backends.cache import Cached, RequestCache, request_key
 from mad_eval.backends.openai_backend import read_reply
 from mad_eval.context import REASONING_CUT_MARKER, EstimateCounter, Fitter, Reply
-from mad_eval.metrics import compute_metrics
+from mad_eval.measuring import compute_metrics
 from mad_eval.prompts import Said, Speaker, build_prompt
 from mad_eval.reasoning import (
     TAIL_MARKER,

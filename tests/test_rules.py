@@ -16,7 +16,7 @@ import pytest
 from cli_helpers import mad_eval, turns_of, without_timing
 from test_metrics import turn
 
-from mad_eval.metrics import compute_metrics
+from mad_eval.measuring import compute_metrics
 from mad_eval.protocols import ProtocolError, check_protocol, resolve
 from mad_eval.protocols.decentralized import Decentralized
 from mad_eval.records import Turn

@@ -140,14 +140,15 @@ def report(
     """Recompute the run's metrics.json from its records alone and return its results;
     `prices` names a prices file (README: Cost) to put its cost in money too. With
     `single`, a `mad-eval single` run of the same model and benchmark, the compute-matched
-    baselines too (metrics.json's `matched` section; mad_eval.matched)."""
+    baselines too (metrics.json's `matched` section; mad_eval.matched); without, the single
+    run metrics.json was matched with before, while it is there."""
+    from mad_eval.budget import pair, paired_before, pool
     from mad_eval.store import RunStore
 
     store = RunStore(Path(run_dir))
     result = load_run(store.root, prices)
+    single = single if single is not None else paired_before(store)
     if single is not None:
-        from mad_eval.budget import pair, pool
-
         pair([result], [pool(load_run(single))])
     store.write_metrics(result.metrics)
     return result

@@ -5,6 +5,7 @@ other number. Reads the two folders' turns a debate at a time."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from mad_eval.cost import Prices
@@ -113,7 +114,20 @@ def attach(debate: Run, single: Run, pools: dict[str, Pool], replicates: int) ->
     for name, formula in formulas().items():
         debate.attached[name] = (formula, found.tallies)
     made = section(found, debate.tallies, debate.formulas["debate"], replicates)
-    debate.metrics["matched"] = {"single_run": str(single.root), **made}
+    debate.metrics["matched"] = {"single_run": str(single.root.resolve()), **made}
+
+
+def paired_before(store: RunStore) -> Path | None:
+    """The single run a debate's metrics.json was last matched with, while it is still
+    there: `report` pairs them again, so recomputing never drops the matched numbers."""
+    try:
+        matched = json.loads(store.metrics_path.read_text(encoding="utf-8")).get("matched")
+    except (OSError, ValueError, AttributeError):
+        return None
+    found = matched.get("single_run") if isinstance(matched, dict) else None
+    if not isinstance(found, str) or not (Path(found) / "manifest.json").is_file():
+        return None
+    return Path(found)
 
 
 def pair(

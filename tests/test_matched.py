@@ -262,6 +262,13 @@ def test_report_table_and_plot_agree(folders):
         assert row["p_test"] == "vs debate"
         assert row["p_value"] == pytest.approx(matched[f"{key}_p_vs_debate"])
 
+    # Recomputed without --single, metrics.json keeps its matched numbers: the single run
+    # it names is read again.
+    again = mad_eval("report", "deb", cwd=folders)
+    assert again.returncode == 0, again.stderr
+    kept = json.loads((folders / "deb" / "metrics.json").read_text())["matched"]
+    assert kept["maj_at_generations"] == matched["maj_at_generations"]
+
     done = mad_eval("plot", "deb", "sgl", "--out", "plots", cwd=folders)
     assert done.returncode == 0, done.stderr
     assert (folders / "plots" / "budget.png").stat().st_size > 0

@@ -103,7 +103,8 @@ def report(run_dir: Path, **chosen: Any) -> None:
 
     With --single, a debate run is also set against self-consistency given the same
     compute: maj@G (G = N(T+1) generations) and the vote of as many samples as the
-    debate's tokens buy, with 95% intervals and paired tests against Debate.
+    debate's tokens buy, with 95% intervals and paired tests against Debate. A debate
+    matched once is matched again with the same single run while that run is there.
     """
     with one_sentence():
         show(api.report(run_dir, **chosen))

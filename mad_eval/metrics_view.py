@@ -22,6 +22,11 @@ def fmt(
     return f"{text} ± {std:.{digits}f}" if std is not None else text
 
 
+def p_text(p: float, equals: str = "") -> str:
+    """A p-value as printed: a bootstrap's smallest (1 / (1 + replicates)) is "<0.001"."""
+    return "<0.001" if p < 0.001 else f"{equals}{p:.3f}"
+
+
 def scored_by(metrics: dict[str, Any]) -> str:
     """The scoring rule, as a header says it, where it is not the kind's usual one (runs
     measured before rules existed have none recorded: theirs is the usual one)."""
@@ -185,7 +190,7 @@ def matched_view(metrics: dict[str, Any]) -> Table:
             label,
             fmt(m[key], m[f"{key}_std"], digits=digits),
             interval,
-            "" if p is None else f"{p:.3f}",
+            "" if p is None else p_text(p),
         )
     return table
 
@@ -202,9 +207,8 @@ def dynamics_view(metrics: dict[str, Any]) -> Table:
     low, high = metrics.get("drift_ci") or (None, None)
     p = metrics.get("drift_p")
     interval = f" [{low:+.1f}, {high:+.1f}]" if low is not None and high is not None else ""
-    cells["drift (95% CI, p)"] = (
-        fmt(metrics["drift"], signed=True) + interval + (f", p={p:.3f}" if p is not None else "")
-    )
+    tested = "" if p is None else f", p{p_text(p, '=')}"
+    cells["drift (95% CI, p)"] = fmt(metrics["drift"], signed=True) + interval + tested
     cells["aggregation"] = fmt(metrics["aggregation"], signed=True)
     cells["oracle gap"] = fmt(metrics["oracle_gap"])
     saved = stop["tokens_saved"]

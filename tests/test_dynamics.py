@@ -289,3 +289,22 @@ def test_a_judged_run_shows_the_judges_cost_apart(tmp_path: Path) -> None:
     assert judge["tokens"] == pytest.approx(cost["tokens"])
     agents = frame[frame["part"] == "all"].set_index("metric")["value"]
     assert agents["calls"] == pytest.approx(6)  # the agents' own, without the judge's
+
+
+def test_a_tied_round_has_no_plurality_to_conform_to() -> None:
+    """Round 0 splits 1-1 (and one unparsed): nobody can adopt or be talked out of a
+    plurality in round 1, so conformity has nothing to count."""
+    rows = [[R, X, (None, False)], [X, X, X]]
+    turns = [
+        dataclasses.replace(
+            turn("q", r, a, answer, correct),
+            answer_class=None if answer is None else (0 if correct else 1),
+        )
+        for r, agents in enumerate(rows)
+        for a, (answer, correct) in enumerate(agents)
+    ]
+    m = compute_metrics(turns, agents=3, rounds=1, voters=[0, 1, 2], seed=0)
+    assert m["conformity"]["adopt_right"] is None and m["conformity"]["adopt_wrong"] is None
+    assert m["conformity"]["c2i_wrong"] is None and m["conformity"]["c2i_right"] is None
+    # The margins still count it: one voter right, and the debate lost nothing it had.
+    assert m["margins"][1]["questions"] == 1

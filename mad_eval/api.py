@@ -33,6 +33,7 @@ __all__ = [
     "report",
     "run",
     "single",
+    "view",
 ]
 
 
@@ -197,3 +198,11 @@ def experiment_tables(path: str | Path, replicates: int | None = None) -> list[P
     from mad_eval.layouts import REPLICATES
 
     return write_tables(load_experiment(Path(path)), replicates or REPLICATES)
+
+
+def view(run_dirs: list[str | Path], out: str | Path = "view") -> Path:
+    """Write a static site of the runs' debates into `out` (opens from file://, needs no
+    server or network: README, Reading the debates in a browser); return its index.html."""
+    from mad_eval.viewer import load_view, write_site
+
+    return write_site([load_view(Path(d)) for d in run_dirs], Path(out))

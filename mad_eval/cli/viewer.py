@@ -1,0 +1,77 @@
+"""`mad-eval view`: run folders as a static site to read their debates in a browser."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mad_eval import api
+from mad_eval.cli.app import app
+from mad_eval.cli.ui import console, fail, one_sentence
+
+OUT_DEFAULT = inspect.signature(api.view).parameters["out"].default
+
+
+@app.command()
+def view(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(metavar="RUN", help="Run directories, one or more.")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="The folder the site is written into (made if missing; a site written there "
+            "before is replaced)."
+        ),
+    ] = Path(OUT_DEFAULT),
+    open_: Annotated[
+        bool,
+        typer.Option("--open", help="Open the site in the default browser once written."),
+    ] = False,
+    serve: Annotated[
+        int | None,
+        typer.Option(
+            metavar="PORT",
+            help="Also serve the site on http://127.0.0.1:PORT (this machine only) until "
+            "Ctrl-C; without it, open index.html from the folder.",
+        ),
+    ] = None,
+) -> None:
+    """Write a static site to read the runs' debates in a browser: each run's Maj, Debate
+    and Δ, the debates with filters (right → wrong, split votes, failed turns, ...), every
+    reply, its prompt and the judge's verdict; two or more runs side by side.
+
+    The site is plain files: index.html opens from file:// with no server and no network.
+    """
+    if serve is not None and not 1 <= serve <= 65535:
+        raise fail(f"--serve must be a port from 1 to 65535, got {serve}.")
+    with one_sentence():
+        index = api.view(run_dirs, out)
+        console.print(f"Wrote {index} ({len(run_dirs)} {'run' if len(run_dirs) == 1 else 'runs'}).")
+        if serve is None:
+            if open_:
+                _open(index.resolve().as_uri())
+            return
+        from mad_eval.viewer import make_server
+
+        server = make_server(index.parent, serve)
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        console.print(f"Serving {url} (Ctrl-C stops).")
+        if open_:
+            _open(url)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+
+
+def _open(url: str) -> None:
+    import webbrowser
+
+    if not webbrowser.open(url):
+        console.print(f"No browser could be opened here; open {url} yourself.")

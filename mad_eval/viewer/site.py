@@ -1,0 +1,169 @@
+"""The viewer's static site: run folders read into RunViews, those turned into files (a
+pure function), the files written next to the page's assets, and an optional local server.
+
+The page loads its data from file:// by <script> tags (Chromium refuses fetch() there):
+every data file is one call `MADV.loaded(name, value)`, its JSON escaped so no text a
+model wrote can end the string or the script."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import shutil
+from collections.abc import Iterable, Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mad_eval.errors import UserError
+from mad_eval.viewer.data import TAGS, RunView, debate_row, debates_of, summary
+
+MARKER = ".mad-eval-view"  # an --out folder holding it was written by this command
+ASSETS = ("index.html", "app.js", "style.css")
+
+
+class ViewError(UserError):
+    """A run or an --out folder the viewer cannot use; the message says which and why."""
+
+
+def as_script(name: str, value: Any) -> str:
+    """`value` as a script that hands it to the page: valid JavaScript whatever its text
+    holds (ASCII only, so U+2028, NUL and lone surrogates are escapes; `<`, `>` and `&`
+    escaped too, so `</script>` never appears even if the file is inlined)."""
+    text = json.dumps([name, value], ensure_ascii=True, allow_nan=False)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return f"MADV.loaded.apply(null, {text});\n"
+
+
+@functools.cache
+def _markdown() -> Any:
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False}).disable("image")
+    md.validateLink = lambda url: url.strip().lower().startswith(("http://", "https://"))
+    return md
+
+
+def render_markdown(text: str | None) -> str | None:
+    """A reply's Markdown as HTML, with raw HTML, images and every link but http(s) left
+    as text; LaTeX stays as written (nothing is downloaded to render it)."""
+    if not text:
+        return None
+    return str(_markdown().render(text))
+
+
+def load_view(root: Path) -> RunView:
+    """A run folder read for the viewer: its results (as `mad-eval report` computes them),
+    its questions and a replay of its prompts where those can be had."""
+    from mad_eval.replay import Replay, run_questions
+    from mad_eval.results import load_run
+    from mad_eval.store import StoreError
+
+    root = Path(root)
+    if not root.is_dir():
+        raise ViewError(f"{root} is not a folder; give a run folder (one holding manifest.json).")
+    run = load_run(root)
+    questions, missing, replay = None, None, None
+    try:
+        questions = run_questions(root, run.manifest)
+    except (StoreError, OSError, ValueError) as exc:
+        missing = f"The run's questions cannot be read ({exc})"
+    if questions is not None:
+        replay = Replay(run.manifest, questions)
+    return RunView(run, questions, missing, replay)
+
+
+def site_files(views: list[RunView]) -> Iterator[tuple[str, str]]:
+    """Every data file of the site, as (path under the site, text): each debate's page,
+    then one index of every run's numbers and per-debate rows (what filters read)."""
+    runs = []
+    names = [Path(view.run.root).name for view in views]
+    for i, view in enumerate(views):
+        verdicts = {v.key: v for v in view.run.verdicts}
+        rows = []
+        for n, turns in enumerate(debates_of(view)):
+            if not turns:
+                continue
+            name = f"{i}/{n}"
+            row, page = debate_row(view, turns, verdicts, name)
+            for turn in page["turns"]:
+                turn["text_html"] = render_markdown(turn["text"])
+                turn["reasoning_html"] = render_markdown(turn["reasoning"])
+            rows.append(row)
+            yield f"data/{name}.js", as_script(name, page)
+        manifest = view.run.manifest
+        runs.append(
+            {
+                # The folder's name, or its whole path where two folders share a name.
+                "label": names[i] if names.count(names[i]) == 1 else str(view.run.root),
+                "method": " ".join(view.run.describe().values()),
+                "folder": str(view.run.root),
+                "benchmark": view.run.benchmark,
+                "kind": view.run.kind,
+                "voted": view.run.voted,
+                "rule": view.run.score,
+                "agents": view.run.config["agents"],
+                "rounds": view.rounds,
+                "protocol": view.run.config["protocol"],
+                "models": sorted({seat.model for seat in manifest.team})
+                or [view.run.config["model"]],
+                "summary": summary(view),
+                "judged": bool(view.run.verdicts),
+                "questions_note": view.missing,
+                "debates": rows,
+            }
+        )
+    yield "data/index.js", as_script("index", {"runs": runs, "tags": TAGS})
+
+
+def write_site(views: list[RunView], out: Path) -> Path:
+    """Write the site into `out` (made, or a site written before, whose data is replaced);
+    returns its index.html."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ViewError(f"--out {out} is a file; give a folder for the site.")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise ViewError(
+            f"--out {out} holds files not written by mad-eval view; give an empty or new folder."
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / MARKER).write_text("written by mad-eval view\n", encoding="utf-8")
+        shutil.rmtree(out / "data", ignore_errors=True)
+        assets = resources.files("mad_eval.viewer") / "assets"
+        for asset in ASSETS:
+            (out / asset).write_bytes((assets / asset).read_bytes())
+        _write_all(site_files(views), out)
+    except OSError as exc:
+        raise ViewError(
+            f"cannot write the site into {out} ({exc.strerror or exc}); give another --out folder."
+        ) from None
+    return out / "index.html"
+
+
+def _write_all(files: Iterable[tuple[str, str]], out: Path) -> None:
+    made: set[Path] = set()
+    for name, text in files:
+        path = out / name
+        if path.parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.add(path.parent)
+        path.write_text(text, encoding="ascii")
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def make_server(out: Path, port: int) -> http.server.ThreadingHTTPServer:
+    """A server of the site on 127.0.0.1 only (never another interface)."""
+    handler = functools.partial(_Quiet, directory=str(out))
+    try:
+        return http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError as exc:
+        raise ViewError(
+            f"cannot serve on 127.0.0.1:{port} ({exc.strerror or exc}); "
+            "give another --serve port, or leave it out and open index.html."
+        ) from None

@@ -1,0 +1,123 @@
+"""mad-eval view, its Python side: the index's numbers and filter sets are the run's own,
+hostile text stays inert data in the .js files, and a user's mistakes are one sentence."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from cli_helpers import mad_eval
+from viewer_helpers import HOSTILE, expected_sets, hostile_run, read_data, sim_run
+
+from mad_eval import api
+from mad_eval.viewer.site import ViewError, as_script, render_markdown
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("viewer")
+    run = sim_run(root / "run", limit=30, agents=5, rounds=2, runs=2)
+    site = api.view([run], root / "site").parent
+    return run, site
+
+
+def test_overview_numbers_are_metrics_json(demo) -> None:
+    run, site = demo
+    metrics = json.loads((run / "metrics.json").read_text())
+    summary = read_data(site, "index")["runs"][0]["summary"]
+    for name in ("maj", "debate", "delta"):
+        assert summary[name] == metrics[name]
+    assert [r["vote_accuracy"] for r in summary["rounds"]] == [
+        r["vote_accuracy"] for r in metrics["rounds"]
+    ]
+    assert [(t["c2i"], t["i2c"]) for t in summary["transitions"]] == [
+        (t["c2i"], t["i2c"]) for t in metrics["transitions"]
+    ]
+
+
+def test_filter_sets_are_the_tallies(demo) -> None:
+    run, site = demo
+    rows = read_data(site, "index")["runs"][0]["debates"]
+    assert len(rows) == 60  # 30 questions x 2 seeded runs
+    expected = expected_sets(run)
+    assert expected["r2w"] and expected["w2r"] and expected["split"]  # the test means something
+    for tag, keys in expected.items():
+        assert {row["key"] for row in rows if tag in row["tags"]} == keys, tag
+
+
+def test_a_debate_page_holds_every_turn_with_its_prompt(demo) -> None:
+    _, site = demo
+    row = read_data(site, "index")["runs"][0]["debates"][0]
+    page = read_data(site, row["file"])
+    assert len(page["turns"]) == 5 * 3
+    assert all(t["prompt"] and t["prompt_note"] is None for t in page["turns"])
+    assert page["votes"] == row["votes"]
+    later = [t for t in page["turns"] if t["round"] > 0]
+    assert all(t["sees"] for t in later)
+
+
+def test_hostile_text_stays_data(tmp_path) -> None:
+    run, turn = hostile_run(tmp_path / "run")
+    site = api.view([run], tmp_path / "site").parent
+    for path in (site / "data").rglob("*.js"):
+        text = path.read_bytes()
+        assert text.isascii()
+        for bad in (b"<", b">", b"\x00", b"\xe2\x80\xa8"):
+            assert bad not in text, (path, bad)
+    index = read_data(site, "index")["runs"][0]["debates"]
+    row = next(r for r in index if r["question"] == turn.question)
+    page = read_data(site, row["file"])
+    hostile = next(t for t in page["turns"] if (t["round"], t["agent"]) == (1, 0))
+    assert hostile["text"] == HOSTILE  # every character back, the lone surrogate too
+    html = hostile["text_html"]
+    assert "<img" not in html and "<script" not in html and "<b " not in html
+    assert "href" not in html  # the javascript: link is left as text
+    assert "&lt;script&gt;" in html
+
+
+def test_as_script_escapes_what_ends_a_script() -> None:
+    text = as_script("x", {"t": "</script><!-- \u2028\u2029\x00\ud800 é"})
+    assert text.isascii() and "<" not in text and ">" not in text
+    assert json.loads(text[len("MADV.loaded.apply(null, ") : -3]) == [
+        "x",
+        {"t": "</script><!-- \u2028\u2029\x00\ud800 é"},
+    ]
+
+
+def test_markdown_keeps_only_http_links() -> None:
+    html = render_markdown(
+        "[a](https://example.org) [b](javascript:alert(1)) [c](data:text/html,x)"
+    )
+    assert 'href="https://example.org"' in html
+    assert "javascript:" not in html.split("[b]")[0] and html.count("href") == 1
+    assert render_markdown("![x](https://example.org/x.png)").count("<img") == 0
+
+
+def test_out_folder_of_other_files_is_refused(tmp_path, demo) -> None:
+    run, _ = demo
+    (tmp_path / "mine.txt").write_text("keep me")
+    with pytest.raises(ViewError, match="not written by mad-eval view"):
+        api.view([run], tmp_path)
+    assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+@pytest.mark.slow
+def test_cli_errors_are_one_sentence(tmp_path, demo) -> None:
+    run, _ = demo
+    missing = mad_eval("view", str(tmp_path / "nope"), cwd=tmp_path)
+    assert missing.returncode == 2 and "is not a folder" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    not_run = mad_eval("view", str(tmp_path), cwd=tmp_path)
+    assert not_run.returncode == 2 and "not a run directory" in not_run.stderr
+    (tmp_path / "file").write_text("x")
+    blocked = mad_eval("view", str(run), "--out", str(tmp_path / "file" / "site"), cwd=tmp_path)
+    assert blocked.returncode == 2 and "cannot write the site" in blocked.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = mad_eval("view", str(run), "--out", "s", "--serve", str(port), cwd=tmp_path)
+    assert busy.returncode == 2 and f"cannot serve on 127.0.0.1:{port}" in busy.stderr
+    made = mad_eval("view", str(run), "--out", "s", cwd=tmp_path)
+    assert made.returncode == 0 and (tmp_path / "s" / "index.html").exists()

@@ -1,0 +1,95 @@
+"""Runs for the viewer's tests: simulated debates, one with a hostile reply, the data files
+the site wrote read back, and the sets of debates the run's tallies say a filter holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mad_eval
+from mad_eval.records import Turn
+from mad_eval.results import manifest_rule
+from mad_eval.store import RunStore
+from mad_eval.tally import tally
+
+# Everything a reply could do to a page that inserts it carelessly; each payload sets a flag.
+HOSTILE = (
+    "Let me check. <img src=x onerror=\"window.__pwned = 'img'\"> "
+    "<script>window.__pwned = 'script'</script></div></script></pre> "
+    "[see here](javascript:window.__pwned='link') <b onmouseover=\"window.__pwned='b'\">bold</b> "
+    "\u2028 \u2029 \x00 \ud800 & &amp; ]]> \\boxed{7}"
+)
+
+
+def sim_run(out: Path, model: str = "sim:p0=0.5", limit: int = 12, **settings) -> Path:
+    mad_eval.run(model=model, benchmark="arith", limit=limit, out=out, **settings)
+    return out
+
+
+def hostile_run(out: Path) -> tuple[Path, Turn]:
+    """A small run whose last-round reply of agent 0 on its first question is HOSTILE (a
+    last-round reply is read by no one, so every prompt still rebuilds)."""
+    sim_run(out, limit=3, agents=3, rounds=1)
+    path = RunStore(out).turns_path
+    lines = path.read_text(encoding="utf-8").splitlines()
+    first = Turn.from_json(lines[0]).question
+    for i, line in enumerate(lines):
+        turn = Turn.from_json(line)
+        if (turn.question, turn.round, turn.agent) == (first, 1, 0):
+            turn.text = HOSTILE
+            record = {name: getattr(turn, name) for name in Turn.__dataclass_fields__}
+            lines[i] = json.dumps(record, ensure_ascii=True)  # the lone surrogate as an escape
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            mad_eval.report(out)
+            return out, turn
+    raise AssertionError("no last-round turn of agent 0")
+
+
+def read_data(site: Path, name: str) -> object:
+    """A data file the site wrote (`MADV.loaded.apply(null, [name, value]);`), its value."""
+    text = (site / "data" / f"{name}.js").read_text(encoding="ascii")
+    prefix, suffix = "MADV.loaded.apply(null, ", ");\n"
+    assert text.startswith(prefix) and text.endswith(suffix)
+    loaded, value = json.loads(text[len(prefix) : -len(suffix)])
+    assert loaded == name
+    return value
+
+
+def expected_sets(run_dir: Path) -> dict[str, set[str]]:
+    """Debate keys ("run/question") per filter, from turns.jsonl through tally.tally, the
+    counting every report uses."""
+    store = RunStore(run_dir)
+    manifest = store.manifest()
+    config, protocol = manifest.config, manifest.protocol
+    rounds = config["rounds"]
+    tallies = tally(
+        store.read_turns(),
+        list(protocol.voters),
+        rounds,
+        config["seed"],
+        protocol.hub,
+        manifest.benchmark.kind,
+        manifest_rule(manifest),
+    )
+    sets: dict[str, set[str]] = {
+        "w2r": set(),
+        "r2w": set(),
+        "unanimous_wrong": set(),
+        "split": set(),
+    }
+    for i, run in enumerate(tallies.runs):
+        for j, qid in enumerate(tallies.questions):
+            key = f"{run}/{qid}"
+            first = tallies.num["vote0"][i, j], tallies.den["vote0"][i, j]
+            last = tallies.num[f"vote{rounds}"][i, j], tallies.den[f"vote{rounds}"][i, j]
+            same = tallies.num[f"unanimous{rounds}"][i, j], tallies.den[f"unanimous{rounds}"][i, j]
+            if first[1] and last[1]:
+                if not first[0] and last[0]:
+                    sets["w2r"].add(key)
+                if first[0] and not last[0]:
+                    sets["r2w"].add(key)
+            if same[1] and same[0] and last[1] and not last[0]:
+                sets["unanimous_wrong"].add(key)
+            if same[1] and not same[0]:
+                sets["split"].add(key)
+    return sets

@@ -55,14 +55,14 @@ def read_data(site: Path, name: str) -> object:
     return value
 
 
-def expected_sets(run_dir: Path) -> dict[str, set[str]]:
-    """Debate keys ("run/question") per filter, from turns.jsonl through tally.tally, the
-    counting every report uses."""
+def run_tallies(run_dir: Path):
+    """The run's tallies from turns.jsonl through tally.tally, the counting every report
+    uses; and its rounds of debate."""
     store = RunStore(run_dir)
     manifest = store.manifest()
     config, protocol = manifest.config, manifest.protocol
     rounds = config["rounds"]
-    tallies = tally(
+    found = tally(
         store.read_turns(),
         list(protocol.voters),
         rounds,
@@ -71,6 +71,23 @@ def expected_sets(run_dir: Path) -> dict[str, set[str]]:
         manifest.benchmark.kind,
         manifest_rule(manifest),
     )
+    return found, rounds
+
+
+def votes_after_debate(run_dir: Path) -> dict[str, bool | None]:
+    """Whether each debate's last vote was right ("run/question" keys; None: no vote)."""
+    tallies, rounds = run_tallies(run_dir)
+    num, den = tallies.num[f"vote{rounds}"], tallies.den[f"vote{rounds}"]
+    return {
+        f"{run}/{qid}": bool(num[i, j]) if den[i, j] else None
+        for i, run in enumerate(tallies.runs)
+        for j, qid in enumerate(tallies.questions)
+    }
+
+
+def expected_sets(run_dir: Path) -> dict[str, set[str]]:
+    """Debate keys ("run/question") per filter, from the run's tallies (run_tallies)."""
+    tallies, rounds = run_tallies(run_dir)
     sets: dict[str, set[str]] = {
         "w2r": set(),
         "r2w": set(),

@@ -7,6 +7,7 @@ page never re-derives a vote in the browser."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,15 @@ class RunView:
     def rounds(self) -> int:
         return int(self.run.config["rounds"])
 
+    @functools.cached_property
+    def where(self) -> tuple[dict[int, int], dict[str, int]]:
+        """The tallies' row of each seeded run and column of each question."""
+        tallies = self.run.tallies
+        return (
+            {run: i for i, run in enumerate(tallies.runs)},
+            {q: j for j, q in enumerate(tallies.questions)},
+        )
+
 
 def summary(view: RunView) -> dict[str, Any]:
     """The run's overview numbers, taken from its metrics.json (as load_run recomputes it)."""
@@ -81,7 +91,8 @@ def _tally(view: RunView, key: str, run: int, qid: str) -> tuple[float, float] |
     tallies = view.run.tallies
     if key not in tallies.num:
         return None
-    row, col = tallies.runs.index(run), tallies.questions.index(qid)
+    rows, cols = view.where
+    row, col = rows[run], cols[qid]
     return float(tallies.num[key][row, col]), float(tallies.den[key][row, col])
 
 

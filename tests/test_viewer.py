@@ -11,6 +11,7 @@ from cli_helpers import mad_eval
 from viewer_helpers import HOSTILE, expected_sets, hostile_run, read_data, sim_run
 
 from mad_eval import api
+from mad_eval.rubric import JUDGE_CRITERIA
 from mad_eval.viewer.site import ViewError, as_script, render_markdown
 
 
@@ -121,3 +122,19 @@ def test_cli_errors_are_one_sentence(tmp_path, demo) -> None:
     assert busy.returncode == 2 and f"cannot serve on 127.0.0.1:{port}" in busy.stderr
     made = mad_eval("view", str(run), "--out", "s", cwd=tmp_path)
     assert made.returncode == 0 and (tmp_path / "s" / "index.html").exists()
+
+
+def test_judged_run_carries_verdicts_and_critique(tmp_path) -> None:
+    run = sim_run(tmp_path / "run", limit=4, agents=3, rounds=1)
+    api.judge(run, "sim-judge")
+    site = api.view([run], tmp_path / "site").parent
+    index = read_data(site, "index")["runs"][0]
+    assert index["judged"]
+    row = index["debates"][0]
+    page = read_data(site, row["file"])
+    judged = [t for t in page["turns"] if t["verdict"] and t["verdict"]["total"] is not None]
+    assert judged and all(t["round"] == 1 for t in judged)
+    totals = [t["verdict"]["total"] for t in judged]
+    assert row["critique_min"] == min(totals)
+    assert row["critique"] == pytest.approx(sum(totals) / len(totals))
+    assert set(judged[0]["verdict"]["scores"]) == set(JUDGE_CRITERIA)  # the four scores

@@ -200,7 +200,7 @@ def experiment_tables(path: str | Path, replicates: int | None = None) -> list[P
     return write_tables(load_experiment(Path(path)), replicates or REPLICATES)
 
 
-def view(run_dirs: list[str | Path], out: str | Path = "view") -> Path:
+def view(run_dirs: list[str | Path], out: str | Path = "results/view") -> Path:
     """Write a static site of the runs' debates into `out` (opens from file://, needs no
     server or network: README, Reading the debates in a browser); return its index.html."""
     from mad_eval.viewer import load_view, write_site

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,8 +37,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from viewer_helpers import chromium  # one way to start the browser, the tests' own
 
     with tempfile.TemporaryDirectory(prefix="viewer-bench-") as scratch:
         root = Path(scratch)
@@ -61,17 +62,7 @@ def main() -> None:
             f"index {(index.parent / 'data' / 'index.js').stat().st_size / 1e3:.0f} kB, "
             f"largest debate file {largest / 1e3:.0f} kB"
         )
-        options = webdriver.ChromeOptions()
-        options.binary_location = "/usr/bin/chromium"
-        for flag in (
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            f"--user-data-dir={root / 'profile'}",
-        ):
-            options.add_argument(flag)
-        driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+        driver = chromium(root / "profile")
         try:
             url = index.resolve().as_uri()
             for what, route in (("overview", "#/"), ("a debate", "#/q/0/0")):

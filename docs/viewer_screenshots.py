@@ -16,10 +16,11 @@ import time
 from pathlib import Path
 
 from PIL import Image
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 
 import mad_eval
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from viewer_helpers import chromium
 
 
 def ready(driver) -> None:
@@ -39,18 +40,7 @@ def main(demo: Path, docs: Path) -> None:
         text = (index.parent / "data" / "index.js").read_text()
         rows = json.loads(text[text.index("[") : text.rindex("]") + 1])[1]["runs"][1]["debates"]
         row = next(r for r in rows if "w2r" in r["tags"] and "split" not in r["tags"])
-        options = webdriver.ChromeOptions()
-        options.binary_location = "/usr/bin/chromium"
-        for flag in (
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--window-size=1280,860",
-            "--disable-background-networking",
-            f"--user-data-dir={scratch}/profile",
-        ):
-            options.add_argument(flag)
-        driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+        driver = chromium(Path(scratch) / "profile", window="1280,860")
         try:
             driver.get(index.resolve().as_uri() + "#/run/1")
             ready(driver)

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 from viewer_helpers import (
+    CHROMEDRIVER,
+    CHROMIUM,
     HOSTILE,
+    chromium,
     expected_sets,
     hostile_run,
     read_data,
@@ -23,8 +26,6 @@ from mad_eval import api
 from mad_eval.records import Turn
 from mad_eval.store import RunStore
 
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
     reason="needs Debian's chromium and chromium-driver in /usr/bin "
@@ -35,26 +36,9 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory):
     """One headless Chromium for the module, with a fresh profile and no network chatter."""
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
+    pytest.importorskip("selenium.webdriver")
     profile = tmp_path_factory.mktemp("chromium-profile")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-extensions",
-        "--disable-sync",
-        "--disable-default-apps",
-        "--no-first-run",
-        "--window-size=1400,1000",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    driver = chromium(profile)
     yield driver
     driver.quit()
     shutil.rmtree(profile, ignore_errors=True)

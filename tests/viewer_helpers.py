@@ -12,6 +12,35 @@ from mad_eval.results import manifest_rule
 from mad_eval.store import RunStore
 from mad_eval.tally import tally
 
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+def chromium(profile: Path, window: str = "1400,1000"):  # -> selenium WebDriver
+    """Debian's Chromium, headless, driven by its own chromedriver (nothing downloaded),
+    with a fresh profile and without the background requests this closed network refuses
+    (shared/notes/browser.md). The browser tests, bench/viewer.py and the README's
+    screenshots all start it here."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-extensions",
+        "--disable-sync",
+        "--disable-default-apps",
+        "--no-first-run",
+        f"--window-size={window}",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    return webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+
+
 # Everything a reply could do to a page that inserts it carelessly; each payload sets a flag.
 HOSTILE = (
     "Let me check. <img src=x onerror=\"window.__pwned = 'img'\"> "

@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from test_metrics import turn
 
 import mad_eval
 from mad_eval.cost import Price, load_prices
@@ -14,7 +15,6 @@ from mad_eval.measuring import Measuring, compute_metrics
 from mad_eval.records import Turn, Verdict
 from mad_eval.rubric import JUDGE_CRITERIA as CRITERIA
 from mad_eval.tally import tally, tally_verdicts
-from tests.test_metrics import turn
 
 X, Y, A = ("x", False), ("y", False), ("a", False)
 R = ("4", True)

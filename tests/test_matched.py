@@ -3,6 +3,7 @@ worked out by hand, and end to end through the CLI on simulated agents."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_helpers import mad_eval
+from test_metrics import turn as metric_turn
 
 from mad_eval.grading import same_answer
 from mad_eval.matched import (
@@ -38,26 +40,12 @@ def turn(
     tokens: tuple[int, int] = (10, 10),
     failed: bool = False,
 ) -> Turn:
-    return Turn(
-        run=run,
-        question=question,
-        round=round_,
-        agent=agent,
-        model="test",
-        seed=0,
-        temperature=1.0,
-        top_p=1.0,
-        max_tokens=64,
-        messages_hash="",
-        sees=[],
-        text=None if failed else f"\\boxed{{{answer}}}",
-        answer=None if failed else answer,
-        correct=None if failed else cls == 0,
-        finish_reason="stop",
+    """A graded turn (test_metrics' builder) with its answer class and token counts."""
+    made = metric_turn(question, round_, agent, answer, cls == 0, run, failed)
+    return dataclasses.replace(
+        made,
         prompt_tokens=tokens[0],
         completion_tokens=tokens[1],
-        latency=0.0,
-        error="APIError: boom" if failed else None,
         answer_class=None if failed else cls,
     )
 

@@ -116,6 +116,12 @@ class TieBreak(random.Random):
         return super().choice(seq)
 
 
+def vote_ties(seed: int, run: int, question: str, round_: int) -> TieBreak:
+    """The generator one round's vote breaks its ties with, so every report, table and
+    viewer page of a run picks the same answer."""
+    return TieBreak(seed, "vote", run, question, round_)
+
+
 class AnswerClasses:
     """The equivalence classes of one debate's answers (one run's turns of one question),
     numbered as they are graded: 0 for every right answer, 1, 2, ... for each distinct

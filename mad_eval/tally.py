@@ -22,7 +22,7 @@ from mad_eval.grading import ROUGE, same_answer
 from mad_eval.kinds import get_kind
 from mad_eval.records import Turn, Verdict
 from mad_eval.rubric import CRITIQUE
-from mad_eval.rules import TieBreak, answer_groups, bootstrap_maj, default_rule, get_rule
+from mad_eval.rules import answer_groups, bootstrap_maj, default_rule, get_rule, vote_ties
 
 
 def entropy_bits(turns: list[Turn], groups: list[list[Turn]]) -> float:
@@ -247,7 +247,7 @@ class Counting:
         decide, voters, hub = self.decide, self.voters, self.hub
         vote = None
         if decide.scored(live, voters, hub):
-            rng = TieBreak(self.seed, "vote", run, qid, r)
+            rng = vote_ties(self.seed, run, qid, r)
             picked = decide.pick(live, voters, hub, rng, self.alike)
             if self.summary:
                 for m in ROUGE:
@@ -260,9 +260,10 @@ class Counting:
                 for m in ROUGE:
                     add(f"agent_{m}{r}", t.rouge[m] if t.rouge else 0.0, 1)
             return Round(live, [], None)
-        groups = answer_groups(live, self.alike)
+        found = Round(live, answer_groups(live, self.alike), vote)
         if not live:
-            return Round(live, groups, vote)
+            return found
+        groups = found.groups
         if self.rounds == 0 and (ballot := [t for t in live if t.agent in voters]):
             add("maj_boot0", bootstrap_maj(ballot), 1)
         right = [bool(t.correct) for t in live]
@@ -270,7 +271,7 @@ class Counting:
         if hub is not None:
             mine = [bool(t.correct) for t in live if t.agent == hub]
             add(f"hub{r}", sum(mine), len(mine))
-        add(f"unanimous{r}", len(groups) == 1 and len(groups[0]) == len(live), 1)
+        add(f"unanimous{r}", found.unanimous, 1)
         add(f"entropy{r}", entropy_bits(live, groups), 1)
         pairs = list(combinations(right, 2))
         add(f"agree{r}", sum(a == b for a, b in pairs), len(pairs))
@@ -282,7 +283,7 @@ class Counting:
             final = final_tokens(t)
             if final is not None:
                 add(f"final_len{r}", final, 1)
-        return Round(live, groups, vote)
+        return found
 
 
 def final_tokens(turn: Turn) -> int | None:

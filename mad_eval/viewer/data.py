@@ -16,7 +16,7 @@ from typing import Any
 from mad_eval.grading import same_answer
 from mad_eval.records import Question, Turn, Verdict
 from mad_eval.results import Run, manifest_rule
-from mad_eval.rules import TieBreak, answer_groups, get_rule, same_answer_as
+from mad_eval.rules import answer_groups, get_rule, same_answer_as, vote_ties
 
 # Tags a debate row may carry; the overview offers each as a filter.
 TAGS = {
@@ -141,7 +141,7 @@ def debate_row(
         if voted and rule.scored(live, voters, hub):
             # The same draw tally.Counting makes, for the answer's text (its rightness is
             # the tally's, above).
-            chosen = rule.pick(live, voters, hub, TieBreak(seed, "vote", run_index, qid, r), alike)
+            chosen = rule.pick(live, voters, hub, vote_ties(seed, run_index, qid, r), alike)
             answer = chosen.answer if chosen is not None else None
         picked.append(answer)
         if r == rounds and live and voted:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.errors import UserError
+from mad_eval.files import refuse_records
 from mad_eval.viewer.data import TAGS, RunView, debate_row, debates_of, summary
 
 MARKER = ".mad-eval-view"  # an --out folder holding it was written by this command
@@ -121,6 +122,7 @@ def write_site(views: list[RunView], out: Path) -> Path:
     """Write the site into `out` (made, or a site written before, whose data is replaced);
     returns its index.html."""
     out = Path(out)
+    refuse_records(out)
     if out.exists() and not out.is_dir():
         raise ViewError(f"--out {out} is a file; give a folder for the site.")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():

@@ -68,13 +68,14 @@ def _run_folder(folder: Path) -> bool:
     return any((folder / name).is_file() for name in RUN_RECORDS)
 
 
-def refuse_records(path: Path | str, option: str = "--out") -> None:
+def refuse_records(path: Path | str, option: str = "--out", run_folder: bool = False) -> None:
     """Refuse an output path that would write over a run's records: one of a run folder's
-    record files, anything in its superseded/ folder, or the run folder itself; a new file
-    or folder of another name inside a run folder is allowed (it replaces nothing)."""
+    record files, anything in its superseded/ folder, or a run folder itself (unless
+    `run_folder`: the output is a run folder, as for run's --out); a new file or folder of
+    another name inside a run folder is allowed (it replaces nothing)."""
     given = Path(path)
     full = given.resolve()  # symlinks and `..` followed to what would really be written
-    if full.is_dir() and _run_folder(full):
+    if not run_folder and full.is_dir() and _run_folder(full):
         raise StoreError(
             f"{option} {given} is a run folder, whose records would be written over; "
             "give a new folder outside it."

@@ -239,6 +239,7 @@ def test_refuse_records_names_each_kind_of_record(run_dir, tmp_path) -> None:
     # What replaces nothing is allowed: other names inside a run, record names elsewhere.
     for out in (run_dir / "pairs.jsonl", run_dir / "view", tmp_path / "turns.jsonl", tmp_path):
         refuse_records(out)
+    refuse_records(run_dir, run_folder=True)  # run's --out: the run folder is its own
 
 
 def test_api_outputs_leave_the_records_byte_identical(run_dir, tmp_path) -> None:
@@ -252,6 +253,9 @@ def test_api_outputs_leave_the_records_byte_identical(run_dir, tmp_path) -> None
             api.view([run_dir], out)
     with pytest.raises(UserError, match="--cache"):
         RequestCache(run_dir / "judge.jsonl")
+    for out in (run_dir / "judge.jsonl", run_dir / "superseded" / "run"):  # a run's own out
+        with pytest.raises(UserError):
+            mad_eval_api_run(out)
     experiment = tmp_path / "exp.toml"
     experiment.write_text(
         f'[experiment]\nname = "e"\nout = "{run_dir}"\n\n[settings]\nlimit = 2\n\n'
@@ -261,6 +265,10 @@ def test_api_outputs_leave_the_records_byte_identical(run_dir, tmp_path) -> None
     with pytest.raises(UserError, match="is a run folder"):
         api.experiment(experiment)
     assert snapshot(run_dir) == before
+
+
+def mad_eval_api_run(out: Path) -> None:
+    api.run(model="sim", benchmark="arith", limit=2, agents=3, rounds=1, out=out)
 
 
 CLI_OUTS = [

@@ -49,6 +49,7 @@ def run(
     limit, runs, seed, temperature, ...; see `mad-eval run --help`); `out` is the run
     folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>)."""
     from mad_eval.execute import Job, drive, execute
+    from mad_eval.files import refuse_records
     from mad_eval.plan import make_plan
     from mad_eval.store import RunStore
 
@@ -60,6 +61,7 @@ def run(
             "Pass --model openai:NAME --base-url URL to benchmark a served checkpoint."
         )
     store = RunStore(Path(out) if out is not None else plan.config.default_out())
+    refuse_records(store.root, run_folder=True)  # never inside another run's records
     drive(execute([Job(plan, store, retry_failed)], listener), store.turns_path)
     return report(store.root)
 

@@ -54,3 +54,40 @@ def write_atomically(path: Path, data: bytes, then: str) -> None:
         if isinstance(exc, OSError):
             raise WriteError(path, exc, then) from None
         raise
+
+
+# What a run folder (and an experiment folder) holds that no output may replace; any of the
+# first five in a folder makes it a run folder. store.py, questions.py and the experiment
+# runner write these names.
+RUN_RECORDS = ("manifest.json", "turns.jsonl", "questions.jsonl", "judge.jsonl", "metrics.json")
+RECORDS = (*RUN_RECORDS, ".lock", "experiment.json")
+SUPERSEDED_DIR = "superseded"
+
+
+def _run_folder(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in RUN_RECORDS)
+
+
+def refuse_records(path: Path | str, option: str = "--out", run_folder: bool = False) -> None:
+    """Refuse an output path that would write over a run's records: one of a run folder's
+    record files, anything in its superseded/ folder, or a run folder itself (unless
+    `run_folder`: the output is a run folder, as for run's --out); a new file or folder of
+    another name inside a run folder is allowed (it replaces nothing)."""
+    given = Path(path)
+    full = given.resolve()  # symlinks and `..` followed to what would really be written
+    if not run_folder and full.is_dir() and _run_folder(full):
+        raise StoreError(
+            f"{option} {given} is a run folder, whose records would be written over; "
+            "give a new folder outside it."
+        )
+    if full.name in RECORDS and (full.exists() or _run_folder(full.parent)):
+        raise StoreError(
+            f"{option} {given} is {full.name}, a record of the run folder {full.parent}; "
+            "give another file name."
+        )
+    for folder in (full, *full.parents):
+        if folder.name == SUPERSEDED_DIR and _run_folder(folder.parent):
+            raise StoreError(
+                f"{option} {given} is inside {folder}, the replaced records of a run; "
+                "give a path outside it."
+            )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.backends.base import Backend, BackendError, Generation, Request
+from mad_eval.files import refuse_records
 
 _STORED = (
     "text",
@@ -44,6 +45,7 @@ class CacheError(BackendError):
 class RequestCache:
     def __init__(self, path: Path | str):
         self.path = Path(path)
+        refuse_records(self.path, "--cache")
         self.hits = 0
         self.stored = 0
         try:

@@ -24,7 +24,7 @@ def view(
         Path,
         typer.Option(
             help="The folder the site is written into (made if missing; a site written there "
-            "before is replaced)."
+            "before is replaced; never a run folder)."
         ),
     ] = Path(OUT_DEFAULT),
     open_: Annotated[
@@ -35,7 +35,8 @@ def view(
         int | None,
         typer.Option(
             metavar="PORT",
-            help="Also serve the site on http://127.0.0.1:PORT (this machine only) until "
+            help="Also serve the site on http://127.0.0.1:PORT (this machine only; requests "
+            "addressed to any host but localhost, 127.0.0.1 or [::1] are refused) until "
             "Ctrl-C; without it, open index.html from the folder.",
         ),
     ] = None,

@@ -83,6 +83,7 @@ def table(
 ) -> None:
     """Print a paper table of several runs, grouped by benchmark and method."""
     from mad_eval.cost import read_prices
+    from mad_eval.files import refuse_records
     from mad_eval.results import load_runs, parse_labels
     from mad_eval.store import StoreError
     from mad_eval.tables import render, tidy
@@ -97,6 +98,8 @@ def table(
     if replicates < 100:
         raise fail(f"--replicates must be at least 100, got {replicates}.")
     try:
+        if out is not None:
+            refuse_records(out)
         if layout in PAIRED:
             from mad_eval.budget import load_paired
 
@@ -137,11 +140,13 @@ def plot(
     also accuracy against tokens per question (budget.png): the debate after each round,
     the single run's maj@m, and the Pareto front.
     """
+    from mad_eval.files import refuse_records
     from mad_eval.plots import draw  # matplotlib loads only when plotting
     from mad_eval.results import load_runs, parse_labels
     from mad_eval.store import StoreError
 
     try:
+        refuse_records(out)
         runs = load_runs(run_dirs, parse_labels(label or []))
         written = draw(runs, out, replicates)
     except (StoreError, ValueError) as exc:

@@ -13,6 +13,7 @@ from mad_eval.backends.cache import RequestCache
 from mad_eval.errors import UserError
 from mad_eval.execute import Job, execute
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError
+from mad_eval.files import refuse_records
 from mad_eval.listener import Listener
 from mad_eval.plan import Pool, make_plan
 from mad_eval.store import Recorded, RunStore, write_json
@@ -57,6 +58,7 @@ def dry_run(experiment: Experiment) -> list[CellState]:
 async def run_experiment(experiment: Experiment, listener: Listener) -> None:
     """Run (or resume) every cell; the file's copy in the experiment folder records what
     the cells were asked."""
+    refuse_records(experiment.out, f"{experiment.path}: out =")
     jobs = plan_cells(experiment)
     try:
         experiment.out.mkdir(parents=True, exist_ok=True)

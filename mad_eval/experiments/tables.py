@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mad_eval.budget import pair
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError, View
+from mad_eval.files import refuse_records
 from mad_eval.layouts import PAIRED, REPLICATES
 from mad_eval.results import Run, load_run, load_runs
 from mad_eval.store import RunStore, StoreError, write_atomically
@@ -50,6 +51,7 @@ def write_tables(experiment: Experiment, replicates: int = REPLICATES) -> list[P
     from mad_eval.plots import draw, draw_budget  # matplotlib loads only when drawing
     from mad_eval.tables import render, tidy
 
+    refuse_records(experiment.out, f"{experiment.path}: out =")
     written: list[Path] = []
     sections = []
     figures = []

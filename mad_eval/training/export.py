@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from mad_eval.files import refuse_records
 from mad_eval.prompts import first_prompt, pair_prompt
 from mad_eval.records import Question
 from mad_eval.templates import Template, load_template
@@ -117,6 +118,7 @@ def _row(
 def write_rows(rows: list[dict[str, Any]], out: Path) -> None:
     """Parquet or JSON Lines, by the file's suffix; written whole, then renamed into place."""
     out = Path(out)
+    refuse_records(out)
     if out.suffix not in FORMATS:
         raise ValueError(f"--out must end in {' or '.join(FORMATS)}, got '{out.name}'.")
     if not rows:

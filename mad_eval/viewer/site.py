@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.errors import UserError
+from mad_eval.files import refuse_records
 from mad_eval.viewer.data import TAGS, RunView, debate_row, debates_of, summary
 
 MARKER = ".mad-eval-view"  # an --out folder holding it was written by this command
@@ -76,8 +77,10 @@ def load_view(root: Path) -> RunView:
 
 def site_files(views: list[RunView]) -> Iterator[tuple[str, str]]:
     """Every data file of the site, as (path under the site, text): each debate's page,
-    then one index of every run's numbers and per-debate rows (what filters read)."""
+    then one index of every run's numbers and per-debate rows (what filters read), and of
+    the data files by name: the page loads those files only, never a path read from its URL."""
     runs = []
+    files: dict[str, str] = {}
     names = [Path(view.run.root).name for view in views]
     for i, view in enumerate(views):
         verdicts = {v.key: v for v in view.run.verdicts}
@@ -91,7 +94,8 @@ def site_files(views: list[RunView]) -> Iterator[tuple[str, str]]:
                 turn["text_html"] = render_markdown(turn["text"])
                 turn["reasoning_html"] = render_markdown(turn["reasoning"])
             rows.append(row)
-            yield f"data/{name}.js", as_script(name, page)
+            files[name] = f"data/{name}.js"
+            yield files[name], as_script(name, page)
         manifest = view.run.manifest
         runs.append(
             {
@@ -114,13 +118,14 @@ def site_files(views: list[RunView]) -> Iterator[tuple[str, str]]:
                 "debates": rows,
             }
         )
-    yield "data/index.js", as_script("index", {"runs": runs, "tags": TAGS})
+    yield "data/index.js", as_script("index", {"runs": runs, "tags": TAGS, "files": files})
 
 
 def write_site(views: list[RunView], out: Path) -> Path:
     """Write the site into `out` (made, or a site written before, whose data is replaced);
     returns its index.html."""
     out = Path(out)
+    refuse_records(out)
     if out.exists() and not out.is_dir():
         raise ViewError(f"--out {out} is a file; give a folder for the site.")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
@@ -152,14 +157,42 @@ def _write_all(files: Iterable[tuple[str, str]], out: Path) -> None:
         path.write_text(text, encoding="ascii")
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
+LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+class _SiteHandler(http.server.SimpleHTTPRequestHandler):
+    """The site's files, to requests that name this server as `Host` (a page of another
+    name that resolves here, DNS rebinding, gets 421); no folder listings; quiet."""
+
+    def _own_host(self) -> bool:
+        port = self.server.server_address[1]
+        host = (self.headers.get("Host") or "").strip().lower()
+        names = {f"{name}:{port}" for name in LOCAL_NAMES}
+        return host in (names | set(LOCAL_NAMES) if port == 80 else names)
+
+    def send_head(self) -> Any:
+        if not self._own_host():
+            self.send_error(421, "Misdirected Request", "This server answers only localhost.")
+            return None
+        return super().send_head()
+
+    def list_directory(self, path: Any) -> None:
+        self.send_error(404, "Not Found")
+        return None
+
+    def end_headers(self) -> None:
+        self.send_header("X-Content-Type-Options", "nosniff")
+        super().end_headers()
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
 def make_server(out: Path, port: int) -> http.server.ThreadingHTTPServer:
-    """A server of the site on 127.0.0.1 only (never another interface)."""
-    handler = functools.partial(_Quiet, directory=str(out))
+    """A server of the site on 127.0.0.1 only (never another interface), answering only
+    requests addressed to localhost, 127.0.0.1 or [::1] at its port, with files under `out`
+    (the standard handler drops `..` from paths)."""
+    handler = functools.partial(_SiteHandler, directory=str(out))
     try:
         return http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     except OSError as exc:

@@ -2,31 +2,43 @@
 // Data comes as scripts (data/*.js) that call MADV.loaded(name, value): file:// pages
 // cannot fetch(). Every text from a run is inserted as text (textContent), never as HTML;
 // the one exception is Markdown that Python rendered with raw HTML off (text_html).
+// Only the data files that the index lists are ever loaded: a route names a key of that
+// index, never a path, so no URL can make the page run another file.
 "use strict";
 
-const MADV = (window.MADV = { cache: {}, waiting: {}, failed: {} });
+const MADV = (window.MADV = { cache: new Map(), waiting: new Map() });
 const PAGE = 100; // rows per page of a list
+const FILES = new Map([["index", "data/index.js"]]); // data file by name, as Python wrote them
+const DATA_FILE = /^data\/\d+\/\d+\.js$/; // the only shape a debate's file has
+
+class NotFound extends Error {}
 
 MADV.loaded = function (name, value) {
-  MADV.cache[name] = value;
-  const waiting = MADV.waiting[name] || [];
-  delete MADV.waiting[name];
+  if (!FILES.has(name)) return;
+  MADV.cache.set(name, value);
+  const waiting = MADV.waiting.get(name) || [];
+  MADV.waiting.delete(name);
   waiting.forEach((w) => w.resolve(value));
 };
 
+// The data file named `name` in the index (its value once loaded); a name the index does
+// not list is not found, and nothing is loaded for it.
 function load(name) {
-  if (name in MADV.cache) return Promise.resolve(MADV.cache[name]);
+  const src = FILES.get(name);
+  if (src === undefined) return Promise.reject(new NotFound(name));
+  if (MADV.cache.has(name)) return Promise.resolve(MADV.cache.get(name));
   return new Promise((resolve, reject) => {
-    const first = !MADV.waiting[name];
-    (MADV.waiting[name] = MADV.waiting[name] || []).push({ resolve, reject });
+    const first = !MADV.waiting.has(name);
+    if (first) MADV.waiting.set(name, []);
+    MADV.waiting.get(name).push({ resolve, reject });
     if (!first) return;
     const script = document.createElement("script");
-    script.src = "data/" + name + ".js";
+    script.src = src;
     script.onerror = () => {
-      const waiting = MADV.waiting[name] || [];
-      delete MADV.waiting[name];
+      const waiting = MADV.waiting.get(name) || [];
+      MADV.waiting.delete(name);
       script.remove();
-      waiting.forEach((w) => w.reject(new Error("cannot load data/" + name + ".js")));
+      waiting.forEach((w) => w.reject(new Error("cannot load " + src)));
     };
     document.head.appendChild(script);
   });
@@ -298,10 +310,14 @@ function questionBlock(page, run) {
       ", scored by " + run.rule) : null);
 }
 
-async function debatePage(i, n) {
-  const run = INDEX.runs[i];
+// The run a known data file belongs to (its name is "run/debate").
+function runOf(name) { return INDEX.runs[Number(name.split("/")[0])]; }
+
+async function debatePage(name) {
+  const run = runOf(name);
+  const i = INDEX.runs.indexOf(run);
   where(run.label);
-  const page = await load(i + "/" + n);
+  const page = await load(name);
   show(el("p", {}, el("a", { href: "#/run/" + i, id: "back" }, "← all debates")),
     questionBlock(page, run), debatePanel(page, "", null));
 }
@@ -369,29 +385,56 @@ async function compareDebate(files) {
   show(el("p", {}, el("a", { href: "#/compare", id: "back" }, "← side by side")),
     questionBlock(pages[0], null),
     el("div", { class: "side" }, pages.map((page, i) => {
-      const run = INDEX.runs[Number(files[i].split("/")[0])];
+      const run = runOf(files[i]);
       return debatePanel(page, "p" + i + "-", String.fromCharCode(65 + i) + ": " + (run.label));
     })));
 }
 
 // ---- routing --------------------------------------------------------------------------
 
+// The routes: #/ (overview), #/run/I, #/q/I/N, #/compare and #/c/I/N,J/M; a debate's key
+// must be one the index lists. Anything else is not found.
+function known(name) { return name !== "index" && FILES.has(name); }
+
+function runNumber(text) {
+  return /^\d+$/.test(text) && Number(text) < INDEX.runs.length ? Number(text) : null;
+}
+
+function notFound() {
+  where("not found");
+  show(el("div", { id: "not-found", class: "note" },
+    el("p", {}, "Not found: " + location.hash + " is not a page of this site."),
+    el("p", {}, el("a", { href: "#/" }, "← overview"))));
+}
+
 async function route() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   try {
-    if (parts[0] === "q" && parts.length === 3) await debatePage(Number(parts[1]), Number(parts[2]));
-    else if (parts[0] === "compare" && INDEX.runs.length > 1) comparePage();
-    else if (parts[0] === "c" && parts.length >= 2) await compareDebate(parts.slice(1).join("/").split(","));
-    else if (parts[0] === "run" && INDEX.runs[Number(parts[1])]) overview(Number(parts[1]));
-    else overview(state.run);
+    let parts;
+    try {
+      parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+    } catch (err) {
+      throw new NotFound(location.hash); // a malformed %-escape
+    }
+    const [head, ...rest] = parts;
+    const key = rest.join("/");
+    if (parts.length === 0) overview(state.run);
+    else if (head === "run" && rest.length === 1 && runNumber(rest[0]) !== null) overview(runNumber(rest[0]));
+    else if (head === "q" && rest.length === 2 && known(key)) await debatePage(key);
+    else if (head === "compare" && rest.length === 0 && INDEX.runs.length > 1) comparePage();
+    else if (head === "c" && key.split(",").every(known)) await compareDebate(key.split(","));
+    else throw new NotFound(location.hash);
   } catch (err) {
-    show(el("p", { class: "note" }, String(err.message || err)));
+    if (err instanceof NotFound) notFound();
+    else show(el("p", { class: "note" }, String(err.message || err)));
   }
   document.body.setAttribute("data-ready", location.hash || "#/");
 }
 
 load("index").then((index) => {
   INDEX = index;
+  for (const [name, src] of Object.entries(index.files || {})) {
+    if (/^\d+\/\d+$/.test(name) && DATA_FILE.test(src) && src === "data/" + name + ".js") FILES.set(name, src);
+  }
   window.addEventListener("hashchange", route);
   route();
 }, (err) => show(el("p", { class: "note" }, err.message + ": run mad-eval view again to write the site.")));

@@ -1,0 +1,296 @@
+"""Hostile files and URLs against `mad-eval view` and every command that writes a file: the
+page loads only the data files its index lists (a route naming a path runs nothing), the
+--serve server answers only its own host names with files under the site, and no --out
+(or --cache) writes over a run's records."""
+
+from __future__ import annotations
+
+import http.client
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from cli_helpers import mad_eval
+from viewer_helpers import CHROMEDRIVER, CHROMIUM, chromium, read_data, sim_run
+
+from mad_eval import api
+from mad_eval.backends.cache import RequestCache
+from mad_eval.errors import UserError
+from mad_eval.files import refuse_records
+from mad_eval.training import write_rows
+from mad_eval.viewer import make_server
+
+needs_chromium = pytest.mark.skipif(
+    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+    reason="needs Debian's chromium and chromium-driver in /usr/bin "
+    "(apt-get install chromium chromium-driver; .ci/run installs them)",
+)
+
+# Sets a flag and the page's title wherever a route makes the page load it as a script.
+EVIL = "window.__evil = {where!r}; document.title = 'pwned';\n"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site of a small sim run, with scripts that set a flag at every place an old route
+    reached: beside the site, above it, in its data/ folder, and as a .txt file."""
+    root = tmp_path_factory.mktemp("hostile-viewer")
+    run = sim_run(root / "run", limit=4, agents=3, rounds=1)
+    site = api.view([run], root / "site").parent
+    for where in (
+        root / "evil.js",
+        root / "evil.txt",
+        site / "evil.js",
+        site / "data" / "evil.js",
+        site / "data" / "0" / "evil.js",
+    ):
+        where.write_text(EVIL.format(where=str(where.relative_to(root))), encoding="utf-8")
+    return site
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory):
+    pytest.importorskip("selenium.webdriver")
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    driver = chromium(profile)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def open_fresh(driver, site: Path, route: str) -> bool:
+    """The page opened anew on `route`: whether it drew a view (app.js sets data-ready)
+    within a generous bound."""
+    driver.get("about:blank")
+    driver.get((site / "index.html").resolve().as_uri() + route)
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        ready = "return document.body && document.body.getAttribute('data-ready')"
+        if driver.execute_script(ready):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+HOSTILE_ROUTES = [
+    "#/c/../../evil",
+    "#/c/../evil",
+    "#/c/evil",
+    "#/c/0/evil",
+    "#/c/..%2F..%2Fevil",
+    "#/c/%2E%2E%2F%2E%2E%2Fevil",
+    "#/c/..%5C..%5Cevil",
+    "#/c/..\\..\\evil",
+    "#/c/..%2F..%2Fevil.txt%3F",
+    "#/c/../../evil.txt%3F",
+    "#/c/0/0,../../evil",
+    "#/c/%2F%2Fexample.invalid%2Fevil",
+    "#/c/javascript:window.__evil='js'",
+    "#/c/index",
+    "#/c/",
+    "#/q/../../evil",
+    "#/q/..%2F..%2Fevil/x",
+    "#/q/0/evil",
+    "#/q/0/..%2Fevil",
+    "#/q/__proto__/constructor",
+    "#/run/../../evil",
+    "#/run/constructor",
+    "#/run/1e0",
+    "#/compare/../../evil",
+    "#/c/%E0%A4%A",
+    "#/nothing/here",
+]
+
+
+@needs_chromium
+@pytest.mark.parametrize("route", HOSTILE_ROUTES)
+def test_a_route_naming_a_path_runs_nothing_and_is_not_found(browser, site, route) -> None:
+    ready = open_fresh(browser, site, route)
+    ran = browser.execute_script("return window.__evil === undefined ? null : window.__evil")
+    assert ran is None, f"{route} ran {ran}"
+    assert browser.title == "mad-eval view"
+    assert ready, f"{route}: the page never drew a view"
+    assert browser.find_elements("id", "not-found"), browser.find_element("id", "app").text
+    sources = browser.execute_script(
+        "return Array.from(document.scripts, (s) => s.getAttribute('src'))"
+    )
+    assert sorted(sources) == ["app.js", "data/index.js"]
+
+
+@needs_chromium
+def test_known_routes_still_draw_their_pages(browser, site) -> None:
+    first = read_data(site, "index")["runs"][0]["debates"][0]["file"]
+    for route in ("", "#/", "#/run/0", f"#/q/{first}", f"#/c/{first},{first}"):
+        assert open_fresh(browser, site, route), route
+        assert not browser.find_elements("id", "not-found"), route
+        assert browser.execute_script("return window.__evil === undefined")
+    assert browser.find_elements("id", "p0-grid") and browser.find_elements("id", "p1-grid")
+
+
+# ---- mad-eval view --serve ----------------------------------------------------------------
+
+
+@pytest.fixture
+def server(site: Path):
+    """The --serve server of the site on a free loopback port, in a thread; stopped after."""
+    (site.parent / "secret.txt").write_text("not for the web", encoding="utf-8")
+    server = make_server(site, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=30)
+
+
+def get(port: int, path: str, host: str | None) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.putrequest("GET", path, skip_host=True, skip_accept_encoding=True)
+        if host is not None:
+            conn.putheader("Host", host)
+        conn.endheaders()
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def test_serve_binds_loopback_only(site) -> None:
+    server = make_server(site, 0)
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+    finally:
+        server.server_close()
+
+
+def test_serve_answers_only_its_own_host_names(server, site) -> None:
+    page = (site / "index.html").read_bytes()
+    for name in ("localhost", "127.0.0.1", "[::1]", "LOCALHOST"):
+        assert get(server, "/index.html", f"{name}:{server}") == (200, page), name
+    assert get(server, "/", f"localhost:{server}") == (200, page)
+    for host in (
+        f"attacker.example:{server}",
+        "attacker.example",
+        "localhost",  # the wrong port: another site's name
+        f"localhost:{server + 1}",
+        f"localhost:{server}.attacker.example",
+        f"127.0.0.1.attacker.example:{server}",
+        "",
+        None,
+    ):
+        status, body = get(server, "/data/index.js", host)
+        assert status == 421, host
+        assert b"MADV" not in body
+
+
+def test_serve_gives_only_files_under_the_site(server) -> None:
+    own = f"localhost:{server}"
+    assert get(server, "/data/index.js", own)[0] == 200
+    for path in (
+        "/../secret.txt",
+        "/%2e%2e/secret.txt",
+        "/%2E%2E%2Fsecret.txt",
+        "/data/..%2f..%2fsecret.txt",
+        "/data/../../secret.txt",
+        "//../secret.txt",
+        "/..%5csecret.txt",
+        "/data/",  # no folder listings either
+    ):
+        status, body = get(server, path, own)
+        assert status == 404, path
+        assert b"not for the web" not in body
+
+
+# ---- no output writes over a run's records -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return sim_run(tmp_path_factory.mktemp("records") / "run", limit=4, agents=3, rounds=1)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def test_refuse_records_names_each_kind_of_record(run_dir, tmp_path) -> None:
+    (run_dir / "superseded").mkdir(exist_ok=True)
+    link = tmp_path / "innocent.jsonl"
+    link.symlink_to(run_dir / "turns.jsonl")
+    for out, said in (
+        (run_dir / "turns.jsonl", "a record of the run folder"),
+        (run_dir / "manifest.json", "a record of the run folder"),
+        (run_dir / "judge.jsonl", "a record of the run folder"),  # not written yet: still its
+        (run_dir / ".lock", "a record of the run folder"),
+        (run_dir / "x" / ".." / "metrics.json", "a record of the run folder"),
+        (link, "a record of the run folder"),
+        (run_dir, "is a run folder"),
+        (run_dir / "superseded", "the replaced records of a run"),
+        (run_dir / "superseded" / "turns.jsonl", "the replaced records of a run"),
+    ):
+        with pytest.raises(UserError, match=said) as caught:
+            refuse_records(out)
+        assert str(caught.value).count(". ") == 0 and str(out) in str(caught.value)
+    # What replaces nothing is allowed: other names inside a run, record names elsewhere.
+    for out in (run_dir / "pairs.jsonl", run_dir / "view", tmp_path / "turns.jsonl", tmp_path):
+        refuse_records(out)
+    refuse_records(run_dir, run_folder=True)  # run's --out: the run folder is its own
+
+
+def test_api_outputs_leave_the_records_byte_identical(run_dir, tmp_path) -> None:
+    before = snapshot(run_dir)
+    rows = [{"prompt": [{"role": "user", "content": "1+1?"}]}]
+    for out in (run_dir / "turns.jsonl", run_dir / "questions.jsonl", run_dir / "judge.jsonl"):
+        with pytest.raises(UserError, match="a record of the run folder"):
+            write_rows(rows, out)
+    for out in (run_dir, run_dir / "superseded" / "site"):
+        with pytest.raises(UserError):
+            api.view([run_dir], out)
+    with pytest.raises(UserError, match="--cache"):
+        RequestCache(run_dir / "judge.jsonl")
+    for out in (run_dir / "judge.jsonl", run_dir / "superseded" / "run"):  # a run's own out
+        with pytest.raises(UserError):
+            mad_eval_api_run(out)
+    experiment = tmp_path / "exp.toml"
+    experiment.write_text(
+        f'[experiment]\nname = "e"\nout = "{run_dir}"\n\n[settings]\nlimit = 2\n\n'
+        '[models]\nsim = "sim"\n\n[grids.main]\nbenchmarks = ["arith"]\nagents = [3]\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(UserError, match="is a run folder"):
+        api.experiment(experiment)
+    assert snapshot(run_dir) == before
+
+
+def mad_eval_api_run(out: Path) -> None:
+    api.run(model="sim", benchmark="arith", limit=2, agents=3, rounds=1, out=out)
+
+
+CLI_OUTS = [
+    ("train", "pairs", "{run}", "--out", "{run}/turns.jsonl"),
+    ("train", "prompts", "arith", "--out", "{run}/questions.jsonl"),
+    ("table", "{run}", "--out", "{run}/manifest.json"),
+    ("table", "{run}", "--out", "{run}"),
+    ("plot", "{run}", "--out", "{run}"),
+    ("view", "{run}", "--out", "{run}"),
+    ("run", "--model", "sim", "--benchmark", "arith", "--limit", "4", "--agents", "3",
+     "--rounds", "1", "--out", "{run}", "--cache", "{run}/judge.jsonl"),
+]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", CLI_OUTS, ids=lambda a: " ".join(a[:2]))
+def test_cli_out_on_a_run_is_one_sentence_and_writes_nothing(run_dir, tmp_path, args) -> None:
+    before = snapshot(run_dir)
+    done = mad_eval(*(a.format(run=run_dir) for a in args), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    message = " ".join(done.stderr.split())  # as one line, however the terminal wrapped it
+    assert message.startswith("error: ") and str(run_dir) in message
+    assert "a record of the run folder" in message or "is a run folder" in message
+    assert snapshot(run_dir) == before

@@ -55,9 +55,10 @@ class AnswerProtocol:
         """The answer-format sentence the prompt ends with."""
         return self.template.replace("{what}", what)
 
-    def find(self, text: str) -> Found:
-        """The answer this protocol finds in a reply, reasoning dropped first."""
-        reply = drop_reasoning(text)
+    def find(self, text: str, split: bool = True) -> Found:
+        """The answer this protocol finds in a reply, reasoning dropped first (`split`
+        False: `text` is a turn's final content, its reasoning split off already)."""
+        reply = drop_reasoning(text) if split else text
         answer, timed_out = self.search(reply) if reply.strip() else (None, False)
         return Found(answer, reply, timed_out)
 

@@ -44,6 +44,9 @@ FIELDS = {
     "latency": "lat",  # seconds, summed over requests: what the server was busy with
     "wall_latency": "wall",  # seconds along the debate: each round's slowest answer
 }
+# The keys a turn's token counts make: a question's are unknown (not 0) when an answer in it
+# came without its counts (a server that gives none, or gave no numbers: Turn.usage_invalid).
+TOKEN_KEYS = frozenset({"ptok", "ctok", "cached"})
 JUDGE_KEYS = ("judge_gen", "judge_req", "judge_ptok", "judge_ctok", "judge_lat")
 
 
@@ -53,18 +56,23 @@ def cost_keys(rounds: int) -> list[str]:
 
 def count_cost(turns: Iterable[Turn], rounds: int, add: Add) -> None:
     """Count one debate's cost: every turn of one run and one question, failed ones too
-    (they were asked, and may have been sent). One pass over the turns: a report counts
-    every turn of a run."""
+    (they were asked, and may have been sent; a failed request's tokens count 0). A
+    question with an answer whose token counts are unknown has unknown token costs: left
+    out of their mean, not counted as 0. One pass over the turns: a report counts every
+    turn of a run."""
     # round -> the sum of each of KEYS in their order (gen, req, ptok, ctok, rtok, cached,
     # prefix, lat, wall), then the context tokens the prefix share is a share of
     sums: dict[int, list[float]] = {}
     seen_reasoning: set[int] = set()
+    unknown: set[int] = set()  # rounds with an answer whose token counts the server did not give
     for t in turns:
         if t.round > rounds:
             continue
         row = sums.get(t.round)
         if row is None:
             row = sums[t.round] = [0.0] * (len(KEYS) + 1)
+        if t.error is None and (t.prompt_tokens is None or t.completion_tokens is None):
+            unknown.add(t.round)
         row[0] += 1
         row[1] += t.attempts
         if t.prompt_tokens is not None:
@@ -85,13 +93,19 @@ def count_cost(turns: Iterable[Turn], rounds: int, add: Add) -> None:
     for r, row in sums.items():
         for i, key in enumerate(KEYS):
             den = row[9] if key == "prefix" else float(key != "rtok" or r in seen_reasoning)
-            add(f"{key}{r}", row[i], den)
+            if key in TOKEN_KEYS and r in unknown:
+                add(f"{key}{r}", 0.0, 0.0)  # unknown: this question is left out of the mean
+            else:
+                add(f"{key}{r}", row[i], den)
             whole[i] += row[i]
         whole[9] += row[9]
     if sums:
         for i, key in enumerate(KEYS):
             den = whole[9] if key == "prefix" else float(key != "rtok" or bool(seen_reasoning))
-            add(key, whole[i], den)
+            if key in TOKEN_KEYS and unknown:
+                add(key, 0.0, 0.0)
+            else:
+                add(key, whole[i], den)
 
 
 def count_judge_cost(verdicts: list[Verdict], add: Callable[[Verdict, str, float], None]) -> None:

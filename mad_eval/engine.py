@@ -178,7 +178,8 @@ class Engine:
             # Cut off inside its reasoning: no final answer to read, whatever came before.
             text = "" if generation.truncated else generation.text or ""
             gold = question.gold
-            how = (text, gold, question.kind, question.options, question.answer)
+            # The final content, its reasoning split off already (reasoning.split_reply).
+            how = (text, gold, question.kind, question.options, question.answer, False)
             quick = grading.grade_inline(*how)
             graded = quick if quick is not None else await asyncio.to_thread(grading.grade, *how)
 
@@ -199,6 +200,8 @@ class Engine:
             reasoning=generation.reasoning,
             reasoning_tokens=generation.reasoning_tokens,
             truncated_in_reasoning=generation.truncated,
+            refusal=generation.refusal,
+            usage_invalid=generation.usage_invalid,
             answer=graded.answer,
             correct=graded.correct,
             rouge=graded.rouge,

@@ -65,6 +65,7 @@ async def execute(jobs: list[Job], listener: Listener) -> None:
     thousand runs holds a few open. A user error or a stop ends all of them, each run
     folder keeping what it finished."""
     pool = jobs[0].plan.pool
+    pool.listener = listener
     opened: dict[int, Job] = {}  # by its engine's id
     try:
         seated = []

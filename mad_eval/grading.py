@@ -77,13 +77,13 @@ def check_answer_protocol(kind: str, answer: str | None = None) -> str:
 
 
 def _read(
-    text: str | None, kind: Kind, answer: str, options: Sequence[str]
+    text: str | None, kind: Kind, answer: str, options: Sequence[str], split: bool = True
 ) -> tuple[str | None, bool]:
     """(the kind's canonical answer, whether math-verify ran out of time finding it)."""
     if not text:
         return None, False
     protocol = get_answer_protocol(answer)
-    found = protocol.find(text)
+    found = protocol.find(text, split)
     reply = found.reply if protocol.fallback else None
     return kind.read(found.answer, reply, options), found.timed_out
 
@@ -103,12 +103,15 @@ def grade(
     kind: str = "math",
     options: Sequence[str] = (),
     answer: str | None = None,
+    split: bool = True,
 ) -> Grade:
     """Extract the final answer from text with the answer protocol (None: the kind's default)
-    and check it against gold (a summary is scored against the reference instead)."""
+    and check it against gold (a summary is scored against the reference instead). `split`
+    False: `text` is a turn's final content, whose reasoning is apart already, so no tag
+    left in it is read as a reasoning format a second time."""
     protocol = check_answer_protocol(kind, answer)
     found = get_kind(kind)
-    read, timed_out = _read(text, found, protocol, options)
+    read, timed_out = _read(text, found, protocol, options, split)
     graded = found.grade(read, gold)
     return Grade(read, graded.correct, graded.rouge, True) if timed_out else graded
 
@@ -124,6 +127,7 @@ def grade_inline(
     kind: str = "math",
     options: Sequence[str] = (),
     answer: str | None = None,
+    split: bool = True,
 ) -> Grade | None:
     """grade(), when it is quick: a voted kind's reply of at most INLINE_CHARS whose answer
     needs no math-verify (equal text, equal integers, a letter); None when it would need a
@@ -132,7 +136,7 @@ def grade_inline(
         return None
     with inline():
         try:
-            return grade(text, gold, kind, options, answer)
+            return grade(text, gold, kind, options, answer, split)
         except NeedsWorker:
             return None
 

@@ -108,6 +108,8 @@ class Totals:
         counts["retried_turns"] += sum(1 for t in turns if t.attempts > 1)
         counts["requests_sent"] += sum(t.attempts for t in turns)
         counts["cached_turns"] += sum(1 for t in turns if t.cached)
+        counts["refusals"] += sum(1 for t in turns if t.refusal)
+        counts["usage_invalid"] += sum(1 for t in turns if t.usage_invalid)
         # Replies that wrote a tag prompts quote with: escaped wherever they were quoted.
         counts["replies_with_quoting_tags"] += sum(
             1 for t in turns if holds_quoting_tags(t.text) or holds_quoting_tags(t.reasoning)
@@ -330,6 +332,10 @@ TURN_COUNTS = (
     "requests_sent",
     "cached_turns",
     "replies_with_quoting_tags",
+    # Answers the model declined to give (unparsed, in every denominator), and answers whose
+    # usage held no token counts (recorded unknown).
+    "refusals",
+    "usage_invalid",
 )
 
 

@@ -241,7 +241,13 @@ def _footer(metrics: dict[str, Any]) -> str:
     tags = metrics.get("replies_with_quoting_tags")
     escaped = f"; replies holding quoting tags (escaped when quoted): {tags}" if tags else ""
     truncated = metrics.get("truncated_in_reasoning")
-    cut = f" ({truncated} cut off in their reasoning)" if truncated else ""
+    refused = metrics.get("refusals")
+    notes = [f"{truncated} cut off in their reasoning"] if truncated else []
+    notes += [f"{refused} refused"] if refused else []
+    cut = f" ({', '.join(notes)})" if notes else ""
+    invalid = metrics.get("usage_invalid")
+    if invalid:
+        escaped += f"; replies whose token counts were no numbers (unknown): {invalid}"
     return (
         f"{metrics['questions']} questions, {metrics['agents']} agents, "
         f"{metrics['turns']} turns; unparsed answers: {metrics['unparsed']}{cut}, "

@@ -25,13 +25,14 @@ from mad_eval.backends import (
     make_backend,
     require_installed,
 )
-from mad_eval.backends.base import RequestError
+from mad_eval.backends.base import RequestError, Warn
 from mad_eval.backends.cache import Cached, RequestCache
 from mad_eval.benchmarks import BenchmarkSpec, load_questions, spec_kind
 from mad_eval.config import DEFAULT_MODEL, ConfigError, RunConfig, run_defaults
 from mad_eval.context import ContextError, EstimateCounter, Fitter, TokenCounter, load_counter
 from mad_eval.engine import Seat
 from mad_eval.grading import check_answer_protocol
+from mad_eval.listener import Listener
 from mad_eval.prompts import Speaker
 from mad_eval.protocols import Choice, check_protocol, resolve
 from mad_eval.records import Question
@@ -66,6 +67,11 @@ class Pool:
     counters: dict[tuple[str | None, str | None, str], TokenCounter] = field(default_factory=dict)
     checked: set[int] = field(default_factory=set)  # backends found serving (by id)
     probed: set[tuple[BackendKey, str]] = field(default_factory=set)  # extra bodies sent
+    # Who hears what the backends warn of while the runs go on (execute sets the caller's).
+    listener: Listener = field(default_factory=Listener)
+
+    def warn(self, text: str) -> None:
+        self.listener.warn("warning", text)
 
     async def check(self, backend: Backend) -> None:
         """Ask a backend whether it serves, once however many runs share it."""
@@ -350,7 +356,7 @@ def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
         )
         key = _key(agent, config)
         if key not in pool.backends:
-            pool.backends[key] = _backend(agent, counter, config, pool.slots, pool.cache)
+            pool.backends[key] = _backend(agent, counter, config, pool.slots, pool.cache, pool.warn)
         backends[key] = pool.backends[key]
     return Plan(
         config, choice, spec, questions, team, backends, fitters, templates, answer, pool, warnings
@@ -365,9 +371,10 @@ def _answer_protocol(given: str | None, kind: str, default: str) -> str:
         raise ConfigError(f"--answer-protocol: {exc}") from None
 
 
-def judge_backend(model: str, config: RunConfig) -> tuple[Backend, RequestCache | None]:
+def judge_backend(model: str, config: RunConfig, warn: Warn) -> tuple[Backend, RequestCache | None]:
     """The LLM judge behind the same guard, endpoint limits and request cache as the agents:
-    `config` carries the judge's sampling, extra body and the operational settings."""
+    `config` carries the judge's sampling, extra body and the operational settings; `warn`
+    hears what the guard warns of as it goes."""
     require_installed(model)
     judge = Agent(
         index=0,
@@ -391,7 +398,7 @@ def judge_backend(model: str, config: RunConfig) -> tuple[Backend, RequestCache 
         counter, _ = load_counter(config.tokenizer, model, config.template)
         counter = counter.with_template_kwargs(_template_kwargs(judge))
     cache = RequestCache(config.cache) if config.cache else None
-    return _backend(judge, counter, config, {}, cache), cache
+    return _backend(judge, counter, config, {}, cache, warn), cache
 
 
 def _key(agent: Agent, config: RunConfig) -> BackendKey:
@@ -415,6 +422,7 @@ def _backend(
     config: RunConfig,
     slots: dict[str, asyncio.Semaphore],
     cache: RequestCache | None,
+    warn: Warn,
 ) -> Backend:
     """The agent's model behind the guard (a replica per endpoint), and the cache if asked."""
     kind = backend_kind(agent.model)
@@ -450,7 +458,7 @@ def _backend(
     # A question's requests stay on one replica (its prefix cache) until it has a quarter of
     # a replica's request limit more waiting than the least busy one.
     margin = max(1, config.concurrency // 4)
-    backend: Backend = Guarded(replicas, config.timeout, retry, margin)
+    backend: Backend = Guarded(replicas, config.timeout, retry, margin, warn)
     if cache is None:
         return backend
     identity = {

@@ -2,7 +2,9 @@
 
 A server with a reasoning parser (vLLM's `--reasoning-parser`) returns the reasoning in a
 field of its own (`reasoning`, or `reasoning_content` on older servers); otherwise the
-reasoning sits in `<think>...</think>` inside the text, and the same split is made here.
+reasoning sits in a `<think>...</think>` block that opens the text (or only its close, where
+the chat template opened the block), and the same split is made here; a tag anywhere else
+is part of the answer.
 A reply that ran out of tokens before its reasoning ended has no final content: it is
 *truncated in reasoning*, recorded as such, and never read for an answer.
 
@@ -16,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-_THINK = re.compile(r"<(/?)think>")
+OPEN, CLOSE = "<think>", "</think>"
 # Where reasoning is quoted, a think tag inside either part is escaped, so no reply can end
 # its own quoted reasoning early and pass reasoning off as a final answer, or the reverse.
 _ANY_THINK = re.compile(r"<(?=\s*/?\s*think\b)", re.IGNORECASE)
@@ -24,8 +26,8 @@ TAIL_MARKER = "[... the start of this reasoning was cut ...]\n"
 
 
 class Scan(NamedTuple):
-    """A text's `<think>` blocks taken apart: the text outside them, the text inside them,
-    and whether the last block was never closed."""
+    """A text's reasoning taken apart: the final content, the reasoning (one piece at most),
+    and whether the reasoning was never closed."""
 
     final: str
     reasoning: list[str]
@@ -33,31 +35,24 @@ class Scan(NamedTuple):
 
 
 def scan(text: str, opened: bool = False) -> Scan:
-    """Take `text` apart at its think tags: closed blocks and an unclosed block's rest are
-    reasoning, and so is all before a lone `</think>` (a chat template that opens the block
-    in the prompt leaves only the close in the reply). `opened`: the prompt itself ended
-    inside a block, so the reply starts in reasoning."""
-    pieces: list[tuple[str, bool]] = []  # (text, is reasoning), in order
-    before = 0  # pieces[:before] are all reasoning: a lone close came after them
-    start, inside = 0, opened
-    for tag in _THINK.finditer(text):
-        closing = bool(tag.group(1))
-        if inside and not closing:
-            continue  # an open inside a block: still the same block
-        pieces.append((text[start : tag.start()], inside))
-        if not inside and closing:  # a close with no open: everything so far was reasoning
-            before = len(pieces)
-        start, inside = tag.end(), not closing
-    pieces.append((text[start:], inside))
-    final = "".join(
-        piece for i, (piece, thought) in enumerate(pieces) if i >= before and not thought
-    )
-    thought = [
-        piece
-        for i, (piece, is_thought) in enumerate(pieces)
-        if (i < before or is_thought) and piece.strip()
-    ]
-    return Scan(final, thought, inside)
+    """Take `text` apart where a reasoning model's format puts its reasoning, and nowhere
+    else: a leading block (the text opens, after whitespace, with `<think>`), or the text
+    up to a `</think>` with no `<think>` before it (a chat template opened the block in the
+    prompt; `opened`: the prompt we rendered did). The first close ends the reasoning; all
+    after it is the final content as written, tags included, so a tag the answer mentions
+    or a stray close after it never takes the answer away."""
+    body = text.lstrip()
+    if body.startswith(OPEN):
+        body, opened = body[len(OPEN) :], True
+    elif opened:
+        body = text
+    end = body.find(CLOSE)
+    if not opened and (end < 0 or OPEN in body[:end]):
+        return Scan(text, [], False)  # no reasoning format: all of it is the answer
+    if end < 0:
+        return Scan("", [body] if body.strip() else [], True)
+    thought = body[:end]
+    return Scan(body[end + len(CLOSE) :], [thought] if thought.strip() else [], False)
 
 
 def drop_reasoning(text: str) -> str:
@@ -81,11 +76,13 @@ def split_reply(
     opened: bool = False,
 ) -> Split:
     """The final content and the reasoning of a reply: `reasoning` is the server's own
-    reasoning field, when it split the reply itself; think blocks left in the content are
-    split off here either way. Truncated in reasoning: a reply that stopped at the token
-    limit with no content (a server split it), or inside an unclosed think block."""
-    found = scan(content or "", opened)
-    parts = ([reasoning] if reasoning and reasoning.strip() else []) + found.reasoning
+    reasoning field, when it split the reply itself (its content is then all answer);
+    otherwise the content is split here (scan). Truncated in reasoning: a reply that
+    stopped at the token limit with no content (a server split it), or inside an unclosed
+    think block."""
+    parts = [reasoning] if reasoning and reasoning.strip() else []
+    found = Scan(content or "", [], False) if parts else scan(content or "", opened)
+    parts += found.reasoning
     truncated = found.unclosed or (finish_reason == "length" and not (content or "").strip())
     text = found.final.strip() if parts else found.final
     return Split(text, "\n\n".join(p.strip() for p in parts) or None, truncated)

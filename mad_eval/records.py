@@ -177,6 +177,12 @@ class Turn(JsonLine):
     # two runs may not share: only which turns share a class means anything); None for no
     # answer, a summary, or a turn recorded before classes were (rules.AnswerClasses).
     answer_class: int | None = None
+    # The model declined to answer, in its own words (a chat reply's `refusal`): no answer,
+    # so unparsed, counted in every denominator like any reply without one.
+    refusal: str | None = None
+    # The server's usage counts held something that is no count (-5, "lots"): those counts
+    # are recorded unknown (None), as if the server had not given them.
+    usage_invalid: bool = False
 
     @property
     def key(self) -> tuple[int, str, int, int]:

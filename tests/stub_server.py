@@ -6,12 +6,13 @@ chosen requests with HTTP 500 every time (`fail_if`) or to misbehave on chosen a
 (`fault`): answer 429 or 503 (with a Retry-After header when `retry_after` is set), hang
 past the client's timeout, drop the connection, or answer 200 with a body no completion
 is made of (BAD_BODIES: an HTML page, cut JSON, invalid UTF-8, no choices) or with one
-that is well formed but unusable (no content, another model's name). Given a tokenizer
-folder and a context length it counts tokens as vLLM does and refuses, like vLLM, a prompt
-that leaves no room for max_tokens. Like vLLM with a reasoning parser, it can return a
-reply's <think> part in a message field of its own (`reasoning_field`). It models a prefix
-cache: how many prompt characters extend a prefix it has already seen (`reused_chars` of
-`prompt_chars`), with a prefill time for the others when `prefill_per_char` is set.
+that is well formed but unusable (no content, another model's name), or changed as a test
+says (`edit`). Given a tokenizer folder and a context length it counts tokens as vLLM does
+and refuses, like vLLM, a prompt that leaves no room for max_tokens. Like vLLM with a
+reasoning parser, it can return a reply's <think> part in a message field of its own
+(`reasoning_field`). It models a prefix cache: how many prompt characters extend a prefix
+it has already seen (`reused_chars` of `prompt_chars`), with a prefill time for the others
+when `prefill_per_char` is set.
 """
 
 from __future__ import annotations
@@ -86,12 +87,13 @@ class StubServer:
         tokenizer: Path | None = None,
         max_model_len: int | None = None,
         fault: Callable[[dict, int], str | None] | None = None,
-        retry_after: float | None = None,
+        retry_after: float | str | None = None,
         hang: float = 5.0,
         aliases: tuple[str, ...] = (),
         reasoning_field: str | None = None,
         refuse_fields: tuple[str, ...] = (),
         prefill_per_char: float = 0.0,
+        edit: Callable[[dict, dict, int], None] | None = None,
     ):
         self.model = model
         # More names for the same model (vLLM's --served-model-name a b): listed with the
@@ -112,7 +114,10 @@ class StubServer:
         # "nullcontent" | "othermodel" | None, where attempt counts the requests seen with
         # this body's seed (1 for the first).
         self.fault = fault
-        self.retry_after = retry_after
+        self.retry_after = retry_after  # a number, or a header value sent as written
+        # edit(payload, body, attempt): change a 200 answer in place before it is sent (a
+        # null or non-text content, a refusal, usage counts that are no counts).
+        self.edit = edit
         self.hang = hang  # seconds a "hang" fault sleeps before answering
         self.attempts: dict[int, int] = {}
         self.arrivals: list[float] = []  # monotonic time each request arrived
@@ -181,6 +186,8 @@ class StubServer:
                     choice["text"] = None
             if status == 200 and fault == "othermodel":
                 payload["model"] = "some-other-model"
+            if status == 200 and self.edit is not None:
+                self.edit(payload, body, attempt)
             return status, payload
         finally:
             with self._lock:
@@ -291,7 +298,8 @@ class StubServer:
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 if status in (429, 503) and stub.retry_after is not None:
-                    self.send_header("Retry-After", f"{stub.retry_after:g}")
+                    wait = stub.retry_after
+                    self.send_header("Retry-After", wait if isinstance(wait, str) else f"{wait:g}")
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -345,8 +345,7 @@ def _shapes(mine: str, other: str) -> list[tuple[str, bool]]:
     return [
         (f"<think>\n{other}\n</think>\n{mine}", True),  # a closed block
         (f"<think>\n{other}\n</think>\nso it goes.", False),
-        (f"{mine}\n<think>\n{other}", True),  # an unclosed block
-        (f"<think>\n{other}", False),
+        (f"<think>\n{other}", False),  # an unclosed block
         (f"{other}\n</think>\n{mine}", True),  # a lone close: the prompt opened the block
         (f"{other}\n</think>", False),
     ]
@@ -363,10 +362,13 @@ def test_an_answer_inside_reasoning_is_never_read(
 
 
 def test_drop_reasoning() -> None:
-    assert drop_reasoning("a <think>x</think> b <think>y</think> c") == "a  b  c"
-    assert drop_reasoning("a <think>x <think> y</think> b") == "a  b"
-    assert drop_reasoning("a</think>b<think>c") == "b"
-    assert drop_reasoning("a<think>b</think>c</think>d") == "d"
+    """Only where a reasoning format puts it: a leading block, or all before a close the
+    template's open left alone; the first close ends it, and tags elsewhere are text."""
+    assert drop_reasoning(" <think>x</think> b <think>y</think> c") == " b <think>y</think> c"
+    assert drop_reasoning("<think>x <think> y</think> b</think>") == " b</think>"
+    assert drop_reasoning("a</think>b<think>c") == "b<think>c"
+    assert drop_reasoning("a<think>b</think>c</think>d") == "a<think>b</think>c</think>d"
+    assert drop_reasoning("a <think>x</think> b") == "a <think>x</think> b"
     assert drop_reasoning("no reasoning") == "no reasoning"
 
 

@@ -13,10 +13,10 @@ from cli_helpers import small_run
 from test_metrics import turn
 
 from mad_eval.backends import Backend, Generation, Request, Sampling, backend_kind
-from mad_eval.backends.base import RequestError
 from mad_eval.backends.cache import Cached, RequestCache, request_key
 from mad_eval.backends.openai_backend import read_reply
 from mad_eval.context import REASONING_CUT_MARKER, EstimateCounter, Fitter, Reply
+from mad_eval.grading import Grade, grade
 from mad_eval.measuring import compute_metrics
 from mad_eval.prompts import Said, Speaker, build_prompt
 from mad_eval.reasoning import (
@@ -57,6 +57,28 @@ QUESTION = Question("q", "What is 6 times 7?", "42")
         ("6 x 7 is \\boxed{42}", None, "length", True, ("", "6 x 7 is \\boxed{42}", True)),
         # A plain model's reply is kept byte for byte.
         ("  \\boxed{42}\n", None, "stop", False, ("  \\boxed{42}\n", None, False)),
+        # A leading block may follow whitespace; only the first close ends it, and what
+        # follows is the answer as written, a stray second close included.
+        ("\n <think>a</think>\\boxed{3}</think>", None, "stop", False,
+         ("\\boxed{3}</think>", "a", False)),
+        ("<think>a <think> b</think>\\boxed{3}", None, "stop", False,
+         ("\\boxed{3}", "a <think> b", False)),
+        # A tag the answer mentions is part of the answer, wherever it stands.
+        ("I will not use <think> tags here. The final answer is \\boxed{3}.", None, "stop", False,
+         ("I will not use <think> tags here. The final answer is \\boxed{3}.", None, False)),
+        ("So \\boxed{3}. <think>no</think> <think>", None, "stop", False,
+         ("So \\boxed{3}. <think>no</think> <think>", None, False)),
+        ("It is <think>x</think> then </think> \\boxed{3}", None, "stop", False,
+         ("It is <think>x</think> then </think> \\boxed{3}", None, False)),
+        # The template opened the block: the first close ends it, a later one is answer.
+        ("6 x 7</think>\\boxed{42} </think>", None, "stop", False,
+         ("\\boxed{42} </think>", "6 x 7", False)),
+        ("6 x 7</think>\\boxed{42}</think>", None, "stop", True,
+         ("\\boxed{42}</think>", "6 x 7", False)),
+        # The server split the reply: its content is all answer, tags and all.
+        ("\\boxed{3}</think>", "6 x 7", "stop", False, ("\\boxed{3}</think>", "6 x 7", False)),
+        ("<think>x</think>\\boxed{3}", "6 x 7", "stop", False,
+         ("<think>x</think>\\boxed{3}", "6 x 7", False)),
     ],
 )  # fmt: skip
 def test_a_reply_splits_into_final_content_and_reasoning(
@@ -67,8 +89,29 @@ def test_a_reply_splits_into_final_content_and_reasoning(
 
 
 def test_reasoning_scans_hostile_text_in_linear_time():
+    # The first close ends an (empty) reasoning the template opened; the rest is answer.
     split = split_reply("</think>" * 100_000 + "<think>" * 100_000 + "\\boxed{1}")
+    assert not split.truncated and split.reasoning is None
+    assert split.text == "</think>" * 99_999 + "<think>" * 100_000 + "\\boxed{1}"
+    split = split_reply("<think>" * 100_000 + "\\boxed{1}")
     assert split.truncated and split.text == ""
+
+
+@pytest.mark.parametrize(
+    ("reply", "answer"),
+    [
+        ("I will not use <think> tags here. The final answer is \\boxed{3}.", "3"),
+        ("<think>2?</think>The answer is \\boxed{3}.</think>", "3"),
+        ("2? \\boxed{2}</think>The answer is \\boxed{3}.</think>", "3"),
+        # After the leading block, a block is answer text like any other: its box is read.
+        ("<think>2? \\boxed{2}</think>\\boxed{3} and <think>\\boxed{4}</think>", "4"),
+    ],
+)
+def test_a_tag_the_answer_mentions_never_takes_the_answer_away(reply, answer):
+    """Through the backend's split and the grading of the final content, as a turn is."""
+    generation = read_reply(body({"content": reply}), "chat")
+    assert not generation.truncated
+    assert grade(generation.text, answer, split=False) == Grade(answer, True)
 
 
 def body(message: dict, finish: str = "stop", details: dict | None = None) -> bytes:
@@ -93,9 +136,9 @@ def test_no_content_at_the_token_limit_is_a_reply_cut_off_not_a_failure():
     assert reply.truncated and reply.text == "" and reply.reasoning == "6 x 7 is"
     # With neither content nor reasoning, it ran out of tokens all the same.
     assert read_reply(body({"content": None}, "length"), "chat").truncated
-    # Neither, and not at the limit: the server answered nothing, a failed turn.
-    with pytest.raises(RequestError, match="EmptyAnswer"):
-        read_reply(body({"content": None}, "stop"), "chat")
+    # Neither, and not at the limit: the model answered nothing, an unparsed answer.
+    empty = read_reply(body({"content": None}, "stop"), "chat")
+    assert (empty.text, empty.truncated, empty.error, empty.refusal) == ("", False, None, None)
 
 
 def test_a_rendered_prompt_that_opens_a_think_block_is_recognised():

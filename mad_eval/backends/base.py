@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import random
 import time
 from abc import ABC, abstractmethod
@@ -26,9 +27,9 @@ from mad_eval.reasoning import split_reply
 from mad_eval.records import Question
 from mad_eval.sanitize import redact
 
+log = logging.getLogger("mad_eval")
 Render = Callable[[Messages, Mapping[str, Any]], str]
-# Longest wait a server's Retry-After is honoured for; beyond it the server is down, not busy.
-MAX_RETRY_AFTER = 600.0
+Warn = Callable[[str], None]
 
 
 class BackendError(UserError):
@@ -90,6 +91,8 @@ class Generation:
     reasoning: str | None = None
     reasoning_tokens: int | None = None
     truncated: bool = False  # stopped at the token limit inside its reasoning
+    refusal: str | None = None  # the model declined to answer, in these words
+    usage_invalid: bool = False  # the server's token counts were no counts: recorded unknown
 
 
 def answered(
@@ -173,7 +176,8 @@ class BackendKind:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Bounded retries with exponential backoff and jitter; a server's Retry-After wins."""
+    """Bounded retries with exponential backoff and jitter; a server's Retry-After wins, up
+    to the backoff's own longest wait (`cap`)."""
 
     retries: int = 5
     base: float = 1.0  # seconds before the first retry, doubled each time
@@ -182,8 +186,8 @@ class RetryPolicy:
 
     def wait(self, retry: int, retry_after: float | None) -> float:
         """Seconds to wait before retry number `retry` (0-based)."""
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), MAX_RETRY_AFTER)
+        if retry_after is not None and retry_after >= 0:  # NaN is not a wait
+            return min(retry_after, self.cap)
         ceiling = min(self.cap, self.base * 2**retry)
         # Half fixed, half random: clients that failed together do not return together.
         return ceiling / 2 * (1 + self.rng())
@@ -224,6 +228,7 @@ class Guarded(Backend):
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
         margin: int | None = None,
+        warn: Warn = log.warning,
     ):
         if not replicas:
             raise ValueError("a guarded backend needs at least one replica")
@@ -232,7 +237,9 @@ class Guarded(Backend):
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         self.margin = margin
+        self.warn = warn  # what a run should hear of while it goes on (a listener's warning)
         self._turn = 0  # rotates which replica wins a tie
+        self._capped: set[int] = set()  # replicas already warned of a Retry-After cut short
 
     async def generate(self, request: Request) -> Generation:
         start = time.perf_counter()
@@ -250,6 +257,7 @@ class Guarded(Backend):
                 else:
                     error = f"TimeoutError: no answer within {self.timeout:g} s"
                 retry_after = getattr(exc, "retry_after", None)
+                self._check_retry_after(replica, retry_after)
                 wait = self.retry.wait(attempt - 1, retry_after)
                 # A replica failing again and again rests longer and longer.
                 replica.failures += 1
@@ -269,9 +277,28 @@ class Guarded(Backend):
             finally:
                 replica.outstanding -= 1
             if attempt <= self.retry.retries:
-                await asyncio.sleep(wait)
+                await pause(wait)
         tries = self.retry.retries + 1
         return _failed(f"{error} (gave up after {tries} attempts)", start, tries)
+
+    def _check_retry_after(self, replica: Replica, retry_after: float | None) -> None:
+        """Warn, once per replica, of a Retry-After longer than the backoff's longest wait
+        (a far date, 1e309) or no wait at all (NaN, negative): the wait is cut to the
+        backoff's, never honoured for as long as a server says."""
+        if retry_after is None or id(replica) in self._capped:
+            return
+        if 0 <= retry_after <= self.retry.cap:
+            return
+        self._capped.add(id(replica))
+        where = f"the server at {replica.endpoint}" if replica.endpoint else "the server"
+        instead = (
+            f"waiting {self.retry.cap:g} s at most, the backoff's longest wait"
+            if retry_after > self.retry.cap
+            else "waiting as the backoff would"
+        )
+        self.warn(
+            f"{where} asked to wait {retry_after:g} s before asking again (Retry-After); {instead}."
+        )
 
     def _pick(self, failed_on: set[int], question: str) -> Replica:
         """The question's own replica while it is usable and not busier than the least busy
@@ -309,6 +336,12 @@ class Guarded(Backend):
     async def aclose(self) -> None:
         for replica in self.replicas:
             await replica.backend.aclose()
+
+
+async def pause(seconds: float) -> None:
+    """The wait between a request's attempts (a name of its own, so a test can see the waits
+    asked for without waiting them)."""
+    await asyncio.sleep(seconds)
 
 
 def _unless_cancelled() -> None:

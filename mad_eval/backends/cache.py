@@ -31,6 +31,8 @@ _STORED = (
     "reasoning",
     "reasoning_tokens",
     "truncated",
+    "refusal",
+    "usage_invalid",
 )
 # Marks a SQLite file as a mad-eval request cache ("MADc"), so another program's database
 # given as --cache is refused instead of written into.

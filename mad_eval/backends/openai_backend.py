@@ -260,14 +260,18 @@ REASONING_FIELDS = ("reasoning", "reasoning_content")
 def read_reply(body: bytes, api: str, opened: bool = False) -> Generation:
     """The first choice of a 200 response body, its reasoning apart from its final content.
     A body that is not a JSON completion (an HTML error page from a proxy, cut or
-    undecodable bytes, no choices) is transient; a well-formed answer without text or
-    reasoning, not cut by the token limit, is the server's own answer, so a RequestError.
-    `opened`: the prompt we rendered ends inside a think block."""
+    undecodable bytes, no choices, a content or refusal that is not text) is transient. A
+    completion without text is the model's own answer, an unparsed one: counted, never
+    dropped; a refusal (OpenAI's `refusal` field) is recorded as one. `opened`: the prompt
+    we rendered ends inside a think block."""
     try:
         data = loads(body)
         choice = data["choices"][0]
         message = choice["message"] if api == "chat" else choice
         text = message["content"] if api == "chat" else message["text"]
+        refusal = message.get("refusal")
+        if not isinstance(text, str | None) or not isinstance(refusal, str | None):
+            raise TypeError("not text")
         reasoning = next(
             (r for f in REASONING_FIELDS if isinstance(r := message.get(f), str) and r), None
         )
@@ -277,26 +281,48 @@ def read_reply(body: bytes, api: str, opened: bool = False) -> Generation:
             f"{_first_bytes(body)}"
         ) from None
     finish = choice.get("finish_reason")
-    text = text if isinstance(text, str) else None
-    if text is None and reasoning is None and finish != "length":
-        raise RequestError(
-            f"EmptyAnswer: the server answered with no text (finish_reason {finish!r})"
-        )
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    details = usage.get("completion_tokens_details")
+    counts, invalid = read_usage(data.get("usage"))
     model = data.get("model")
     return answered(
         valid_text(text) if text is not None else None,
         valid_text(reasoning) if reasoning is not None else None,
         finish_reason=finish if isinstance(finish, str) else None,
         opened=opened,
-        prompt_tokens=_count(usage.get("prompt_tokens")),
-        completion_tokens=_count(usage.get("completion_tokens")),
-        reasoning_tokens=_count(details.get("reasoning_tokens"))
-        if isinstance(details, dict)
-        else None,
+        refusal=valid_text(refusal) if refusal else None,
+        usage_invalid=invalid,
         served_model=model if isinstance(model, str) else None,
+        **counts,
     )
+
+
+# More tokens than any model reads or writes in one request: a count past it is no count.
+MAX_TOKENS = 10**9
+
+
+def read_usage(usage: object) -> tuple[dict[str, int | None], bool]:
+    """The token counts of a reply's `usage`, and whether any it gave was no count (not a
+    whole number from 0 to MAX_TOKENS: -5, "lots", 12.5, true): such a count is recorded as
+    unknown (None), like one the server did not give."""
+    fields = {"prompt_tokens": None, "completion_tokens": None, "reasoning_tokens": None}
+    if usage is None:
+        return fields, False
+    if not isinstance(usage, dict):
+        return fields, True
+    details = usage.get("completion_tokens_details")
+    given = {
+        "prompt_tokens": usage.get("prompt_tokens"),
+        "completion_tokens": usage.get("completion_tokens"),
+        "reasoning_tokens": details.get("reasoning_tokens") if isinstance(details, dict) else None,
+    }
+    invalid = not isinstance(details, dict | None)
+    for name, value in given.items():
+        if value is None:
+            continue
+        if type(value) is int and 0 <= value <= MAX_TOKENS:
+            fields[name] = value
+        else:
+            invalid = True
+    return fields, invalid
 
 
 def served_as(served: str | None, requested: str, aliases: frozenset[str] = frozenset()) -> bool:
@@ -308,10 +334,6 @@ def served_as(served: str | None, requested: str, aliases: frozenset[str] = froz
     return served.startswith(requested + "-") and served[len(requested) + 1 :][:1].isdigit()
 
 
-def _count(value: object) -> int | None:
-    return value if type(value) is int else None
-
-
 def _first_bytes(body: bytes, limit: int = 80) -> str:
     """The start of a body, as an error message can show it: printable, with its length."""
     head = body[:limit].decode("utf-8", errors="replace")
@@ -320,17 +342,19 @@ def _first_bytes(body: bytes, limit: int = 80) -> str:
 
 
 def retry_after(headers: object) -> float | None:
-    """Seconds from a Retry-After header (a number or an HTTP date), or None."""
+    """Seconds from a Retry-After header (a number or an HTTP date), or None. A number is
+    returned as the server wrote it (NaN, infinite, negative too): the guard's retry policy
+    cuts it to its own bounds, and says so."""
     value = getattr(headers, "get", lambda _: None)("retry-after")
     if not value:
         return None
     try:
-        return max(float(value), 0.0)
+        return float(value)
     except ValueError:
         pass
     try:
         return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError, IndexError):
         return None
 
 

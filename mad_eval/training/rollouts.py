@@ -79,7 +79,9 @@ def _from_run(root: Path, data_dir: Path | None, answer: str | None) -> Rollouts
         if t.round != 0 or t.failed:  # a failed request is no rollout
             continue
         q = questions[t.question]
-        graded = None if protocol == ran else grade(t.text, q.gold, kind, q.options, protocol)
+        # A turn's text is its final content, the reasoning split off already.
+        again = protocol != ran
+        graded = grade(t.text, q.gold, kind, q.options, protocol, split=False) if again else None
         items.append(
             Rollout(
                 prompt_id=t.question,

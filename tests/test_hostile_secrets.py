@@ -17,6 +17,7 @@ from cli_helpers import turns_of
 from stub_server import StubServer
 
 import mad_eval
+from mad_eval.config import RunConfig
 from mad_eval.sanitize import HIDDEN, outward, redact, remember, secrets_in
 
 PASSWORD = "we@rd0011"  # an @ left unencoded, as people write it
@@ -123,6 +124,30 @@ def test_no_secret_reaches_a_file_of_a_run_a_judge_or_the_viewer(tmp_path):
     assert {p.name: p.stat().st_mode & 0o777 for p in files} == {
         p.name: umask_mode() for p in files
     }
+
+
+def test_a_folder_written_before_redaction_still_resumes_and_is_judged_again(tmp_path):
+    """A manifest and verdicts that hold the secrets in clear (as older versions wrote them)
+    are compared in their redacted form: the same command resumes them."""
+    run_dir = tmp_path / "run"
+    with StubServer() as server:
+        settings = dict(model="openai:stub-model", base_urls=[server.base_url], extra_body=BODY)
+        settings |= dict(benchmark="arith", limit=2, agents=2, rounds=1, **FAST)
+        mad_eval.run(out=run_dir, **settings)
+        mad_eval.judge(run_dir, "openai:stub-model", base_urls=[server.base_url], extra_body=BODY)
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        manifest["config"]["extra_body"] = BODY
+        (run_dir / "manifest.json").write_text(json.dumps(manifest))
+        verdicts = [json.loads(line) for line in (run_dir / "judge.jsonl").open()]
+        for verdict in verdicts:
+            verdict["setting"]["extra_body"] = BODY
+        (run_dir / "judge.jsonl").write_text("".join(json.dumps(v) + "\n" for v in verdicts))
+        asked = [body for body in server.requests if not probe(body)]
+        # A rotated key is no other configuration: nothing is asked again.
+        mad_eval.run(out=run_dir, **{**settings, "extra_body": {**BODY, "api_key": "rotated-1"}})
+        mad_eval.judge(run_dir, "openai:stub-model", base_urls=[server.base_url], extra_body=BODY)
+        assert [body for body in server.requests if not probe(body)] == asked
+    assert "body-secret-value-1" not in (run_dir / "metrics.json").read_text()
 
 
 def test_an_experiment_folder_keeps_its_file_without_its_secrets(tmp_path, monkeypatch):
@@ -271,3 +296,12 @@ def test_the_secrets_of_a_setting_are_found_and_hidden_wherever_echoed(monkeypat
     assert redact("field license: input custom-hidden-44") == f"field license: input {HIDDEN}"
     monkeypatch.setenv("MY_SERVICE_TOKEN", "env-secret-value-5")
     assert outward("refused env-secret-value-5\x1b[2J") == f"refused {HIDDEN}\ufffd[2J"
+
+
+def test_a_default_run_folder_is_named_by_the_extra_body_as_recorded():
+    """Its short hash is of the redacted body: a name that a secret changed would let a
+    guess of the secret be checked against it."""
+    one = RunConfig(extra_body={"api_key": "a-secret-1", "top_k": 20}).default_out()
+    rotated = RunConfig(extra_body={"api_key": "b-secret-2", "top_k": 20}).default_out()
+    other = RunConfig(extra_body={"api_key": "a-secret-1", "top_k": 40}).default_out()
+    assert one == rotated != other

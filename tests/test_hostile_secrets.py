@@ -183,21 +183,32 @@ def test_an_experiment_folder_keeps_its_file_without_its_secrets(tmp_path, monke
     assert modes == {umask_mode()}
 
 
-def test_an_echoed_login_never_reaches_the_console(tmp_path):
+def run_command(url: str, cwd: Path):
+    return command("run", "--model", "openai:stub-model", "--base-url", url,
+                   "--extra-body", json.dumps(BODY), "--limit", "1", "--agents", "2",
+                   "--rounds", "1", "--out", "r", "--retries", "0", cwd=cwd)  # fmt: skip
+
+
+def test_an_echoed_login_never_reaches_the_console_nor_the_command_line_recorded(tmp_path):
     """The server refuses the extra body's check, repeating the request's Authorization
-    header and fields: the one-sentence error shows neither."""
+    header and fields: the one-sentence error shows neither. A run that goes through keeps
+    its command line in .lock and the manifest, the login and the extra body hidden."""
     with StubServer(fault=lambda body, attempt: "echo") as server:
-        url = with_login(server.base_url)
-        result = command("run", "--model", "openai:stub-model", "--base-url", url,
-                         "--extra-body", json.dumps(BODY), "--limit", "1", "--agents", "2",
-                         "--rounds", "1", "--out", "r", "--retries", "0", cwd=tmp_path)  # fmt: skip
+        refused = run_command(with_login(server.base_url), tmp_path)
         sent = server.headers[-1]["Authorization"]
-    assert result.returncode == 2
-    assert "refused the extra body" in result.stderr
-    assert f"Authorization: Basic {HIDDEN}" in result.stderr
-    shown = result.stdout + result.stderr
-    assert [secret for secret in SECRETS if secret in shown] == []
+    assert refused.returncode == 2
+    assert "refused the extra body" in refused.stderr
+    assert f"Authorization: Basic {HIDDEN}" in refused.stderr
     assert sent == f"Basic {BASIC}"
+    with StubServer() as server:
+        done = run_command(with_login(server.base_url), tmp_path)
+    assert done.returncode == 0, done.stderr
+    shown = refused.stdout + refused.stderr + done.stdout + done.stderr
+    assert [secret for secret in SECRETS if secret in shown] == []
+    assert leaks(tmp_path) == []
+    command_line = json.loads((tmp_path / "r" / "manifest.json").read_text())["command"]
+    assert "--extra-body" in command_line and f"http://{HIDDEN}@127.0.0.1" in " ".join(command_line)
+    assert "--extra-body" in (tmp_path / "r" / ".lock").read_text()
 
 
 def test_a_password_with_a_slash_is_refused_in_one_sentence_without_it(tmp_path):

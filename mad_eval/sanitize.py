@@ -1,12 +1,7 @@
-"""Text that crosses the process's edge: credentials redacted from what is printed or
-recorded, control characters taken out of what a server sent before it reaches a terminal,
-and model text made encodable before anything reads it.
-
-`redact` is the one redaction: every file a run writes and every line it prints passes it
-(the writers and the console call it, not each message's author). It hides a URL's
-user:password@, query-string tokens, Authorization/Bearer/Basic values and header echoes,
-key-shaped strings, the values of the environment's and the run's own secrets (`remember`),
-and, in a dict, every value under a secret-looking key or an auth-looking header."""
+"""Text that crosses the process's edge: credentials redacted (`redact`, the one redaction
+that every writer of a run's files and the console apply; `remember` adds a run's own
+secrets), control characters taken out of what a server sent before it reaches a terminal,
+and model text made encodable before anything reads it."""
 
 from __future__ import annotations
 
@@ -74,7 +69,7 @@ _AUTH_HEADER = re.compile(r"auth|key|token|secret|cookie|password|credential|sig
 # a terminal show text in another order than it was written.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
-_remembered: set[str] = set()
+_remembered: frozenset[str] = frozenset()  # replaced whole: read by other threads
 
 
 def _snake(key: str) -> str:
@@ -201,7 +196,8 @@ def _url_secrets(userinfo: str) -> set[str]:
 def remember(value: Any) -> None:
     """Hide the secrets `value` holds (secrets_in) wherever they appear from now on: a server
     that echoes a request's body or headers in an error must not have them recorded."""
-    _remembered.update(secrets_in(value))
+    global _remembered
+    _remembered = _remembered | secrets_in(value)
 
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")

@@ -13,6 +13,7 @@ from typing import Any
 from mad_eval.errors import UserError
 from mad_eval.reasoning import parse_quoting
 from mad_eval.roster import Agent, Entry, check_extra_body, group_labels
+from mad_eval.sanitize import redact
 
 DEFAULT_MODEL = "sim"
 APIS = ("chat", "completions")
@@ -221,7 +222,8 @@ class RunConfig:
         if self.quote != "final":
             name += f"-q{self.quote}"
         if self.extra_body:  # named by a short hash: what it holds is in the manifest
-            body = json.dumps(self.extra_body, sort_keys=True).encode()
+            # Of the body as recorded: a hash of a secret would let a guess be checked.
+            body = json.dumps(redact(self.extra_body), sort_keys=True).encode()
             name += f"-x{hashlib.sha256(body).hexdigest()[:6]}"
         if self.runs > 1:
             name += f"-r{self.runs}"

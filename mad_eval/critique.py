@@ -33,6 +33,7 @@ from mad_eval.records import (
 )
 from mad_eval.replay import Replay, ReplayError
 from mad_eval.rubric import JUDGE_CRITERIA
+from mad_eval.sanitize import redact
 from mad_eval.store import StoreError
 
 MAX_SCANNED = 20_000  # characters read from the end of an answer: the JSON comes last
@@ -206,7 +207,7 @@ class Judge:
                 messages = [*messages, {"role": "assistant", "content": text}, correction]
         verdict = Verdict(
             *case.turn.key,
-            setting=dataclasses.asdict(s),
+            setting=redact(dataclasses.asdict(s)),  # the extra body's secrets hidden
             prompt_hash=case.prompt_hash,
             raw=raw,
             scores=scores,

@@ -7,7 +7,7 @@ import contextlib
 import errno
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,11 @@ def write_json(path: Path, data: dict[str, Any], then: str) -> None:
 
 def write_atomically(path: Path, data: bytes, then: str) -> None:
     """Write a temporary file beside `path` and rename it over `path`: a reader sees the old
-    file or the new one, never half of one, and no temporary file outlives a failure."""
+    file or the new one, never half of one, and no temporary file outlives a failure. The
+    file's mode is 0o666 less the umask, as for every file of a run folder (turns.jsonl
+    too): records hold no secret (sanitize.redact), and run folders are made to be shared."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = _temporary(path)
     except OSError as exc:
         raise WriteError(path, exc, then) from None
     try:
@@ -54,6 +56,18 @@ def write_atomically(path: Path, data: bytes, then: str) -> None:
         if isinstance(exc, OSError):
             raise WriteError(path, exc, then) from None
         raise
+
+
+def _temporary(path: Path) -> tuple[int, Path]:
+    """A new file beside `path`, opened for writing, with the mode every file of a run gets
+    (tempfile.mkstemp's would be 0o600)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:  # another writer's name, drawn by a one in 2**48 chance
+            continue
 
 
 # What a run folder (and an experiment folder) holds that no output may replace; any of the

@@ -15,6 +15,7 @@ from mad_eval.plan import check_extra_body, check_names, check_types, judge_back
 from mad_eval.records import Setting
 from mad_eval.replay import run_questions
 from mad_eval.roster import parse_extra_body
+from mad_eval.sanitize import remember
 from mad_eval.store import JudgeLog, RunStore, StoreError
 
 
@@ -67,6 +68,7 @@ async def judge_run(
         extra_body=body,
     )
     config.validate()
+    remember(config.to_dict())  # a server that echoes them must not have them recorded
     data_dir = Path(s["data_dir"]) if s["data_dir"] else None
     questions = run_questions(store.root, manifest, data_dir)
     cases, skipped = judge_cases(manifest, turns, questions, chosen, limit, s["reference"])

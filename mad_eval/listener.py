@@ -8,6 +8,8 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from mad_eval.sanitize import redact
+
 log = logging.getLogger("mad_eval")
 
 Advance = Callable[[int], None]
@@ -15,10 +17,10 @@ Advance = Callable[[int], None]
 
 class Listener:
     def say(self, text: str) -> None:
-        log.info(text)
+        log.info(redact(text))
 
     def warn(self, label: str, text: str) -> None:
-        log.warning("%s: %s", label, text)
+        log.warning("%s: %s", label, redact(text))
 
     @contextmanager
     def tracking(self, counts: list[tuple[str, int, str]]) -> Iterator[list[Advance]]:

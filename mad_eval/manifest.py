@@ -270,18 +270,26 @@ class RunManifest:
             raise StoreError(f"{path} is not a mad-eval run manifest ({exc}).") from None
 
     def to_dict(self) -> dict[str, Any]:
-        """The manifest as manifest.json holds it."""
+        """The manifest as manifest.json holds it, credentials redacted (sanitize.redact):
+        the endpoints, extra bodies and command line, never the prompts' own text."""
         return {
             "schema_version": self.schema_version,
-            "config": self.config,
-            "operational": self.operational,
+            "config": redacted_config(self.config),
+            "operational": redact(self.operational),
             "benchmark": self.benchmark.to_dict(),
             "protocol": self.protocol.to_dict(),
             "prompt": self.prompt.to_dict(),
-            "team": [seat.to_dict() for seat in self.team],
+            "team": [
+                {
+                    **seat.to_dict(),
+                    "endpoints": redact(seat.endpoints),
+                    "extra_body": redact(seat.extra_body),
+                }
+                for seat in self.team
+            ],
             "versions": self.versions,
             "git_commit": self.git_commit,
-            "command": list(self.command),
+            "command": redact(list(self.command)),
             "created": self.created,
         }
 
@@ -292,6 +300,23 @@ class RunManifest:
             if seat.agent == agent:
                 return seat
         return TeamSeat(agent, self.config["model"], self.config["model"])
+
+
+def redacted_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's configuration (RunConfig.identity()) as recorded: its extra bodies, the run's
+    and each roster group's, redacted. A resume compares two configurations in this form, so
+    a recorded one and a new one agree whatever secrets either holds."""
+    redacted = dict(config)
+    if "extra_body" in redacted:
+        redacted["extra_body"] = redact(redacted["extra_body"])
+    if isinstance(redacted.get("roster"), list):
+        redacted["roster"] = [
+            {k: redact(v) if k in ("extra_body", "base_urls") else v for k, v in entry.items()}
+            if isinstance(entry, dict)
+            else entry
+            for entry in redacted["roster"]
+        ]
+    return redacted
 
 
 def _section(data: dict[str, Any], name: str) -> dict[str, Any]:

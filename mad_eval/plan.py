@@ -45,7 +45,7 @@ from mad_eval.roster import (
     parse_extra_body,
 )
 from mad_eval.rules import default_rule
-from mad_eval.sanitize import redact
+from mad_eval.sanitize import redact, remember
 from mad_eval.templates import Template, check_template, load_template
 
 DEFAULT_AGENTS = 5
@@ -235,7 +235,7 @@ async def check_extra_body(backend: Backend, model: str, body: dict[str, Any]) -
         await backend.probe(request)
     except RequestError as exc:
         raise ConfigError(
-            f"{model} refused the extra body {json.dumps(body)} ({exc}); fix --extra-body "
+            f"{model} refused the extra body {json.dumps(redact(body))} ({exc}); fix --extra-body "
             "or the roster's extra_body."
         ) from None
     except (TransientError, TimeoutError):
@@ -311,6 +311,7 @@ def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
         **settings,
     )
     config.validate()
+    remember(config.to_dict())  # its URLs' passwords and extra bodies' secrets, wherever echoed
     if choice.cls == "heterogeneous" and not roster:
         raise ConfigError(
             "the heterogeneous protocol needs a team: pass --agent MODEL[@URL][*COUNT] "

@@ -15,6 +15,8 @@ from typing import Any, ClassVar, Self
 
 import orjson
 
+from mad_eval.sanitize import redact
+
 TurnKey = tuple[int, str, int, int]
 
 
@@ -207,7 +209,8 @@ class Setting:
 
     def describe(self) -> str:
         gold = "with" if self.reference else "without"
-        extra = f", extra body {json.dumps(self.extra_body)}" if self.extra_body else ""
+        body = json.dumps(redact(self.extra_body)) if self.extra_body else ""
+        extra = f", extra body {body}" if body else ""
         return (
             f"{self.judge} ({gold} the gold answer, temperature {self.temperature}, "
             f"top_p {self.top_p}, max_tokens {self.max_tokens}, seed {self.seed}{extra})"

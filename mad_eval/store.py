@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from mad_eval.config import RunConfig
 from mad_eval.files import StoreError, WriteError, write_atomically, write_json
-from mad_eval.manifest import RunManifest
+from mad_eval.manifest import RunManifest, redacted_config
 from mad_eval.questions import check_questions, read_questions, write_questions
 from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict
 from mad_eval.sanitize import redact
@@ -39,7 +39,8 @@ class Sink:
     def __init__(self, path: Path):
         self.path = path
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            # 0o666 less the umask: every file of a run folder gets the same mode (files.py).
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         except OSError as exc:
             raise WriteError(path, exc, RESUME) from None
         self._size = os.fstat(self._fd).st_size
@@ -75,7 +76,7 @@ class FolderLock:
         if self._fd >= 0:
             return
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError as exc:
             raise WriteError(self.path, exc, "check the folder's permissions.") from None
         try:
@@ -176,12 +177,13 @@ class RunStore:
 
     def write_metrics(self, metrics: dict[str, Any]) -> None:
         then = f"free space and run mad-eval report {self.root} to write it."
-        write_json(self.metrics_path, metrics, then)
+        write_json(self.metrics_path, redact(metrics), then)  # a judge's extra body, say
 
     def _check_same(self, config: RunConfig, extra: dict[str, Any]) -> None:
         manifest = self.manifest()
-        recorded = dict(manifest.config)  # settings added since the run read as defaults
-        wanted = config.identity()
+        # Settings added since the run read as defaults; secrets compared as recorded.
+        recorded = redacted_config(manifest.config)
+        wanted = redacted_config(config.identity())
         protocol = manifest.protocol
         was = {"class": protocol.cls, "params": protocol.params, "score": protocol.score}
         for key in ("class", "params", "score"):  # a preset file edited since the run began
@@ -225,10 +227,14 @@ class JudgeLog:
         self.lock.acquire()
         try:
             done = {v.key: v for v in self.read(repair=True)}
-            wanted = dataclasses.asdict(setting)
+            wanted = redact(dataclasses.asdict(setting))  # as verdicts record it
             # Settings added since a verdict was written are read as their defaults.
             other = next(
-                (v for v in done.values() if dataclasses.asdict(Setting(**v.setting)) != wanted),
+                (
+                    v
+                    for v in done.values()
+                    if redact(dataclasses.asdict(Setting(**v.setting))) != wanted
+                ),
                 None,
             )
             if other is not None:

@@ -7,12 +7,13 @@ chosen requests with HTTP 500 every time (`fail_if`) or to misbehave on chosen a
 past the client's timeout, drop the connection, or answer 200 with a body no completion
 is made of (BAD_BODIES: an HTML page, cut JSON, invalid UTF-8, no choices) or with one
 that is well formed but unusable (no content, another model's name), or changed as a test
-says (`edit`). Given a tokenizer folder and a context length it counts tokens as vLLM does
-and refuses, like vLLM, a prompt that leaves no room for max_tokens. Like vLLM with a
-reasoning parser, it can return a reply's <think> part in a message field of its own
-(`reasoning_field`). It models a prefix cache: how many prompt characters extend a prefix
-it has already seen (`reused_chars` of `prompt_chars`), with a prefill time for the others
-when `prefill_per_char` is set.
+says (`edit`), or refuse it with an error that echoes its Authorization header and extra
+fields, as some servers do ("echo"). Given a tokenizer folder and a context length it
+counts tokens as vLLM does and refuses, like vLLM, a prompt that leaves no room for
+max_tokens. Like vLLM with a reasoning parser, it can return a reply's <think> part in a
+message field of its own (`reasoning_field`). It models a prefix cache: how many prompt
+characters extend a prefix it has already seen (`reused_chars` of `prompt_chars`), with a
+prefill time for the others when `prefill_per_char` is set.
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ def split_reasoning(text: str, field: str) -> dict[str, str | None]:
         return {"content": text, field: None}
     thought, closed, content = text.removeprefix("<think>").partition("</think>")
     return {"content": (content or None) if closed else None, field: thought}
+
+
+def _echo(body: dict[str, Any], headers: dict[str, str]) -> str:
+    """A refusal that repeats what it was sent, header and fields, as validation errors do."""
+    extra = {k: v for k, v in body.items() if k not in ("model", "messages", "prompt")}
+    fields = "; ".join(f"{key}: input {json.dumps(value)}" for key, value in extra.items())
+    return f"invalid request (Authorization: {headers.get('Authorization')}): {fields}"
 
 
 def _common(a: str, b: str) -> int:
@@ -124,6 +132,7 @@ class StubServer:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # each POST's headers, as received
         self.refused = 0  # prompts refused for exceeding the context length
         # Like vLLM's --reasoning-parser: a chat reply's <think> part goes in this message
         # field ("reasoning", or "reasoning_content" as older servers name it), the rest in
@@ -156,11 +165,15 @@ class StubServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | str:
+    def answer(
+        self, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, Any]] | str:
         """The status and payload to send, or "drop" to close the connection unanswered, or
         the name of a BAD_BODIES entry to send instead of a completion."""
+        headers = headers or {}
         with self._lock:
             self.requests.append(body)
+            self.headers.append(headers)
             self.arrivals.append(time.monotonic())
             count = len(self.requests)
             seed = body.get("seed")
@@ -174,6 +187,8 @@ class StubServer:
             if fault in ("429", "503"):
                 message = "rate limited" if fault == "429" else "overloaded"
                 return int(fault), {"error": {"message": message}}
+            if fault == "echo":
+                return 400, {"error": {"message": _echo(body, headers)}}
             new_chars = self._prefill(body)
             time.sleep(self.hang if fault == "hang" else self.delay)
             time.sleep(new_chars * self.prefill_per_char)
@@ -329,7 +344,7 @@ class StubServer:
                 if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/completions"):
                     self.send(404, {"error": {"message": "not found"}})
                     return
-                answer = stub.answer(body)
+                answer = stub.answer(body, dict(self.headers.items()))
                 if answer == "drop":  # as a crashed or restarted server would
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True

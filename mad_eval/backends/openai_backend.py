@@ -85,7 +85,14 @@ class OpenAIBackend(Backend):
                 f"model '{self.spec}' needs a server: pass --base-url (or set OPENAI_BASE_URL) "
                 "for a local server, or set OPENAI_API_KEY for the OpenAI API."
             )
-        root = URL((self.base_url or OPENAI_API).rstrip("/"))
+        try:
+            root = URL((self.base_url or OPENAI_API).rstrip("/"))
+        except ValueError as exc:
+            raise BackendError(
+                f"base URL '{redact(self.base_url)}' cannot be read ({exc}); percent-encode "
+                "the reserved characters of a user name or password (/ as %2F, ? as %3F, "
+                "# as %23, @ as %40)."
+            ) from None
         authorization = f"Bearer {api_key or PLACEHOLDER_KEY}"
         if root.user is not None:  # a proxy's login in the URL goes as basic auth instead
             authorization = aiohttp.BasicAuth(root.user, root.password or "").encode()

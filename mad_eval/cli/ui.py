@@ -23,7 +23,7 @@ from rich.text import Text
 
 from mad_eval.errors import Interrupted, UserError
 from mad_eval.listener import Advance, Listener
-from mad_eval.sanitize import outward
+from mad_eval.sanitize import outward, redact
 
 console = Console()
 errors = Console(stderr=True)
@@ -64,7 +64,7 @@ class ConsoleListener(Listener):
     """A library call's lines, warnings and progress bars on the console."""
 
     def say(self, text: str) -> None:
-        console.print(text)
+        console.print(redact(text))  # a judge's extra body, a run folder's path
 
     def warn(self, label: str, text: str) -> None:
         warn(label, text)

@@ -16,6 +16,7 @@ from mad_eval.experiments.cells import Cell, Experiment, ExperimentError
 from mad_eval.files import refuse_records
 from mad_eval.listener import Listener
 from mad_eval.plan import Pool, make_plan
+from mad_eval.sanitize import redact, remember
 from mad_eval.store import Recorded, RunStore, write_json
 
 
@@ -64,11 +65,14 @@ async def run_experiment(experiment: Experiment, listener: Listener) -> None:
         experiment.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ExperimentError(f"cannot create {experiment.out} ({exc.strerror}).") from None
+    # The file's text with its secrets hidden (sanitize.redact): each cell's URL passwords
+    # and extra bodies' secret values, wherever the text writes them.
+    remember([cell.settings for cell in experiment.cells])
     write_json(
         experiment.out / "experiment.json",
         {
             "file": str(experiment.path),
-            "text": experiment.path.read_text(encoding="utf-8"),
+            "text": redact(experiment.path.read_text(encoding="utf-8")),
             "cells": {cell.name: list(experiment.grids(cell)) for cell in experiment.cells},
         },
         "free space and run the same command again.",

@@ -17,6 +17,7 @@ from mad_eval.grading import same_answer
 from mad_eval.records import Question, Turn, Verdict
 from mad_eval.results import Run, manifest_rule
 from mad_eval.rules import answer_groups, get_rule, same_answer_as, vote_ties
+from mad_eval.sanitize import redact
 
 # Tags a debate row may carry; the overview offers each as a filter.
 TAGS = {
@@ -256,7 +257,7 @@ def _turn_page(
         "completion_tokens": turn.completion_tokens,
         "reasoning_tokens": turn.reasoning_tokens,
         "latency": turn.latency,
-        "error": turn.error,
+        "error": redact(turn.error),  # a folder from elsewhere may predate redaction
         "rouge": turn.rouge,
         "verdict": None
         if verdict is None
@@ -264,9 +265,9 @@ def _turn_page(
             "scores": verdict.scores,
             "total": verdict.total,
             "failure": verdict.failure,
-            "error": verdict.error,
+            "error": redact(verdict.error),
             "raw": verdict.raw,
-            "judge": verdict.setting.get("judge"),
+            "judge": redact(verdict.setting.get("judge")),
         },
     }
 

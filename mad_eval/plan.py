@@ -357,9 +357,9 @@ def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
             if warning:
                 warnings.append(warning)
         counter = pool.counters[name].with_template_kwargs(_template_kwargs(agent))
-        fitters[agent.index] = by_counter.setdefault(
-            id(counter), Fitter(counter, strip_think=config.strip_think)
-        )
+        if id(counter) not in by_counter:
+            by_counter[id(counter)] = Fitter(counter, strip_think=config.strip_think)
+        fitters[agent.index] = by_counter[id(counter)]
         key = _key(agent, config)
         if key not in pool.backends:
             pool.backends[key] = _backend(agent, counter, config, pool.slots, pool.cache)

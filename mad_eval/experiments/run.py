@@ -53,6 +53,7 @@ def count_turns(experiment: Experiment, pool: Pool) -> dict[str, int]:
     each benchmark's questions (read once, as planning reads them); more in all than the
     experiment's max_turns is refused."""
     runs = run_defaults()["runs"]
+    grids = experiment.memberships()
     turns = {}
     for cell in experiment.cells:
         given = cell.settings
@@ -63,7 +64,8 @@ def count_turns(experiment: Experiment, pool: Pool) -> dict[str, int]:
                 lambda b=benchmark, d=data_dir, n=limit: load_questions(b, d, n),
             )
         except UserError as exc:
-            raise ExperimentError(f"{experiment.path}: cell {cell.name}: {exc}") from None
+            where = f"{experiment.path}: cell {cell.name} ({', '.join(grids[cell.name])})"
+            raise ExperimentError(f"{where}: {exc}") from None
         turns[cell.name] = (
             given.get("runs", runs) * len(questions) * given["agents"] * (given["rounds"] + 1)
         )

@@ -47,8 +47,8 @@ IN_MODELS = ("protocol", "agents", "rounds", "benchmark")
 IN_GRIDS = (*AXES.values(), "agent", "roster")
 PATH_SETTINGS = ("data_dir", "roster", "cache")  # read relative to the experiment file
 LIMITED = {"agents": "max_agents", "rounds": "max_rounds"}  # axis setting -> its limit
-# What one grid's values are checked with before its cells are made, and the settings no
-# cell sets alone.
+# A grid as checked before any of its cells is made: its name, its table as the file gives
+# it, its values on each axis, and the settings it sets for all its cells.
 Shape = tuple[str, dict[str, Any], dict[str, list[Any]], dict[str, Any]]
 
 
@@ -366,7 +366,11 @@ class Parser:
             )
 
     def grid(
-        self, grid: str, given: dict[str, Any], values: dict[str, list[Any]], scalars: dict
+        self,
+        grid: str,
+        given: dict[str, Any],
+        values: dict[str, list[Any]],
+        scalars: dict[str, Any],
     ) -> list[Cell]:
         """A grid's cells: every combination of its axes' values."""
         where, single = self.where(grid), grid == SINGLE

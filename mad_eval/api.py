@@ -76,10 +76,12 @@ def single(
 ) -> Run:
     """Sample `samples` (K) independent answers per question, no debate: mean@K and maj@K.
     Each answer is a round-0 turn, seeded like a debate's round 0."""
-    from mad_eval.config import ConfigError
+    from mad_eval.config import MAX_AGENTS, ConfigError
 
     if type(samples) is not int or samples < 1:
         raise ConfigError(f"--samples must be at least 1, got {samples}.")
+    if samples > MAX_AGENTS:
+        raise ConfigError(f"--samples must be at most {MAX_AGENTS}, got {samples}.")
     for name in ("protocol", "agents", "rounds"):
         if name in settings:
             raise ConfigError(f"single takes no '{name}': it samples K answers, no debate.")

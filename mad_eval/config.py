@@ -20,6 +20,10 @@ APIS = ("chat", "completions")
 TEMPLATES = ("chat", "raw")
 DEFAULT_BENCHMARK = "arith"
 RESULTS_ROOT = Path("results")
+# The most agents (or single-agent samples) and rounds one run may have: planning reads
+# every agent's view of every other, so a team of 100,000 would plan for hours.
+MAX_AGENTS = 1024
+MAX_ROUNDS = 1000
 
 
 def spec_folders(kind: str) -> list[Path]:
@@ -101,7 +105,15 @@ class RunConfig:
     def validate(self) -> None:
         checks = [
             (self.agents >= 1, f"--agents must be at least 1, got {self.agents}"),
+            (
+                self.agents <= MAX_AGENTS,
+                f"--agents must be at most {MAX_AGENTS}, got {self.agents}",
+            ),
             (self.rounds >= 0, f"--rounds must be 0 or more, got {self.rounds}"),
+            (
+                self.rounds <= MAX_ROUNDS,
+                f"--rounds must be at most {MAX_ROUNDS}, got {self.rounds}",
+            ),
             (self.runs >= 1, f"--runs must be at least 1, got {self.runs}"),
             (
                 self.limit is None or self.limit >= 1,

@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,15 @@ class Pool:
 
     def warn(self, text: str) -> None:
         self.listener.warn("warning", text)
+
+    # What runs planned together read alike (a protocol, a template and its check, a
+    # benchmark's questions): made once, so planning 1,000 cells reads each file once.
+    made: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+
+    def once(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        if key not in self.made:
+            self.made[key] = make()
+        return self.made[key]
 
     async def check(self, backend: Backend) -> None:
         """Ask a backend whether it serves, once however many runs share it."""
@@ -289,7 +298,9 @@ def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
     settings = {**run_defaults(), **choices}
     protocol, model = settings.pop("protocol"), settings.pop("model")
     agents, data_dir = settings.pop("agents"), settings.pop("data_dir")
-    choice = resolve(protocol)
+    fresh = pool is None
+    pool = pool or Pool()
+    choice = pool.once(("protocol", protocol), lambda: resolve(protocol))
     roster = _roster(list(settings.pop("agent") or ()), settings.pop("roster"), choice)
     if roster and model:
         raise ConfigError(
@@ -319,11 +330,9 @@ def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
         )
     check_protocol(choice.protocol, config.agents)
     team = config.team()
-    sees = [choice.protocol.sees(i, config.agents) for i in range(config.agents)]
     templates = {}
     for ref in dict.fromkeys(agent.prompt_template for agent in team):
-        templates[ref] = load_template(ref)
-        check_template(templates[ref], sees)
+        templates[ref] = _checked_template(ref, choice, protocol, config.agents, pool)
     for entry in roster or (Entry(config.model),):
         require_installed(entry.model)
     for agent in team:
@@ -332,14 +341,18 @@ def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
                 f"agent {agent.index} ({agent.model}) takes no extra body fields: --extra-body "
                 "and extra_body are for servers and in-process vLLM."
             )
-    answer = _answer_protocol(config.answer_protocol, *spec_kind(config.benchmark))
-    spec, questions = load_questions(config.benchmark, data_dir, config.limit)
+    kind = pool.once(("kind", config.benchmark), lambda: spec_kind(config.benchmark))
+    answer = _answer_protocol(config.answer_protocol, *kind)
+    spec, questions = pool.once(
+        ("questions", config.benchmark, str(data_dir), config.limit),
+        lambda: load_questions(config.benchmark, data_dir, config.limit),
+    )
     questions = [q if q.answer == answer else replace(q, answer=answer) for q in questions]
     config = replace(config, max_tokens=config.max_tokens or spec.max_tokens)
 
     team = config.team()  # again: max_tokens is now resolved
-    if pool is None:
-        pool = Pool(RequestCache(config.cache) if config.cache else None)
+    if fresh and config.cache:
+        pool.cache = RequestCache(config.cache)
     backends: dict[BackendKey, Backend] = {}
     fitters: dict[int, Fitter] = {}
     by_counter: dict[int, Fitter] = {}
@@ -352,9 +365,9 @@ def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
             if warning:
                 warnings.append(warning)
         counter = pool.counters[name].with_template_kwargs(_template_kwargs(agent))
-        fitters[agent.index] = by_counter.setdefault(
-            id(counter), Fitter(counter, strip_think=config.strip_think)
-        )
+        if id(counter) not in by_counter:
+            by_counter[id(counter)] = Fitter(counter, strip_think=config.strip_think)
+        fitters[agent.index] = by_counter[id(counter)]
         key = _key(agent, config)
         if key not in pool.backends:
             pool.backends[key] = _backend(agent, counter, config, pool.slots, pool.cache, pool.warn)
@@ -362,6 +375,18 @@ def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
     return Plan(
         config, choice, spec, questions, team, backends, fitters, templates, answer, pool, warnings
     )
+
+
+def _checked_template(ref: str, choice: Choice, protocol: str, agents: int, pool: Pool) -> Template:
+    """A prompt template, rendered on sample data as `protocol`'s agents read each other:
+    once per template, protocol and team size however many runs share them."""
+    template = pool.once(("template", ref), lambda: load_template(ref))
+
+    def check() -> None:
+        check_template(template, [choice.protocol.sees(i, agents) for i in range(agents)])
+
+    pool.once(("checked", ref, protocol, agents), check)
+    return template
 
 
 def _answer_protocol(given: str | None, kind: str, default: str) -> str:

@@ -83,3 +83,13 @@ def test_the_experiment_bench_is_no_slower_than_its_cells_in_turn():
     # turn idles at its tail); the 21st stalled 2 s under outside load, so the median of
     # three pairs is checked, with room for noise.
     assert float(ratio.split()[3]) <= 1.1, result.stdout
+
+
+def test_the_dry_run_bench_times_the_grid_and_sees_both_hostile_files_refused():
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "experiment_dryrun.py"), "--cells", "200",
+         "--repeats", "1", "--give-up", "120"],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "this tree:" in result.stdout and "12600 turns in all" in result.stdout
+    assert result.stdout.count("is more than [experiment] max_agents = 64") == 2, result.stdout

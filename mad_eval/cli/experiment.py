@@ -59,24 +59,43 @@ def _pct(value: object) -> str:
     return f"{value:.1f}" if isinstance(value, int | float) else "-"
 
 
+# Up to this many runs a dry run prints one line each; more, one line per model.
+LISTED = 50
+
+
 def _dry_run(file: Path) -> None:
     from mad_eval.experiments import load_experiment
     from mad_eval.experiments.run import dry_run
 
     experiment = load_experiment(file)
     states = dry_run(experiment)
-    table = Table(title=f"{experiment.name}: {len(states)} runs -> {experiment.out}")
-    for column in ("run", "grids", "questions", "turns", "recorded"):
-        left = column in ("run", "grids")
-        table.add_column(column, justify="left" if left else "right", overflow="fold")
-    for s in states:
-        table.add_row(
-            s.cell.name,
-            ", ".join(experiment.grids(s.cell)),
-            str(s.questions),
-            str(s.requests),
-            str(s.done),
-        )
+    title = f"{experiment.name}: {len(states)} runs -> {experiment.out}"
+    if len(states) <= LISTED:
+        table = Table(title=title)
+        for column in ("run", "grids", "questions", "turns", "recorded"):
+            left = column in ("run", "grids")
+            table.add_column(column, justify="left" if left else "right", overflow="fold")
+        grids = experiment.memberships()
+        for s in states:
+            table.add_row(
+                s.cell.name,
+                ", ".join(grids[s.cell.name]),
+                str(s.questions),
+                str(s.requests),
+                str(s.done),
+            )
+    else:
+        table = Table(title=f"{title}, by model")
+        for column in ("model", "runs", "turns", "recorded"):
+            table.add_column(column, justify="left" if column == "model" else "right")
+        by_model: dict[str, list[int]] = {}
+        for s in states:
+            sums = by_model.setdefault(str(s.cell.axes["model"]), [0, 0, 0])
+            sums[0] += 1
+            sums[1] += s.requests
+            sums[2] += min(s.done, s.requests)
+        for model, (runs, turns, done) in by_model.items():
+            table.add_row(model, str(runs), str(turns), str(done))
     console.print(table)
     needed = sum(s.requests for s in states)
     held = sum(min(s.done, s.requests) for s in states)

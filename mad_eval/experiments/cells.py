@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mad_eval.config import ConfigError
+from mad_eval.config import MAX_AGENTS, MAX_ROUNDS, ConfigError
 from mad_eval.layouts import FORMATS
 
 if TYPE_CHECKING:
@@ -26,6 +26,22 @@ AXES = {
     "answer_protocols": "answer_protocol",
 }
 SINGLE = "single"  # the single-agent block's cells are its grid
+
+# What an experiment may ask for unless its [experiment] table raises a limit, so a file
+# from anyone is refused at once instead of planning for hours: runs (every grid and
+# [single], counted before exclusions), each agents, rounds and samples value, and the
+# turns of all runs together. The limits a value may be raised to: a run's own.
+LIMITS = {
+    "max_cells": 1000,
+    "max_agents": 64,
+    "max_rounds": 50,
+    "max_samples": 256,
+    "max_turns": 10_000_000,
+}
+CEILINGS = {"max_agents": MAX_AGENTS, "max_rounds": MAX_ROUNDS, "max_samples": MAX_AGENTS}
+# A table's or figure's name becomes a file name: no path, no hidden file, not too long.
+VIEW_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+LONGEST_FOLDER = 200  # a cell's folder name, well under the 255 bytes file systems allow
 
 
 class ExperimentError(ConfigError):
@@ -75,6 +91,7 @@ class Experiment:
     prices: Prices | None = None  # what its tables price tokens at (cost layout)
     # A budget table's single cells (by name), one per model and benchmark of its cells.
     pools: dict[str, list[str]] = field(default_factory=dict)
+    max_turns: int = LIMITS["max_turns"]
 
     def folder(self, cell: Cell) -> Path:
         return self.out / cell.name
@@ -85,6 +102,18 @@ class Experiment:
         found = tuple(grid for grid, names in self.order.items() if cell.name in names)
         pools = tuple(f"{t} table" for t, names in self.pools.items() if cell.name in names)
         return found + pools
+
+    def memberships(self) -> dict[str, tuple[str, ...]]:
+        """Every cell's grids (by name), as grids() finds them, in one pass over the grids:
+        for a loop over 1,000 cells."""
+        found: dict[str, tuple[str, ...]] = {}
+        for grid, names in self.order.items():
+            for name in dict.fromkeys(names):
+                found[name] = (*found.get(name, ()), grid)
+        for table, names in self.pools.items():
+            for name in dict.fromkeys(names):
+                found[name] = (*found.get(name, ()), f"{table} table")
+        return found
 
     def pool_cells(self, view: View) -> list[Cell]:
         """The single cells a budget table pairs its debate cells with."""
@@ -188,4 +217,11 @@ def cell_name(axes: dict[str, Any], single: bool) -> str:
         name += f"-{Path(str(axes['prompt_style'])).stem}"
     if axes.get("answer_protocol"):
         name += f"-{axes['answer_protocol']}"
-    return re.sub(r"[^A-Za-z0-9._=+-]+", "_", re.sub(r"[:=,]", "_", name))
+    return clean(name)
+
+
+def clean(text: str) -> str:
+    """Text as a folder name holds it: only letters, digits and ._=+- (others become _),
+    never a hidden name."""
+    cleaned = re.sub(r"[^A-Za-z0-9._=+-]+", "_", re.sub(r"[:=,]", "_", text))
+    return "_" + cleaned[1:] if cleaned.startswith(".") else cleaned

@@ -9,7 +9,7 @@ the key and the fix."""
 
 from __future__ import annotations
 
-import re
+import math
 import tomllib
 from itertools import product
 from pathlib import Path
@@ -19,12 +19,17 @@ from mad_eval.config import RESULTS_ROOT, ConfigError, run_defaults
 from mad_eval.cost import Prices, PricesError, load_prices
 from mad_eval.experiments.cells import (
     AXES,
+    CEILINGS,
+    LIMITS,
+    LONGEST_FOLDER,
     SINGLE,
+    VIEW_NAME,
     Cell,
     Experiment,
     ExperimentError,
     View,
     cell_name,
+    clean,
     pool_for,
 )
 from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
@@ -41,6 +46,10 @@ IN_SETTINGS = ("model", "agent", "roster")
 IN_MODELS = ("protocol", "agents", "rounds", "benchmark")
 IN_GRIDS = (*AXES.values(), "agent", "roster")
 PATH_SETTINGS = ("data_dir", "roster", "cache")  # read relative to the experiment file
+LIMITED = {"agents": "max_agents", "rounds": "max_rounds"}  # axis setting -> its limit
+# A grid as checked before any of its cells is made: its name, its table as the file gives
+# it, its values on each axis, and the settings it sets for all its cells.
+Shape = tuple[str, dict[str, Any], dict[str, list[Any]], dict[str, Any]]
 
 
 def load_experiment(path: Path) -> Experiment:
@@ -67,18 +76,21 @@ class Parser:
     def experiment(self) -> Experiment:
         self.known(self.raw, SECTIONS, "the file")
         head = self.table(self.raw.get("experiment", {}), "[experiment]")
-        self.known(head, ("name", "out", "description", "prices"), "[experiment]")
+        self.known(head, ("name", "out", "description", "prices", *LIMITS), "[experiment]")
+        self.limits = self.read_limits(head)
         name = str(head.get("name", self.path.stem))
-        out = Path(head["out"]) if "out" in head else RESULTS_ROOT / self.path.stem
+        out = self.out(head)
         given = self.table(self.raw.get("settings", {}), "[settings]")
         self.common = self.settings(given, "[settings]", IN_SETTINGS, "name models in [models]")
         self.models = self.model_settings()
         cells, order = self.cells()
         tables = [self.view(t, f"tables[{i}]", True) for i, t in enumerate(self.list("tables"))]
         figures = [self.view(f, f"figures[{i}]", False) for i, f in enumerate(self.list("figures"))]
+        self.check_names(tables, figures)
         experiment = Experiment(
             self.path, name, out, str(head.get("description", "")), cells, order, tables, figures
         )
+        experiment.max_turns = self.limits["max_turns"]
         if "prices" in head:
             experiment.prices = self.prices(head["prices"])
         for view in [*tables, *figures]:
@@ -86,7 +98,67 @@ class Parser:
         for view in tables:
             if view.layout in PAIRED:
                 self.add_pools(experiment, view)
+        if len(experiment.cells) > self.limits["max_cells"]:
+            raise self.fail(
+                "[[tables]]",
+                f"with its budget tables' single runs the experiment makes "
+                f"{len(experiment.cells):,} runs, more than [experiment] max_cells = "
+                f"{self.limits['max_cells']:,} allows; cut a grid or raise max_cells",
+            )
         return experiment
+
+    def read_limits(self, head: dict[str, Any]) -> dict[str, int]:
+        """[experiment] max_cells, max_agents, ...: each a whole number, within a run's own
+        limits."""
+        found = {}
+        for key, default in LIMITS.items():
+            value = head.get(key, default)
+            ceiling = CEILINGS.get(key)
+            if type(value) is not int or value < 1 or (ceiling is not None and value > ceiling):
+                allowed = f"from 1 to {ceiling:,}" if ceiling else "of at least 1"
+                raise self.fail(
+                    f"[experiment] {key}", f"it must be a whole number {allowed}, got {value!r}"
+                )
+            found[key] = value
+        return found
+
+    def out(self, head: dict[str, Any]) -> Path:
+        """The experiment's folder: [experiment] out, else results/<file name>; never a
+        hidden or unnamed folder."""
+        if "out" in head:
+            value = head["out"]
+            if not isinstance(value, str) or not value.strip() or unprintable(value):
+                raise self.fail(
+                    "[experiment] out", "it must be a folder path without control characters"
+                )
+            return Path(value)
+        stem = self.path.stem
+        if stem.startswith(".") or unprintable(stem):
+            raise self.fail(
+                "the file name",
+                f"{stem!r} would name a hidden or unusable folder under {RESULTS_ROOT}; "
+                "rename the file or set [experiment] out",
+            )
+        return RESULTS_ROOT / stem
+
+    def check_names(self, tables: list[View], figures: list[View]) -> None:
+        """Two tables (or two figures) of one name would write one file; a budget table
+        draws a figure of its name too. Names differing only in case clash on macOS and
+        Windows."""
+        seen: dict[tuple[str, str], str] = {}
+        views = [("tables", f"tables[{i}]", v) for i, v in enumerate(tables)]
+        views += [
+            ("figures", f"tables[{i}]", v) for i, v in enumerate(tables) if v.layout in PAIRED
+        ]
+        views += [("figures", f"figures[{i}]", v) for i, v in enumerate(figures)]
+        for folder, where, view in views:
+            key = (folder, view.name.casefold())
+            if key in seen and seen[key] != where:
+                raise self.fail(
+                    f"{seen[key]} and {where}",
+                    f"both write {folder}/{view.name}; give them different names",
+                )
+            seen[key] = where
 
     def add_pools(self, experiment: Experiment, view: View) -> None:
         """A budget table's single cells, one per model and benchmark (and answer protocol)
@@ -112,6 +184,8 @@ class Parser:
                     "that name in its settings; give [single] the debate grid's settings",
                 )
             if new:
+                where = f"tables '{view.name}' (its single run K = N(T+1))"
+                self.within(pool.settings["agents"], "max_samples", where)
                 experiment.cells.append(pool)
             names.append(pool.name)
         experiment.pools[view.name] = names
@@ -169,7 +243,29 @@ class Parser:
             if not any(k in given for k in ("model", "agent", "roster")):
                 raise self.fail(where, "it needs model = SPEC (or agent = [...] or roster = FILE)")
             found[label] = self.settings(given, where, IN_MODELS, "list it in a grid instead")
+        self.check_labels(list(found))
         return found
+
+    def check_labels(self, labels: list[str]) -> None:
+        """Labels name cell folders as clean() writes them: two that clean to one folder
+        name (or to names differing only in case, one folder on macOS and Windows) would
+        put two models' runs in one folder."""
+        seen: dict[str, str] = {}
+        for label in labels:
+            folder = clean(label)
+            if not label or unprintable(label) or len(folder) > 100:
+                raise self.fail(
+                    f"models.{label!r}",
+                    "a label must be 1 to 100 printable characters; rename it",
+                )
+            other = seen.setdefault(folder.casefold(), label)
+            if other != label:
+                raise self.fail(
+                    "[models]",
+                    f"labels '{other}' and '{label}' both name run folders '...-{folder}' "
+                    "(a folder name keeps only letters, digits and ._=+-, and macOS and "
+                    "Windows ignore case); rename one of them",
+                )
 
     def cells(self) -> tuple[list[Cell], dict[str, list[str]]]:
         grids = self.table(self.raw.get("grids", {}), "[grids]")
@@ -183,8 +279,11 @@ class Parser:
             sources.append((SINGLE, self.table(self.raw["single"], "[single]")))
         if not sources:
             raise self.fail("the file", "it has no [grids.NAME] table and no [single] block")
-        for grid, given in sources:
-            made = [c for c in self.grid(grid, given) if not self.excluded(c, grid, exclusions)]
+        shapes = [(grid, given, *self.axis_values(grid, given)) for grid, given in sources]
+        self.check_size(shapes)
+        for grid, given, values, scalars in shapes:
+            made = self.grid(grid, given, values, scalars)
+            made = [c for c in made if not self.excluded(c, grid, exclusions)]
             if not made:
                 raise self.fail(self.where(grid), "it has no cell left; widen it or its exclusions")
             order[grid] = [cell.name for cell in made]
@@ -195,7 +294,26 @@ class Parser:
                 raise self.fail(f"exclude '{rule['name']}'", "it matches no cell; fix its keys")
         return [cell for cell, _ in cells.values()], order
 
-    def grid(self, grid: str, given: dict[str, Any]) -> list[Cell]:
+    def check_size(self, shapes: list[Shape]) -> None:
+        """The runs of every grid, counted from its axes' lengths before any is made."""
+        sizes = {grid: math.prod(len(v) for v in values.values()) for grid, _, values, _ in shapes}
+        total, limit = sum(sizes.values()), self.limits["max_cells"]
+        if total <= limit:
+            return
+        grid = max(sizes, key=lambda g: sizes[g])
+        values = next(values for g, _, values, _ in shapes if g == grid)
+        axes = " x ".join(f"{len(v)} {AXIS_NAMES[setting]}" for setting, v in values.items())
+        also = f" ({total:,} with the other grids)" if len(sizes) > 1 else ""
+        raise self.fail(
+            self.where(grid),
+            f"it makes {sizes[grid]:,} runs ({axes}){also}, more than [experiment] "
+            f"max_cells = {limit:,} allows; cut the grid, split the file or raise max_cells",
+        )
+
+    def axis_values(
+        self, grid: str, given: dict[str, Any]
+    ) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+        """A grid's values on each axis, each checked, and its scalar settings."""
         where = self.where(grid)
         single = grid == SINGLE
         axes_keys = ("models", "benchmarks", "answer_protocols") if single else tuple(AXES)
@@ -207,8 +325,9 @@ class Parser:
         for key in axes_keys:
             setting = AXES[key]
             listed = axes.get(key)
+            origin = f"{where}.{key}"
             if listed is None and setting in self.common:  # one value for every grid
-                listed = [self.common[setting]]
+                listed, origin = [self.common[setting]], f"[settings] {setting}"
             if listed is None:
                 listed = list(self.models) if key == "models" else DEFAULT_AXES.get(key)
                 listed = None if single and key != "models" else listed
@@ -224,10 +343,37 @@ class Parser:
                         f"{where}.models", f"'{value}' is not one of [models] ({known})"
                     )
                 if key != "models":
-                    self.settings({setting: value}, f"{where}.{key}", (), "")
+                    self.settings({setting: value}, origin, (), "")
+                if setting in LIMITED:
+                    self.within(value, LIMITED[setting], origin)
             values[setting] = listed
         if "benchmark" not in values:
             raise self.fail(where, "it names no benchmarks; add benchmarks = [...]")
+        if single:
+            for benchmark in values["benchmark"]:
+                self.samples(given.get("samples", 4), benchmark, where)
+        return values, scalars
+
+    def within(self, value: int, limit: str, where: str) -> None:
+        """An agents, rounds or samples value within the experiment's limit for it."""
+        if value > self.limits[limit]:
+            what = limit.removeprefix("max_")
+            raise self.fail(
+                where,
+                f"{value:,} {what} is more than [experiment] {limit} = {self.limits[limit]:,} "
+                "allows; "
+                f"use less or raise {limit} (at most {CEILINGS[limit]:,})",
+            )
+
+    def grid(
+        self,
+        grid: str,
+        given: dict[str, Any],
+        values: dict[str, list[Any]],
+        scalars: dict[str, Any],
+    ) -> list[Cell]:
+        """A grid's cells: every combination of its axes' values."""
+        where, single = self.where(grid), grid == SINGLE
         samples = given.get("samples", 4) if single else None
         made = []
         names = list(values)
@@ -239,7 +385,14 @@ class Parser:
                 k = self.samples(samples, axes_values["benchmark"], where)
                 settings.update(protocol="single", agents=k, rounds=0)
                 axes_values["samples"] = k
-            made.append(Cell(cell_name(axes_values, single), axes_values, settings))
+            name = cell_name(axes_values, single)
+            if len(name) > LONGEST_FOLDER:
+                raise self.fail(
+                    where,
+                    f"its run folder {name[:40]}... would be {len(name)} characters long, more "
+                    f"than {LONGEST_FOLDER}; shorten the model label, benchmark or template name",
+                )
+            made.append(Cell(name, axes_values, settings))
         return made
 
     def samples(self, given: Any, benchmark: str, where: str) -> int:
@@ -249,23 +402,38 @@ class Parser:
             raise self.fail(
                 f"{where}.samples", f"K for {benchmark} must be an integer >= 1, got {k!r}"
             )
+        self.within(k, "max_samples", f"{where}.samples")
         return k
 
     def add(self, cells: dict[str, tuple[Cell, str]], cell: Cell, grid: str) -> None:
         """A cell two grids share is run once (as the first grid made it); two different
-        runs in one folder are refused."""
-        other, first = cells.setdefault(cell.name, (cell, grid))
-        if other.settings != cell.settings:
-            differ = sorted(
-                k
-                for k in {*cell.settings, *other.settings}
-                if cell.settings.get(k) != other.settings.get(k)
+        runs in one folder (or in names differing only in case, one folder on macOS and
+        Windows) are refused."""
+        other, first = cells.setdefault(cell.name.casefold(), (cell, grid))
+        if other.name == cell.name and other.settings == cell.settings:
+            return
+        where = self.where(grid) if first == grid else f"{self.where(first)} and {self.where(grid)}"
+        axes = [a for a in AXES.values() if cell.axes.get(a) != other.axes.get(a)]
+        if axes:
+            mine, theirs = (
+                ", ".join(f"{AXIS_NAMES[a]} {c.axes.get(a)!r}" for a in axes) for c in (other, cell)
             )
             raise self.fail(
-                f"{self.where(first)} and {self.where(grid)}",
-                f"both make folder {cell.name} with different {', '.join(differ)}; "
-                "give the grids the same settings or set them in [settings]",
+                where,
+                f"its runs of {mine} and of {theirs} would share the folder {cell.name} (a "
+                "folder name keeps only letters, digits and ._=+-, and macOS and Windows "
+                "ignore case); rename one of them",
             )
+        differ = sorted(
+            k
+            for k in {*cell.settings, *other.settings}
+            if cell.settings.get(k) != other.settings.get(k)
+        )
+        raise self.fail(
+            where,
+            f"both make folder {cell.name} with different {', '.join(differ)}; "
+            "give the grids the same settings or set them in [settings]",
+        )
 
     def exclusions(self, grids: dict[str, Any]) -> list[tuple[dict[str, Any], list[bool]]]:
         found = []
@@ -299,8 +467,12 @@ class Parser:
         keys += ("layout", "formats", "error", "baseline") if table else ()
         self.known(given, keys, where)
         name = given.get("name")
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-            raise self.fail(where, "give it a name of letters, digits, '-', '_' or '.'")
+        if not isinstance(name, str) or not VIEW_NAME.fullmatch(name):
+            raise self.fail(
+                f"{where}.name",
+                f"{name!r} cannot name a file; give it 1 to 100 letters, digits, '-', '_' or "
+                "'.', starting with a letter, digit or '_'",
+            )
         where = f"{'tables' if table else 'figures'} '{name}'"
         grids = {*self.table(self.raw.get("grids", {}), "[grids]")}
         grids |= {SINGLE} if "single" in self.raw else set()
@@ -396,3 +568,13 @@ class Parser:
 
     def where(self, grid: str) -> str:
         return "[single]" if grid == SINGLE else f"grids.{grid}"
+
+
+# Each axis setting as the file lists it: agents, rounds, models, ...
+AXIS_NAMES = {setting: key for key, setting in AXES.items()}
+
+
+def unprintable(text: str) -> bool:
+    """Whether text holds a control character (NUL, a newline, ...), which no file name,
+    label or folder should."""
+    return any(not char.isprintable() for char in text)

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mad_eval.backends.cache import RequestCache
+from mad_eval.benchmarks import load_questions
+from mad_eval.config import run_defaults
 from mad_eval.errors import UserError
 from mad_eval.execute import Job, execute
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError
@@ -30,19 +32,55 @@ class CellState:
 
 
 def plan_cells(experiment: Experiment, cache: bool = True) -> list[Job]:
-    """Every cell planned, each problem named with its cell, before any request."""
+    """Every cell planned, each problem named with its cell, before any request; the
+    turns of all counted first, so an experiment over its limit is refused at once."""
     settings = experiment.cells[0].settings
     path = settings.get("cache")
     pool = Pool(RequestCache(path) if path and cache else None)
+    count_turns(experiment, pool)
+    grids = experiment.memberships()
     jobs = []
     for cell in experiment.cells:
-        where = f"{experiment.path}: cell {cell.name} ({', '.join(experiment.grids(cell))})"
+        where = f"{experiment.path}: cell {cell.name} ({', '.join(grids[cell.name])})"
         try:
             plan = make_plan(cell.settings, pool)
         except UserError as exc:
             raise ExperimentError(f"{where}: {exc}") from None
         jobs.append(Job(plan, RunStore(experiment.folder(cell)), where=where))
     return jobs
+
+
+def count_turns(experiment: Experiment, pool: Pool) -> dict[str, int]:
+    """Each cell's turns, runs x questions x agents x (rounds + 1), from its settings and
+    each benchmark's questions (read once, as planning reads them); more in all than the
+    experiment's max_turns is refused."""
+    runs = run_defaults()["runs"]
+    grids = experiment.memberships()
+    turns = {}
+    for cell in experiment.cells:
+        given = cell.settings
+        benchmark, data_dir, limit = given["benchmark"], given.get("data_dir"), given.get("limit")
+        try:
+            _, questions = pool.once(
+                ("questions", benchmark, str(data_dir), limit),
+                lambda b=benchmark, d=data_dir, n=limit: load_questions(b, d, n),
+            )
+        except UserError as exc:
+            where = f"{experiment.path}: cell {cell.name} ({', '.join(grids[cell.name])})"
+            raise ExperimentError(f"{where}: {exc}") from None
+        turns[cell.name] = (
+            given.get("runs", runs) * len(questions) * given["agents"] * (given["rounds"] + 1)
+        )
+    total = sum(turns.values())
+    if total > experiment.max_turns:
+        largest = max(turns, key=lambda name: turns[name])
+        raise ExperimentError(
+            f"{experiment.path}: its {len(turns):,} runs need {total:,} turns (runs x "
+            f"questions x agents x (rounds + 1); {largest} alone {turns[largest]:,}), more "
+            f"than [experiment] max_turns = {experiment.max_turns:,} allows; cut a grid, set "
+            "limit = N in [settings] or raise max_turns."
+        )
+    return turns
 
 
 def dry_run(experiment: Experiment) -> list[CellState]:

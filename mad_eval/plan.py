@@ -69,13 +69,12 @@ class Pool:
     probed: set[tuple[BackendKey, str]] = field(default_factory=set)  # extra bodies sent
     # Who hears what the backends warn of while the runs go on (execute sets the caller's).
     listener: Listener = field(default_factory=Listener)
-
-    def warn(self, text: str) -> None:
-        self.listener.warn("warning", text)
-
     # What runs planned together read alike (a protocol, a template and its check, a
     # benchmark's questions): made once, so planning 1,000 cells reads each file once.
     made: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+
+    def warn(self, text: str) -> None:
+        self.listener.warn("warning", text)
 
     def once(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         if key not in self.made:

@@ -21,6 +21,7 @@ from typing import Any
 import jinja2
 from jinja2 import meta
 
+from mad_eval import sandbox
 from mad_eval.config import spec_files
 from mad_eval.errors import UserError
 
@@ -44,6 +45,7 @@ VARIABLES = {
     "own": "the agent's own previous response (.agent, .label, .text, .final, .reasoning), or none",
 }
 DEBATE_ONLY = ("responses", "peers", "own")
+MAX_SOURCE = 1_000_000  # characters of a template's text
 
 
 def tag_pattern(*names: str) -> re.Pattern[str]:
@@ -150,22 +152,24 @@ class Template:
         out = []
         for message in messages:
             try:
-                text = message.content.render(values=self.values, **data)
-            except jinja2.TemplateError as exc:
-                raise TemplateError(f"{self.path}: {message.where}: {exc}.") from None
+                text = sandbox.render(message.content, {**data, "values": self.values})
+            except Exception as exc:  # whatever a template does wrong is the file's, not ours
+                raise TemplateError(
+                    f"{self.path}: {message.where}.content: {_sentence(exc)}."
+                ) from None
             if message.optional and not text.strip():
                 continue
             out.append({"role": message.role, "content": text})
         return out
 
 
-# As Hugging Face chat templates are read: a block tag's line leaves no blank line behind.
-# Not sandboxed: a template is the user's own file (as trusted as a protocol class they
-# write), and model text only ever fills a variable, never becomes template source, so it
-# cannot run anything; the sandbox's attribute checks cost five times the render itself.
-_ENV = jinja2.Environment(
-    undefined=jinja2.StrictUndefined, autoescape=False, trim_blocks=True, lstrip_blocks=True
-)
+def _sentence(exc: BaseException) -> str:
+    """A render or compile error as one short line: Jinja's own message, else the error's
+    kind and text (a template's mistake, or a bound in mad_eval.sandbox it went past)."""
+    known = (jinja2.TemplateError, sandbox.BoundError)
+    text = str(exc) if isinstance(exc, known) else f"{type(exc).__name__}: {exc}"
+    text = " ".join(text.split()).rstrip(".")
+    return text if len(text) <= 300 else text[:300] + "..."
 
 
 def builtin_templates() -> dict[str, Path]:
@@ -200,10 +204,12 @@ def _raw(path: Path, depth: int = 0) -> tuple[dict[str, Any], str]:
     under this file's keys ([values] merged), and both sources, so the recorded text and
     its hash change when either file does."""
     try:
+        if path.stat().st_size > 4 * MAX_SOURCE:
+            raise TemplateError(f"{path} holds over {MAX_SOURCE:,} characters; no template does.")
         source = path.read_text(encoding="utf-8")
         raw = tomllib.loads(source)
-    except (OSError, UnicodeError, tomllib.TOMLDecodeError) as exc:
-        raise TemplateError(f"cannot read prompt template {path}: {exc}.") from None
+    except (OSError, UnicodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise TemplateError(f"cannot read prompt template {path}: {_sentence(exc)}.") from None
     if "base" not in raw:
         return raw, source
     base = builtin_templates().get(str(raw["base"]))
@@ -226,6 +232,8 @@ def parse_template(raw: dict[str, Any], source: str, path: Path, name: str) -> T
         if not ok:
             raise TemplateError(f"{path}: {problem}.")
 
+    need(isinstance(raw, dict), "the template must be a table of keys")
+    need(len(source) <= MAX_SOURCE, f"it holds over {MAX_SOURCE:,} characters; no template does")
     for key in raw:
         need(key in KEYS, f"unknown key '{key}'; a template has: {', '.join(KEYS)}")
     need(isinstance(raw.get("description", ""), str), "'description' must be text")
@@ -274,11 +282,12 @@ def _message(item: dict[str, Any], where: str, path: Path) -> _Message:
     need(isinstance(content, str), "'content' must be text")
     need(isinstance(item.get("optional", False), bool), "'optional' must be true or false")
     try:
-        parsed = _ENV.parse(content)
+        parsed = sandbox.SANDBOX.parse(content)
     except jinja2.TemplateSyntaxError as exc:
-        raise TemplateError(
-            f"{path}: {where}.content: {exc.message} (line {exc.lineno})."
-        ) from None
+        problem = _sentence(jinja2.TemplateError(exc.message))
+        raise TemplateError(f"{path}: {where}.content: {problem} (line {exc.lineno}).") from None
+    except RecursionError:
+        raise TemplateError(f"{path}: {where}.content: it nests too deeply.") from None
     allowed = set(VARIABLES) - (set(DEBATE_ONLY) if where.startswith("round0") else set())
     unknown = sorted(meta.find_undeclared_variables(parsed) - allowed)
     need(
@@ -286,7 +295,11 @@ def _message(item: dict[str, Any], where: str, path: Path) -> _Message:
         f"content uses unknown variable '{unknown[0] if unknown else ''}'; it can use: "
         f"{', '.join(sorted(allowed))}",
     )
-    return _Message(role, _ENV.from_string(parsed), item.get("optional", False), where)
+    try:
+        compiled = sandbox.SANDBOX.compile_checked(parsed)
+    except Exception as exc:  # a bound (a recursive loop), or Jinja refusing the source
+        raise TemplateError(f"{path}: {where}.content: {_sentence(exc)}.") from None
+    return _Message(role, compiled, item.get("optional", False), where)
 
 
 def check_template(template: Template, sees: list[list[int]]) -> None:
@@ -304,7 +317,9 @@ def check_template(template: Template, sees: list[list[int]]) -> None:
             try:
                 messages = template.render(common, steps)
             except TemplateError as exc:
-                raise TemplateError(f"{exc} (agent {agent} of {agents}, round {rounds})") from None
+                raise TemplateError(
+                    f"{str(exc).rstrip('.')} (agent {agent} of {agents}, round {rounds})."
+                ) from None
             _check_messages(template, section, messages)
 
 

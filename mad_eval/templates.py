@@ -173,7 +173,8 @@ def _sentence(exc: BaseException) -> str:
 
 
 def builtin_templates() -> dict[str, Path]:
-    """Template files by name: ./templates first (a user's file shadows the project's)."""
+    """Template files by name: the project's, then ./templates for new names only (a user's
+    file of a built-in name is used only when named by its path)."""
     return spec_files("templates")
 
 

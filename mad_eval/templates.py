@@ -225,6 +225,55 @@ def _raw(path: Path, depth: int = 0) -> tuple[dict[str, Any], str]:
     return merged, f"{under_source}\n# ---- {path.name}, based on the above ----\n{source}"
 
 
+def recorded_template(ref: str, file: str, sha256: str, text: str, data: Any) -> Template:
+    """A template as a run folder's manifest.json records it (the text read, its hash and
+    the table read from it), compiled in the sandbox like any file. A text that does not
+    match its hash, or a table that is not its text's, is refused, never rendered."""
+    check_recorded(ref, sha256, text)
+    try:
+        same = data == _table_of(text)
+    except (tomllib.TOMLDecodeError, RecursionError):
+        same = False
+    if not same:
+        raise TemplateError(
+            f"manifest.json's prompt template {ref!r} holds a table that is not the one its "
+            "text gives, so its prompts are not rebuilt from it; restore manifest.json from "
+            "a copy."
+        )
+    path = Path(str(file))
+    return parse_template(data, text, path, path.stem)
+
+
+def check_recorded(ref: str, sha256: Any, text: Any) -> None:
+    """Refuse a recorded template whose text is not the one its hash was taken of."""
+    try:
+        intact = hashlib.sha256(text.encode()).hexdigest() == sha256
+    except (AttributeError, UnicodeError):
+        intact = False
+    if not intact or len(text) > MAX_SOURCE:
+        raise TemplateError(
+            f"manifest.json's prompt template {ref!r} does not match its recorded hash, so "
+            "its prompts are not rebuilt from it (the file was edited after the run wrote "
+            "it); restore manifest.json from a copy."
+        )
+
+
+# How _raw joins a template's text to its base's.
+_BASED = re.compile(r"\n# ---- [^\n]*, based on the above ----\n")
+
+
+def _table_of(text: str) -> dict[str, Any]:
+    """The table _raw reads from a recorded text: the file's own, or its base's with the
+    file's keys over it."""
+    parts = _BASED.split(text)
+    table = tomllib.loads(parts[0])
+    for part in parts[1:]:
+        raw = tomllib.loads(part)
+        table = {**table, **raw, "values": {**table.get("values", {}), **raw.get("values", {})}}
+        table.pop("base", None)
+    return table
+
+
 def parse_template(raw: dict[str, Any], source: str, path: Path, name: str) -> Template:
     """Check a template's TOML and compile it; every problem is one sentence naming the file
     and the key, found before any request."""

@@ -86,6 +86,7 @@ def _budget() -> _Budget:
 
 
 _SHORT = (int, float, bool, type(None), range)
+_PLAIN = (str, int, float, bool, type(None))
 
 
 def size(value: Any, cap: int = 1 << 62, depth: int = 0) -> int:
@@ -159,7 +160,8 @@ def _concat(parts: tuple[Any, ...]) -> str:
 
 def _finalize(value: Any) -> Any:
     budget = _budget()
-    n = len(value) if type(value) is str else size(value, budget.limit)
+    kind = type(value)
+    n = len(value) if kind is str else 24 if kind in _SHORT else size(value, budget.limit)
     budget.check(n)
     budget.add(n)
     return value
@@ -320,6 +322,13 @@ class Sandbox(ImmutableSandboxedEnvironment):
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         _budget().step()
+        try:  # a plain value (a response's text): as Jinja decides, without its other checks
+            value = getattr(obj, attribute)
+        except AttributeError:
+            pass
+        else:
+            if type(value) in _PLAIN and self.is_safe_attribute(obj, attribute, value):
+                return value
         return super().getattr(obj, attribute)
 
     def getitem(self, obj: Any, argument: Any) -> Any:

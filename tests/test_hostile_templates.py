@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval
+from prompt_helpers import debate_messages
 
 import mad_eval as api
 from mad_eval import sandbox
 from mad_eval.errors import UserError
-from mad_eval.templates import TemplateError, load_template
+from mad_eval.templates import TemplateError, load_template, sample_prompt
 
 # Each payload would write MARK (or hang, or build a gigabyte string) in a plain Jinja
 # environment; {mark} is the marker file's path.
@@ -315,3 +316,22 @@ def test_train_pairs_of_a_folder_whose_manifest_carries_a_payload_runs_nothing(s
     assert result.returncode == 0, result.stderr
     assert "Read 80 rollouts of 20 prompts" in result.stdout
     assert not mark.exists()
+
+
+# --- the bounds leave ordinary templates alone -----------------------------------------
+
+
+def test_long_quoted_responses_render_whole_the_size_bound_grows_with_the_data():
+    """Three 1.5-million-character replies (past the fixed million) are quoted whole: the
+    bound is a million characters more than 8 times what the template is given."""
+    texts = [f"{'step ' * 300_000}\\boxed{{{i}}}" for i in range(3)]
+    content = debate_messages("What is 1+1?", texts, agent=1)[-1]["content"]
+    assert all(f'<response from="agent {i}">\n{texts[i]}\n</response>' in content for i in range(3))
+
+
+def test_a_loop_up_to_the_range_bound_renders(tmp_path):
+    path = tmp_path / "mine.toml"
+    loop = "{% for i in range(10000) %}{% if i == 9999 %}last {{ i }}{% endif %}{% endfor %}"
+    path.write_text(template_text(loop))
+    template = load_template(str(path))
+    assert "last 9999" in sample_prompt(template, 0, 0)[-1]["content"]

@@ -175,6 +175,14 @@ def test_templates_listing_renders_nothing_unsafe_and_says_what_a_name_does_not_
     assert shown.returncode == 2, shown.stderr
     assert "round0[0].content: access to attribute '_TemplateReference__context'" in shown.stderr
     assert not mark.exists()
+    (tmp_path / "protocols").mkdir()
+    (tmp_path / "protocols" / "decentralized.toml").write_text('class = "evil_mod:Evil"\n')
+    presets = mad_eval("protocols", cwd=tmp_path)
+    assert presets.returncode == 0, presets.stderr
+    assert (
+        "protocols/decentralized.toml: not used by the name decentralized, which is built "
+        "in; rename the file to use it." in " ".join(presets.stdout.split())
+    )
 
 
 def test_a_plain_run_in_a_cloned_repository_uses_the_built_in_template_and_protocol(

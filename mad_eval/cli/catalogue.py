@@ -101,10 +101,12 @@ def _unreached(kind: str, by_name: dict[str, Path]) -> None:
     """Say which of the working directory's files a bare name does not reach."""
     from mad_eval.config import unreached_files
 
+    # --prompt-template takes a file's path; --protocol takes a preset's name only.
+    fix = "rename the file to use it" if kind == "protocols" else "give its path to use it"
     for path in unreached_files(kind, by_name):
         console.print(
             f"{_relative(str(path))}: not used by the name {path.stem}, which is built in; "
-            f"give its path to use it.",
+            f"{fix}.",
             style="dim",
             markup=False,
         )

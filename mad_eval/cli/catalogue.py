@@ -105,8 +105,7 @@ def _unreached(kind: str, by_name: dict[str, Path]) -> None:
     fix = "rename the file to use it" if kind == "protocols" else "give its path to use it"
     for path in unreached_files(kind, by_name):
         console.print(
-            f"{_relative(str(path))}: not used by the name {path.stem}, which is built in; "
-            f"{fix}.",
+            f"{_relative(str(path))}: not used by the name {path.stem}, which is built in; {fix}.",
             style="dim",
             markup=False,
         )

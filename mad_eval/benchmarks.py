@@ -78,7 +78,8 @@ class BenchmarkSpec:
 
 
 def spec_dirs() -> list[Path]:
-    """./benchmarks first so a user's spec shadows the project's spec of the same name."""
+    """The project's specs first, then ./benchmarks: a user's spec adds a name, and one of
+    a built-in name is read only when given as a path."""
     return spec_folders("benchmarks")
 
 

@@ -27,27 +27,42 @@ MAX_ROUNDS = 1000
 
 
 def spec_folders(kind: str) -> list[Path]:
-    """Where TOML specs of a kind ("benchmarks", "protocols") live: ./<kind> in the working
-    directory first, so a user's file shadows the project's, then the project's own folder
-    (top level in a checkout, a packaged copy in a wheel)."""
-    package = Path(__file__).resolve().parent
-    in_checkout = (package.parent / "pyproject.toml").is_file()
-    project = package.parent / kind if in_checkout else package / "_specs" / kind
+    """Where TOML specs of a kind ("benchmarks", "protocols", "templates") live: the
+    project's own folder first, then ./<kind> in the working directory, whose files add
+    new names but never replace one of ours: a cloned repository's ./templates/debate.toml
+    is no default (it is read only when named by its path)."""
     folders: list[Path] = []
-    for folder in (Path.cwd() / kind, project):
+    for folder in (project_folder(kind), Path.cwd() / kind):
         if folder.is_dir() and all(folder.resolve() != seen.resolve() for seen in folders):
             folders.append(folder)
     return folders
 
 
+def project_folder(kind: str) -> Path:
+    """The project's own folder of specs of a kind: top level in a checkout, a packaged copy
+    in a wheel."""
+    package = Path(__file__).resolve().parent
+    in_checkout = (package.parent / "pyproject.toml").is_file()
+    return package.parent / kind if in_checkout else package / "_specs" / kind
+
+
 def spec_files(kind: str) -> dict[str, Path]:
     """The TOML files of a kind by name (their stem), the first found in spec_folders()
-    order, so a user's file shadows the project's of the same name."""
+    order: a built-in name always means the project's file."""
     found: dict[str, Path] = {}
     for folder in spec_folders(kind):
         for path in sorted(folder.glob("*.toml")):
             found.setdefault(path.stem, path)
     return found
+
+
+def unreached_files(kind: str, by_name: dict[str, Path]) -> list[Path]:
+    """The working directory's files of a kind that no name in `by_name` reaches, because
+    the name is built in: read only when named by their path."""
+    here = Path.cwd() / kind
+    if not here.is_dir() or here.resolve() == project_folder(kind).resolve():
+        return []
+    return [p for p in sorted(here.glob("*.toml")) if by_name.get(p.stem) != p]
 
 
 class ConfigError(UserError, ValueError):

@@ -118,6 +118,7 @@ def judge_cases(
     for t in turns:
         by_debate[(t.run, t.question)].setdefault(t.round, {})[t.agent] = t
     replay = Replay(manifest, questions)
+    replay.check()  # a template edited in manifest.json: one sentence, nothing judged
     cases, skipped = [], Counter()
     for turn in sorted(turns, key=lambda t: t.key):
         if turn.round not in rounds or turn.question not in chosen:

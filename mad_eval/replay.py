@@ -17,7 +17,13 @@ from mad_eval.questions import QUESTIONS_FILE, read_questions
 from mad_eval.reasoning import parse_quoting
 from mad_eval.records import Question, Turn, messages_hash
 from mad_eval.store import StoreError
-from mad_eval.templates import Template, TemplateError, load_template, parse_template
+from mad_eval.templates import (
+    Template,
+    TemplateError,
+    builtin_templates,
+    load_template,
+    recorded_template,
+)
 
 
 class ReplayError(ValueError):
@@ -69,21 +75,35 @@ class Replay:
             raise ReplayError("its prompt, rebuilt, differs from the one recorded")
         return fitted.messages
 
+    def check(self) -> None:
+        """Load every template the manifest records, before any prompt is rebuilt: a
+        TemplateError (one sentence) if one cannot be used, e.g. its text was edited."""
+        for ref in self.recorded:
+            self._load(ref)
+
     def _template(self, ref: str) -> Template:
+        try:
+            return self._load(ref)
+        except TemplateError as exc:
+            raise ReplayError(f"its prompt template cannot be loaded ({exc})") from None
+
+    def _load(self, ref: str) -> Template:
         """The template the run recorded (its own text, so a file edited or moved since does
-        not matter); runs recorded before templates were data name a built-in one."""
+        not matter), in the sandbox as any template file; runs recorded before templates
+        were data name a built-in one."""
         if ref not in self.templates:
             recorded = self.recorded.get(ref)
-            try:
-                if recorded is None:
-                    self.templates[ref] = load_template(ref)
-                else:
-                    path = Path(recorded.file)
-                    self.templates[ref] = parse_template(
-                        recorded.data, recorded.text, path, path.stem
-                    )
-            except TemplateError as exc:
-                raise ReplayError(f"its prompt template cannot be loaded ({exc})") from None
+            if recorded is not None:
+                self.templates[ref] = recorded_template(
+                    ref, recorded.file, recorded.sha256, recorded.text, recorded.data
+                )
+            elif ref in builtin_templates():
+                self.templates[ref] = load_template(ref)
+            else:
+                raise TemplateError(
+                    f"manifest.json records no text of prompt template {ref!r}, which is no "
+                    "built-in one."
+                )
         return self.templates[ref]
 
     def _fitter(self, seat: TeamSeat) -> Fitter:

@@ -21,6 +21,7 @@ from mad_eval.manifest import RunManifest, redacted_config
 from mad_eval.questions import check_questions, read_questions, write_questions
 from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict
 from mad_eval.sanitize import redact
+from mad_eval.templates import TemplateError, check_recorded
 
 T = TypeVar("T")
 JUDGE_FILE = "judge.jsonl"
@@ -191,6 +192,12 @@ class RunStore:
                 recorded[f"protocol {key}"] = was[key]
                 wanted[f"protocol {key}"] = extra["protocol"][key]
         templates = manifest.prompt.prompt_templates
+        for ref, record in (templates or {}).items():  # edited since: refused, not rendered
+            try:
+                check_recorded(ref, record.sha256, record.text)
+            except TemplateError as exc:
+                problem = str(exc).rstrip(".")
+                raise StoreError(f"{self.root}: {problem}, or pass another --out.") from None
         if templates is not None and "prompt" in extra:  # recorded since templates are data
             for ref, template in extra["prompt"]["prompt_templates"].items():
                 recorded[f"prompt template {ref}"] = (

@@ -21,6 +21,7 @@ from typing import Any
 import jinja2
 from jinja2 import meta
 
+from mad_eval import sandbox
 from mad_eval.config import spec_files
 from mad_eval.errors import UserError
 
@@ -44,6 +45,7 @@ VARIABLES = {
     "own": "the agent's own previous response (.agent, .label, .text, .final, .reasoning), or none",
 }
 DEBATE_ONLY = ("responses", "peers", "own")
+MAX_SOURCE = 1_000_000  # characters of a template's text
 
 
 def tag_pattern(*names: str) -> re.Pattern[str]:
@@ -150,26 +152,29 @@ class Template:
         out = []
         for message in messages:
             try:
-                text = message.content.render(values=self.values, **data)
-            except jinja2.TemplateError as exc:
-                raise TemplateError(f"{self.path}: {message.where}: {exc}.") from None
+                text = sandbox.render(message.content, {**data, "values": self.values})
+            except Exception as exc:  # whatever a template does wrong is the file's, not ours
+                raise TemplateError(
+                    f"{self.path}: {message.where}.content: {_sentence(exc)}."
+                ) from None
             if message.optional and not text.strip():
                 continue
             out.append({"role": message.role, "content": text})
         return out
 
 
-# As Hugging Face chat templates are read: a block tag's line leaves no blank line behind.
-# Not sandboxed: a template is the user's own file (as trusted as a protocol class they
-# write), and model text only ever fills a variable, never becomes template source, so it
-# cannot run anything; the sandbox's attribute checks cost five times the render itself.
-_ENV = jinja2.Environment(
-    undefined=jinja2.StrictUndefined, autoescape=False, trim_blocks=True, lstrip_blocks=True
-)
+def _sentence(exc: BaseException) -> str:
+    """A render or compile error as one short line: Jinja's own message, else the error's
+    kind and text (a template's mistake, or a bound in mad_eval.sandbox it went past)."""
+    known = (jinja2.TemplateError, sandbox.BoundError)
+    text = str(exc) if isinstance(exc, known) else f"{type(exc).__name__}: {exc}"
+    text = " ".join(text.split()).rstrip(".")
+    return text if len(text) <= 300 else text[:300] + "..."
 
 
 def builtin_templates() -> dict[str, Path]:
-    """Template files by name: ./templates first (a user's file shadows the project's)."""
+    """Template files by name: the project's, then ./templates for new names only (a user's
+    file of a built-in name is used only when named by its path)."""
     return spec_files("templates")
 
 
@@ -200,10 +205,12 @@ def _raw(path: Path, depth: int = 0) -> tuple[dict[str, Any], str]:
     under this file's keys ([values] merged), and both sources, so the recorded text and
     its hash change when either file does."""
     try:
+        if path.stat().st_size > 4 * MAX_SOURCE:
+            raise TemplateError(f"{path} holds over {MAX_SOURCE:,} characters; no template does.")
         source = path.read_text(encoding="utf-8")
         raw = tomllib.loads(source)
-    except (OSError, UnicodeError, tomllib.TOMLDecodeError) as exc:
-        raise TemplateError(f"cannot read prompt template {path}: {exc}.") from None
+    except (OSError, UnicodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise TemplateError(f"cannot read prompt template {path}: {_sentence(exc)}.") from None
     if "base" not in raw:
         return raw, source
     base = builtin_templates().get(str(raw["base"]))
@@ -218,6 +225,55 @@ def _raw(path: Path, depth: int = 0) -> tuple[dict[str, Any], str]:
     return merged, f"{under_source}\n# ---- {path.name}, based on the above ----\n{source}"
 
 
+def recorded_template(ref: str, file: str, sha256: str, text: str, data: Any) -> Template:
+    """A template as a run folder's manifest.json records it (the text read, its hash and
+    the table read from it), compiled in the sandbox like any file. A text that does not
+    match its hash, or a table that is not its text's, is refused, never rendered."""
+    check_recorded(ref, sha256, text)
+    try:
+        same = data == _table_of(text)
+    except (tomllib.TOMLDecodeError, RecursionError):
+        same = False
+    if not same:
+        raise TemplateError(
+            f"manifest.json's prompt template {ref!r} holds a table that is not the one its "
+            "text gives, so its prompts are not rebuilt from it; restore manifest.json from "
+            "a copy."
+        )
+    path = Path(str(file))
+    return parse_template(data, text, path, path.stem)
+
+
+def check_recorded(ref: str, sha256: Any, text: Any) -> None:
+    """Refuse a recorded template whose text is not the one its hash was taken of."""
+    try:
+        intact = hashlib.sha256(text.encode()).hexdigest() == sha256
+    except (AttributeError, UnicodeError):
+        intact = False
+    if not intact or len(text) > MAX_SOURCE:
+        raise TemplateError(
+            f"manifest.json's prompt template {ref!r} does not match its recorded hash, so "
+            "its prompts are not rebuilt from it (the file was edited after the run wrote "
+            "it); restore manifest.json from a copy."
+        )
+
+
+# How _raw joins a template's text to its base's.
+_BASED = re.compile(r"\n# ---- [^\n]*, based on the above ----\n")
+
+
+def _table_of(text: str) -> dict[str, Any]:
+    """The table _raw reads from a recorded text: the file's own, or its base's with the
+    file's keys over it."""
+    parts = _BASED.split(text)
+    table = tomllib.loads(parts[0])
+    for part in parts[1:]:
+        raw = tomllib.loads(part)
+        table = {**table, **raw, "values": {**table.get("values", {}), **raw.get("values", {})}}
+        table.pop("base", None)
+    return table
+
+
 def parse_template(raw: dict[str, Any], source: str, path: Path, name: str) -> Template:
     """Check a template's TOML and compile it; every problem is one sentence naming the file
     and the key, found before any request."""
@@ -226,6 +282,8 @@ def parse_template(raw: dict[str, Any], source: str, path: Path, name: str) -> T
         if not ok:
             raise TemplateError(f"{path}: {problem}.")
 
+    need(isinstance(raw, dict), "the template must be a table of keys")
+    need(len(source) <= MAX_SOURCE, f"it holds over {MAX_SOURCE:,} characters; no template does")
     for key in raw:
         need(key in KEYS, f"unknown key '{key}'; a template has: {', '.join(KEYS)}")
     need(isinstance(raw.get("description", ""), str), "'description' must be text")
@@ -274,11 +332,12 @@ def _message(item: dict[str, Any], where: str, path: Path) -> _Message:
     need(isinstance(content, str), "'content' must be text")
     need(isinstance(item.get("optional", False), bool), "'optional' must be true or false")
     try:
-        parsed = _ENV.parse(content)
+        parsed = sandbox.SANDBOX.parse(content)
     except jinja2.TemplateSyntaxError as exc:
-        raise TemplateError(
-            f"{path}: {where}.content: {exc.message} (line {exc.lineno})."
-        ) from None
+        problem = _sentence(jinja2.TemplateError(exc.message))
+        raise TemplateError(f"{path}: {where}.content: {problem} (line {exc.lineno}).") from None
+    except RecursionError:
+        raise TemplateError(f"{path}: {where}.content: it nests too deeply.") from None
     allowed = set(VARIABLES) - (set(DEBATE_ONLY) if where.startswith("round0") else set())
     unknown = sorted(meta.find_undeclared_variables(parsed) - allowed)
     need(
@@ -286,7 +345,11 @@ def _message(item: dict[str, Any], where: str, path: Path) -> _Message:
         f"content uses unknown variable '{unknown[0] if unknown else ''}'; it can use: "
         f"{', '.join(sorted(allowed))}",
     )
-    return _Message(role, _ENV.from_string(parsed), item.get("optional", False), where)
+    try:
+        compiled = sandbox.SANDBOX.compile_checked(parsed)
+    except Exception as exc:  # a bound (a recursive loop), or Jinja refusing the source
+        raise TemplateError(f"{path}: {where}.content: {_sentence(exc)}.") from None
+    return _Message(role, compiled, item.get("optional", False), where)
 
 
 def check_template(template: Template, sees: list[list[int]]) -> None:
@@ -304,7 +367,9 @@ def check_template(template: Template, sees: list[list[int]]) -> None:
             try:
                 messages = template.render(common, steps)
             except TemplateError as exc:
-                raise TemplateError(f"{exc} (agent {agent} of {agents}, round {rounds})") from None
+                raise TemplateError(
+                    f"{str(exc).rstrip('.')} (agent {agent} of {agents}, round {rounds})."
+                ) from None
             _check_messages(template, section, messages)
 
 

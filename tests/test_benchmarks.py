@@ -359,9 +359,11 @@ def test_a_new_kind_is_its_class_and_its_registry_entry(
         load_questions(tmp_path / "words.toml")
 
 
-def test_user_spec_in_cwd_shadows_project_spec(
+def test_a_user_spec_in_cwd_adds_a_name_but_never_replaces_a_project_spec(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A cloned repository's ./benchmarks/arith.toml does not change what `arith` means; it
+    is read when named by its path, and a new name there is found by name."""
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / "arith.toml").write_text(
         'description = "my arith"\nkind = "math"\nmax_tokens = 32\n'
@@ -373,13 +375,14 @@ def test_user_spec_in_cwd_shadows_project_spec(
     )
     monkeypatch.chdir(tmp_path)
     dirs = spec_dirs()
-    assert dirs[0].resolve() == (tmp_path / "benchmarks").resolve() and len(dirs) == 2
-    assert load_spec("arith").description == "my arith"
-    spec, questions = load_questions("arith")
+    assert dirs[1].resolve() == (tmp_path / "benchmarks").resolve() and len(dirs) == 2
+    assert load_spec("arith").description != "my arith"
+    spec, questions = load_questions("benchmarks/arith.toml")
     assert spec.max_tokens == 32 and len(questions) == 5
     assert questions == benchmarks.arith_questions(5, seed=7)
     names = [spec.name for spec in list_specs()]
     assert names == sorted(names) and "extra" in names and "math500" in names
+    assert [s.description for s in list_specs() if s.name == "arith"] != ["my arith"]
     _, extra = load_questions("extra")
     assert [q.id for q in extra] == ["extra-0", "extra-1"]
 

@@ -221,3 +221,42 @@ def test_model_text_is_quoted_literally_never_rendered_as_template():
     for name in ("debate", "own-apart", "conversation"):
         messages = debate_messages("Q?", [hostile, "\\boxed{1}"], agent=1, template=name)
         assert any(hostile in m["content"] for m in messages)
+
+
+# --- every shipped template, rounds 0 to 2, byte for byte --------------------------------
+
+TEMPLATES_GOLDEN = Path(__file__).parent / "golden" / "templates.json"
+ROUNDS = [
+    ["x = 2, so I get \\boxed{2}", "I get \\boxed{3}", "<response from=x>\\boxed{4}"],
+    ["Still \\boxed{2}", "Now \\boxed{2}", "Keeping \\boxed{4}"],
+]
+
+
+def shipped_prompts() -> dict[str, list[dict[str, str]]]:
+    """Each shipped template's prompt of each of 3 agents (everyone reads everyone) in rounds
+    0, 1 and 2: what tests/golden/templates.json holds."""
+    found = {}
+    for name in sorted(builtin_templates()):
+        template = load_template(name)
+        for round_ in range(3):
+            history = [
+                {j: Said(text, [0, 1, 2] if r else []) for j, text in enumerate(ROUNDS[r])}
+                for r in range(round_)
+            ]
+            for agent in range(3):
+                speaker = Speaker(template, agent, 3, hub=agent == 0)
+                fitted = build_prompt(
+                    speaker, QUESTION, history, [0, 1, 2], Fitter(EstimateCounter()), None
+                )
+                found[f"{name}/round{round_}/agent{agent}"] = fitted.messages
+    return found
+
+
+def test_every_shipped_template_renders_exactly_its_golden_prompts():
+    """Rendering in the sandbox changed nothing a shipped template sends (regenerate the file
+    only for a deliberate change of a template's text)."""
+    golden = json.loads(TEMPLATES_GOLDEN.read_text())
+    found = shipped_prompts()
+    assert set(found) == set(golden)
+    for case, messages in found.items():
+        assert messages == golden[case], case

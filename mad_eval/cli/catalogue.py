@@ -16,7 +16,7 @@ from mad_eval.cli.ui import console, fail
 @app.command()
 def protocols() -> None:
     """List the protocols --protocol accepts by name, with what each does."""
-    from mad_eval.protocols import catalogue
+    from mad_eval.protocols import catalogue, presets
 
     table = Table(title="protocols", show_lines=False)
     table.add_column("name", style="bold")
@@ -25,6 +25,7 @@ def protocols() -> None:
     for name, description, source in catalogue():
         table.add_row(name, description, _relative(source))
     console.print(table)
+    _unreached("protocols", presets())
     console.print(
         "Parameters: NAME:key=value,... (e.g. sparse:degree=4, centralized:hub=2). "
         "Your own class: --protocol pkg.module:Class."
@@ -52,12 +53,14 @@ def templates(
         table = Table(title="prompt templates", show_lines=False)
         for column in ("name", "what the agent is asked", "file"):
             table.add_column(column, style="bold" if column == "name" else None)
-        try:
-            for name, path in builtin_templates().items():
-                table.add_row(name, load_template(name).description, _relative(str(path)))
-        except TemplateError as exc:
-            raise fail(str(exc)) from None
+        for name, path in builtin_templates().items():
+            try:  # each one loaded (in the sandbox) and checked: a bad one is listed as such
+                description = load_template(name).description
+            except TemplateError as exc:
+                description = f"unusable: {exc}"
+            table.add_row(name, description, _relative(str(path)))
         console.print(table)
+        _unreached("templates", builtin_templates())
         console.print("Show one: mad-eval templates NAME|FILE [--round R] [--agent I].")
         return
     if not (0 <= agent <= 2 and 0 <= round_ <= 5):
@@ -92,6 +95,20 @@ def benchmarks() -> None:
         "Parameters: NAME:key=value (e.g. mmlu:subject=anatomy, or mmlu:anatomy). Local files "
         "are read from --data-dir or $MAD_EVAL_DATA; any .jsonl or .toml path works too."
     )
+
+
+def _unreached(kind: str, by_name: dict[str, Path]) -> None:
+    """Say which of the working directory's files a bare name does not reach."""
+    from mad_eval.config import unreached_files
+
+    # --prompt-template takes a file's path; --protocol takes a preset's name only.
+    fix = "rename the file to use it" if kind == "protocols" else "give its path to use it"
+    for path in unreached_files(kind, by_name):
+        console.print(
+            f"{_relative(str(path))}: not used by the name {path.stem}, which is built in; {fix}.",
+            style="dim",
+            markup=False,
+        )
 
 
 def _relative(source: str) -> str:

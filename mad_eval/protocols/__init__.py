@@ -13,7 +13,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from mad_eval.config import spec_files
+from mad_eval.config import project_folder, spec_files
 from mad_eval.protocols.base import Protocol, ProtocolError, check_protocol
 from mad_eval.protocols.centralized import Centralized
 from mad_eval.protocols.decentralized import Decentralized
@@ -52,7 +52,17 @@ class Choice:
 
 
 def presets() -> dict[str, Path]:
-    return spec_files("protocols")
+    """Preset files by name: the project's, then the working directory's ./protocols for new
+    names only. A preset may name a class to import, so a file there never stands in for a
+    built-in name: a plain `mad-eval run` in a cloned repository imports nothing of it."""
+    found = spec_files("protocols")
+    ours = project_folder("protocols").resolve()
+    taken = {*BUILTIN, *_entry_points()}
+    return {
+        name: path
+        for name, path in found.items()
+        if path.parent.resolve() == ours or name not in taken
+    }
 
 
 def resolve(text: str) -> Choice:

@@ -7,7 +7,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import math
 import operator
 import sys
 import types
@@ -99,7 +98,7 @@ class JsonLine:
     __slots__ = ()  # records come by the hundred thousand: no __dict__ per instance
     # Text fields most records share (a model spec, a question id): read as one string each.
     SHARED: ClassVar[tuple[str, ...]] = ()
-    # Number fields that may be negative; every other one is a count, index or duration.
+    # Integer fields that may be negative; every other one is a count or an index.
     SIGNED: ClassVar[tuple[str, ...]] = ()
 
     def to_json(self) -> str:
@@ -135,7 +134,7 @@ class JsonLine:
 class _Schema:
     """What each field of a record class may hold, from its type hints: the exact types of
     its value (so true is no integer and "3" no number), of a list's items or a map's
-    values, and which numbers must be finite and not negative."""
+    values, and which integers are counts or indices (never negative)."""
 
     def __init__(self, cls: type) -> None:
         hints = typing.get_type_hints(cls)
@@ -151,9 +150,9 @@ class _Schema:
         self.counted = [
             i
             for i, (name, kinds) in enumerate(zip(self.names, self.types, strict=True))
-            if int in kinds and name not in signed
+            if int in kinds and float not in kinds and name not in signed
         ]
-        self.counts = operator.itemgetter(*self.counted, self.counted[0])  # a tuple, even of 1
+        self.counts = _getter(self.counted)
         self.seen: set[tuple[type, ...]] = set()  # field types already found valid
 
     @classmethod
@@ -172,16 +171,12 @@ class _Schema:
                     raise ValueError(f'"{name}" is {_shown(value)}, not {_wanted(kinds)}')
             if len(self.seen) < 4096:
                 self.seen.add(tuple(map(type, values)))
-        numbers = list(filter(None, self.counts(values)))  # None and 0 pass
-        # All at or above 0, and none infinite or NaN (either makes the sum so).
-        if numbers and not (min(numbers) >= 0 and sum(numbers) < math.inf):
-            for i in self.counted:
-                value = values[i]
-                if value is not None and not 0 <= value < math.inf:
-                    raise ValueError(f'"{self.names[i]}" is {value!r}, not a count (0 or more)')
+        if min(filter(None, self.counts(values)), default=0) < 0:  # None and 0 pass
+            i = next(i for i in self.counted if (values[i] or 0) < 0)
+            raise ValueError(f'"{self.names[i]}" is {values[i]!r}, not a count (0 or more)')
         for i, kinds in self.items:
             value = values[i]
-            if value is not None:
+            if value:  # not None, nor an empty list or map
                 items = value.values() if type(value) is dict else value
                 if not kinds.issuperset(map(type, items)):
                     bad = next(item for item in items if type(item) not in kinds)
@@ -189,6 +184,13 @@ class _Schema:
 
 
 _SCHEMAS: dict[type, _Schema] = {}
+
+
+def _getter(indices: list[int]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """What takes the values at `indices` from a tuple, as a tuple (of one or none too)."""
+    if not indices:
+        return lambda values: ()
+    return operator.itemgetter(*indices, indices[0])  # a tuple even of one: its last is extra
 
 
 def _exact(hint: Any) -> tuple[type, ...]:

@@ -305,6 +305,12 @@ class RunShape:
     rounds: int
     agents: int
     questions: frozenset[str] | None
+    # The numbers each index may take, for admits(): a range's `in` costs no Python.
+    spans: tuple[range, range, range] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        spans = (range(self.runs), range(self.rounds + 1), range(self.agents))
+        object.__setattr__(self, "spans", spans)
 
     @classmethod
     def of(cls, manifest: RunManifest, path: Path, questions: frozenset[str] | None) -> RunShape:
@@ -317,6 +323,19 @@ class RunShape:
                     f"not an integer of {least} or more)."
                 )
         return cls(config["runs"], config["rounds"], config["agents"], questions)
+
+    def admits(self, record: Turn | Verdict) -> bool:
+        """Whether `record` (its fields' types checked) is of a turn of the run: problem()'s
+        test, at a fraction of its cost, as every record of a report passes it."""
+        runs, rounds, agents = self.spans
+        sees = getattr(record, "sees", None)
+        return (
+            record.run in runs
+            and record.round in rounds
+            and record.agent in agents
+            and (self.questions is None or record.question in self.questions)
+            and (not sees or (min(sees) >= 0 and max(sees) < self.agents))
+        )
 
     def problem(self, key: TurnKey, sees: Sequence[int] = ()) -> str | None:
         """Why a record of `key` (reading agents `sees`) is of no turn of the run, or None."""
@@ -390,7 +409,7 @@ def _parse(
         raise StoreError(
             f"{path} line {number} is not {what} ({exc}); fix or remove that line."
         ) from None
-    if shape is not None:
+    if shape is not None and not shape.admits(record):
         _belongs(path, number, shape, record.key, getattr(record, "sees", ()))
     return record
 
@@ -500,13 +519,14 @@ def read_debates(path: Path, shape: RunShape | None = None) -> Debates:
     debate as soon as its last line is read, so a report holds only the debates whose lines
     interleave. A first pass finds where each debate's last line is (reading only the start
     of every line); a repeated key keeps the last turn, as in RunStore.read_turns. With
-    `shape`, a line of no turn of the run is a StoreError naming it (before any count)."""
+    `shape`, a line of no turn of the run is a StoreError naming it, raised as it is read
+    (a report counts what it has read only once it has read every debate)."""
     last: dict[tuple[int, str], int] = {}
     end = 0
     if path.exists():
         for number, end, line in _lines(path):
             if line.strip():
-                last[_key_of(path, number, line, shape)[:2]] = end
+                last[_key_of(path, number, line)[:2]] = end  # checked when read below
 
     def debates() -> Iterator[list[Turn]]:
         reading: dict[tuple[int, str], dict[TurnKey, Turn]] = {}

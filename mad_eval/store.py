@@ -324,16 +324,17 @@ class RunShape:
                 )
         return cls(config["runs"], config["rounds"], config["agents"], questions)
 
-    def admits(self, record: Turn | Verdict) -> bool:
-        """Whether `record` (its fields' types checked) is of a turn of the run: problem()'s
-        test, at a fraction of its cost, as every record of a report passes it."""
+    def admits(self, key: TurnKey, sees: Sequence[int] | None = None) -> bool:
+        """Whether a record of `key` (its fields' types checked) reading agents `sees` is of
+        a turn of the run: problem()'s test, at a fraction of its cost, as every record of
+        a report or a resume passes it."""
+        run, question, round_, agent = key
         runs, rounds, agents = self.spans
-        sees = getattr(record, "sees", None)
         return (
-            record.run in runs
-            and record.round in rounds
-            and record.agent in agents
-            and (self.questions is None or record.question in self.questions)
+            run in runs
+            and round_ in rounds
+            and agent in agents
+            and (self.questions is None or question in self.questions)
             and (not sees or (min(sees) >= 0 and max(sees) < self.agents))
         )
 
@@ -409,8 +410,10 @@ def _parse(
         raise StoreError(
             f"{path} line {number} is not {what} ({exc}); fix or remove that line."
         ) from None
-    if shape is not None and not shape.admits(record):
-        _belongs(path, number, shape, record.key, getattr(record, "sees", ()))
+    if shape is not None:
+        key, sees = record.key, getattr(record, "sees", None)
+        if not shape.admits(key, sees):
+            _belongs(path, number, shape, key, sees or ())
     return record
 
 
@@ -459,7 +462,7 @@ def _key_of(path: Path, number: int, line: bytes, shape: RunShape | None = None)
     if found is None or b"\\" in found[2] or not found[2].isascii():
         return _parse(path, number, line, Turn.from_json, "a turn record", shape).key  # whole
     key = int(found[1]), found[2].decode("ascii"), int(found[3]), int(found[4])
-    if shape is not None:
+    if shape is not None and not shape.admits(key):
         _belongs(path, number, shape, key)
     return key
 

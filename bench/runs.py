@@ -69,6 +69,7 @@ def large_run(
                    "--limit", str(seed_questions), "--out", str(out)), tree)  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["config"]["limit"] = None  # the copy answers every question
+    manifest["benchmark"]["questions"] = [f"q{i}" for i in range(questions)]  # and lists them
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
     # ... so it holds other questions than the real run recorded: without questions.jsonl,
     # the next `run` records them from the benchmark file, as for a folder from before it.

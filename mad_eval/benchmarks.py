@@ -20,6 +20,7 @@ from mad_eval.errors import UserError
 from mad_eval.grading import check_answer_protocol
 from mad_eval.kinds import KINDS, get_kind
 from mad_eval.records import Question
+from mad_eval.sanitize import valid_data
 
 DATA_ENV = "MAD_EVAL_DATA"
 DEFAULT_MAX_TOKENS = 4096
@@ -335,7 +336,9 @@ def read_jsonl(path: Path, label: str) -> Rows:
             raise BenchmarkError(f"{where}: invalid JSON ({exc.msg})") from None
         if not isinstance(row, dict):
             raise BenchmarkError(f"{where}: expected a JSON object, got {type(row).__name__}")
-        rows.append((where, row))
+        # A lone surrogate ("\ud800") no prompt or file can encode: U+FFFD from here on, so
+        # the question's hash is the same at every load and a resumed run matches it.
+        rows.append((where, valid_data(row, line)))
     return rows
 
 

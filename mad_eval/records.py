@@ -9,6 +9,8 @@ import hashlib
 import json
 import operator
 import sys
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
@@ -98,6 +100,8 @@ class JsonLine:
     __slots__ = ()  # records come by the hundred thousand: no __dict__ per instance
     # Text fields most records share (a model spec, a question id): read as one string each.
     SHARED: ClassVar[tuple[str, ...]] = ()
+    # Integer fields that may be negative; every other one is a count or an index.
+    SIGNED: ClassVar[tuple[str, ...]] = ()
 
     def to_json(self) -> str:
         # The fields as they are: dataclasses.asdict's deep copy cost more than the dump.
@@ -106,17 +110,126 @@ class JsonLine:
 
     @classmethod
     def from_json(cls, line: str | bytes) -> Self:
+        """The record a line holds; a line that is no JSON object, or a field of the wrong
+        type or out of range (a round "zero", a count of -5), is a ValueError naming it."""
         data = loads(line)
+        if type(data) is not dict:
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
         for name in cls.SHARED:
             if isinstance(data.get(name), str):
                 data[name] = sys.intern(data[name])
         count, values, _ = _fields_of(cls)
-        if len(data) == count:
-            try:  # by position: a call with 30 keywords costs 15 times as much
-                return cls(*values(data))
-            except KeyError:
-                pass
-        return cls(**data)  # a record from before a field existed, or a malformed one
+        schema = _Schema.of(cls)
+        try:  # by position: a call with 30 keywords costs 15 times as much
+            fields = values(data) if len(data) == count else None
+        except KeyError:
+            fields = None
+        if fields is None:  # a record from before a field existed, or a malformed one
+            record = cls(**data)
+            fields = schema.values(record)
+        else:
+            record = cls(*fields)
+        schema.check(fields)
+        return record
+
+
+class _Schema:
+    """What each field of a record class may hold, from its type hints: the exact types of
+    its value (so true is no integer and "3" no number), of a list's items or a map's
+    values, and which integers are counts or indices (never negative)."""
+
+    def __init__(self, cls: type) -> None:
+        hints = typing.get_type_hints(cls)
+        self.names = _fields_of(cls)[2]
+        self.values = operator.attrgetter(*self.names)
+        self.types = [_exact(hints[name]) for name in self.names]
+        self.items = [
+            (i, frozenset(_exact(_item(hints[name]))))
+            for i, name in enumerate(self.names)
+            if _item(hints[name])
+        ]
+        signed = getattr(cls, "SIGNED", ())
+        self.counted = [
+            i
+            for i, (name, kinds) in enumerate(zip(self.names, self.types, strict=True))
+            if int in kinds and float not in kinds and name not in signed
+        ]
+        self.counts = _getter(self.counted)
+        self.seen: set[tuple[type, ...]] = set()  # field types already found valid
+
+    @classmethod
+    def of(cls, record: type) -> _Schema:
+        schema = _SCHEMAS.get(record)
+        if schema is None:
+            schema = _SCHEMAS[record] = cls(record)
+        return schema
+
+    def check(self, values: tuple[Any, ...]) -> None:
+        """A ValueError naming the first field whose value `values` (in field order) has
+        the wrong type or is out of range."""
+        if tuple(map(type, values)) not in self.seen:  # records share a few: each checked once
+            for name, value, kinds in zip(self.names, values, self.types, strict=True):
+                if type(value) not in kinds:
+                    raise ValueError(f'"{name}" is {_shown(value)}, not {_wanted(kinds)}')
+            if len(self.seen) < 4096:
+                self.seen.add(tuple(map(type, values)))
+        if min(filter(None, self.counts(values)), default=0) < 0:  # None and 0 pass
+            i = next(i for i in self.counted if (values[i] or 0) < 0)
+            raise ValueError(f'"{self.names[i]}" is {values[i]!r}, not a count (0 or more)')
+        for i, kinds in self.items:
+            value = values[i]
+            if value:  # not None, nor an empty list or map
+                items = value.values() if type(value) is dict else value
+                if not kinds.issuperset(map(type, items)):
+                    bad = next(item for item in items if type(item) not in kinds)
+                    raise ValueError(f'"{self.names[i]}" holds {_shown(bad)}, not {_wanted(kinds)}')
+
+
+_SCHEMAS: dict[type, _Schema] = {}
+
+
+def _getter(indices: list[int]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """What takes the values at `indices` from a tuple, as a tuple (of one or none too)."""
+    if not indices:
+        return lambda values: ()
+    return operator.itemgetter(*indices, indices[0])  # a tuple even of one: its last is extra
+
+
+def _exact(hint: Any) -> tuple[type, ...]:
+    """The exact types a value of type hint `hint` may have (a float may be written as an
+    integer; Any is anything JSON holds)."""
+    if hint is Any:
+        return (str, int, float, bool, list, dict, type(None))
+    if isinstance(hint, types.UnionType):
+        return tuple(kind for part in typing.get_args(hint) for kind in _exact(part))
+    if hint is float:
+        return (float, int)
+    return (typing.get_origin(hint) or hint,)
+
+
+def _item(hint: Any) -> Any:
+    """The type of a list's items or a map's values under `hint`, or None where any will do."""
+    parts = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    for part in parts:
+        origin, args = typing.get_origin(part), typing.get_args(part)
+        if origin in (list, dict) and args[-1] is not Any:
+            return args[-1]
+    return None
+
+
+_NAMES = {str: "text", int: "an integer", float: "a number", bool: "true or false",
+          list: "a list", dict: "an object", type(None): "null"}  # fmt: skip
+
+
+def _wanted(kinds: tuple[type, ...]) -> str:
+    return " or ".join(
+        dict.fromkeys(_NAMES[kind] for kind in kinds if kind is not int or float not in kinds)
+    )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(slots=True)
@@ -124,6 +237,7 @@ class Turn(JsonLine):
     """One agent's answer in one round of one debate; a line of turns.jsonl."""
 
     SHARED = ("question", "model", "answer", "finish_reason", "endpoint", "served_model")
+    SIGNED = ("seed",)
 
     run: int
     question: str

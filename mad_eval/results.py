@@ -243,10 +243,11 @@ def load_run(root: Path, prices: Prices | None = None) -> Run:
     cost is in money too."""
     store = RunStore(root)
     manifest = store.manifest()
-    debates = read_debates(store.turns_path)
+    shape = store.shape(manifest)  # records of no turn of the run are refused, not counted
+    debates = read_debates(store.turns_path, shape)
     if not debates.count:
         raise StoreError(f"{store.turns_path} holds no turns yet; nothing to report.")
-    verdicts = JudgeLog(store.root).read()
+    verdicts = JudgeLog(store.root).read(shape=shape)
     found, metrics, totals = measure(manifest, debates, verdicts, prices)
     failed = totals.all["failed_sent"]
     return Run(store.root, manifest, found, metrics, verdicts, failed_sent=failed, prices=prices)

@@ -209,6 +209,28 @@ def valid_text(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
+# How JSON writes a UTF-16 surrogate (\ud800-\udfff): the only way one gets into decoded text.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def valid_data(value: Any, line: str | bytes) -> Any:
+    """`value`, the JSON `line` holds, with valid_text applied to every string in it (keys
+    too) where the line escapes a surrogate; else `value` itself, at the cost of one search."""
+    escape = _SURROGATE_ESCAPE_BYTES if isinstance(line, bytes) else _SURROGATE_ESCAPE
+    return _valid(value) if escape.search(line) else value  # type: ignore[arg-type]
+
+
+def _valid(value: Any) -> Any:
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, list):
+        return [_valid(item) for item in value]
+    if isinstance(value, dict):
+        return {_valid(key): _valid(item) for key, item in value.items()}
+    return value
+
+
 def printable(text: str) -> str:
     """`text` safe to print: control characters (escape sequences, carriage returns, bells)
     shown as U+FFFD instead of acted on by the terminal."""

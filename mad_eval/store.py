@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from mad_eval.config import RunConfig
 from mad_eval.files import StoreError, WriteError, write_atomically, write_json
-from mad_eval.manifest import RunManifest, redacted_config
+from mad_eval.manifest import MANIFEST_FILE, RunManifest, redacted_config
 from mad_eval.questions import check_questions, read_questions, write_questions
 from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict
 from mad_eval.sanitize import redact
@@ -130,10 +130,13 @@ class RunStore:
                 else:
                     check_questions(self.root, recorded, questions)
             else:
+                self._check_orphans()
                 write_questions(self.root, questions)  # first: a manifest implies its questions
                 manifest = RunManifest.new(config, extra).to_dict()
                 write_json(self.manifest_path, manifest, "free space and run again.")
-            done = Recorded.index(self.turns_path)
+            ids = frozenset(q.id for q in questions)
+            shape = RunShape(config.runs, config.rounds, config.agents, ids)
+            done = Recorded.index(self.turns_path, shape=shape)
             self._sink = Sink(self.turns_path)
         except BaseException:
             self.lock.release()
@@ -145,6 +148,8 @@ class RunStore:
         configuration (open() checks again, under the lock)."""
         if self.manifest_path.exists():
             self._check_same(config, extra or {})
+        else:
+            self._check_orphans()
 
     def append(self, turn: Turn) -> None:
         assert self._sink is not None, "open() the store first"
@@ -171,14 +176,35 @@ class RunStore:
     def manifest(self) -> RunManifest:
         return RunManifest.read(self.root)
 
+    def shape(self, manifest: RunManifest | None = None) -> RunShape:
+        """What this run's records may hold, from its manifest (read when not given)."""
+        manifest = manifest or self.manifest()
+        ids = manifest.benchmark.questions
+        if not ids:  # a run from before the manifest listed them
+            recorded = read_questions(self.root)
+            ids = tuple(recorded) if recorded is not None else ()
+        return RunShape.of(manifest, self.manifest_path, frozenset(ids) or None)
+
     def read_turns(self, repair: bool = False) -> list[Turn]:
-        """All recorded turns; `repair` cuts a partial last line left by a crash."""
-        found = read_records(self.turns_path, Turn.from_json, "a turn record", repair)
+        """All recorded turns; `repair` cuts a partial last line left by a crash. A turn
+        that does not belong to the run is a StoreError naming its line."""
+        found = read_records(self.turns_path, Turn.from_json, "a turn record", repair, self.shape())
         return list({turn.key: turn for turn in found}.values())  # a repeated key keeps the last
 
     def write_metrics(self, metrics: dict[str, Any]) -> None:
         then = f"free space and run mad-eval report {self.root} to write it."
         write_json(self.metrics_path, redact(metrics), then)  # a judge's extra body, say
+
+    def _check_orphans(self) -> None:
+        """A folder whose manifest.json is gone but whose records are there is refused: a
+        new run would adopt them under its own configuration. (questions.jsonl alone is
+        what a run that never began leaves, as it is written before the manifest.)"""
+        for name in ("turns.jsonl", JUDGE_FILE, "metrics.json", SUPERSEDED):
+            if (self.root / name).exists():
+                raise StoreError(
+                    f"{self.root} has {name} but no {MANIFEST_FILE}: restore {MANIFEST_FILE} "
+                    "or use another --out."
+                )
 
     def _check_same(self, config: RunConfig, extra: dict[str, Any]) -> None:
         manifest = self.manifest()
@@ -223,9 +249,13 @@ class JudgeLog:
         self.lock = FolderLock(Path(root))
         self._sink: Sink | None = None
 
-    def read(self, repair: bool = False) -> list[Verdict]:
-        """The latest verdict of each turn."""
-        found = read_records(self.path, Verdict.from_json, "a judge verdict", repair)
+    def read(self, repair: bool = False, shape: RunShape | None = None) -> list[Verdict]:
+        """The latest verdict of each turn; one of no turn of the run (`shape`, by default
+        from the folder's manifest) is a StoreError naming its line."""
+        if not self.path.exists():
+            return []
+        shape = shape or RunStore(self.path.parent).shape()
+        found = read_records(self.path, Verdict.from_json, "a judge verdict", repair, shape)
         return list({v.key: v for v in found}.values())
 
     def open(self, setting: Setting) -> dict[TurnKey, Verdict]:
@@ -267,11 +297,79 @@ class JudgeLog:
 
 
 def read_records(
-    path: Path, parse: Callable[[bytes], T], what: str, repair: bool = False
+    path: Path,
+    parse: Callable[[bytes], T],
+    what: str,
+    repair: bool = False,
+    shape: RunShape | None = None,
 ) -> list[T]:
     """Every record of an append-only JSON Lines file, in order. A writer killed mid-line
-    leaves a partial last line: it is dropped, and with `repair` cut from the file."""
-    return [record for _, record in _records(path, parse, what, repair)]
+    leaves a partial last line: it is dropped, and with `repair` cut from the file. With
+    `shape`, a record of no turn of the run is a StoreError naming its line."""
+    return [record for _, record in _records(path, parse, what, repair, shape)]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunShape:
+    """What a run's records may hold: runs, rounds and agents numbered from 0 up to the
+    manifest's counts, and the run's own questions (None: a run that never listed them)."""
+
+    runs: int
+    rounds: int
+    agents: int
+    questions: frozenset[str] | None
+    # The numbers each index may take, for admits(): a range's `in` costs no Python.
+    spans: tuple[range, range, range] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        spans = (range(self.runs), range(self.rounds + 1), range(self.agents))
+        object.__setattr__(self, "spans", spans)
+
+    @classmethod
+    def of(cls, manifest: RunManifest, path: Path, questions: frozenset[str] | None) -> RunShape:
+        config = manifest.config
+        for name, least in (("runs", 1), ("rounds", 0), ("agents", 1)):
+            value = config.get(name)
+            if type(value) is not int or value < least:
+                raise StoreError(
+                    f'{path} is not a mad-eval run manifest ("config" "{name}" is {value!r}, '
+                    f"not an integer of {least} or more)."
+                )
+        return cls(config["runs"], config["rounds"], config["agents"], questions)
+
+    def admits(self, key: TurnKey, sees: Sequence[int] | None = None) -> bool:
+        """Whether a record of `key` (its fields' types checked) reading agents `sees` is of
+        a turn of the run: problem()'s test, at a fraction of its cost, as every record of
+        a report or a resume passes it."""
+        run, question, round_, agent = key
+        runs, rounds, agents = self.spans
+        return (
+            run in runs
+            and round_ in rounds
+            and agent in agents
+            and (self.questions is None or question in self.questions)
+            and (not sees or (min(sees) >= 0 and max(sees) < self.agents))
+        )
+
+    def problem(self, key: TurnKey, sees: Sequence[int] = ()) -> str | None:
+        """Why a record of `key` (reading agents `sees`) is of no turn of the run, or None."""
+        run, question, round_, agent = key
+        if not 0 <= run < self.runs:
+            return f"run {run} is not one of its runs ({_span(self.runs)})"
+        if self.questions is not None and question not in self.questions:
+            return f"question {question!r} is not one of its questions"
+        if not 0 <= round_ <= self.rounds:
+            return f"round {round_} is not one of its rounds ({_span(self.rounds + 1)})"
+        if not 0 <= agent < self.agents:
+            return f"agent {agent} is not one of its agents ({_span(self.agents)})"
+        if sees and (min(sees) < 0 or max(sees) >= self.agents):
+            return f"it reads agents {list(sees)}, not all of its agents ({_span(self.agents)})"
+        return None
+
+
+def _span(count: int) -> str:
+    """Numbers 0 to count - 1, as a message shows them."""
+    return "only 0" if count == 1 else f"0..{count - 1}"
 
 
 def _lines(path: Path, limit: int | None = None) -> Iterator[tuple[int, int, bytes]]:
@@ -279,27 +377,44 @@ def _lines(path: Path, limit: int | None = None) -> Iterator[tuple[int, int, byt
     line of a file, up to byte `limit`: a partial last line (a writer killed mid-line, or one
     still writing) is never read."""
     end = 0
-    with path.open("rb") as f:
-        for number, raw in enumerate(f, start=1):
-            if not raw.endswith(b"\n") or (limit is not None and end >= limit):
-                break
-            end += len(raw)
-            yield number, end, raw[:-1]
+    try:
+        with path.open("rb") as f:
+            for number, raw in enumerate(f, start=1):
+                if not raw.endswith(b"\n") or (limit is not None and end >= limit):
+                    break
+                end += len(raw)
+                yield number, end, raw[:-1]
+    except OSError as exc:  # a folder in its place, a file without read permission
+        raise StoreError(
+            f"cannot read {path} ({exc.strerror or exc}); restore it from a copy."
+        ) from None
 
 
 def _parsed(
-    path: Path, parse: Callable[[bytes], T], what: str, limit: int | None = None
+    path: Path,
+    parse: Callable[[bytes], T],
+    what: str,
+    limit: int | None = None,
+    shape: RunShape | None = None,
 ) -> Iterator[tuple[int, bytes, T]]:
     """(offset past the line, line as written, record) for every whole, non-blank line."""
     for number, end, line in _lines(path, limit):
         if line.strip():
-            yield end, line, _parse(path, number, line, parse, what)
+            yield end, line, _parse(path, number, line, parse, what, shape)
 
 
-def _parse(path: Path, number: int, line: bytes, parse: Callable[[bytes], T], what: str) -> T:
-    """One line's record; a line that is none is named in one sentence."""
+def _parse(
+    path: Path,
+    number: int,
+    line: bytes,
+    parse: Callable[[bytes], T],
+    what: str,
+    shape: RunShape | None = None,
+) -> T:
+    """One line's record; a line that is none, or (with `shape`) a record of no turn of the
+    run, is named in one sentence."""
     try:
-        return parse(line)  # bytes: orjson reads them as they are, Python decodes them
+        record = parse(line)  # bytes: orjson reads them as they are, Python decodes them
     except UnicodeDecodeError:
         raise StoreError(
             f"{path} line {number} is not UTF-8 text; fix or remove that line."
@@ -308,17 +423,37 @@ def _parse(path: Path, number: int, line: bytes, parse: Callable[[bytes], T], wh
         raise StoreError(
             f"{path} line {number} is not {what} ({exc}); fix or remove that line."
         ) from None
+    if shape is not None:
+        key, sees = record.key, getattr(record, "sees", None)
+        if not shape.admits(key, sees):
+            _belongs(path, number, shape, key, sees or ())
+    return record
+
+
+def _belongs(
+    path: Path, number: int, shape: RunShape, key: TurnKey, sees: Sequence[int] = ()
+) -> None:
+    problem = shape.problem(key, sees)
+    if problem is not None:
+        raise StoreError(
+            f"{path} line {number} is not of this run: {problem}; remove that line, or open "
+            "the folder it came from."
+        )
 
 
 def _records(
-    path: Path, parse: Callable[[bytes], T], what: str, repair: bool = False
+    path: Path,
+    parse: Callable[[bytes], T],
+    what: str,
+    repair: bool = False,
+    shape: RunShape | None = None,
 ) -> Iterator[tuple[bytes, T]]:
     """(line as written, record) for every whole line of a JSON Lines file, read a line at a
     time (a run's records need not fit in memory twice)."""
     if not path.exists():
         return
     whole = 0  # bytes up to the last record read (blank lines after it may go too)
-    for end, line, record in _parsed(path, parse, what):
+    for end, line, record in _parsed(path, parse, what, shape=shape):
         whole = end
         yield line, record
     if repair and whole < path.stat().st_size:
@@ -333,12 +468,16 @@ _KEY = re.compile(
 )
 
 
-def _key_of(path: Path, number: int, line: bytes) -> TurnKey:
-    """A turn record's key, read from the start of its line."""
+def _key_of(path: Path, number: int, line: bytes, shape: RunShape | None = None) -> TurnKey:
+    """A turn record's key, read from the start of its line; with `shape`, one of no turn
+    of the run is a StoreError naming the line."""
     found = _KEY.match(line)
-    if found is not None and b"\\" not in found[2] and found[2].isascii():
-        return int(found[1]), found[2].decode("ascii"), int(found[3]), int(found[4])
-    return _parse(path, number, line, Turn.from_json, "a turn record").key  # read it whole
+    if found is None or b"\\" in found[2] or not found[2].isascii():
+        return _parse(path, number, line, Turn.from_json, "a turn record", shape).key  # whole
+    key = int(found[1]), found[2].decode("ascii"), int(found[3]), int(found[4])
+    if shape is not None and not shape.admits(key):
+        _belongs(path, number, shape, key)
+    return key
 
 
 class Recorded(Mapping[TurnKey, Turn]):
@@ -347,31 +486,39 @@ class Recorded(Mapping[TurnKey, Turn]):
     for, so resuming a run that is 99% done parses only its unfinished debates' turns. A
     repeated key is its last record. Valid while the file is only appended to."""
 
-    def __init__(self, path: Path, lines: dict[TurnKey, tuple[int, int, int]]):
+    def __init__(
+        self,
+        path: Path,
+        lines: dict[TurnKey, tuple[int, int, int]],
+        shape: RunShape | None = None,
+    ):
         self.path = path
         self.lines = lines  # key -> (line number, offset of the line, its length)
+        self.shape = shape
 
     @classmethod
-    def index(cls, path: Path, repair: bool = True) -> Recorded:
-        """Index turns.jsonl; `repair` cuts a partial last line left by a crash."""
+    def index(cls, path: Path, repair: bool = True, shape: RunShape | None = None) -> Recorded:
+        """Index turns.jsonl; `repair` cuts a partial last line left by a crash. With
+        `shape`, a line of no turn of the run is a StoreError naming it."""
         lines: dict[TurnKey, tuple[int, int, int]] = {}
         whole = 0
         if path.exists():
             for number, end, line in _lines(path):
                 if line.strip():
-                    lines[_key_of(path, number, line)] = (number, whole, end - whole - 1)
+                    key = _key_of(path, number, line, shape)
+                    lines[key] = (number, whole, end - whole - 1)
                 whole = end
             if repair and whole < path.stat().st_size:
                 with path.open("r+b") as f:
                     f.truncate(whole)
-        return cls(path, lines)
+        return cls(path, lines, shape)
 
     def __getitem__(self, key: TurnKey) -> Turn:
         number, offset, length = self.lines[key]
         with self.path.open("rb") as f:
             f.seek(offset)
             line = f.read(length)
-        return _parse(self.path, number, line, Turn.from_json, "a turn record")
+        return _parse(self.path, number, line, Turn.from_json, "a turn record", self.shape)
 
     def __contains__(self, key: object) -> bool:
         return key in self.lines
@@ -383,21 +530,23 @@ class Recorded(Mapping[TurnKey, Turn]):
         return len(self.lines)
 
 
-def read_debates(path: Path) -> Debates:
+def read_debates(path: Path, shape: RunShape | None = None) -> Debates:
     """The turns of turns.jsonl a debate (one run's turns of one question) at a time, each
     debate as soon as its last line is read, so a report holds only the debates whose lines
     interleave. A first pass finds where each debate's last line is (reading only the start
-    of every line); a repeated key keeps the last turn, as in RunStore.read_turns."""
+    of every line); a repeated key keeps the last turn, as in RunStore.read_turns. With
+    `shape`, a line of no turn of the run is a StoreError naming it, raised as it is read
+    (a report counts what it has read only once it has read every debate)."""
     last: dict[tuple[int, str], int] = {}
     end = 0
     if path.exists():
         for number, end, line in _lines(path):
             if line.strip():
-                last[_key_of(path, number, line)[:2]] = end
+                last[_key_of(path, number, line)[:2]] = end  # checked when read below
 
     def debates() -> Iterator[list[Turn]]:
         reading: dict[tuple[int, str], dict[TurnKey, Turn]] = {}
-        for at, _, turn in _parsed(path, Turn.from_json, "a turn record", limit=end):
+        for at, _, turn in _parsed(path, Turn.from_json, "a turn record", end, shape):
             debate = (turn.run, turn.question)
             reading.setdefault(debate, {})[turn.key] = turn
             if last.get(debate) == at:

@@ -16,7 +16,7 @@ from mad_eval.backends.cache import APPLICATION_ID
 from mad_eval.engine import to_ask_again
 from mad_eval.protocols import resolve
 from mad_eval.records import Turn
-from mad_eval.store import Recorded, RunStore, StoreError, read_debates
+from mad_eval.store import Recorded, StoreError, read_debates, read_records
 
 pytestmark = pytest.mark.slow
 
@@ -214,7 +214,8 @@ def test_debates_come_whole_and_as_soon_as_their_last_line_is_read(tmp_path):
     assert read == [["3"], ["2", "5"], ["6", "4"]]
     # The same turns as reading the whole file at once.
     every = sorted((t.key, t.answer) for d in read_debates(path).each for t in d)
-    assert every == sorted((t.key, t.answer) for t in RunStore(tmp_path).read_turns())
+    whole = {t.key: t for t in read_records(path, Turn.from_json, "a turn record")}
+    assert every == sorted((key, t.answer) for key, t in whole.items())
 
 
 def test_recorded_turns_are_indexed_by_key_and_read_when_asked_for(tmp_path):

@@ -255,8 +255,9 @@ def test_two_templates_of_one_file_name_in_one_grid_are_refused_naming_both(tmp_
     text = f"""{HEAD}[grids.g]\nbenchmarks = ['arith']
     prompt_templates = ["one/style.toml", "two/style.toml"]\n"""
     message = refusal(write(tmp_path, text))
-    assert "its runs of prompt_templates 'one/style.toml' and of prompt_templates " in message
-    assert "'two/style.toml' would share the folder" in message
+    # template files are named as read: relative to the experiment file
+    assert f"its runs of prompt_templates '{tmp_path}/one/style.toml' and of " in message
+    assert f"prompt_templates '{tmp_path}/two/style.toml' would share the folder" in message
     assert "would share the folder arith-decentralized-n5-t3-base-style" in message
 
 

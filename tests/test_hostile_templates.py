@@ -343,3 +343,26 @@ def test_a_loop_up_to_the_range_bound_renders(tmp_path):
     path.write_text(template_text(loop))
     template = load_template(str(path))
     assert "last 9999" in sample_prompt(template, 0, 0)[-1]["content"]
+
+
+# --- experiment files that name a template ----------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["cycler", "huge range", "repeated question"])
+def test_an_experiment_naming_a_hostile_template_is_refused_by_its_dry_run(tmp_path, name):
+    """`experiment run --dry-run` plans every cell, template check included, so a shared
+    experiment file that names a payload template runs nothing and asks nothing."""
+    from mad_eval.experiments import load_experiment
+    from mad_eval.experiments.run import dry_run
+
+    path, mark = hostile(tmp_path, name, "debate")
+    experiment = tmp_path / "shared.toml"
+    experiment.write_text(
+        '[models]\nbase = "sim"\n\n[grids.main]\nbenchmarks = ["arith"]\nagents = [2]\n'
+        f'rounds = [1]\nprompt_templates = ["{path.name}"]\n'
+    )
+    with pytest.raises(UserError) as info:
+        dry_run(load_experiment(experiment))
+    one_sentence(str(info.value))
+    assert "theirs.toml: debate[0]" in str(info.value)
+    assert not mark.exists() and not (tmp_path / "results").exists()

@@ -336,17 +336,19 @@ class Parser:
             listed = listed if isinstance(listed, list) else [listed]
             if not listed:
                 raise self.fail(f"{where}.{key}", "the list is empty; give at least one value")
+            checked = []
             for value in listed:
                 if key == "models" and value not in self.models:
                     known = ", ".join(self.models)
                     raise self.fail(
                         f"{where}.models", f"'{value}' is not one of [models] ({known})"
                     )
-                if key != "models":
-                    self.settings({setting: value}, origin, (), "")
+                if key != "models":  # a template file is read relative to the experiment's
+                    value = self.settings({setting: value}, origin, (), "")[setting]
                 if setting in LIMITED:
                     self.within(value, LIMITED[setting], origin)
-            values[setting] = listed
+                checked.append(value)
+            values[setting] = checked
         if "benchmark" not in values:
             raise self.fail(where, "it names no benchmarks; add benchmarks = [...]")
         if single:

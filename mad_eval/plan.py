@@ -28,13 +28,13 @@ from mad_eval.backends import (
 from mad_eval.backends.base import RequestError, Warn
 from mad_eval.backends.cache import Cached, RequestCache
 from mad_eval.benchmarks import BenchmarkSpec, load_questions, spec_kind
-from mad_eval.config import DEFAULT_MODEL, ConfigError, RunConfig, run_defaults
+from mad_eval.config import DEFAULT_MODEL, ConfigError, RunConfig, run_defaults, unreached_files
 from mad_eval.context import ContextError, EstimateCounter, Fitter, TokenCounter, load_counter
 from mad_eval.engine import Seat
 from mad_eval.grading import check_answer_protocol
 from mad_eval.listener import Listener
 from mad_eval.prompts import Speaker
-from mad_eval.protocols import Choice, check_protocol, resolve
+from mad_eval.protocols import Choice, check_protocol, presets, resolve
 from mad_eval.records import Question
 from mad_eval.roster import (
     Agent,
@@ -46,7 +46,7 @@ from mad_eval.roster import (
 )
 from mad_eval.rules import default_rule
 from mad_eval.sanitize import redact, remember
-from mad_eval.templates import Template, check_template, load_template
+from mad_eval.templates import Template, builtin_templates, check_template, load_template
 
 DEFAULT_AGENTS = 5
 # Agents share a backend when they share a model, its endpoints, its tokenizer, and the
@@ -355,7 +355,9 @@ def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
     backends: dict[BackendKey, Backend] = {}
     fitters: dict[int, Fitter] = {}
     by_counter: dict[int, Fitter] = {}
-    warnings: list[str] = []
+    warnings = list(
+        pool.once(("unused", protocol, *templates), lambda: _unused(protocol, templates))
+    )
     for agent in team:
         kind = backend_kind(agent.model)
         name = (agent.tokenizer, agent.model if kind.tokenizer else None, config.template)
@@ -374,6 +376,25 @@ def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
     return Plan(
         config, choice, spec, questions, team, backends, fitters, templates, answer, pool, warnings
     )
+
+
+def _unused(protocol: str, templates: Mapping[str, Template]) -> list[str]:
+    """The working directory's files that a built-in name this run uses does not reach:
+    said once, so a user who meant to shadow ours knows theirs was left out."""
+    said = []
+    for path in unreached_files("templates", builtin_templates()):
+        if path.stem in templates:
+            said.append(
+                f"{path} is not used: '{path.stem}' is a built-in template; pass "
+                f"--prompt-template {path} to use yours."
+            )
+    for path in unreached_files("protocols", presets()):
+        if path.stem == protocol.partition(":")[0]:
+            said.append(
+                f"{path} is not used: '{protocol}' is a built-in protocol; rename the file "
+                "and pass --protocol with its new name to use yours."
+            )
+    return said
 
 
 def _checked_template(ref: str, choice: Choice, protocol: str, agents: int, pool: Pool) -> Template:

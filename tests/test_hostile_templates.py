@@ -18,6 +18,7 @@ from prompt_helpers import debate_messages
 import mad_eval as api
 from mad_eval import sandbox
 from mad_eval.errors import UserError
+from mad_eval.plan import make_plan
 from mad_eval.templates import TemplateError, load_template, sample_prompt
 
 # Each payload would write MARK (or hang, or build a gigabyte string) in a plain Jinja
@@ -209,6 +210,10 @@ def test_a_plain_run_in_a_cloned_repository_uses_the_built_in_template_and_proto
     assert Path(manifest["protocol"]["source"]).resolve() != tmp_path / "protocols"
     assert manifest["protocol"]["class"] == "decentralized"
     assert run.maj is not None
+    # ... and the run says which of the directory's files it left out.
+    warned = " ".join(make_plan({"agents": 2, "rounds": 1, "limit": 1}).warnings)
+    assert "templates/debate.toml is not used: 'debate' is a built-in template" in warned
+    assert "protocols/decentralized.toml is not used: 'decentralized' is a built-in" in warned
     # A new name there is still found by name; the shadowing file by its path.
     shutil.copy(ours, tmp_path / "templates" / "mine.toml")
     assert load_template("mine").path == (tmp_path / "templates" / "mine.toml").resolve()

@@ -1,6 +1,7 @@
 """Fixtures shared by the whole test suite."""
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,3 +18,17 @@ def shared_data() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory):
+    """One headless Chromium for a module's browser tests, with a fresh profile and no
+    network chatter."""
+    pytest.importorskip("selenium.webdriver")
+    from viewer_helpers import chromium
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    driver = chromium(profile)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)

@@ -6,14 +6,13 @@ page loads only the data files its index lists (a route naming a path runs nothi
 from __future__ import annotations
 
 import http.client
-import shutil
 import threading
 import time
 from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval
-from viewer_helpers import CHROMEDRIVER, CHROMIUM, chromium, read_data, sim_run
+from viewer_helpers import needs_chromium, read_data, sim_run
 
 from mad_eval import api
 from mad_eval.backends.cache import RequestCache
@@ -21,12 +20,6 @@ from mad_eval.errors import UserError
 from mad_eval.files import refuse_records
 from mad_eval.training import write_rows
 from mad_eval.viewer import make_server
-
-needs_chromium = pytest.mark.skipif(
-    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-    reason="needs Debian's chromium and chromium-driver in /usr/bin "
-    "(apt-get install chromium chromium-driver; .ci/run installs them)",
-)
 
 # Sets a flag and the page's title wherever a route makes the page load it as a script.
 EVIL = "window.__evil = {where!r}; document.title = 'pwned';\n"
@@ -48,16 +41,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ):
         where.write_text(EVIL.format(where=str(where.relative_to(root))), encoding="utf-8")
     return site
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory):
-    pytest.importorskip("selenium.webdriver")
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    driver = chromium(profile)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
 
 
 def open_fresh(driver, site: Path, route: str) -> bool:

@@ -5,18 +5,15 @@ CI installs it (.ci/run), so there they always run."""
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 from viewer_helpers import (
-    CHROMEDRIVER,
-    CHROMIUM,
     HOSTILE,
-    chromium,
     expected_sets,
     hostile_run,
+    needs_chromium,
     read_data,
     sim_run,
     votes_after_debate,
@@ -26,22 +23,7 @@ from mad_eval import api
 from mad_eval.records import Turn
 from mad_eval.store import RunStore
 
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-    reason="needs Debian's chromium and chromium-driver in /usr/bin "
-    "(apt-get install chromium chromium-driver; .ci/run installs them)",
-)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory):
-    """One headless Chromium for the module, with a fresh profile and no network chatter."""
-    pytest.importorskip("selenium.webdriver")
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    driver = chromium(profile)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+pytestmark = needs_chromium
 
 
 def wait_ready(driver, timeout: float = 10.0) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import mad_eval
 from mad_eval.records import Turn
 from mad_eval.results import manifest_rule
@@ -13,6 +15,11 @@ from mad_eval.store import RunStore
 from mad_eval.tally import tally
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+needs_chromium = pytest.mark.skipif(
+    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+    reason="needs Debian's chromium and chromium-driver in /usr/bin "
+    "(apt-get install chromium chromium-driver; .ci/run installs them)",
+)
 
 
 def chromium(profile: Path, window: str = "1400,1000"):  # -> selenium WebDriver

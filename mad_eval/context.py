@@ -23,7 +23,7 @@ import numpy as np
 
 from mad_eval import online
 from mad_eval.errors import UserError
-from mad_eval.templates import Messages
+from mad_eval.records import Messages
 
 Encoded = np.ndarray
 # Real BPE tokenizers reach ~4 characters per token on prose but only 2.2-2.7 on LaTeX-dense

@@ -21,9 +21,9 @@ from mad_eval.backends import Backend, Generation, Request, Sampling
 from mad_eval.config import RunConfig
 from mad_eval.context import ContextError, EstimateCounter, Fitted, Fitter, prefix_tokens
 from mad_eval.kinds import get_kind
-from mad_eval.prompts import Messages, Round, Speaker, build_prompt
+from mad_eval.prompts import Round, Speaker, build_prompt
 from mad_eval.protocols import Protocol
-from mad_eval.records import Question, Turn, TurnKey, derive_seed, messages_hash
+from mad_eval.records import Messages, Question, Turn, TurnKey, derive_seed, messages_hash
 from mad_eval.roster import Agent
 from mad_eval.rules import AnswerClasses
 from mad_eval.templates import load_template

@@ -14,9 +14,9 @@ from mad_eval.context import ContextError, EstimateCounter, Fitted, Fitter, Repl
 from mad_eval.grading import check_answer_protocol
 from mad_eval.kinds import get_kind
 from mad_eval.reasoning import FINAL, TAIL_MARKER, Quoting, quoted
-from mad_eval.records import Question, Turn
+from mad_eval.records import Messages, Question, Turn
 from mad_eval.rubric import JUDGE_CRITERIA
-from mad_eval.templates import Messages, Quote, Step, Template, common_data, tag_pattern
+from mad_eval.templates import Quote, Step, Template, common_data, tag_pattern
 
 # The tags prompts quote model text between: the debate's responses, and the judge's
 # context and reply. Quoted text holding one has its "<" escaped, visibly, so no reply can

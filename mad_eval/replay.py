@@ -12,10 +12,10 @@ from pathlib import Path
 from mad_eval.benchmarks import load_questions
 from mad_eval.context import ContextError, EstimateCounter, Fitter, TokenCounter, load_counter
 from mad_eval.manifest import RunManifest, TeamSeat
-from mad_eval.prompts import Messages, Round, Speaker, build_prompt
+from mad_eval.prompts import Round, Speaker, build_prompt
 from mad_eval.questions import QUESTIONS_FILE, read_questions
 from mad_eval.reasoning import parse_quoting
-from mad_eval.records import Question, Turn, messages_hash
+from mad_eval.records import Messages, Question, Turn, messages_hash
 from mad_eval.store import StoreError
 from mad_eval.templates import (
     Template,

@@ -24,8 +24,8 @@ from jinja2 import meta
 from mad_eval import sandbox
 from mad_eval.config import spec_files
 from mad_eval.errors import UserError
+from mad_eval.records import Messages
 
-Messages = list[dict[str, str]]
 ROLES = ("system", "user", "assistant")
 KEYS = ("base", "description", "history", "quote_tags", "values", "round0", "debate")
 MESSAGE_KEYS = ("role", "content", "optional")

@@ -26,8 +26,8 @@ from mad_eval.context import (
     prefix_tokens,
     strip_think,
 )
-from mad_eval.prompts import Messages
 from mad_eval.reasoning import quoted as quoted_reply
+from mad_eval.records import Messages
 
 SOLUTIONS = [
     "We need the number of positive integers $n \\le 1000$ such that $n^2 + 3n + 2$ is "

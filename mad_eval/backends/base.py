@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mad_eval.errors import UserError
-from mad_eval.prompts import Messages
 from mad_eval.reasoning import split_reply
-from mad_eval.records import Question
+from mad_eval.records import Messages, Question
 from mad_eval.sanitize import redact
 
 log = logging.getLogger("mad_eval")

@@ -199,7 +199,7 @@ def experiment_tables(path: str | Path, replicates: int | None = None) -> list[P
     summary.md into its folder, from the cells' records; return the files written."""
     from mad_eval.experiments import load_experiment
     from mad_eval.experiments.tables import write_tables
-    from mad_eval.layouts import REPLICATES
+    from mad_eval.stats import REPLICATES
 
     return write_tables(load_experiment(Path(path)), replicates or REPLICATES)
 

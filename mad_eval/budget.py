@@ -10,9 +10,9 @@ from pathlib import Path
 
 from mad_eval.cost import Prices
 from mad_eval.grading import same_answer
-from mad_eval.layouts import REPLICATES
 from mad_eval.matched import Pool, Pooling, Spending, formulas, match, section
 from mad_eval.results import Run, load_run, name_runs
+from mad_eval.stats import REPLICATES
 from mad_eval.store import RunStore, StoreError, read_debates
 
 

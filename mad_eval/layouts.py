@@ -327,5 +327,3 @@ LAYOUT_NOTES = {
 }
 FORMATS = ("csv", "latex", "md")
 ERRORS = ("std", "ci", "none")
-# Question resamples behind every bootstrap interval and paired test (mad_eval.stats).
-REPLICATES = 2000

@@ -13,8 +13,10 @@ import warnings
 import numpy as np
 
 from mad_eval.formula import Formula
-from mad_eval.layouts import REPLICATES
 from mad_eval.tally import BLOCK, Rates, Tallies
+
+# Question resamples behind every bootstrap interval and paired test.
+REPLICATES = 2000
 
 
 @functools.lru_cache(maxsize=2)

@@ -9,7 +9,8 @@ import typer
 
 from mad_eval.cli.app import app
 from mad_eval.cli.ui import console, fail
-from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED, REPLICATES
+from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
+from mad_eval.stats import REPLICATES
 
 
 @app.command()

@@ -8,8 +8,9 @@ from pathlib import Path
 from mad_eval.budget import pair
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError, View
 from mad_eval.files import refuse_records
-from mad_eval.layouts import PAIRED, REPLICATES
+from mad_eval.layouts import PAIRED
 from mad_eval.results import Run, load_run, load_runs
+from mad_eval.stats import REPLICATES
 from mad_eval.store import RunStore, StoreError, write_atomically
 
 EXTENSIONS = {"csv": "csv", "latex": "tex", "md": "md"}

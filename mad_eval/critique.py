@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from mad_eval import reasoning
 from mad_eval.backends import Backend, Request, Sampling
-from mad_eval.engine import every
+from mad_eval.backends.base import every
 from mad_eval.manifest import RunManifest
 from mad_eval.prompts import judge_correction, judge_prompt
 from mad_eval.records import (

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mad_eval import grading
 from mad_eval.backends import Backend, Generation, Request, Sampling
+from mad_eval.backends.base import every
 from mad_eval.config import RunConfig
 from mad_eval.context import ContextError, EstimateCounter, Fitted, Fitter, prefix_tokens
 from mad_eval.kinds import get_kind
@@ -326,23 +327,6 @@ async def each(items: Iterable[Item], do: Callable[[Item], Awaitable[Any]], limi
             await do(item)
 
     await every(worker() for _ in range(max(1, limit)))
-
-
-async def every(work: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
-    """Await all of `work` concurrently, results in order. Unlike gather, the first failure
-    cancels the rest and waits for them, so nothing runs on after its caller has stopped;
-    the failure itself is raised, not wrapped in an ExceptionGroup."""
-    try:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(coroutine) for coroutine in work]
-    except BaseExceptionGroup as failures:
-        raise _first(failures) from None
-    return [task.result() for task in tasks]
-
-
-def _first(group: BaseExceptionGroup) -> BaseException:
-    inner = group.exceptions[0]
-    return _first(inner) if isinstance(inner, BaseExceptionGroup) else inner
 
 
 def shared_seats(config: RunConfig, backend: Backend) -> list[Seat]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mad_eval import grading
@@ -25,8 +24,8 @@ from mad_eval.kinds import get_kind
 from mad_eval.prompts import Round, Speaker, build_prompt
 from mad_eval.protocols import Protocol
 from mad_eval.records import Messages, Question, Turn, TurnKey, derive_seed, messages_hash
-from mad_eval.roster import Agent
 from mad_eval.rules import AnswerClasses
+from mad_eval.seats import Seat
 from mad_eval.templates import load_template
 
 T = TypeVar("T")
@@ -34,17 +33,6 @@ Item = TypeVar("Item")
 # Debates in flight per request slot (engine.window).
 WINDOW = 4
 Debate = tuple["Engine", int, Question]  # an engine, a run, a question
-
-
-@dataclass(frozen=True)
-class Seat:
-    """One agent at the table: who it is, where its requests go, how its prompts are fitted."""
-
-    agent: Agent
-    backend: Backend
-    fitter: Fitter
-    budget: int | None  # prompt tokens allowed: max model length minus max tokens
-    speaker: Speaker  # its prompt template, and what the template may say of it
 
 
 class Engine:

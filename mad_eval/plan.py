@@ -30,7 +30,6 @@ from mad_eval.backends.cache import Cached, RequestCache
 from mad_eval.benchmarks import BenchmarkSpec, load_questions, spec_kind
 from mad_eval.config import DEFAULT_MODEL, ConfigError, RunConfig, run_defaults, unreached_files
 from mad_eval.context import ContextError, EstimateCounter, Fitter, TokenCounter, load_counter
-from mad_eval.engine import Seat
 from mad_eval.grading import check_answer_protocol
 from mad_eval.listener import Listener
 from mad_eval.prompts import Speaker
@@ -46,6 +45,7 @@ from mad_eval.roster import (
 )
 from mad_eval.rules import default_rule
 from mad_eval.sanitize import redact, remember
+from mad_eval.seats import Seat
 from mad_eval.templates import Template, builtin_templates, check_template, load_template
 
 DEFAULT_AGENTS = 5

@@ -11,16 +11,12 @@ import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mad_eval.errors import UserError
-from mad_eval.formula import Formula, percent, plain
+from mad_eval.formula import Formula, Rates, percent, plain
 from mad_eval.records import Turn, Verdict
-
-if TYPE_CHECKING:
-    from mad_eval.tally import Rates
 
 Add = Callable[[str, float, float], None]
 

@@ -1,18 +1,17 @@
-"""A number as a function of a run's rates (tally.Rates, by tally key): evaluated on all
+"""A number as a function of a run's rates (by tally key): evaluated on all
 questions for metrics.json, on resampled questions for a bootstrap (stats). The small
 builders every formula module shares."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from mad_eval.tally import Rates
-
-Formula = Callable[["Rates"], np.ndarray]
+# Rates by tally key (tally.Rates, or any mapping of them): typed here as a plain mapping so
+# that the formula modules (cost, dynamics) need nothing from the tally that counts them.
+Rates = Mapping[str, np.ndarray]
+Formula = Callable[[Rates], np.ndarray]
 
 
 def plain(key: str) -> Formula:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mad_eval.errors import UserError
-from mad_eval.reasoning import split_reply
+from mad_eval.grading.reasoning import split_reply
 from mad_eval.records import Messages, Question
 from mad_eval.sanitize import redact
 

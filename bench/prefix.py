@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from stub_server import StubServer
 
 from mad_eval.backends import Guarded, Replica, RetryPolicy, Where, make_backend
-from mad_eval.config import RunConfig
-from mad_eval.engine import Engine, shared_seats
+from mad_eval.debate.engine import Engine, shared_seats
 from mad_eval.protocols import resolve
 from mad_eval.records import Question
+from mad_eval.setup.config import RunConfig
 
 # Replies of a few hundred characters, as a model's reasoning would be, so later rounds'
 # prompts (which quote every peer) are long and mostly shared.

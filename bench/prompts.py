@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from mad_eval.context import EstimateCounter, Fitter
-from mad_eval.prompts import Said, Speaker, build_prompt
+from mad_eval.debate.context import EstimateCounter, Fitter
+from mad_eval.debate.prompts import Said, Speaker, build_prompt
 from mad_eval.records import Question
-from mad_eval.templates import builtin_templates, load_template
+from mad_eval.setup.templates import builtin_templates, load_template
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import mad_eval
-from mad_eval.store import RunStore
+from mad_eval.store.folder import RunStore
 
 
 def opened(driver, url: str) -> float:

@@ -17,11 +17,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mad_eval.listener import Listener
+from mad_eval.progress import Listener
 
 if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
-    from mad_eval.cost import Prices
-    from mad_eval.results import Run
+    from mad_eval.measure.cost import Prices
+    from mad_eval.reporting.results import Run
 
 __all__ = [
     "Listener",
@@ -48,10 +48,10 @@ def run(
     options by name (protocol, agents, rounds, model, base_urls, benchmark, data_dir,
     limit, runs, seed, temperature, ...; see `mad-eval run --help`); `out` is the run
     folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>)."""
-    from mad_eval.execute import Job, drive, execute
-    from mad_eval.files import refuse_records
-    from mad_eval.plan import make_plan
-    from mad_eval.store import RunStore
+    from mad_eval.debate.execute import Job, drive, execute
+    from mad_eval.debate.plan import make_plan
+    from mad_eval.store.files import refuse_records
+    from mad_eval.store.folder import RunStore
 
     listener = listener or Listener()
     plan = make_plan(settings)
@@ -76,7 +76,7 @@ def single(
 ) -> Run:
     """Sample `samples` (K) independent answers per question, no debate: mean@K and maj@K.
     Each answer is a round-0 turn, seeded like a debate's round 0."""
-    from mad_eval.config import MAX_AGENTS, ConfigError
+    from mad_eval.setup.config import MAX_AGENTS, ConfigError
 
     if type(samples) is not int or samples < 1:
         raise ConfigError(f"--samples must be at least 1, got {samples}.")
@@ -115,9 +115,9 @@ def judge(
     """Score every debate turn's critique with the LLM judge `judge` (a model spec) into
     the run's judge.jsonl, and return the run's results with the critique scores.
     `operational` takes base_urls, concurrency, timeout, retries, backoff and cache."""
-    from mad_eval.execute import drive
-    from mad_eval.judging import judge_run
-    from mad_eval.store import JUDGE_FILE
+    from mad_eval.debate.execute import drive
+    from mad_eval.judging.runner import judge_run
+    from mad_eval.store.folder import JUDGE_FILE
 
     listener = listener or Listener()
     settings = dict(
@@ -145,10 +145,10 @@ def report(
     """Recompute the run's metrics.json from its records alone and return its results;
     `prices` names a prices file (README: Cost) to put its cost in money too. With
     `single`, a `mad-eval single` run of the same model and benchmark, the compute-matched
-    baselines too (metrics.json's `matched` section; mad_eval.matched); without, the single
+    baselines too (metrics.json's `matched` section; mad_eval.measure.matched); without, the single
     run metrics.json was matched with before, while it is there."""
-    from mad_eval.budget import pair, paired_before, pool
-    from mad_eval.store import RunStore
+    from mad_eval.reporting.pairing import pair, paired_before, pool
+    from mad_eval.store.folder import RunStore
 
     store = RunStore(Path(run_dir))
     result = load_run(store.root, prices)
@@ -162,8 +162,8 @@ def report(
 def load_run(run_dir: str | Path, prices: str | Path | None = None) -> Run:
     """A finished (or partial) run's results from its folder, without writing anything
     (`prices`: a prices file, for its cost in money)."""
-    from mad_eval import results
-    from mad_eval.cost import read_prices
+    from mad_eval.measure.cost import read_prices
+    from mad_eval.reporting import results
 
     return results.load_run(Path(run_dir), read_prices(prices))
 
@@ -175,8 +175,8 @@ def load_runs(
 ) -> list[Run]:
     """Several runs' results, each named for the setting that tells it apart (or `labels`:
     folder -> name), as tables compare them."""
-    from mad_eval import results
-    from mad_eval.cost import read_prices
+    from mad_eval.measure.cost import read_prices
+    from mad_eval.reporting import results
 
     return results.load_runs([Path(d) for d in run_dirs], labels, prices=read_prices(prices))
 
@@ -184,7 +184,7 @@ def load_runs(
 def experiment(path: str | Path, listener: Listener | None = None) -> dict[str, Run]:
     """Run (or resume) every cell of an experiment file on one engine, write each cell's
     metrics.json, and return the cells' results by folder name."""
-    from mad_eval.execute import drive
+    from mad_eval.debate.execute import drive
     from mad_eval.experiments import load_experiment
     from mad_eval.experiments.run import run_experiment
 
@@ -199,7 +199,7 @@ def experiment_tables(path: str | Path, replicates: int | None = None) -> list[P
     summary.md into its folder, from the cells' records; return the files written."""
     from mad_eval.experiments import load_experiment
     from mad_eval.experiments.tables import write_tables
-    from mad_eval.layouts import REPLICATES
+    from mad_eval.measure.bootstrap import REPLICATES
 
     return write_tables(load_experiment(Path(path)), replicates or REPLICATES)
 

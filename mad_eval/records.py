@@ -20,6 +20,8 @@ import orjson
 from mad_eval.sanitize import redact
 
 TurnKey = tuple[int, str, int, int]
+# A chat prompt: role/content messages, as templates render them and backends send them.
+Messages = list[dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -365,5 +367,5 @@ def derive_seed(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") & 0x7FFFFFFF
 
 
-def messages_hash(messages: list[dict[str, str]]) -> str:
+def messages_hash(messages: Messages) -> str:
     return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()

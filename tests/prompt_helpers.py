@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from mad_eval.context import EstimateCounter, Fitter
-from mad_eval.prompts import Said, Speaker, build_prompt
-from mad_eval.records import Question
-from mad_eval.templates import Messages, load_template
+from mad_eval.debate.context import EstimateCounter, Fitter
+from mad_eval.debate.prompts import Said, Speaker, build_prompt
+from mad_eval.records import Messages, Question
+from mad_eval.setup.templates import load_template
 
 _RESPONSE_BLOCK = re.compile(r'<response from="[^"\n]*">\n(.*?)\n</response>', re.DOTALL)
 

@@ -11,18 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from mad_eval import grading, verifier
-from mad_eval.answers import (
+from mad_eval.backends import Request, Sampling, make_backend
+from mad_eval.data.benchmarks import BenchmarkError, load_questions, load_spec
+from mad_eval.grading import grader as grading
+from mad_eval.grading import verifier
+from mad_eval.grading.answers import (
     ANSWER_PROTOCOLS,
     DAPO_WINDOW,
     drop_reasoning,
     get_answer_protocol,
     normalise_dapo,
 )
-from mad_eval.backends import Request, Sampling, make_backend
-from mad_eval.benchmarks import BenchmarkError, load_questions, load_spec
-from mad_eval.grading import Grade, check_answer_protocol, extract, grade, same_answer
-from mad_eval.kinds import KINDS, get_kind
+from mad_eval.grading.grader import Grade, check_answer_protocol, extract, grade, same_answer
+from mad_eval.grading.kinds import KINDS, get_kind
 from mad_eval.records import Question
 
 # The answer-format sentences as prompts.ANSWER_FORMATS held them before the registry: the

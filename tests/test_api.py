@@ -11,8 +11,8 @@ import textwrap
 import pytest
 
 import mad_eval
-from mad_eval.config import ConfigError
 from mad_eval.errors import Interrupted
+from mad_eval.setup.config import ConfigError
 
 
 def test_a_plain_script_without_a_main_guard_runs_judges_and_reads(tmp_path):

@@ -11,9 +11,16 @@ from pathlib import Path
 import pytest
 from cli_helpers import mad_eval
 
-from mad_eval import benchmarks, online
-from mad_eval.benchmarks import BenchmarkError, list_specs, load_questions, load_spec, spec_dirs
-from mad_eval.kinds import KINDS, Kind, RowReader, after_instruction
+from mad_eval.data import benchmarks
+from mad_eval.data import hub as online
+from mad_eval.data.benchmarks import (
+    BenchmarkError,
+    list_specs,
+    load_questions,
+    load_spec,
+    spec_dirs,
+)
+from mad_eval.grading.kinds import KINDS, Kind, RowReader, after_instruction
 
 MATH_COUNTS = {"math500": 500, "amc23": 40, "aime24": 30, "aime25": 30}
 
@@ -148,7 +155,7 @@ def test_arith_answers_are_right_and_well_formed() -> None:
 
 def test_arith_is_deterministic_across_processes() -> None:
     code = (
-        "from mad_eval.benchmarks import load_questions;"
+        "from mad_eval.data.benchmarks import load_questions;"
         "print([(q.text, q.gold) for q in load_questions('arith')[1]])"
     )
     root = Path(__file__).resolve().parents[1]

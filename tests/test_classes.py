@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 from cli_helpers import mad_eval, turns_of
 
-from mad_eval.grading import equivalent
-from mad_eval.measuring import compute_metrics
+from mad_eval.grading.grader import equivalent
+from mad_eval.measure.compute import compute_metrics
+from mad_eval.protocols.scoring import AnswerClasses, answer_groups
 from mad_eval.records import Turn
-from mad_eval.rules import AnswerClasses, answer_groups
 
 
 def graded(answer: str | None, correct: bool = False, timed_out: bool = False) -> SimpleNamespace:

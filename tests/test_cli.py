@@ -10,7 +10,7 @@ import pytest
 from cli_helpers import mad_eval, small_run, start, turns_of, wait_for_lines, without_timing
 from stub_server import StubServer
 
-from mad_eval.measuring import compute_metrics
+from mad_eval.measure.compute import compute_metrics
 from mad_eval.records import Turn, derive_seed
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 from tiny_tokenizer import CHATML, train
 
 from mad_eval.backends import backend_kind
-from mad_eval.context import (
+from mad_eval.debate.context import (
     CHARS_PER_TOKEN,
     CUT_MARKER,
     ContextError,
@@ -26,8 +26,8 @@ from mad_eval.context import (
     prefix_tokens,
     strip_think,
 )
-from mad_eval.prompts import Messages
-from mad_eval.reasoning import quoted as quoted_reply
+from mad_eval.grading.reasoning import quoted as quoted_reply
+from mad_eval.records import Messages
 
 SOLUTIONS = [
     "We need the number of positive integers $n \\le 1000$ such that $n^2 + 3n + 2$ is "
@@ -141,7 +141,10 @@ def test_tokenizer_without_chat_template_over_counts(tmp_path: Path, hf: HFCount
 
 def test_loading_a_tokenizer_is_quiet(tokenizer_dir: Path, hf: HFCounter) -> None:
     """Users must not see transformers' notice that PyTorch is missing: we need no models."""
-    code = "import sys; from mad_eval.context import load_counter; load_counter(sys.argv[1], 'sim')"
+    code = (
+        "import sys; from mad_eval.debate.context import load_counter; "
+        "load_counter(sys.argv[1], 'sim')"
+    )
     run = subprocess.run(
         [sys.executable, "-c", code, str(tokenizer_dir)],
         capture_output=True,

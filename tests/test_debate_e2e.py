@@ -12,8 +12,8 @@ from cli_helpers import mad_eval, turns_of
 from stub_server import StubServer
 from tiny_tokenizer import save_chat_tokenizer
 
-from mad_eval.context import CUT_MARKER
-from mad_eval.measuring import compute_metrics
+from mad_eval.debate.context import CUT_MARKER
+from mad_eval.measure.compute import compute_metrics
 from mad_eval.records import Turn
 
 pytestmark = pytest.mark.slow

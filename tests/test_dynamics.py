@@ -10,11 +10,11 @@ import pytest
 from test_metrics import turn
 
 import mad_eval
-from mad_eval.cost import Price, load_prices
-from mad_eval.measuring import Measuring, compute_metrics
+from mad_eval.grading.rubric import JUDGE_CRITERIA as CRITERIA
+from mad_eval.measure.compute import Measuring, compute_metrics
+from mad_eval.measure.cost import Price, load_prices
+from mad_eval.measure.counts import tally, tally_verdicts
 from mad_eval.records import Turn, Verdict
-from mad_eval.rubric import JUDGE_CRITERIA as CRITERIA
-from mad_eval.tally import tally, tally_verdicts
 
 X, Y, A = ("x", False), ("y", False), ("a", False)
 R = ("4", True)
@@ -225,8 +225,8 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 @pytest.mark.parametrize("layout", ["cost", "margin", "drift", "conformity", "stopping"])
 def test_every_layout_value_is_a_number_of_metrics_json(two_runs: list[Path], layout: str) -> None:
-    from mad_eval.metrics import lookup
-    from mad_eval.tables import render, tidy
+    from mad_eval.measure.schema import lookup
+    from mad_eval.reporting.tables import render, tidy
 
     runs = mad_eval.load_runs(two_runs)
     frame = tidy(runs, layout, replicates=200)
@@ -243,7 +243,7 @@ def test_every_layout_value_is_a_number_of_metrics_json(two_runs: list[Path], la
 
 
 def test_drift_row_is_tested_as_metrics_json_tests_it(two_runs: list[Path]) -> None:
-    from mad_eval.tables import tidy
+    from mad_eval.reporting.tables import tidy
 
     runs = mad_eval.load_runs(two_runs)
     frame = tidy(runs, "drift")
@@ -254,7 +254,7 @@ def test_drift_row_is_tested_as_metrics_json_tests_it(two_runs: list[Path]) -> N
 
 
 def test_money_only_with_prices(two_runs: list[Path], tmp_path: Path) -> None:
-    from mad_eval.tables import tidy
+    from mad_eval.reporting.tables import tidy
 
     assert "$ / 1k q" not in set(tidy(mad_eval.load_runs(two_runs), "cost")["metric"])
     prices = tmp_path / "prices.toml"
@@ -269,14 +269,14 @@ def test_money_only_with_prices(two_runs: list[Path], tmp_path: Path) -> None:
 
 
 def test_figures_of_the_diagnostics(two_runs: list[Path], tmp_path: Path) -> None:
-    from mad_eval.plots import draw
+    from mad_eval.reporting.plots import draw
 
     written = {p.name for p in draw(mad_eval.load_runs(two_runs), tmp_path, replicates=200)}
     assert {"margin.png", "drift.png", "stopping.png"} <= written
 
 
 def test_a_judged_run_shows_the_judges_cost_apart(tmp_path: Path) -> None:
-    from mad_eval.tables import tidy
+    from mad_eval.reporting.tables import tidy
 
     folder = tmp_path / "run"
     mad_eval.run(model="sim:p0=0.5", benchmark="arith", limit=6, agents=3, rounds=1, out=folder)

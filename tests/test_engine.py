@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 
 from mad_eval.backends import Backend, Request, make_backend
-from mad_eval.config import RunConfig
-from mad_eval.engine import Engine, shared_seats
+from mad_eval.debate.engine import Engine, shared_seats
 from mad_eval.protocols import resolve
 from mad_eval.records import Question, Turn
+from mad_eval.setup.config import RunConfig
 
 DECENTRALIZED = resolve("decentralized").protocol
 QUESTIONS = [Question(f"q{i}", f"What is {i} + 1?", str(i + 1)) for i in range(40)]

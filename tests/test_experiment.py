@@ -15,7 +15,7 @@ import pytest
 from cli_helpers import mad_eval, start, turns_of, wait_for_lines, without_timing
 
 from mad_eval.experiments import ExperimentError, load_experiment
-from mad_eval.metrics import lookup
+from mad_eval.measure.schema import lookup
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "experiments" / "offline_demo.toml"
@@ -369,7 +369,7 @@ def test_a_run_folder_is_open_only_while_its_debates_run(tmp_path):
 
 
 def test_groups_of_runs_take_turns():
-    from mad_eval.engine import interleave
+    from mad_eval.debate.engine import interleave
 
     a, b = iter(["a1", "a2", "a3"]), iter(["b1"])
     assert list(interleave([a, b])) == ["a1", "b1", "a2", "a3"]

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mad_eval import grading, verifier
-from mad_eval.grading import Grade, equivalent, extract_answer, grade
+from mad_eval.grading import grader as grading
+from mad_eval.grading import verifier
+from mad_eval.grading.grader import Grade, equivalent, extract_answer, grade
 
 
 def _rows(path: Path) -> list[dict]:
@@ -224,7 +225,7 @@ def test_concurrent_grading_matches_serial() -> None:
 
 
 def test_grade_inline_grades_what_needs_no_worker_and_declines_the_rest():
-    from mad_eval.grading import INLINE_CHARS, grade_inline
+    from mad_eval.grading.grader import INLINE_CHARS, grade_inline
 
     assert grade_inline("so \\boxed{3}", "3") == grade("so \\boxed{3}", "3")
     assert grade_inline("so \\boxed{+003}", "3").correct  # equal integers

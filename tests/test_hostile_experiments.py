@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 import mad_eval
-from mad_eval.config import ConfigError
+from mad_eval.debate.plan import Pool
 from mad_eval.experiments import ExperimentError, load_experiment
 from mad_eval.experiments.run import count_turns, dry_run, plan_cells
-from mad_eval.plan import Pool
+from mad_eval.setup.config import ConfigError
 
 HEAD = """
 [models]

@@ -17,9 +17,9 @@ from test_metrics import turn
 
 import mad_eval
 from mad_eval.backends import base
-from mad_eval.benchmarks import arith_questions
-from mad_eval.measuring import compute_metrics
-from mad_eval.results import Run
+from mad_eval.data.benchmarks import arith_questions
+from mad_eval.measure.compute import compute_metrics
+from mad_eval.reporting.results import Run
 
 QUESTIONS = arith_questions(100)  # the built-in arith benchmark's questions, golds known
 
@@ -93,7 +93,7 @@ def test_a_reply_without_text_is_an_unparsed_answer_in_every_denominator(tmp_pat
 
 
 def test_a_refusal_is_counted_in_the_report_footer(tmp_path):
-    from mad_eval.metrics_view import _footer
+    from mad_eval.reporting.console import _footer
 
     with StubServer(reply=right, edit=no_text("refusal")) as server:
         run = served(tmp_path, server)

@@ -17,7 +17,7 @@ from viewer_helpers import needs_chromium, read_data, sim_run
 from mad_eval import api
 from mad_eval.backends.cache import RequestCache
 from mad_eval.errors import UserError
-from mad_eval.files import refuse_records
+from mad_eval.store.files import refuse_records
 from mad_eval.training import write_rows
 from mad_eval.viewer import make_server
 

@@ -8,8 +8,8 @@ import time
 import pytest
 from prompt_helpers import debate_messages
 
-from mad_eval.critique import JudgeFormatError, parse_scores
-from mad_eval.prompts import JUDGE_CRITERIA, judge_correction, judge_prompt
+from mad_eval.debate.prompts import JUDGE_CRITERIA, judge_correction, judge_prompt
+from mad_eval.judging.critique import JudgeFormatError, parse_scores
 
 GOOD = {
     "conflict_identification": 2,

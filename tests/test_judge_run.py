@@ -15,7 +15,7 @@ from cli_helpers import mad_eval, turns_of
 from stub_server import StubServer
 from tiny_tokenizer import save_chat_tokenizer
 
-from mad_eval.prompts import judge_correction, judge_prompt
+from mad_eval.debate.prompts import judge_correction, judge_prompt
 from mad_eval.records import derive_seed
 
 FAST = ("--retries", "0", "--backoff", "0.01")

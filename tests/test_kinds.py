@@ -15,9 +15,10 @@ from cli_helpers import mad_eval, turns_of
 from kind_files import COMMONSENSE_QA, GSM8K, cnn_row, hh_row, write_all, write_jsonl
 from test_metrics import turn
 
-from mad_eval import grading
-from mad_eval.benchmarks import BenchmarkError, load_questions, load_spec, read_jsonl
-from mad_eval.grading import (
+from mad_eval.data.benchmarks import BenchmarkError, load_questions, load_spec, read_jsonl
+from mad_eval.debate.prompts import answer_format
+from mad_eval.grading import grader as grading
+from mad_eval.grading.grader import (
     Grade,
     consensus,
     extract_choice,
@@ -27,9 +28,8 @@ from mad_eval.grading import (
     number_gold,
     rouge,
 )
-from mad_eval.prompts import answer_format
+from mad_eval.measure.counts import tally_summaries
 from mad_eval.records import Turn
-from mad_eval.tally import tally_summaries
 
 OPTIONS = ["cupboard", "oven", "refrigerator", "garden"]
 
@@ -296,7 +296,7 @@ def test_bad_rows_are_refused_in_one_sentence(
 def test_options_may_be_arrays_as_parquet_gives_them(tmp_path: Path) -> None:
     import numpy as np
 
-    from mad_eval.benchmarks import _options
+    from mad_eval.data.benchmarks import _options
 
     row = {"choices": {"text": np.array(["a", "b", "c"])}}
     assert _options(row, "choices.text", "here") == ["a", "b", "c"]
@@ -527,7 +527,7 @@ def test_the_project_specs_read_their_hub_files(tmp_path: Path, monkeypatch) -> 
 
 
 def test_each_kind_parses_its_gold() -> None:
-    from mad_eval.kinds import KINDS
+    from mad_eval.grading.kinds import KINDS
 
     assert KINDS["number"].gold("She keeps 31.\n#### 1,250", ()) == "1250"
     assert KINDS["number"].gold("#### about ten", ()) is None

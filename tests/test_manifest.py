@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from cli_helpers import mad_eval, small_run
 
-from mad_eval.manifest import SCHEMA_VERSION, RunManifest
-from mad_eval.store import StoreError
+from mad_eval.store.folder import StoreError
+from mad_eval.store.manifest import SCHEMA_VERSION, RunManifest
 
 GOLDEN = Path(__file__).parent / "golden" / "tables"
 

@@ -1,4 +1,4 @@
-"""Compute-matched baselines (mad_eval.matched) on hand-built turns whose numbers were
+"""Compute-matched baselines (mad_eval.measure.matched) on hand-built turns whose numbers were
 worked out by hand, and end to end through the CLI on simulated agents."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import pytest
 from cli_helpers import mad_eval
 from test_metrics import turn as metric_turn
 
-from mad_eval.grading import same_answer
-from mad_eval.matched import (
+from mad_eval.grading.grader import same_answer
+from mad_eval.measure.counts import tally
+from mad_eval.measure.matched import (
     SUBSAMPLES,
     Spending,
     match,
@@ -24,7 +25,6 @@ from mad_eval.matched import (
     vote_accuracy,
 )
 from mad_eval.records import Turn
-from mad_eval.tally import tally
 
 SAME = same_answer("math")
 

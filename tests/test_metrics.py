@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from mad_eval.measuring import compute_metrics
-from mad_eval.metrics import mean_std
+from mad_eval.measure.compute import compute_metrics
+from mad_eval.measure.schema import mean_std
+from mad_eval.protocols.scoring import majority_vote
 from mad_eval.records import Turn
-from mad_eval.rules import majority_vote
 
 
 def turn(

@@ -12,9 +12,9 @@ import pytest
 from cli_helpers import mad_eval
 from matplotlib.text import Text
 
-from mad_eval.plots import diversity_figure, rounds_figure, transitions_figure
-from mad_eval.results import load_runs
-from mad_eval.tables import tidy
+from mad_eval.reporting.plots import diversity_figure, rounds_figure, transitions_figure
+from mad_eval.reporting.results import load_runs
+from mad_eval.reporting.tables import tidy
 
 GOLDEN = Path(__file__).parent / "golden" / "tables"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from prompt_helpers import debate_messages
 
-from mad_eval.context import EstimateCounter, Fitter
-from mad_eval.prompts import Said, Speaker, build_prompt
+from mad_eval.debate.context import EstimateCounter, Fitter
+from mad_eval.debate.prompts import Said, Speaker, build_prompt
 from mad_eval.records import Question
-from mad_eval.templates import TemplateError, builtin_templates, check_template, load_template
+from mad_eval.setup.templates import TemplateError, builtin_templates, check_template, load_template
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "prompts.json").read_text())
 TEXTS = ["x = 2, so I get \\boxed{2}", "I get \\boxed{3}"]

@@ -140,8 +140,8 @@ def test_parameters_on_the_command_line():
         ("sparse:4", "write key=value"),
         ("sparse:degree=-1", "degree must be a whole number >= 0"),
         ("nosuchmodule.x:Thing", "cannot import module 'nosuchmodule.x'"),
-        ("mad_eval.prompts:Nothing", "has no attribute 'Nothing'"),
-        ("mad_eval.prompts:Messages", "is not a protocol class"),
+        ("mad_eval.debate.prompts:Nothing", "has no attribute 'Nothing'"),
+        ("mad_eval.debate.prompts:Messages", "is not a protocol class"),
         ("mad_eval.protocols.base:Protocol", "does not implement sees"),
     ],
 )

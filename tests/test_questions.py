@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from cli_helpers import mad_eval, small_run, start, turns_of
 
-from mad_eval.benchmarks import load_questions
-from mad_eval.questions import QUESTIONS_FILE, read_questions, write_questions
+from mad_eval.data.benchmarks import load_questions
 from mad_eval.records import Question
-from mad_eval.store import StoreError
+from mad_eval.store.folder import StoreError
+from mad_eval.store.questions import QUESTIONS_FILE, read_questions, write_questions
 
 # Nothing may be read from the benchmark's source: no data folder, no hub.
 OFFLINE: dict[str, str | None] = {"MAD_EVAL_DATA": None, "HF_HUB_OFFLINE": "1"}

@@ -15,11 +15,10 @@ from test_metrics import turn
 from mad_eval.backends import Backend, Generation, Request, Sampling, backend_kind
 from mad_eval.backends.cache import Cached, RequestCache, request_key
 from mad_eval.backends.openai_backend import read_reply
-from mad_eval.context import REASONING_CUT_MARKER, EstimateCounter, Fitter, Reply
-from mad_eval.grading import Grade, grade
-from mad_eval.measuring import compute_metrics
-from mad_eval.prompts import Said, Speaker, build_prompt
-from mad_eval.reasoning import (
+from mad_eval.debate.context import REASONING_CUT_MARKER, EstimateCounter, Fitter, Reply
+from mad_eval.debate.prompts import Said, Speaker, build_prompt
+from mad_eval.grading.grader import Grade, grade
+from mad_eval.grading.reasoning import (
     TAIL_MARKER,
     Quoting,
     ends_in_reasoning,
@@ -27,10 +26,11 @@ from mad_eval.reasoning import (
     quoted,
     split_reply,
 )
+from mad_eval.measure.compute import compute_metrics
 from mad_eval.records import Question
-from mad_eval.results import load_runs
-from mad_eval.tables import tidy
-from mad_eval.templates import load_template
+from mad_eval.reporting.results import load_runs
+from mad_eval.reporting.tables import tidy
+from mad_eval.setup.templates import load_template
 
 QUESTION = Question("q", "What is 6 times 7?", "42")
 

@@ -16,7 +16,7 @@ from cli_helpers import mad_eval, turns_of
 from stub_server import StubServer
 from tiny_tokenizer import save_chat_tokenizer
 
-from mad_eval.reasoning import TAIL_MARKER
+from mad_eval.grading.reasoning import TAIL_MARKER
 
 pytestmark = pytest.mark.slow
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from mad_eval.config import ConfigError, RunConfig
-from mad_eval.roster import (
+from mad_eval.setup.config import ConfigError, RunConfig
+from mad_eval.setup.roster import (
     Entry,
     RosterError,
     group_labels,

@@ -16,14 +16,14 @@ import pytest
 from cli_helpers import mad_eval, turns_of, without_timing
 from test_metrics import turn
 
-from mad_eval.measuring import compute_metrics
+from mad_eval.measure.compute import compute_metrics
+from mad_eval.measure.counts import tally
 from mad_eval.protocols import ProtocolError, check_protocol, resolve
 from mad_eval.protocols.decentralized import Decentralized
+from mad_eval.protocols.scoring import RULES, bootstrap_draws, bootstrap_maj, default_rule, get_rule
 from mad_eval.records import Turn
-from mad_eval.results import load_run
-from mad_eval.rules import RULES, bootstrap_draws, bootstrap_maj, default_rule, get_rule
-from mad_eval.store import StoreError
-from mad_eval.tally import tally
+from mad_eval.reporting.results import load_run
+from mad_eval.store.folder import StoreError
 
 HUB_RUN = ("--agents", "3", "--rounds", "2", "--benchmark", "arith", "--limit", "20")
 
@@ -306,8 +306,8 @@ def test_resuming_under_another_scoring_rule_is_refused(tmp_path):
 def test_a_tie_break_draws_what_a_generator_seeded_at_once_would():
     import random
 
+    from mad_eval.protocols.scoring import TieBreak
     from mad_eval.records import derive_seed
-    from mad_eval.rules import TieBreak
 
     for seed in range(200):
         for options in (["a"], ["a", "b"], ["a", "b", "c", "d"]):

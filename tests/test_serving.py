@@ -27,7 +27,7 @@ from mad_eval.backends import (
     TransientError,
 )
 from mad_eval.backends.openai_backend import OpenAIBackend, retry_after, served_as
-from mad_eval.context import raw_render
+from mad_eval.debate.context import raw_render
 from mad_eval.records import Question
 
 FAST = ("--retries", "3", "--backoff", "0.01")

@@ -8,11 +8,11 @@ import pytest
 
 from mad_eval.backends import BackendError, Request, Sampling, make_backend
 from mad_eval.backends.sim import SimParams, candidates
-from mad_eval.config import RunConfig
-from mad_eval.engine import Engine, shared_seats
-from mad_eval.grading import extract_answer
+from mad_eval.debate.engine import Engine, shared_seats
+from mad_eval.grading.grader import extract_answer
 from mad_eval.protocols import resolve
 from mad_eval.records import Question, Turn
+from mad_eval.setup.config import RunConfig
 
 DECENTRALIZED = resolve("decentralized").protocol
 

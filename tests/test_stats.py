@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mad_eval.metrics import formulas
-from mad_eval.stats import bootstrap_ci, paired_test, point
-from mad_eval.tally import Tallies
+from mad_eval.measure.bootstrap import bootstrap_ci, paired_test, point
+from mad_eval.measure.counts import Tallies
+from mad_eval.measure.schema import formulas
 
 ACCURACY = formulas(0, 1)["round0.agent_accuracy"]
 

@@ -13,10 +13,10 @@ from cli_helpers import mad_eval, small_run, start, turns_of, without_timing
 from stub_server import StubServer
 
 from mad_eval.backends.cache import APPLICATION_ID
-from mad_eval.engine import to_ask_again
+from mad_eval.debate.engine import to_ask_again
 from mad_eval.protocols import resolve
 from mad_eval.records import Turn
-from mad_eval.store import Recorded, StoreError, read_debates, read_records
+from mad_eval.store.folder import Recorded, StoreError, read_debates, read_records
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from cli_helpers import mad_eval
 
-from mad_eval.results import load_run, load_runs
-from mad_eval.stats import bootstrap_ci, paired_test
-from mad_eval.tables import render, tidy
+from mad_eval.measure.bootstrap import bootstrap_ci, paired_test
+from mad_eval.reporting.results import load_run, load_runs
+from mad_eval.reporting.tables import render, tidy
 
 GOLDEN = Path(__file__).parent / "golden" / "tables"
 EXPECTED = json.loads((GOLDEN / "expected.json").read_text())

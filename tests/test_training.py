@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 from cli_helpers import mad_eval, turns_of
 
-from mad_eval.context import EstimateCounter, Fitter
-from mad_eval.grading import equivalent, same_answer
-from mad_eval.prompts import Speaker, build_prompt, first_prompt, pair_prompt
+from mad_eval.debate.context import EstimateCounter, Fitter
+from mad_eval.debate.prompts import Speaker, build_prompt, first_prompt, pair_prompt
+from mad_eval.grading.grader import equivalent, same_answer
 from mad_eval.records import Question, Turn, derive_seed
-from mad_eval.templates import load_template
+from mad_eval.setup.templates import load_template
 from mad_eval.training import (
     Rollout,
     build_pairs,

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from mad_eval import grading, verifier
-from mad_eval.grading import Grade, compare_math, grade
-from mad_eval.verifier import grader_pids, stop_graders
-from mad_eval.verify_worker import Comparison, Extraction
+from mad_eval.grading import grader as grading
+from mad_eval.grading import verifier
+from mad_eval.grading.grader import Grade, compare_math, grade
+from mad_eval.grading.verifier import grader_pids, stop_graders
+from mad_eval.grading.verify_worker import Comparison, Extraction
 
 HALF = r"\boxed{\frac{1}{2}}"  # against gold 0.5: only math-verify says these are equal
 TOWER = r"\boxed{9^{9^{9^{9}}}}"  # sympy computes 9^(9^9) until math-verify's 5 s alarm
@@ -67,7 +68,7 @@ def reaped(pid: int) -> bool:
 # ---- no main guard ------------------------------------------------------------------------
 
 GRADE_SCRIPT = f"""
-from mad_eval.grading import grade
+from mad_eval.grading.grader import grade
 print(grade({HALF!r}, "0.5").correct)
 """
 
@@ -109,7 +110,7 @@ def test_worker_speaks_one_json_line_each_way() -> None:
         {"answer": 'x\n{"equal": true, "timed_out": false}\n\ud800', "gold": "2"},
     ]
     run = subprocess.run(
-        [sys.executable, "-m", "mad_eval.verify_worker"],
+        [sys.executable, "-m", "mad_eval.grading.verify_worker"],
         input=b"".join(json.dumps(r).encode() + b"\n" for r in requests),
         capture_output=True,
         timeout=60,
@@ -132,7 +133,7 @@ def test_worker_finds_answers_in_whole_replies_on_the_same_lines() -> None:
         {"text": 'so $7$\n{"answer": "9", "timed_out": false}\n'},
     ]
     run = subprocess.run(
-        [sys.executable, "-m", "mad_eval.verify_worker"],
+        [sys.executable, "-m", "mad_eval.grading.verify_worker"],
         input=b"".join(json.dumps(r).encode() + b"\n" for r in requests),
         capture_output=True,
         timeout=60,
@@ -150,8 +151,8 @@ def test_worker_finds_answers_in_whole_replies_on_the_same_lines() -> None:
 
 KILLED_SCRIPT = f"""
 from concurrent.futures import ThreadPoolExecutor
-from mad_eval import verifier
-from mad_eval.grading import grade
+from mad_eval.grading import verifier
+from mad_eval.grading.grader import grade
 
 # Two workers, started from short-lived threads, must outlive those threads.
 with ThreadPoolExecutor(2) as threads:
@@ -194,8 +195,8 @@ def test_kill_9_leaves_no_worker_alive(tmp_path: Path) -> None:
 
 SIGINT_SCRIPT = f"""
 from concurrent.futures import ThreadPoolExecutor
-from mad_eval import verifier
-from mad_eval.grading import grade
+from mad_eval.grading import verifier
+from mad_eval.grading.grader import grade
 
 with ThreadPoolExecutor(2) as threads:
     list(threads.map(grade, [{HALF!r}, r"\\boxed{{0.25}}"], ["0.5", "1/4"]))
@@ -238,8 +239,8 @@ def test_ctrl_c_prints_nothing_from_the_workers() -> None:
 
 EXIT_SCRIPT = f"""
 import threading, time
-from mad_eval import verifier
-from mad_eval.grading import grade
+from mad_eval.grading import verifier
+from mad_eval.grading.grader import grade
 
 assert grade({HALF!r}, "0.5").correct
 print(*verifier.grader_pids(), flush=True)

@@ -11,7 +11,7 @@ from cli_helpers import mad_eval
 from viewer_helpers import HOSTILE, expected_sets, hostile_run, read_data, sim_run
 
 from mad_eval import api
-from mad_eval.rubric import JUDGE_CRITERIA
+from mad_eval.grading.rubric import JUDGE_CRITERIA
 from mad_eval.viewer.site import ViewError, as_script, render_markdown
 
 

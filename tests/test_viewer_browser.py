@@ -21,7 +21,7 @@ from viewer_helpers import (
 
 from mad_eval import api
 from mad_eval.records import Turn
-from mad_eval.store import RunStore
+from mad_eval.store.folder import RunStore
 
 pytestmark = needs_chromium
 

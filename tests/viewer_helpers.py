@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import mad_eval
+from mad_eval.measure.counts import tally
 from mad_eval.records import Turn
-from mad_eval.results import manifest_rule
-from mad_eval.store import RunStore
-from mad_eval.tally import tally
+from mad_eval.reporting.results import manifest_rule
+from mad_eval.store.folder import RunStore
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 needs_chromium = pytest.mark.skipif(

@@ -17,17 +17,17 @@ import logging
 import random
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from mad_eval.errors import UserError
-from mad_eval.prompts import Messages
-from mad_eval.reasoning import split_reply
-from mad_eval.records import Question
+from mad_eval.grading.reasoning import split_reply
+from mad_eval.records import Messages, Question
 from mad_eval.sanitize import redact
 
 log = logging.getLogger("mad_eval")
+T = TypeVar("T")
 Render = Callable[[Messages, Mapping[str, Any]], str]
 Warn = Callable[[str], None]
 
@@ -356,3 +356,21 @@ def _failed(error: str, start: float, attempts: int) -> Generation:
     return Generation(
         text=None, error=redact(error), latency=time.perf_counter() - start, attempts=attempts
     )
+
+
+# Concurrent requests, awaited so that one failure stops the rest (the engine, the judge).
+async def every(work: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """Await all of `work` concurrently, results in order. Unlike gather, the first failure
+    cancels the rest and waits for them, so nothing runs on after its caller has stopped;
+    the failure itself is raised, not wrapped in an ExceptionGroup."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(coroutine) for coroutine in work]
+    except BaseExceptionGroup as failures:
+        raise _first(failures) from None
+    return [task.result() for task in tasks]
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    inner = group.exceptions[0]
+    return _first(inner) if isinstance(inner, BaseExceptionGroup) else inner

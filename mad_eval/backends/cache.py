@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.backends.base import Backend, BackendError, Generation, Request
-from mad_eval.files import refuse_records
+from mad_eval.store.files import refuse_records
 
 _STORED = (
     "text",

@@ -33,7 +33,7 @@ from mad_eval.backends.base import (
     Where,
     answered,
 )
-from mad_eval.reasoning import ends_in_reasoning
+from mad_eval.grading.reasoning import ends_in_reasoning
 from mad_eval.records import loads
 from mad_eval.sanitize import printable, redact, valid_text
 

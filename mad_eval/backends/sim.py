@@ -20,7 +20,6 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from mad_eval.answers import get_answer_protocol
 from mad_eval.backends.base import (
     Backend,
     BackendError,
@@ -30,10 +29,11 @@ from mad_eval.backends.base import (
     Where,
     answered,
 )
-from mad_eval.grading import check_answer_protocol, extract
-from mad_eval.kinds import Kind, get_kind
-from mad_eval.kinds.math import numbers_near
-from mad_eval.kinds.summary import summaries as summary_extracts
+from mad_eval.grading.answers import get_answer_protocol
+from mad_eval.grading.grader import check_answer_protocol, extract
+from mad_eval.grading.kinds import Kind, get_kind
+from mad_eval.grading.kinds.math import numbers_near
+from mad_eval.grading.kinds.summary import summaries as summary_extracts
 from mad_eval.records import Question
 
 
@@ -90,7 +90,7 @@ class SimParams:
         return self.s0 * np.array([self.p0] + [rest] * (k - 1))
 
 
-# The candidates are the kinds' (mad_eval.kinds); these names stay for the callers.
+# The candidates are the kinds' (mad_eval.grading.kinds); these names stay for the callers.
 candidates = numbers_near
 summaries = summary_extracts
 

@@ -15,9 +15,9 @@ import json
 import numpy as np
 
 from mad_eval.backends.base import Backend, BackendError, BackendKind, Generation, Request, Where
-from mad_eval.grading import extract, grade
+from mad_eval.grading.grader import extract, grade
+from mad_eval.grading.rubric import JUDGE_CRITERIA
 from mad_eval.records import Question
-from mad_eval.rubric import JUDGE_CRITERIA
 
 MALFORMED = (
     "The reply engages well with the other responses.",

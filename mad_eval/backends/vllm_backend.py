@@ -18,7 +18,7 @@ from mad_eval.backends.base import (
     Where,
     answered,
 )
-from mad_eval.reasoning import ends_in_reasoning
+from mad_eval.grading.reasoning import ends_in_reasoning
 
 INSTALL_HINT = (
     "the vllm:<model> backend needs vLLM: pip install 'mad-eval[vllm]' on a GPU machine "

@@ -47,7 +47,12 @@ def templates(
     agent: Annotated[int, typer.Option(help="The agent (0-2) whose prompt to show.")] = 1,
 ) -> None:
     """List the prompt templates --prompt-template accepts by name, or show one's messages."""
-    from mad_eval.templates import TemplateError, builtin_templates, load_template, sample_prompt
+    from mad_eval.setup.templates import (
+        TemplateError,
+        builtin_templates,
+        load_template,
+        sample_prompt,
+    )
 
     if template is None:
         table = Table(title="prompt templates", show_lines=False)
@@ -78,7 +83,7 @@ def templates(
 @app.command()
 def benchmarks() -> None:
     """List the benchmarks --benchmark accepts by name: kind, source and description."""
-    from mad_eval.benchmarks import BenchmarkError, list_specs
+    from mad_eval.data.benchmarks import BenchmarkError, list_specs
 
     table = Table(title="benchmarks", show_lines=False)
     for column in ("name", "kind", "parameters (default)", "source", "description"):
@@ -99,7 +104,7 @@ def benchmarks() -> None:
 
 def _unreached(kind: str, by_name: dict[str, Path]) -> None:
     """Say which of the working directory's files a bare name does not reach."""
-    from mad_eval.config import unreached_files
+    from mad_eval.setup.config import unreached_files
 
     # --prompt-template takes a file's path; --protocol takes a preset's name only.
     fix = "rename the file to use it" if kind == "protocols" else "give its path to use it"

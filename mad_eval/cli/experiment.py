@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from mad_eval.cli.ui import ConsoleListener, console, one_sentence
-from mad_eval.layouts import REPLICATES
+from mad_eval.measure.bootstrap import REPLICATES
 
 app = typer.Typer(
     help="A paper's evaluation in one file: the models, grids of settings (models x "

@@ -12,10 +12,10 @@ from mad_eval import api  # light: it imports what each call needs when called
 from mad_eval.cli import options
 from mad_eval.cli.app import app
 from mad_eval.cli.ui import ConsoleListener, console, one_sentence, warn
-from mad_eval.config import operational_defaults, run_defaults
+from mad_eval.setup.config import operational_defaults, run_defaults
 
 if TYPE_CHECKING:
-    from mad_eval.results import Run
+    from mad_eval.reporting.results import Run
 
 
 def _run_defaults() -> dict[str, Any]:
@@ -113,9 +113,9 @@ def report(run_dir: Path, **chosen: Any) -> None:
 def show(run: Run, command: str | None = None) -> None:
     """A run's metrics on the console, where they are kept, and, after a `command` that
     made the run, how to ask its failed turns again."""
-    from mad_eval.execute import plural
-    from mad_eval.metrics_view import metrics_view
-    from mad_eval.store import RunStore
+    from mad_eval.debate.execute import plural
+    from mad_eval.reporting.console import metrics_view
+    from mad_eval.store.folder import RunStore
 
     console.print(metrics_view(run.metrics, title=run.root.name))
     store = RunStore(run.root)

@@ -79,7 +79,7 @@ def pairs(
     data_dir: DataDir = None,
 ) -> None:
     """Build debate pairs from rollouts whose correctness disagrees; write them as verl data."""
-    from mad_eval.templates import load_template
+    from mad_eval.setup.templates import load_template
     from mad_eval.training import (
         PAIRINGS,
         build_pairs,
@@ -134,8 +134,8 @@ def prompts(
     answer_protocol: Annotated[str | None, _answer_protocol("the benchmark's")] = None,
 ) -> None:
     """Write a benchmark's first-turn prompts (what round 0 asks) as verl data."""
-    from mad_eval.benchmarks import load_questions
-    from mad_eval.templates import load_template
+    from mad_eval.data.benchmarks import load_questions
+    from mad_eval.setup.templates import load_template
     from mad_eval.training import prompt_rows, write_rows
 
     try:

@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.text import Text
 
 from mad_eval.errors import Interrupted, UserError
-from mad_eval.listener import Advance, Listener
+from mad_eval.progress import Advance, Listener
 from mad_eval.sanitize import outward, redact
 
 console = Console()

@@ -9,7 +9,8 @@ import typer
 
 from mad_eval.cli.app import app
 from mad_eval.cli.ui import console, fail
-from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED, REPLICATES
+from mad_eval.measure.bootstrap import REPLICATES
+from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
 
 
 @app.command()
@@ -82,11 +83,11 @@ def table(
     ] = None,
 ) -> None:
     """Print a paper table of several runs, grouped by benchmark and method."""
-    from mad_eval.cost import read_prices
-    from mad_eval.files import refuse_records
-    from mad_eval.results import load_runs, parse_labels
-    from mad_eval.store import StoreError
-    from mad_eval.tables import render, tidy
+    from mad_eval.measure.cost import read_prices
+    from mad_eval.reporting.results import load_runs, parse_labels
+    from mad_eval.reporting.tables import render, tidy
+    from mad_eval.store.files import refuse_records
+    from mad_eval.store.folder import StoreError
 
     for value, allowed, name in (
         (layout, LAYOUTS, "--layout"),
@@ -101,7 +102,7 @@ def table(
         if out is not None:
             refuse_records(out)
         if layout in PAIRED:
-            from mad_eval.budget import load_paired
+            from mad_eval.reporting.pairing import load_paired
 
             runs = load_paired(run_dirs, parse_labels(label or []), replicates, read_prices(prices))
         else:
@@ -140,10 +141,10 @@ def plot(
     also accuracy against tokens per question (budget.png): the debate after each round,
     the single run's maj@m, and the Pareto front.
     """
-    from mad_eval.files import refuse_records
-    from mad_eval.plots import draw  # matplotlib loads only when plotting
-    from mad_eval.results import load_runs, parse_labels
-    from mad_eval.store import StoreError
+    from mad_eval.reporting.plots import draw  # matplotlib loads only when plotting
+    from mad_eval.reporting.results import load_runs, parse_labels
+    from mad_eval.store.files import refuse_records
+    from mad_eval.store.folder import StoreError
 
     try:
         refuse_records(out)

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mad_eval.config import MAX_AGENTS, MAX_ROUNDS, ConfigError
-from mad_eval.layouts import FORMATS
+from mad_eval.reporting.layouts import FORMATS
+from mad_eval.setup.config import MAX_AGENTS, MAX_ROUNDS, ConfigError
 
 if TYPE_CHECKING:
-    from mad_eval.cost import Prices
+    from mad_eval.measure.cost import Prices
 
 # A grid's axes: the key that lists its values, and the setting each value fills.
 AXES = {

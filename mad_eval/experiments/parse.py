@@ -15,8 +15,6 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from mad_eval.config import RESULTS_ROOT, ConfigError, run_defaults
-from mad_eval.cost import Prices, PricesError, load_prices
 from mad_eval.experiments.cells import (
     AXES,
     CEILINGS,
@@ -32,7 +30,9 @@ from mad_eval.experiments.cells import (
     clean,
     pool_for,
 )
-from mad_eval.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
+from mad_eval.measure.cost import Prices, PricesError, load_prices
+from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
+from mad_eval.setup.config import RESULTS_ROOT, ConfigError, run_defaults
 
 # The values an axis a grid does not list takes (unless [settings] gives one).
 DEFAULT_AXES = {"protocols": ["decentralized"], "agents": [5], "rounds": [3]}
@@ -520,7 +520,7 @@ class Parser:
     ) -> dict[str, Any]:
         """Run settings, checked by name and type, paths made relative to the file; a
         setting that belongs elsewhere in the file (`refused`) is sent there."""
-        from mad_eval.plan import check_names, check_types
+        from mad_eval.debate.plan import check_names, check_types
 
         try:
             check_names(given, run_defaults(), where)
@@ -541,7 +541,7 @@ class Parser:
         return found
 
     def known(self, given: dict[str, Any], accepted: Any, where: str) -> None:
-        from mad_eval.plan import check_names
+        from mad_eval.debate.plan import check_names
 
         try:
             check_names(given, dict.fromkeys(accepted), where)

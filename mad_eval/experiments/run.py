@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mad_eval.backends.cache import RequestCache
-from mad_eval.benchmarks import load_questions
-from mad_eval.config import run_defaults
+from mad_eval.data.benchmarks import load_questions
+from mad_eval.debate.execute import Job, execute
+from mad_eval.debate.plan import Pool, make_plan
 from mad_eval.errors import UserError
-from mad_eval.execute import Job, execute
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError
-from mad_eval.files import refuse_records
-from mad_eval.listener import Listener
-from mad_eval.plan import Pool, make_plan
+from mad_eval.progress import Listener
 from mad_eval.sanitize import redact, remember
-from mad_eval.store import Recorded, RunStore, write_json
+from mad_eval.setup.config import run_defaults
+from mad_eval.store.files import refuse_records
+from mad_eval.store.folder import Recorded, RunStore, write_json
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mad_eval.budget import pair
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError, View
-from mad_eval.files import refuse_records
-from mad_eval.layouts import PAIRED, REPLICATES
-from mad_eval.results import Run, load_run, load_runs
-from mad_eval.store import RunStore, StoreError, write_atomically
+from mad_eval.measure.bootstrap import REPLICATES
+from mad_eval.reporting.layouts import PAIRED
+from mad_eval.reporting.pairing import pair
+from mad_eval.reporting.results import Run, load_run, load_runs
+from mad_eval.store.files import refuse_records
+from mad_eval.store.folder import RunStore, StoreError, write_atomically
 
 EXTENSIONS = {"csv": "csv", "latex": "tex", "md": "md"}
 THEN = "free space and run the same command again."
@@ -48,8 +49,8 @@ def _check_records(experiment: Experiment, view: View, cells: list[Cell]) -> Non
 
 def write_tables(experiment: Experiment, replicates: int = REPLICATES) -> list[Path]:
     """Every declared table in every declared format, every figure, and summary.md."""
-    from mad_eval.plots import draw, draw_budget  # matplotlib loads only when drawing
-    from mad_eval.tables import render, tidy
+    from mad_eval.reporting.plots import draw, draw_budget  # matplotlib loads only when drawing
+    from mad_eval.reporting.tables import render, tidy
 
     refuse_records(experiment.out, f"{experiment.path}: out =")
     written: list[Path] = []

@@ -13,14 +13,14 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from mad_eval.config import project_folder, spec_files
+from mad_eval.grading.reasoning import parse_quoting
 from mad_eval.protocols.base import Protocol, ProtocolError, check_protocol
 from mad_eval.protocols.centralized import Centralized
 from mad_eval.protocols.decentralized import Decentralized
 from mad_eval.protocols.heterogeneous import Heterogeneous
 from mad_eval.protocols.single import Single
 from mad_eval.protocols.sparse import Sparse
-from mad_eval.reasoning import parse_quoting
+from mad_eval.setup.config import project_folder, spec_files
 
 __all__ = [
     "BUILTIN",

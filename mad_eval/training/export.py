@@ -13,10 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mad_eval.files import refuse_records
-from mad_eval.prompts import first_prompt, pair_prompt
+from mad_eval.debate.prompts import first_prompt, pair_prompt
 from mad_eval.records import Question
-from mad_eval.templates import Template, load_template
+from mad_eval.setup.templates import Template, load_template
+from mad_eval.store.files import refuse_records
 from mad_eval.training.pairs import Pair
 from mad_eval.training.rollouts import Rollout, answer_protocol
 

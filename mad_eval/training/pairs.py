@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from mad_eval.grading import equivalent, same_answer
+from mad_eval.grading.grader import equivalent, same_answer
+from mad_eval.protocols.scoring import answer_groups
 from mad_eval.records import derive_seed
-from mad_eval.rules import answer_groups
 from mad_eval.training.rollouts import Rollout
 
 PAIRINGS = {"rand": "random", "freq": "frequency"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mad_eval.grading import grade
+from mad_eval.grading.grader import grade
 
 
 def grading_info(extra_info: Mapping[str, Any] | None) -> tuple[str, list[str], str | None]:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mad_eval.benchmarks import read_jsonl
-from mad_eval.grading import VOTING_KINDS, check_answer_protocol, grade
-from mad_eval.replay import run_questions
-from mad_eval.store import RunStore, StoreError
+from mad_eval.data.benchmarks import read_jsonl
+from mad_eval.debate.replay import run_questions
+from mad_eval.grading.grader import VOTING_KINDS, check_answer_protocol, grade
+from mad_eval.store.folder import RunStore, StoreError
 
 # The generic file's fields, with the names also accepted for each.
 FIELDS = {

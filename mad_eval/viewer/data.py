@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mad_eval.grading import same_answer
+from mad_eval.grading.grader import same_answer
+from mad_eval.protocols.scoring import answer_groups, get_rule, same_answer_as, vote_ties
 from mad_eval.records import Question, Turn, Verdict
-from mad_eval.results import Run, manifest_rule
-from mad_eval.rules import answer_groups, get_rule, same_answer_as, vote_ties
+from mad_eval.reporting.results import Run, manifest_rule
 from mad_eval.sanitize import redact
 
 # Tags a debate row may carry; the overview offers each as a filter.
@@ -231,7 +231,7 @@ def _turn_page(
     if view.replay is None:
         prompt_note = view.missing or "the run's prompts cannot be rebuilt"
     else:
-        from mad_eval.replay import ReplayError
+        from mad_eval.debate.replay import ReplayError
 
         try:
             prompt = view.replay.messages(turn, by_round)
@@ -274,6 +274,6 @@ def _turn_page(
 
 def debates_of(view: RunView) -> Iterator[list[Turn]]:
     """The run's debates, a debate at a time, from its turns.jsonl."""
-    from mad_eval.store import RunStore, read_debates
+    from mad_eval.store.folder import RunStore, read_debates
 
     yield from read_debates(RunStore(Path(view.run.root)).turns_path).each

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.errors import UserError
-from mad_eval.files import refuse_records
+from mad_eval.store.files import refuse_records
 from mad_eval.viewer.data import TAGS, RunView, debate_row, debates_of, summary
 
 MARKER = ".mad-eval-view"  # an --out folder holding it was written by this command
@@ -57,9 +57,9 @@ def render_markdown(text: str | None) -> str | None:
 def load_view(root: Path) -> RunView:
     """A run folder read for the viewer: its results (as `mad-eval report` computes them),
     its questions and a replay of its prompts where those can be had."""
-    from mad_eval.replay import Replay, run_questions
-    from mad_eval.results import load_run
-    from mad_eval.store import StoreError
+    from mad_eval.debate.replay import Replay, run_questions
+    from mad_eval.reporting.results import load_run
+    from mad_eval.store.folder import StoreError
 
     root = Path(root)
     if not root.is_dir():

@@ -1,0 +1,473 @@
+"""Benchmark specs (TOML data files) and their rows: local JSONL, the Hugging Face hub, built-in."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import random
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from mad_eval.data import hub as online
+from mad_eval.errors import UserError
+from mad_eval.grading.grader import check_answer_protocol
+from mad_eval.grading.kinds import KINDS, get_kind
+from mad_eval.records import Question
+from mad_eval.sanitize import valid_data
+from mad_eval.setup.config import spec_files, spec_folders
+
+DATA_ENV = "MAD_EVAL_DATA"
+DEFAULT_MAX_TOKENS = 4096
+_SPEC_KEYS = (
+    *("name", "description", "kind", "answer", "max_tokens", "instruction", "seed", "base"),
+    *("params", "ids"),
+    *("hub", "local", "builtin"),
+)
+_TABLES = {"hub": (".jsonl", ".jsonl.gz", ".parquet"), "local": (".jsonl",)}
+# Fields a table may map for any kind; each kind names the row fields it reads (Kind.fields,
+# all required) and may map (Kind.optional).
+_OPTIONAL = ("id", "revision")
+Rows = list[tuple[str, dict[str, Any]]]  # (where, row), where = "math500.jsonl line 7"
+
+
+class BenchmarkError(UserError, ValueError):
+    """A bad benchmark name, spec or row; the message is one sentence naming the bad value."""
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """Where a benchmark's rows live, which grader reads them and its token budget."""
+
+    name: str
+    description: str
+    kind: str
+    max_tokens: int
+    hub: dict[str, Any] | None = None
+    local: dict[str, Any] | None = None
+    path: Path | None = None
+    builtin: dict[str, Any] | None = None
+    instruction: str | None = None  # put before each question (what to do with the options)
+    seed: int = 0  # a preference question's A/B order is drawn from (seed, question id)
+    params: dict[str, str] = field(default_factory=dict)  # e.g. MMLU's subject
+    # Where replies write their answers (answers.ANSWER_PROTOCOLS); the spec parser resolves
+    # an unnamed one to the kind's default.
+    answer: str = "boxed"
+    # The name question ids are numbered under when rows have none (default: the spec's), so
+    # a variant of a spec (aime24_dapo) asks and records the same ids as the spec itself.
+    ids: str | None = None
+
+    @property
+    def source(self) -> str:
+        """Where the rows come from, for `mad-eval benchmarks`."""
+        if self.builtin:
+            return f"built in ({self.builtin['generator']}, {self.builtin['size']} questions)"
+        found = [f"hub {self.hub['repo']}"] if self.hub else []
+        found += [f"local {self.local['file']}"] if self.local else []
+        return "; ".join(found)
+
+    @property
+    def title(self) -> str:
+        """The name tables print: the description's lead ("MATH500: ..."), else the name."""
+        lead, colon, _ = self.description.partition(": ")
+        return lead if colon and len(lead) <= 40 else self.name
+
+
+def spec_dirs() -> list[Path]:
+    """The project's specs first, then ./benchmarks: a user's spec adds a name, and one of
+    a built-in name is read only when given as a path."""
+    return spec_folders("benchmarks")
+
+
+def list_specs() -> list[BenchmarkSpec]:
+    """Every spec, the first of each name in spec_dirs() order, sorted by name."""
+    found = spec_files("benchmarks")
+    return [_parse_spec(found[name]) for name in sorted(found)]
+
+
+def load_spec(name: str) -> BenchmarkSpec:
+    """Look a spec up by name, with parameters after a colon (`mmlu:anatomy`,
+    `mmlu:subject=anatomy`); an unknown name lists the known ones so typos are easy to fix."""
+    stem, colon, given = name.partition(":")
+    path = _spec_path(stem)
+    if path is None:
+        known = ", ".join(spec.name for spec in list_specs())
+        raise BenchmarkError(
+            f"unknown benchmark '{stem}'; known: {known}; or give a path to a .jsonl file"
+        )
+    return _parse_spec(path, given if colon else None)
+
+
+def _spec_path(stem: str) -> Path | None:
+    if re.fullmatch(r"[\w.-]+", stem):
+        for folder in spec_dirs():
+            if (folder / f"{stem}.toml").is_file():
+                return folder / f"{stem}.toml"
+    return None
+
+
+def _overrides(given: str, names: list[str], path: Path) -> dict[str, str]:
+    """`anatomy` (for a spec with one parameter) or `subject=anatomy,...` as a dict."""
+    found: dict[str, str] = {}
+    for item in given.split(","):
+        key, equals, value = item.partition("=")
+        if not equals and len(names) == 1:
+            key, value = names[0], key
+        if key not in names or not re.fullmatch(r"[\w.-]+", value):
+            accepted = ", ".join(f"{n}=VALUE" for n in names) or "none"
+            raise BenchmarkError(
+                f"benchmark parameter '{item}' is not accepted by {path.stem}; its parameters: "
+                f"{accepted} (values: letters, digits, _ . -)"
+            )
+        found[key] = value
+    return found
+
+
+def spec_kind(benchmark: str | Path) -> tuple[str, str]:
+    """(kind, default answer protocol) of a benchmark, found without reading its rows, so a
+    setting the kind cannot take is refused before any data is fetched."""
+    benchmark = str(benchmark)
+    if benchmark.endswith(".jsonl"):
+        return "math", "boxed"
+    path = Path(benchmark)
+    spec = _parse_spec(path) if benchmark.endswith(".toml") and path.is_file() else None
+    spec = spec or load_spec(benchmark)
+    return spec.kind, spec.answer
+
+
+def load_questions(
+    benchmark: str | Path, data_dir: Path | None = None, limit: int | None = None
+) -> tuple[BenchmarkSpec, list[Question]]:
+    """Resolve a spec name, a .toml spec or any .jsonl file; return the first `limit` questions."""
+    benchmark = str(benchmark)
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise BenchmarkError(f"limit must be a positive integer, got {limit!r}")
+    path = Path(benchmark)
+    if benchmark.endswith((".jsonl", ".toml")) and not path.is_file():
+        raise BenchmarkError(f"benchmark file '{benchmark}' does not exist")
+    if benchmark.endswith(".jsonl"):  # any JSONL: 'question' or 'problem', 'answer', optional 'id'
+        rows = read_jsonl(path, path.name)
+        first = rows[0][1] if rows else {}
+        question = "problem" if "question" not in first and "problem" in first else "question"
+        fields = {"file": str(path), "question": question, "answer": "answer"}
+        fields.update({"id": "id"} if "id" in first else {})
+        spec = BenchmarkSpec(
+            path.stem, f"questions from {path}", "math", DEFAULT_MAX_TOKENS, local=fields, path=path
+        )
+        return spec, _to_questions(rows, fields, spec)[:limit]
+    spec = _parse_spec(path) if benchmark.endswith(".toml") else load_spec(benchmark)
+    return spec, _spec_questions(spec, data_dir)[:limit]
+
+
+def _raw_spec(path: Path, depth: int = 0) -> dict[str, Any]:
+    """A spec file's TOML; with `base = "other"`, the other spec's TOML under its own keys
+    (parameters merged), so a preset names only what it changes."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeError, tomllib.TOMLDecodeError) as exc:
+        raise BenchmarkError(f"cannot read benchmark spec {path}: {exc}") from exc
+    if "base" not in raw:
+        return raw
+    base = _spec_path(str(raw["base"]))
+    if base is None or base == path or depth > 4:
+        raise BenchmarkError(f"{path.name}: base '{raw['base']}' is no other benchmark spec")
+    merged = {**_raw_spec(base, depth + 1), **raw}
+    merged["params"] = {**merged.get("params", {}), **raw.get("params", {})}
+    merged.pop("name", None)
+    return merged
+
+
+def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
+    """Validate a spec before any data is read, so a typo fails in one sentence, not mid-run.
+    Parameters (`[params]`, or `given` on the command line: `anatomy`, `subject=anatomy`)
+    fill `{name}` in the description and the file fields; given ones also name the
+    benchmark (mmlu_anatomy)."""
+    raw = _raw_spec(path)
+
+    def need(ok: bool, problem: str) -> None:
+        if not ok:
+            raise BenchmarkError(f"{path.name}: {problem}")
+
+    for key in raw:
+        need(key in _SPEC_KEYS, f"unknown key '{key}'; accepted keys: {', '.join(_SPEC_KEYS)}")
+    params = raw.get("params", {})
+    need(isinstance(params, dict), "'params' must be a [params] table")
+    need(all(isinstance(v, str) for v in params.values()), "[params] values must be text")
+    overrides = _overrides(given, list(params), path) if given is not None else {}
+    params = {**params, **overrides}
+    raw = _fill(raw, params)
+    name, text, tokens = raw.get("name", path.stem), raw.get("description"), raw.get("max_tokens")
+    need(name == path.stem, f"name '{name}' must match the file name '{path.stem}'")
+    need(isinstance(text, str) and "\n" not in text, "'description' must be one line of text")
+    ids = raw.get("ids")
+    need(
+        ids is None or (isinstance(ids, str) and re.fullmatch(r"[\w.-]+", ids)),
+        "'ids' must be a name",
+    )
+    kind, answer = raw.get("kind"), raw.get("answer")
+    need(kind in KINDS, f"kind {kind!r} is not one of: {', '.join(KINDS)}")
+    found = get_kind(kind)
+    accepted = found.answers
+    need(
+        answer is None or answer in accepted,
+        f"answer {answer!r} is not one of the {kind} kind's answer protocols: "
+        f"{', '.join(accepted)}",
+    )
+    need(type(tokens) is int and tokens > 0, f"max_tokens must be a positive integer: {tokens!r}")
+    instruction, seed = raw.get("instruction"), raw.get("seed", 0)
+    need(instruction is None or isinstance(instruction, str), "'instruction' must be text")
+    need(type(seed) is int, f"seed must be an integer: {seed!r}")
+    for table in (t for t in _TABLES if t in raw):
+        fields = raw[table]
+        need(isinstance(fields, dict), f"'{table}' must be a [{table}] table")
+        needed = ("repo",) * (table == "hub") + ("file", *found.fields)
+        optional = (k for k in (*_OPTIONAL, *found.optional) if k in fields)
+        for key in (*needed, *optional):
+            ok = isinstance(fields.get(key), str) and fields[key] != ""
+            need(ok, f"[{table}] needs a non-empty text value for '{key}'")
+        suffixes = " or ".join(_TABLES[table])
+        need(fields["file"].endswith(_TABLES[table]), f"[{table}] file must end in {suffixes}")
+    builtin = raw.get("builtin")
+    if builtin is not None:
+        need(isinstance(builtin, dict), "'builtin' must be a [builtin] table")
+        need("hub" not in raw and "local" not in raw, "[builtin] excludes [hub] and [local]")
+        gen, size, seed = builtin.get("generator"), builtin.get("size"), builtin.get("seed", 0)
+        need(gen in GENERATORS, f"generator {gen!r} is not one of: {', '.join(GENERATORS)}")
+        need(type(size) is int and size > 0, f"size must be a positive integer: {size!r}")
+        need(type(seed) is int, f"seed must be an integer: {seed!r}")
+    need(any(t in raw for t in ("hub", "local", "builtin")), "needs [hub], [local] or [builtin]")
+    if overrides:
+        name = "_".join([name, *overrides.values()])
+    hub, local = raw.get("hub"), raw.get("local")
+    return BenchmarkSpec(
+        name,
+        text,
+        kind,
+        tokens,
+        hub,
+        local,
+        path,
+        builtin,
+        instruction,
+        raw.get("seed", 0),
+        params,
+        check_answer_protocol(kind, answer),
+        raw.get("ids"),
+    )
+
+
+def _fill(raw: dict[str, Any], params: dict[str, str]) -> dict[str, Any]:
+    """`{name}` replaced by the parameter's value in the description and the tables' fields."""
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, str):
+            for key, given in params.items():
+                value = value.replace(f"{{{key}}}", given)
+        return value
+
+    filled = {key: fill(value) for key, value in raw.items()}
+    for table in ("hub", "local"):
+        if isinstance(raw.get(table), dict):
+            filled[table] = {key: fill(value) for key, value in raw[table].items()}
+    return filled
+
+
+def _spec_questions(spec: BenchmarkSpec, data_dir: Path | None) -> list[Question]:
+    """Built-in, else a local folder when one is given (or there is no hub), else the hub."""
+    if spec.builtin:
+        generate = GENERATORS[spec.builtin["generator"]]
+        return generate(spec.builtin["size"], spec.builtin.get("seed", 0), spec.name)
+    folder = data_dir or os.environ.get(DATA_ENV) or None
+    if spec.local and (folder or not spec.hub):
+        base = Path(folder).expanduser() if folder else Path(spec.path or ".").parent
+        file = base / spec.local["file"]
+        if not file.is_file():
+            raise BenchmarkError(
+                f"local data file '{spec.local['file']}' for benchmark '{spec.name}' is not in "
+                f"{base}; pass --data-dir pointing at the folder that holds it or set {DATA_ENV}"
+            )
+        return _to_questions(read_jsonl(file, file.name), spec.local, spec)
+    hub: dict[str, Any] = spec.hub or {}
+    path, label = _download(hub), f"{hub['repo']}/{hub['file']}"
+    rows = _read_parquet(path, label) if label.endswith(".parquet") else read_jsonl(path, label)
+    return _to_questions(rows, hub, spec)
+
+
+def _download(hub: dict[str, Any]) -> Path:
+    """The hub file, from the local hub cache when the hub cannot be reached. Lazy import:
+    offline users with local files never touch the hub client."""
+    repo, file, revision = hub["repo"], hub["file"], hub.get("revision")
+    reachable = True
+    try:
+        from huggingface_hub import hf_hub_download
+
+        reachable = online.hub_reachable()
+        extra = {} if reachable else {"local_files_only": True}
+        return Path(hf_hub_download(repo, file, repo_type="dataset", revision=revision, **extra))
+    except Exception as exc:  # offline, missing file, no client: all mean "use local files"
+        why = f"({type(exc).__name__})" if reachable else "(the hub cannot be reached)"
+        raise BenchmarkError(
+            f"could not download {file} from the Hugging Face hub dataset {repo} {why}; "
+            f"pass --data-dir pointing at local files or set {DATA_ENV}."
+        ) from exc
+
+
+def read_jsonl(path: Path, label: str) -> Rows:
+    """Every JSON object of a JSON Lines file, each with where it was ("LABEL line N")."""
+    try:
+        data = path.read_bytes()
+        data = gzip.decompress(data) if path.name.endswith(".gz") else data
+        lines = data.decode("utf-8").split("\n")  # not splitlines(): U+2028 is JSON
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        raise BenchmarkError(f"cannot read {label}: {exc}") from None
+    rows: Rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{label} line {number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BenchmarkError(f"{where}: invalid JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise BenchmarkError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        # A lone surrogate ("\ud800") no prompt or file can encode: U+FFFD from here on, so
+        # the question's hash is the same at every load and a resumed run matches it.
+        rows.append((where, valid_data(row, line)))
+    return rows
+
+
+def _read_parquet(path: Path, label: str) -> Rows:
+    import pandas as pd
+
+    try:
+        frame = pd.read_parquet(path)
+    except ImportError as exc:
+        raise BenchmarkError(
+            f"reading {label} needs a parquet engine: pip install pyarrow"
+        ) from exc
+    except (OSError, ValueError) as exc:
+        raise BenchmarkError(f"cannot read {label} as parquet: {exc}") from exc
+    return [(f"{label} row {i}", row) for i, row in enumerate(frame.to_dict("records"), 1)]
+
+
+def _to_questions(rows: Rows, fields: dict[str, Any], spec: BenchmarkSpec) -> list[Question]:
+    """Check every row up front: a bad row found mid-run wastes the requests made before it."""
+    if not rows:
+        raise BenchmarkError(f"benchmark '{spec.name}' has no rows")
+    kind = get_kind(spec.kind)
+    used = {fields.get(key, "").split(".")[0] for key in (*kind.fields, *kind.optional, "id")}
+    questions: list[Question] = []
+    seen: dict[str, str] = {}
+    for index, (where, row) in enumerate(rows):
+        qid = (
+            _text(row, fields["id"], where)
+            if fields.get("id")
+            else f"{spec.ids or spec.name}-{index}"
+        )
+        if qid in seen:
+            raise BenchmarkError(f"{where}: duplicate id '{qid}' (first used at {seen[qid]})")
+        seen[qid] = where
+        meta = {key: value for key, value in row.items() if key not in used}
+        reader = _Row(row, fields, where, spec.instruction, spec.seed, qid)
+        text, gold, extra = kind.question(reader)
+        questions.append(Question(qid, text, gold, {**meta, **extra}, spec.kind, spec.answer))
+    return questions
+
+
+@dataclass
+class _Row:
+    """One row as its kind reads it (kinds.RowReader): fields by the kind's names, and each
+    problem a BenchmarkError that says where the row is."""
+
+    row: dict[str, Any]
+    fields: dict[str, Any]
+    where: str
+    instruction: str | None
+    seed: int
+    qid: str
+
+    def text(self, field: str, number_ok: bool = True) -> str:
+        return _text(self.row, self.fields[field], self.where, number_ok)
+
+    def verbatim(self, field: str) -> str:
+        self.text(field, number_ok=False)
+        return self.row[self.fields[field]]
+
+    def options(self, field: str) -> list[str]:
+        return _options(self.row, self.fields[field], self.where)
+
+    def fail(self, problem: str) -> NoReturn:
+        raise BenchmarkError(f"{self.where}: {problem}")
+
+
+def _options(row: dict[str, Any], path: str, where: str) -> list[str]:
+    """A list of option texts at `path` ("choices", or "choices.text" inside a mapping)."""
+    value: Any = row
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise BenchmarkError(f"{where}: missing field '{path}'")
+        value = value[part]
+    value = value.tolist() if hasattr(value, "tolist") else value  # parquet gives arrays
+    ok = isinstance(value, list) and 2 <= len(value) <= 26
+    if not ok or not all(isinstance(v, str) and v.strip() for v in value):
+        raise BenchmarkError(f"{where}: field '{path}' must be a list of 2 to 26 option texts")
+    return [v.strip() for v in value]
+
+
+def _text(row: dict[str, Any], field: str, where: str, number_ok: bool = True) -> str:
+    """Hub answers may be numbers (AMC stores 27.0): integral floats become "27", others str()."""
+    if field not in row:
+        raise BenchmarkError(f"{where}: missing field '{field}'")
+    value = row[field]
+    if number_ok and isinstance(value, float) and not math.isnan(value):
+        value = str(int(value)) if value.is_integer() else str(value)
+    elif number_ok and isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        wanted = "non-empty text or a number" if number_ok else "non-empty text"
+        raise BenchmarkError(f"{where}: field '{field}' must be {wanted}, got {value!r}")
+    return value.strip()
+
+
+_PHRASES = ("What is the value of {}?", "Compute {}.", "Evaluate {}.")
+
+
+def arith_questions(size: int, seed: int = 0, name: str = "arith") -> list[Question]:
+    """Seeded integer arithmetic: an offline smoke test whose golds are exact by construction."""
+    rng = random.Random(seed)  # int seeds, randint and choice give the same stream everywhere
+    questions = []
+    for i in range(size):
+        expression, value = _arith_term(rng)
+        for _ in range(rng.randint(1, 3)):
+            term, term_value = _arith_term(rng)
+            sign = rng.choice("+-")
+            expression += f" {sign} {term}"
+            value += term_value if sign == "+" else -term_value
+        text = rng.choice(_PHRASES).format(expression)
+        questions.append(Question(f"{name}-{i}", text, str(value), {"expression": expression}))
+    return questions
+
+
+def _arith_term(rng: random.Random) -> tuple[str, int]:
+    """A term that binds tighter than + and -, so the whole value is a plain signed sum."""
+    shape = rng.randrange(4)
+    if shape == 0:
+        n = rng.randint(2, 99)
+        return str(n), n
+    if shape == 1:
+        a, b = rng.randint(2, 25), rng.randint(2, 12)
+        return f"{a} * {b}", a * b
+    if shape == 2:
+        a, b, c, sign = rng.randint(2, 30), rng.randint(1, 20), rng.randint(2, 9), rng.choice("+-")
+        return f"({a} {sign} {b}) * {c}", (a + b if sign == "+" else a - b) * c
+    divisor, quotient = rng.randint(2, 9), rng.randint(2, 15)
+    return f"{divisor * quotient} / {divisor}", quotient
+
+
+GENERATORS: dict[str, Callable[[int, int, str], list[Question]]] = {"arith": arith_questions}

@@ -1,0 +1,543 @@
+"""From command-line choices to a ready run: the protocol, the team, its backends and context
+budgets, all checked before the first request."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import difflib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from mad_eval.backends import (
+    Backend,
+    Guarded,
+    Replica,
+    Request,
+    RetryPolicy,
+    Sampling,
+    TransientError,
+    Where,
+    backend_kind,
+    make_backend,
+    require_installed,
+)
+from mad_eval.backends.base import RequestError, Warn
+from mad_eval.backends.cache import Cached, RequestCache
+from mad_eval.data.benchmarks import BenchmarkSpec, load_questions, spec_kind
+from mad_eval.debate.context import (
+    ContextError,
+    EstimateCounter,
+    Fitter,
+    TokenCounter,
+    load_counter,
+)
+from mad_eval.debate.prompts import Speaker
+from mad_eval.debate.seats import Seat
+from mad_eval.grading.grader import check_answer_protocol
+from mad_eval.progress import Listener
+from mad_eval.protocols import Choice, check_protocol, presets, resolve
+from mad_eval.protocols.scoring import default_rule
+from mad_eval.records import Question
+from mad_eval.sanitize import redact, remember
+from mad_eval.setup.config import (
+    DEFAULT_MODEL,
+    ConfigError,
+    RunConfig,
+    run_defaults,
+    unreached_files,
+)
+from mad_eval.setup.roster import (
+    Agent,
+    Entry,
+    entries_from_dicts,
+    load_roster_file,
+    parse_agent_option,
+    parse_extra_body,
+)
+from mad_eval.setup.templates import Template, builtin_templates, check_template, load_template
+
+DEFAULT_AGENTS = 5
+# Agents share a backend when they share a model, its endpoints, its tokenizer, and the
+# way prompts reach it (the API and the template): within a run and across the runs of
+# an experiment.
+BackendKey = tuple[str, tuple[str, ...], str | None, str, str, str]
+
+
+@dataclass
+class Pool:
+    """What the runs planned together share: one backend per model and endpoints, one
+    request limit per endpoint, one request cache, tokenizers loaded once; so the runs of
+    an experiment, scheduled at once, fill each server as one run would."""
+
+    cache: RequestCache | None = None
+    backends: dict[BackendKey, Backend] = field(default_factory=dict)
+    slots: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    counters: dict[tuple[str | None, str | None, str], TokenCounter] = field(default_factory=dict)
+    checked: set[int] = field(default_factory=set)  # backends found serving (by id)
+    probed: set[tuple[BackendKey, str]] = field(default_factory=set)  # extra bodies sent
+    # Who hears what the backends warn of while the runs go on (execute sets the caller's).
+    listener: Listener = field(default_factory=Listener)
+    # What runs planned together read alike (a protocol, a template and its check, a
+    # benchmark's questions): made once, so planning 1,000 cells reads each file once.
+    made: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+
+    def warn(self, text: str) -> None:
+        self.listener.warn("warning", text)
+
+    def once(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        if key not in self.made:
+            self.made[key] = make()
+        return self.made[key]
+
+    async def check(self, backend: Backend) -> None:
+        """Ask a backend whether it serves, once however many runs share it."""
+        if id(backend) not in self.checked:
+            await backend.check()
+            self.checked.add(id(backend))
+
+    async def aclose(self) -> None:
+        for backend in self.backends.values():
+            await backend.aclose()
+        self.backends.clear()
+        self.checked.clear()
+
+
+@dataclass
+class Plan:
+    config: RunConfig
+    choice: Choice
+    spec: BenchmarkSpec
+    questions: list[Question]
+    team: list[Agent]
+    backends: dict[BackendKey, Backend]
+    fitters: dict[int, Fitter]  # by agent index
+    templates: dict[str, Template]  # by the name or file the agents give
+    answer: str  # the answer protocol: how replies write their answer, how it is read
+    pool: Pool
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def cache(self) -> RequestCache | None:
+        return self.pool.cache
+
+    async def seats(self) -> list[Seat]:
+        """Check every backend, then give each agent its prompt budget: the model's context
+        length (given, or reported by the server) minus its max tokens."""
+        for backend in self.backends.values():
+            await self.pool.check(backend)
+        await self.check_extra_bodies()
+        seats = []
+        unknown: set[str] = set()
+        for agent in self.team:
+            backend = self.backends[_key(agent, self.config)]
+            length = agent.max_model_len or backend.max_model_len
+            budget = None
+            if length is not None:
+                budget = length - agent.max_tokens  # type: ignore[operator]
+                if budget < 1:
+                    raise ConfigError(
+                        f"agent {agent.index} ({agent.model}): a context of {length} tokens "
+                        f"leaves no room for a prompt next to --max-tokens {agent.max_tokens}."
+                    )
+            elif backend_kind(agent.model).context_length:
+                unknown.add(agent.model)
+            speaker = Speaker(
+                self.templates[agent.prompt_template],
+                agent.index,
+                len(self.team),
+                agent.persona,
+                agent.index == self.choice.protocol.hub,
+                agent.quote,
+            )
+            seats.append(Seat(agent, backend, self.fitters[agent.index], budget, speaker))
+        if unknown:
+            self.warnings.append(
+                f"the context length of {', '.join(sorted(unknown))} is unknown (the server does "
+                "not report it): prompts are not shortened; pass --max-model-len to set it."
+            )
+        return seats
+
+    async def check_extra_bodies(self) -> None:
+        """Each agent's extra body, checked once per backend that sends it."""
+        sent = self.pool.probed
+        for agent in self.team:
+            key = _key(agent, self.config)
+            body = json.dumps(agent.extra_body, sort_keys=True)
+            if agent.extra_body and (key, body) not in sent:
+                await check_extra_body(self.backends[key], agent.model, agent.extra_body)
+                sent.add((key, body))
+
+    def orders(self) -> dict[str, Any]:
+        found = {q.id: q.meta["order"] for q in self.questions if "order" in q.meta}
+        return {"orders": found} if found else {}
+
+    def manifest_extra(self, seats: list[Seat]) -> dict[str, Any]:
+        protocol, n = self.choice.protocol, len(self.team)
+        return {
+            "benchmark": {
+                "name": self.spec.name,
+                "title": self.spec.title,
+                "kind": self.spec.kind,
+                "answer": self.answer,
+                "questions": [q.id for q in self.questions],
+                # A preference question's A/B order: which reply the agents saw first.
+                **self.orders(),
+            },
+            "protocol": {
+                "name": self.config.protocol,
+                "class": self.choice.cls,
+                "params": protocol.params(),
+                "source": self.choice.source,
+                "voters": protocol.voters(n),
+                "hub": protocol.hub,
+                "score": protocol.score or default_rule(self.spec.kind),
+                "sees": [protocol.sees(i, n) for i in range(n)],
+            },
+            "prompt": {
+                "style": self.config.prompt_style,
+                # Each prompt template's full text and hash: resuming with an edited one is
+                # refused like any other change of setting.
+                "prompt_templates": {
+                    ref: {"file": str(t.path), "sha256": t.sha256, "text": t.source, "data": t.data}
+                    for ref, t in self.templates.items()
+                },
+                "strip_think": self.config.strip_think,
+                "api": self.config.api,
+                "template": self.config.template,
+                # What text-prompt backends (--api completions, vllm:) render messages with,
+                # by tokenizer: the prompt text each turn sent follows from its messages.
+                "templates": {
+                    seat.fitter.counter.name: seat.fitter.counter.template_source
+                    for seat in seats
+                    if backend_kind(seat.agent.model).renders_text(self.config.api)
+                },
+            },
+            "team": [
+                {
+                    "agent": seat.agent.index,
+                    "group": seat.agent.group,
+                    "model": seat.agent.model,
+                    "endpoints": redact(seat.agent.base_urls),
+                    "temperature": seat.agent.temperature,
+                    "top_p": seat.agent.top_p,
+                    "max_tokens": seat.agent.max_tokens,
+                    "prompt_budget": seat.budget,
+                    "tokenizer": seat.fitter.counter.name,
+                    "persona": seat.agent.persona,
+                    "prompt_template": seat.agent.prompt_template,
+                    "quote": str(seat.agent.quote),
+                    "extra_body": seat.agent.extra_body,
+                }
+                for seat in seats
+            ],
+        }
+
+
+async def check_extra_body(backend: Backend, model: str, body: dict[str, Any]) -> None:
+    """Send `body` once, in a one-token request to every endpoint of `backend`, so a field
+    the server refuses stops the run before it starts, in one sentence, instead of failing
+    it request by request. A transient failure proves nothing: the run will retry it."""
+    if not body:
+        return
+    # A server refuses min_tokens above max_tokens: the one token must not be the fault.
+    least = body.get("min_tokens")
+    request = Request(
+        [{"role": "user", "content": "Say OK."}],
+        Sampling(0.0, 1.0, least if type(least) is int and least > 1 else 1, 0),
+        Question("extra-body-check", "Say OK.", "OK"),
+        extra_body=body,
+    )
+    try:
+        await backend.probe(request)
+    except RequestError as exc:
+        raise ConfigError(
+            f"{model} refused the extra body {json.dumps(redact(body))} ({exc}); fix --extra-body "
+            "or the roster's extra_body."
+        ) from None
+    except (TransientError, TimeoutError):
+        pass
+
+
+def check_names(given: Mapping[str, Any], accepted: Mapping[str, Any], what: str) -> None:
+    """Refuse a setting name that is not one of `accepted`, suggesting the nearest one."""
+    for name in given:
+        if name not in accepted:
+            near = difflib.get_close_matches(name, list(accepted), n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            raise ConfigError(
+                f"'{name}' is not a setting of {what}{hint}; the settings are the long options "
+                f"of its --help, with underscores: {', '.join(sorted(accepted))}."
+            )
+
+
+# The type each setting takes, by the annotation RunConfig gives it (the others: below).
+TYPES = {
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "tuple[str, ...]": (list, tuple),
+    "dict[str, Any]": (dict, str),  # an extra body: an object, or its JSON text
+}
+SOURCE_TYPES = {"agent": "tuple[str, ...]", "roster": "str", "data_dir": "str", "cache": "str"}
+
+
+def check_types(given: Mapping[str, Any], what: str) -> None:
+    """Refuse a setting of the wrong type (a TOML string where a number belongs, say)."""
+    annotations = {f.name: str(f.type) for f in dataclasses.fields(RunConfig)}
+    for name, value in given.items():
+        wanted = SOURCE_TYPES.get(name) or annotations[name]
+        if value is None or isinstance(value, Path):
+            continue
+        types = TYPES.get(wanted.removesuffix(" | None"))
+        if types and (not isinstance(value, types) or (bool not in types and type(value) is bool)):
+            raise ConfigError(
+                f"{what}: '{name}' must be {wanted.removesuffix(' | None')}, got {value!r}."
+            )
+
+
+def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
+    """Resolve and check everything a run needs; raise a user error with one sentence.
+    `choices` names settings as run_defaults() does (the rest keep their defaults); runs
+    planned with one `pool` share its backends, endpoint limits and request cache."""
+    check_names(choices, run_defaults(), "a run")
+    check_types(choices, "a run")
+    settings = {**run_defaults(), **choices}
+    protocol, model = settings.pop("protocol"), settings.pop("model")
+    agents, data_dir = settings.pop("agents"), settings.pop("data_dir")
+    fresh = pool is None
+    pool = pool or Pool()
+    choice = pool.once(("protocol", protocol), lambda: resolve(protocol))
+    roster = _roster(list(settings.pop("agent") or ()), settings.pop("roster"), choice)
+    if roster and model:
+        raise ConfigError(
+            "--model names one model for all agents; with --agent or --roster, "
+            "name each agent's model there instead."
+        )
+    if isinstance(settings["extra_body"], str) or settings["extra_body"] is None:
+        settings["extra_body"] = parse_extra_body(settings["extra_body"])
+    settings["base_urls"] = tuple(settings["base_urls"] or ())
+    settings["cache"] = str(settings["cache"]) if settings["cache"] else None
+    n_roster = sum(entry.count for entry in roster)
+    config = RunConfig(
+        protocol=protocol,
+        agents=agents if agents is not None else (n_roster or DEFAULT_AGENTS),
+        model=model or DEFAULT_MODEL,
+        prompt_style=settings.pop("prompt_style") or choice.prompt_style or "debate",
+        quote=settings.pop("quote") or choice.quote or "final",
+        roster=roster,
+        **settings,
+    )
+    config.validate()
+    remember(config.to_dict())  # its URLs' passwords and extra bodies' secrets, wherever echoed
+    if choice.cls == "heterogeneous" and not roster:
+        raise ConfigError(
+            "the heterogeneous protocol needs a team: pass --agent MODEL[@URL][*COUNT] "
+            "(repeated) or --roster FILE, or use a preset that lists one."
+        )
+    check_protocol(choice.protocol, config.agents)
+    team = config.team()
+    templates = {}
+    for ref in dict.fromkeys(agent.prompt_template for agent in team):
+        templates[ref] = _checked_template(ref, choice, protocol, config.agents, pool)
+    for entry in roster or (Entry(config.model),):
+        require_installed(entry.model)
+    for agent in team:
+        if agent.extra_body and not backend_kind(agent.model).extra_body:
+            raise ConfigError(
+                f"agent {agent.index} ({agent.model}) takes no extra body fields: --extra-body "
+                "and extra_body are for servers and in-process vLLM."
+            )
+    kind = pool.once(("kind", config.benchmark), lambda: spec_kind(config.benchmark))
+    answer = _answer_protocol(config.answer_protocol, *kind)
+    spec, questions = pool.once(
+        ("questions", config.benchmark, str(data_dir), config.limit),
+        lambda: load_questions(config.benchmark, data_dir, config.limit),
+    )
+    questions = [q if q.answer == answer else replace(q, answer=answer) for q in questions]
+    config = replace(config, max_tokens=config.max_tokens or spec.max_tokens)
+
+    team = config.team()  # again: max_tokens is now resolved
+    if fresh and config.cache:
+        pool.cache = RequestCache(config.cache)
+    backends: dict[BackendKey, Backend] = {}
+    fitters: dict[int, Fitter] = {}
+    by_counter: dict[int, Fitter] = {}
+    warnings = list(
+        pool.once(("unused", protocol, *templates), lambda: _unused(protocol, templates))
+    )
+    for agent in team:
+        kind = backend_kind(agent.model)
+        name = (agent.tokenizer, agent.model if kind.tokenizer else None, config.template)
+        if name not in pool.counters:
+            pool.counters[name], warning = load_counter(*name)
+            if warning:
+                warnings.append(warning)
+        counter = pool.counters[name].with_template_kwargs(_template_kwargs(agent))
+        if id(counter) not in by_counter:
+            by_counter[id(counter)] = Fitter(counter, strip_think=config.strip_think)
+        fitters[agent.index] = by_counter[id(counter)]
+        key = _key(agent, config)
+        if key not in pool.backends:
+            pool.backends[key] = _backend(agent, counter, config, pool.slots, pool.cache, pool.warn)
+        backends[key] = pool.backends[key]
+    return Plan(
+        config, choice, spec, questions, team, backends, fitters, templates, answer, pool, warnings
+    )
+
+
+def _unused(protocol: str, templates: Mapping[str, Template]) -> list[str]:
+    """The working directory's files that a built-in name this run uses does not reach:
+    said once, so a user who meant to shadow ours knows theirs was left out."""
+    said = []
+    for path in unreached_files("templates", builtin_templates()):
+        if path.stem in templates:
+            said.append(
+                f"{path} is not used: '{path.stem}' is a built-in template; pass "
+                f"--prompt-template {path} to use yours."
+            )
+    for path in unreached_files("protocols", presets()):
+        if path.stem == protocol.partition(":")[0]:
+            said.append(
+                f"{path} is not used: '{protocol}' is a built-in protocol; rename the file "
+                "and pass --protocol with its new name to use yours."
+            )
+    return said
+
+
+def _checked_template(ref: str, choice: Choice, protocol: str, agents: int, pool: Pool) -> Template:
+    """A prompt template, rendered on sample data as `protocol`'s agents read each other:
+    once per template, protocol and team size however many runs share them."""
+    template = pool.once(("template", ref), lambda: load_template(ref))
+
+    def check() -> None:
+        check_template(template, [choice.protocol.sees(i, agents) for i in range(agents)])
+
+    pool.once(("checked", ref, protocol, agents), check)
+    return template
+
+
+def _answer_protocol(given: str | None, kind: str, default: str) -> str:
+    """The answer protocol a run grades with: --answer-protocol, else the benchmark's."""
+    try:
+        return check_answer_protocol(kind, given or default)
+    except ValueError as exc:
+        raise ConfigError(f"--answer-protocol: {exc}") from None
+
+
+def judge_backend(model: str, config: RunConfig, warn: Warn) -> tuple[Backend, RequestCache | None]:
+    """The LLM judge behind the same guard, endpoint limits and request cache as the agents:
+    `config` carries the judge's sampling, extra body and the operational settings; `warn`
+    hears what the guard warns of as it goes."""
+    require_installed(model)
+    judge = Agent(
+        index=0,
+        group="judge",
+        model=model,
+        base_urls=config.base_urls,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        max_tokens=config.max_tokens,
+        max_model_len=config.max_model_len,
+        tokenizer=config.tokenizer,
+        persona=None,
+        prompt_template=config.prompt_style,
+        extra_body=config.extra_body,
+    )
+    kind = backend_kind(model)
+    if config.extra_body and not kind.extra_body:
+        raise ConfigError(f"the judge {model} takes no extra body fields (--extra-body).")
+    counter: TokenCounter = EstimateCounter()
+    if kind.renders_text(config.api):  # only an in-process judge needs its chat template
+        counter, _ = load_counter(config.tokenizer, model, config.template)
+        counter = counter.with_template_kwargs(_template_kwargs(judge))
+    cache = RequestCache(config.cache) if config.cache else None
+    return _backend(judge, counter, config, {}, cache, warn), cache
+
+
+def _key(agent: Agent, config: RunConfig) -> BackendKey:
+    return (
+        agent.model,
+        agent.base_urls,
+        agent.tokenizer,
+        config.api,
+        config.template,
+        config.dtype,
+    )
+
+
+def _template_kwargs(agent: Agent) -> dict[str, Any]:
+    return agent.extra_body.get("chat_template_kwargs") or {}
+
+
+def _backend(
+    agent: Agent,
+    counter: TokenCounter,
+    config: RunConfig,
+    slots: dict[str, asyncio.Semaphore],
+    cache: RequestCache | None,
+    warn: Warn,
+) -> Backend:
+    """The agent's model behind the guard (a replica per endpoint), and the cache if asked."""
+    kind = backend_kind(agent.model)
+    render = counter.render if kind.renders_text(config.api) else None
+    if config.template == "raw" and kind.tokenizer and render is None:
+        raise ConfigError(
+            "--template raw needs --api completions: the chat endpoint applies the "
+            "server's own chat template."
+        )
+    urls: tuple[str | None, ...] = agent.base_urls or (None,)
+    engine = dict(
+        max_model_len=agent.max_model_len,
+        tensor_parallel_size=config.tensor_parallel_size,
+        gpu_memory_utilization=config.gpu_memory_utilization,
+        dtype=config.dtype,
+        enforce_eager=config.enforce_eager,
+        add_special_tokens=config.template == "raw",
+    )
+    replicas = [
+        Replica(
+            make_backend(agent.model, Where(url, config.timeout, config.api, render, engine)),
+            slots.setdefault(slot, asyncio.Semaphore(config.concurrency)),
+            redact(url),
+        )
+        for url, slot in zip(urls, agent.slots, strict=True)
+    ]
+    if render is not None:  # found out now, not at the first request
+        try:
+            render([{"role": "user", "content": "2 + 2?"}])
+        except ContextError as exc:
+            raise ConfigError(f"agent {agent.index} ({agent.model}): {exc}") from None
+    retry = RetryPolicy(config.retries, config.backoff)
+    # A question's requests stay on one replica (its prefix cache) until it has a quarter of
+    # a replica's request limit more waiting than the least busy one.
+    margin = max(1, config.concurrency // 4)
+    backend: Backend = Guarded(replicas, config.timeout, retry, margin, warn)
+    if cache is None:
+        return backend
+    identity = {
+        "model": agent.model,
+        "endpoints": sorted(redact(url) for url in agent.base_urls),
+        "api": config.api if "api" in kind.identity else None,
+        "template": counter.template_source if render else None,
+        "dtype": config.dtype if "dtype" in kind.identity else None,
+    }
+    return Cached(backend, cache, identity)
+
+
+def _roster(
+    agent_options: list[str], roster_file: Path | None, choice: Choice
+) -> tuple[Entry, ...]:
+    if agent_options and roster_file:
+        raise ConfigError("give the team with --agent options or with --roster, not both.")
+    if agent_options:
+        return tuple(parse_agent_option(text) for text in agent_options)
+    if roster_file:
+        return load_roster_file(Path(roster_file))
+    if choice.protocol.roster is not None:
+        return entries_from_dicts(choice.protocol.roster, f"protocol preset {choice.source}")
+    return ()

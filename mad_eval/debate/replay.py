@@ -1,0 +1,154 @@
+"""The exact messages a recorded turn was sent, rebuilt from the run's records, so a judge
+reads what the agent read. Each rebuilt prompt is checked against the turn's messages_hash;
+one that differs is refused, never judged in its place."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from mad_eval.data.benchmarks import load_questions
+from mad_eval.debate.context import (
+    ContextError,
+    EstimateCounter,
+    Fitter,
+    TokenCounter,
+    load_counter,
+)
+from mad_eval.debate.prompts import Round, Speaker, build_prompt
+from mad_eval.grading.reasoning import parse_quoting
+from mad_eval.records import Messages, Question, Turn, messages_hash
+from mad_eval.setup.templates import (
+    Template,
+    TemplateError,
+    builtin_templates,
+    load_template,
+    recorded_template,
+)
+from mad_eval.store.folder import StoreError
+from mad_eval.store.manifest import RunManifest, TeamSeat
+from mad_eval.store.questions import QUESTIONS_FILE, read_questions
+
+
+class ReplayError(ValueError):
+    """A turn's prompt cannot be rebuilt exactly; the message says why."""
+
+
+class Replay:
+    def __init__(self, manifest: RunManifest, questions: Mapping[str, Question]):
+        self.manifest = manifest
+        self.questions = questions
+        self.style = manifest.prompt.style
+        self.strip_think = manifest.prompt.strip_think
+        self.template = manifest.prompt.template
+        self.quote = manifest.config["quote"]  # runs from before --quote read final text
+        self.recorded = manifest.prompt.prompt_templates or {}
+        self.agents = len(manifest.team) or manifest.config["agents"]
+        self.hub = manifest.protocol.hub
+        # Prompts sent whole need no tokenizer: fitting returns them as built.
+        self.whole = Fitter(EstimateCounter(self.template), strip_think=self.strip_think)
+        self.fitters: dict[str, Fitter] = {}
+        self.templates: dict[str, Template] = {}
+
+    def messages(self, turn: Turn, rounds: Mapping[int, Round]) -> Messages:
+        """The messages `turn` was sent; `rounds` holds its question's turns of the rounds
+        before it, by round and agent."""
+        seat = self.manifest.seat(turn.agent)
+        question = self.questions[turn.question]
+        previous = rounds.get(turn.round - 1, {})
+        missing = [j for j in turn.sees if j not in previous]
+        if missing:
+            raise ReplayError(f"the turns it read (agents {missing}) are not recorded")
+        fitter, budget = self.whole, None
+        if turn.cut_tokens:  # shortened to fit: cut again with the same tokenizer and budget
+            fitter, budget = self._fitter(seat), seat.prompt_budget
+        speaker = Speaker(
+            self._template(seat.prompt_template or self.style),
+            turn.agent,
+            self.agents,
+            seat.persona,
+            turn.agent == self.hub,
+            parse_quoting(seat.quote or self.quote),
+        )
+        history = [rounds.get(r, {}) for r in range(turn.round)]
+        try:
+            fitted = build_prompt(speaker, question, history, turn.sees, fitter, budget)
+        except ContextError as exc:
+            raise ReplayError(str(exc)) from None
+        if messages_hash(fitted.messages) != turn.messages_hash:
+            raise ReplayError("its prompt, rebuilt, differs from the one recorded")
+        return fitted.messages
+
+    def check(self) -> None:
+        """Load every template the manifest records, before any prompt is rebuilt: a
+        TemplateError (one sentence) if one cannot be used, e.g. its text was edited."""
+        for ref in self.recorded:
+            self._load(ref)
+
+    def _template(self, ref: str) -> Template:
+        try:
+            return self._load(ref)
+        except TemplateError as exc:
+            raise ReplayError(f"its prompt template cannot be loaded ({exc})") from None
+
+    def _load(self, ref: str) -> Template:
+        """The template the run recorded (its own text, so a file edited or moved since does
+        not matter), in the sandbox as any template file; runs recorded before templates
+        were data name a built-in one."""
+        if ref not in self.templates:
+            recorded = self.recorded.get(ref)
+            if recorded is not None:
+                self.templates[ref] = recorded_template(
+                    ref, recorded.file, recorded.sha256, recorded.text, recorded.data
+                )
+            elif ref in builtin_templates():
+                self.templates[ref] = load_template(ref)
+            else:
+                raise TemplateError(
+                    f"manifest.json records no text of prompt template {ref!r}, which is no "
+                    "built-in one."
+                )
+        return self.templates[ref]
+
+    def _fitter(self, seat: TeamSeat) -> Fitter:
+        name = seat.tokenizer or "estimate"
+        kwargs = seat.extra_body.get("chat_template_kwargs") or {}
+        key = f"{name} {json.dumps(kwargs, sort_keys=True)}"
+        if key not in self.fitters:
+            counter: TokenCounter = EstimateCounter(self.template)
+            if name.startswith("hf:"):
+                tokenizer = name.removeprefix("hf:")
+                try:
+                    counter, _ = load_counter(tokenizer, seat.model, self.template)
+                except ContextError:
+                    raise ReplayError(
+                        f"its prompt was shortened with tokenizer {tokenizer!r}, which cannot "
+                        "be loaded here"
+                    ) from None
+            counter = counter.with_template_kwargs(kwargs)
+            self.fitters[key] = Fitter(counter, strip_think=self.strip_think)
+        return self.fitters[key]
+
+
+def run_questions(
+    root: Path, manifest: RunManifest, data_dir: Path | None = None
+) -> dict[str, Question]:
+    """The run's questions by id: from its questions.jsonl; a folder recorded before that
+    file existed has them loaded again from its benchmark (from `data_dir`, else the hub)."""
+    recorded = read_questions(root)
+    if recorded is not None:
+        where, fix, found = f"{root / QUESTIONS_FILE}", "restore it from a copy", recorded
+    else:
+        benchmark = manifest.config["benchmark"]
+        _, questions = load_questions(benchmark, data_dir)
+        answer = manifest.benchmark.answer  # None before protocols were data
+        found = {q.id: replace(q, answer=answer or q.answer) for q in questions}
+        where, fix = f"benchmark {benchmark} as loaded here", "pass the --data-dir the run used"
+    missing = [qid for qid in manifest.benchmark.questions if qid not in found]
+    if missing:
+        raise StoreError(
+            f"{where} lacks {len(missing)} of the run's questions (e.g. {missing[0]!r}); {fix}."
+        )
+    return found

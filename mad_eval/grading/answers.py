@@ -1,0 +1,270 @@
+"""Answer protocols: WHERE a reply writes its final answer, and how the prompt asks for it.
+
+A benchmark kind (mad_eval.grading.kinds) says what the answer is; its protocol says where to find
+it: the last `\\boxed{}` (the default), a DAPO-style `Answer: X` last line, Math-Verify's own
+search of the whole reply, a `{final answer: X}` group, or a "Summary:" line. Each protocol
+also writes the prompt's answer-format sentence and the simulated agents' answers, so a
+question is asked, answered and read one way.
+
+Reasoning is dropped before any protocol looks (closed `<think>` blocks, an unclosed block's
+rest, all before a lone `</think>`): an answer the model only considered is never read.
+Model text is hostile input: every scan here is linear, and Math-Verify runs in the bounded
+worker processes of mad_eval.grading.verifier.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from mad_eval.grading import verifier
+from mad_eval.grading.reasoning import drop_reasoning
+
+MAX_ANSWER_CHARS = 1000
+"""Longer extracted answers count as unparsed: a truncated answer would be a guess."""
+DAPO_WINDOW = 300
+"""The answer-line protocol reads only the reply's last characters, as DAPO's scorer does."""
+
+
+class Found(NamedTuple):
+    """What a protocol found: the answer text (None: nothing), the reply it searched (with
+    reasoning dropped, for a kind's own fallbacks), and whether Math-Verify ran out of time."""
+
+    answer: str | None
+    reply: str
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class AnswerProtocol:
+    """Where a reply writes its final answer: how the prompt asks for it, how it is found, and
+    how a simulated agent writes it."""
+
+    name: str
+    description: str  # one line, for --help and the docs
+    template: str  # the prompt's answer-format sentence; {what} is the kind's phrase
+    form: str  # how an answer is written; {answer} is the answer
+    own_line: bool  # the written form starts a line of its own
+    search: Callable[[str], tuple[str | None, bool]]  # (answer, timed out) in a reply
+    fallback: bool = False  # a kind may read the reply its own way when nothing is found
+
+    def instruction(self, what: str) -> str:
+        """The answer-format sentence the prompt ends with."""
+        return self.template.replace("{what}", what)
+
+    def find(self, text: str, split: bool = True) -> Found:
+        """The answer this protocol finds in a reply, reasoning dropped first (`split`
+        False: `text` is a turn's final content, its reasoning split off already)."""
+        reply = drop_reasoning(text) if split else text
+        answer, timed_out = self.search(reply) if reply.strip() else (None, False)
+        return Found(answer, reply, timed_out)
+
+    def locate(self, text: str) -> str | None:
+        """The raw answer text found in a reply, or None."""
+        return self.find(text).answer
+
+    def write(self, answer: str) -> str:
+        """The answer as a simulated agent writes it under this protocol."""
+        return self.form.replace("{answer}", answer)
+
+
+def _last(matches: Iterator[re.Match[str]]) -> re.Match[str] | None:
+    """The last of the matches (one pass, nothing kept but the last)."""
+    tail = deque(matches, maxlen=1)
+    return tail[0] if tail else None
+
+
+# ---- boxed -------------------------------------------------------------------------------
+
+# A box opener, an escaped character (so `\{` and `\}` are not grouping) or a bare brace.
+_BOX_TOKEN = re.compile(r"\\(?:boxed|fbox|framebox)\s*\{|\\.|[{}]", re.DOTALL)
+# Fallbacks when nothing is boxed: the cue that comes last in the reply wins, of any type.
+_CUE = re.compile(r"final answer is|the answer is|answer:", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"\.(?:\s|$)")
+
+
+def last_group(text: str, tokens: re.Pattern[str] = _BOX_TOKEN) -> tuple[int, int, int] | None:
+    """(opener start, content start, content end) of the group that closes last, i.e. the
+    last top-level one; `tokens` matches openers (longer than two characters), escapes and
+    bare braces. None if no group closes. One pass, so linear in len(text)."""
+    stack: list[tuple[int, int] | None] = []  # (opener start, content start) for a group
+    last = None
+    for m in tokens.finditer(text):
+        tok = m.group()
+        if tok == "{":
+            stack.append(None)
+        elif tok == "}":
+            if stack and (group := stack.pop()) is not None:
+                last = (*group, m.start())
+        elif len(tok) > 2:
+            stack.append((m.start(), m.end()))
+    return last
+
+
+def cue_answer(text: str) -> str | None:
+    """Text after the answer cue that comes last, up to the end of its line or sentence."""
+    cue = _last(_CUE.finditer(text))
+    if cue is None:
+        return None
+    line = text[cue.end() :].split("\n", 1)[0]
+    if stop := _SENTENCE_END.search(line):
+        line = line[: stop.start()]
+    return line.strip().strip("*").strip()
+
+
+def _boxed(reply: str) -> tuple[str | None, bool]:
+    box = last_group(reply)
+    return (reply[box[1] : box[2]] if box else cue_answer(reply)), False
+
+
+# ---- answer-line (DAPO) ------------------------------------------------------------------
+
+# "Answer: X" anywhere on a line, as DAPO's scorer matches it; markdown bold is tolerated.
+_ANSWER_LINE = re.compile(r"answer[ \t*]*:[ \t*]*([^\n]*)", re.IGNORECASE)
+_TEXT_GROUP = re.compile(r"\\(?:text|textbf|textrm|mbox|mathrm)\s*\{([^{}]*)\}")
+_NOISE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\[,;:! ]|\{,\}|\\(?:ldots|dots|cdots)")
+# Unit words after a value: "7 dollars", "12 \text{ cm}" mean 7 and 12.
+_UNITS = (
+    "units?|degrees?|dollars?|cents?|inch(?:es)?|feet|foot|miles?|meters?|metres?|cm|mm|km|"
+    "kg|mph|hours?|minutes?|seconds?|days?|weeks?|years?|ways?|points?|students?|people"
+)
+_UNIT_WORDS = re.compile(rf"(?:\s+(?:(?:square|cubic|sq)\s+)?(?:{_UNITS})\b)+\s*$", re.IGNORECASE)
+_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+")
+
+
+def _answer_line(reply: str) -> tuple[str | None, bool]:
+    match = _last(_ANSWER_LINE.finditer(reply[-DAPO_WINDOW:]))
+    return (normalise_dapo(match.group(1)) if match else None), False
+
+
+def _unbox(text: str) -> str:
+    """`\\boxed{x}` as x, `.` after it or not; anything else unchanged."""
+    inner = text.strip().rstrip(".").strip()
+    box = last_group(inner)
+    if box and box[0] == 0 and box[2] == len(inner) - 1:
+        return inner[box[1] : box[2]]
+    return text
+
+
+def normalise_dapo(answer: str) -> str | None:
+    """An `Answer: X` value reduced as DAPO's scorer reduces it, by our own rules: no markdown,
+    `$` or box around it, only the part after the last `=`, no spacing macros or degree
+    marks, text wrappers opened ("and" between values a comma), unit words after a value
+    dropped, no trailing period, no thousands commas in an integer. None when nothing is
+    left."""
+    found = answer.strip().strip("*").strip()
+    if len(found) > MAX_ANSWER_CHARS:
+        return None
+    found = _unbox(found.replace("\\(", "").replace("\\)", "").replace("$", ""))
+    source = _NOISE.sub("", _unbox(found.rsplit("=", 1)[-1]))
+
+    def opened(m: re.Match[str]) -> str:
+        words = m.group(1).strip()
+        if words.casefold() == "and":  # "1 \text{ and } 2" lists two answers
+            return ","
+        # Words after a value are its unit ("5 \text{ cm}"); alone they are the answer.
+        return "" if source[: m.start()].strip() and re.fullmatch(r"[A-Za-z ]+", words) else words
+
+    found = " ".join(_TEXT_GROUP.sub(opened, source).split()).replace(" ,", ",")
+    found = found.rstrip(".").strip()
+    if unit := _UNIT_WORDS.search(found):
+        found = found[: unit.start()].strip() or found
+    if _THOUSANDS.fullmatch(found):
+        found = found.replace(",", "")
+    return found or None
+
+
+# ---- math-verify -------------------------------------------------------------------------
+
+
+def _math_verify(reply: str) -> tuple[str | None, bool]:
+    found = verifier.extract(reply)
+    return found.answer, found.timed_out
+
+
+# ---- braces ------------------------------------------------------------------------------
+
+_BRACES_TOKEN = re.compile(r"\{[ \t]*final[ \t]+answer[ \t]*:|\\.|[{}]", re.IGNORECASE | re.DOTALL)
+
+
+def _braces(reply: str) -> tuple[str | None, bool]:
+    group = last_group(reply, _BRACES_TOKEN)
+    answer = reply[group[1] : group[2]].strip() if group else None
+    return answer or None, False
+
+
+# ---- summary-line ------------------------------------------------------------------------
+
+_SUMMARY_CUE = re.compile(r"^[ \t*#]*summary[ \t*]*:[ \t*]*", re.IGNORECASE | re.MULTILINE)
+
+
+def _summary_line(reply: str) -> tuple[str | None, bool]:
+    cue = _last(_SUMMARY_CUE.finditer(reply))
+    summary = reply[cue.end() :].strip() if cue else ""
+    return summary or None, False
+
+
+# ---- the registry ------------------------------------------------------------------------
+
+_STEP_BY_STEP = "Reason step by step, then give {what}"
+
+ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
+    p.name: p
+    for p in (
+        AnswerProtocol(
+            "boxed",
+            "the last \\boxed{} in the reply, else the last answer cue (the default)",
+            _STEP_BY_STEP + " in \\boxed{}.",
+            "\\boxed{{answer}}",
+            False,
+            _boxed,
+            fallback=True,
+        ),
+        AnswerProtocol(
+            "answer-line",
+            "DAPO's last 'Answer: X' line, read in the reply's last 300 characters",
+            _STEP_BY_STEP + ' on the last line of your reply, in the form "Answer: X".',
+            "Answer: {answer}",
+            True,
+            _answer_line,
+        ),
+        AnswerProtocol(
+            "math-verify",
+            "Math-Verify's own search of the whole reply, as verl grades MATH500",
+            # The boxed sentence: Math-Verify reads a box first, and the same prompt as the
+            # default keeps a comparison of the two protocols about grading alone.
+            _STEP_BY_STEP + " in \\boxed{}.",
+            "The answer is ${answer}$.",
+            True,
+            _math_verify,
+        ),
+        AnswerProtocol(
+            "braces",
+            "the last {final answer: X} in the reply",
+            _STEP_BY_STEP + " at the end of your reply, in the form {final answer: X}.",
+            "{final answer: {answer}}",
+            False,
+            _braces,
+        ),
+        AnswerProtocol(
+            "summary-line",
+            "the text after the last line that opens with 'Summary:'",
+            'End your reply with a line that starts with "Summary:", followed by {what} and '
+            "nothing after it.",
+            "Summary: {answer}",
+            True,
+            _summary_line,
+        ),
+    )
+}
+
+
+def get_answer_protocol(name: str) -> AnswerProtocol:
+    """The protocol of that name; an unknown one is refused in one sentence."""
+    if name not in ANSWER_PROTOCOLS:
+        known = ", ".join(ANSWER_PROTOCOLS)
+        raise ValueError(f"unknown answer protocol {name!r}; known: {known}.")
+    return ANSWER_PROTOCOLS[name]

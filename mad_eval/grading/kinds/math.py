@@ -1,0 +1,107 @@
+"""The math kind: a LaTeX answer (MATH500, AIME, AMC), compared with math-verify."""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mad_eval.grading.answers import MAX_ANSWER_CHARS, last_group
+from mad_eval.grading.kinds import Grade, Kind, stable_int
+from mad_eval.grading.verifier import verify
+from mad_eval.grading.verify_worker import Comparison
+from mad_eval.records import Question
+
+_INTEGER = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)")
+
+
+def clean_math(found: str | None) -> str | None:
+    """A found answer without the wrappers a model adds: a trailing period, `$`, and boxes
+    around the whole (`\\boxed{\\boxed{x}}` and `$\\boxed{x}$.` both mean x)."""
+    answer = found
+    while answer is not None and len(answer) <= MAX_ANSWER_CHARS:
+        answer = answer.strip().removesuffix(".").strip().strip("$").strip()
+        box = last_group(answer)
+        if not box or box[0] != 0 or box[2] != len(answer) - 1:
+            break
+        answer = answer[box[1] : box[2]]
+    if not answer or len(answer) > MAX_ANSWER_CHARS:
+        return None
+    return answer
+
+
+def _integer_key(s: str) -> str | None:
+    """Canonical digits of a plain integer ("+025", "1,000"), so equal ints compare equal."""
+    if not _INTEGER.fullmatch(s):
+        return None
+    digits = s.lstrip("+-").replace(",", "").lstrip("0") or "0"
+    return digits if s[0] != "-" or digits == "0" else "-" + digits
+
+
+@functools.lru_cache(maxsize=65536)
+def compare_math(answer: str, gold: str) -> Comparison:
+    """Whether answer means gold, and whether math-verify ran out of time deciding: cheap
+    string and integer checks first, then math-verify."""
+    a, g = " ".join(answer.split()), " ".join(gold.split())
+    if a == g:
+        return Comparison(True, False)
+    a_int, g_int = _integer_key(a), _integer_key(g)
+    if a_int is not None and g_int is not None:
+        return Comparison(a_int == g_int, False)
+    if not a or len(a) > MAX_ANSWER_CHARS:
+        return Comparison(False, False)
+    return verify(a, g)
+
+
+def equivalent(answer: str, gold: str) -> bool:
+    """Whether answer means gold (a timed-out comparison counts as not); compare_math's
+    cache serves both."""
+    return compare_math(answer, gold).equal
+
+
+@functools.lru_cache(maxsize=65536)
+def numbers_near(question_id: str, gold: str, k: int) -> tuple[str, ...]:
+    """The gold answer, then k-1 distinct wrong answers derived deterministically from the id."""
+    rng = random.Random(stable_int(question_id))
+    gold = gold.strip()
+    try:
+        base = int(gold)
+    except ValueError:
+        base = rng.randrange(10, 1000)
+    wrong: list[str] = []
+    spread = 9
+    while len(wrong) < k - 1:
+        guess = str(base + rng.choice((-1, 1)) * rng.randint(1, spread))
+        spread += 3  # widen slowly so small golds still find enough distinct neighbours
+        if guess not in wrong and not equivalent(guess, gold):
+            wrong.append(guess)
+    return (gold, *wrong)
+
+
+@dataclass(frozen=True)
+class MathKind(Kind):
+    """LaTeX answers: read as written, equal when math-verify says they mean the same."""
+
+    def read(self, found: str | None, text: str | None, options: Sequence[str]) -> str | None:
+        return clean_math(found)
+
+    def same(self, a: str, b: str) -> bool:
+        return equivalent(a, b)
+
+    def grade(self, answer: str | None, gold: str) -> Grade:
+        if answer is None:
+            return Grade(None, False)
+        comparison = compare_math(answer, gold)
+        return Grade(answer, comparison.equal, timed_out=comparison.timed_out)
+
+    def candidates(self, question: Question, k: int) -> tuple[str, ...]:
+        return numbers_near(question.id, question.gold, k)
+
+
+MATH = MathKind(
+    "math",
+    "your final answer",
+    answers=("boxed", "answer-line", "math-verify", "braces"),
+)

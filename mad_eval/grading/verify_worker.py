@@ -1,0 +1,165 @@
+"""The math-verify worker: a plain child process that runs sympy where the grader can bound it,
+kill it and replace it (mad_eval.grading.verifier is the parent's side).
+
+The grader starts it as `python -m mad_eval.grading.verify_worker` (no multiprocessing, so a script
+that grades needs no main guard). One JSON object per line each way; json.dumps escapes
+newlines, so no model text can split a line or pass for a reply:
+
+    worker -> parent, once warmed up:  {"ready": true}
+    parent -> worker, per comparison:  {"answer": "...", "gold": "..."}
+    worker -> parent:                  {"equal": true|false, "timed_out": true|false}
+    parent -> worker, per extraction:  {"text": "..."}
+    worker -> parent:                  {"answer": "..."|null, "timed_out": true|false}
+
+It exits at the end of its input, ignores SIGINT (the parent decides what Ctrl-C means) and
+dies with its parent, even after `kill -9` and even inside a long sympy call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Any, NamedTuple
+
+PARENT_ENV = "MAD_EVAL_VERIFY_PARENT"  # the PID the worker must die with
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_WATCH_INTERVAL_S = 0.2
+PARSES = 8192  # parses a worker keeps (sympy expressions of short answers: a few MB)
+
+
+class Comparison(NamedTuple):
+    """math-verify's verdict on one answer; `timed_out`: it ran out of time without a match."""
+
+    equal: bool
+    timed_out: bool
+
+
+class Extraction(NamedTuple):
+    """The answer math-verify finds in a whole reply (the text it matched; None: none), and
+    whether it ran out of time without finding one."""
+
+    answer: str | None
+    timed_out: bool
+
+
+# ---- the worker process --------------------------------------------------------------------
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(_WATCH_INTERVAL_S)
+    os._exit(1)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux's parent-death signal kills us in the kernel, even while the main thread holds the
+    GIL in a huge integer power; the watchdog thread covers other systems."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it died before the signal was armed
+        sys.exit(f"mad_eval.grading.verify_worker: its parent process {parent} is gone")
+    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+class _TimeoutSeen(logging.Handler):
+    """Notes math-verify's own timeouts: it logs them ("Timeout during comparison", "Timeout
+    during parsing: ...") and returns False, its only trace of them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("Timeout during"):
+            self.seen = True
+
+
+def _math_verify() -> tuple[Callable[[str, str], Comparison], Callable[[str], Extraction]]:
+    """Import math-verify and route its warnings to a timeout detector instead of stderr; the
+    comparer and the extractor it serves."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+    from math_verify.errors import TimeoutException
+
+    detector = _TimeoutSeen()
+    logger = logging.getLogger("math_verify")
+    logger.addHandler(detector)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    # What verl's MATH500 scorer looks for in a reply: an expression, then LaTeX.
+    searched = [ExprExtractionConfig(), LatexExtractionConfig()]
+
+    parsed: dict[str, Any] = {}  # LaTeX -> its parse; parsing is ~95% of a comparison
+
+    def read(latex: str) -> Any:
+        """math-verify's parse of one answer, each string parsed once (up to PARSES of
+        them): a gold is compared with every answer to its question, and an answer often
+        with several. A parse that timed out is not kept."""
+        if latex in parsed:
+            return parsed[latex]
+        # Boxing makes math-verify read the whole string as one answer; on MATH500 golds it
+        # gives the same parses as `$...$` at half the cost. Its 5 s signal timeouts stay on.
+        seen, detector.seen = detector.seen, False
+        found = parse(f"\\boxed{{{latex}}}")
+        if not detector.seen:
+            if len(parsed) >= PARSES:
+                parsed.clear()
+            parsed[latex] = found
+        detector.seen = seen or detector.seen
+        return found
+
+    def compare(answer: str, gold: str) -> Comparison:
+        detector.seen = False
+        try:
+            equal = bool(verify(read(gold), read(answer)))
+        except TimeoutException:  # an alarm landing outside math-verify's own handlers
+            return Comparison(False, True)
+        # One pairing of the parses may time out while another matches: then it did decide.
+        return Comparison(equal, detector.seen and not equal)
+
+    def extract(text: str) -> Extraction:
+        detector.seen = False
+        try:
+            found = parse(text, extraction_config=searched)
+        except TimeoutException:
+            return Extraction(None, True)
+        # parse gives [expression, the text it matched], or [] when nothing parses.
+        answer = found[1] if len(found) > 1 and isinstance(found[1], str) else None
+        return Extraction(answer, detector.seen and answer is None)
+
+    return compare, extract
+
+
+def _send(out: IO[bytes], message: dict[str, Any]) -> None:
+    out.write(json.dumps(message).encode() + b"\n")
+    out.flush()
+
+
+def main() -> None:
+    """Serve comparisons and extractions from stdin until it closes, in the main thread
+    (math-verify's timeouts use signal.alarm)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(int(os.environ.get(PARENT_ENV) or os.getppid()))
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print cannot forge a reply
+    compare, extract = _math_verify()
+    if compare("1", "1") != Comparison(True, False):
+        sys.exit("math-verify failed its warm-up: it says 1 is not 1")
+    _send(replies, {"ready": True})
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        if "text" in request:
+            _send(replies, extract(request["text"])._asdict())
+        else:
+            _send(replies, compare(request["answer"], request["gold"])._asdict())
+
+
+if __name__ == "__main__":
+    main()

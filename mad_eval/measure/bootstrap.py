@@ -1,0 +1,128 @@
+"""Error bars over questions: bootstrap confidence intervals and a paired bootstrap test.
+
+Both resample questions with replacement and re-evaluate the same formula that gives the
+number in metrics.json (metrics.formulas), averaged over runs as metrics.json averages it.
+The resampling is seeded, so a table prints the same intervals every time.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import numpy as np
+
+from mad_eval.measure.counts import BLOCK, Rates, Tallies
+from mad_eval.measure.formula import Formula
+
+# Question resamples behind every bootstrap interval and paired test.
+REPLICATES = 2000
+
+
+@functools.lru_cache(maxsize=2)
+def _weights(questions: int, replicates: int, seed: int) -> np.ndarray:
+    """How often each replicate draws each question: [replicates, questions] integer counts
+    in the smallest type that holds them. The same for every number of a table (one seed),
+    so it is drawn once; callers must not modify it. Drawn a block of replicates at a time,
+    which gives the same draws as one call."""
+    rng = np.random.default_rng(seed)
+    p = np.full(questions, 1 / questions)
+    counts = np.empty((replicates, questions), np.min_scalar_type(questions))
+    for start in range(0, replicates, BLOCK):
+        rows = min(BLOCK, replicates - start)
+        counts[start : start + rows] = rng.multinomial(questions, p, size=rows)
+    counts.setflags(write=False)
+    return counts
+
+
+def _over_runs(values: np.ndarray) -> np.ndarray:
+    """Mean over runs (axis 0), ignoring runs where the number is undefined."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a replicate with nothing defined
+        return np.nanmean(values, axis=0)
+
+
+# Replicates drawn at a time by replicate_values: any block size gives the same draws, and
+# a small one keeps its counts (int64) and their float copy to a few MB at 10k questions.
+STREAMED = 25
+
+
+def replicate_values(
+    tallies: Tallies, formulas: dict[str, Formula], replicates: int = REPLICATES, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Each formula's value (mean over runs) in each of `replicates` question resamples:
+    the same draws `_weights` holds, drawn and weighed a block of replicates at a time and
+    let go, so memory is bounded by a block however many questions there are."""
+    questions = len(tallies.questions)
+    rng = np.random.default_rng(seed)
+    p = np.full(questions, 1 / questions)
+    found = {name: np.empty(replicates) for name in formulas}
+    for start in range(0, replicates, STREAMED):
+        rows = min(STREAMED, replicates - start)
+        rates = Rates(tallies, rng.multinomial(questions, p, size=rows))
+        for name, formula in formulas.items():
+            found[name][start : start + rows] = _over_runs(formula(rates))
+    return found
+
+
+def interval(draws: np.ndarray, level: float = 0.95) -> tuple[float | None, float | None]:
+    """The percentile interval of a number's replicates; (None, None) if never defined."""
+    draws = draws[~np.isnan(draws)]
+    if draws.size == 0:
+        return None, None
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(draws, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def p_value(observed: float, diffs: np.ndarray) -> float | None:
+    """Two-sided p-value that a difference is zero, from its replicates: centred on the
+    observed one, they estimate its distribution when there is none; p is the share at
+    least as far from zero as observed."""
+    if np.isnan(observed):
+        return None
+    diffs = diffs[~np.isnan(diffs)]
+    extreme = np.sum(np.abs(diffs - observed) >= abs(observed) - 1e-12)
+    return float((1 + extreme) / (1 + diffs.size))
+
+
+def point(tallies: Tallies, formula: Formula) -> float | None:
+    value = float(_over_runs(formula(tallies.rates())))
+    return None if np.isnan(value) else value
+
+
+def bootstrap_ci(
+    tallies: Tallies,
+    formula: Formula,
+    replicates: int = REPLICATES,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float | None, float | None]:
+    """Percentile interval of the number over question resamples; (None, None) if undefined."""
+    draws = _over_runs(formula(tallies.rates(_weights(len(tallies.questions), replicates, seed))))
+    return interval(draws, level)
+
+
+def paired_test(
+    a: Tallies,
+    formula_a: Formula,
+    b: Tallies,
+    formula_b: Formula,
+    replicates: int = REPLICATES,
+    seed: int = 0,
+) -> tuple[float | None, int]:
+    """Two-sided p-value that number A equals number B, with both computed on the same
+    resampled questions (those both have answered); and how many questions that was.
+
+    See `p_value` for how the replicates' differences make p.
+    """
+    common = sorted(set(a.questions) & set(b.questions))
+    if not common:
+        return None, 0
+    a, b = a.on(common), b.on(common)
+    observed = _over_runs(formula_a(a.rates())) - _over_runs(formula_b(b.rates()))
+    if np.isnan(observed):
+        return None, len(common)
+    w = _weights(len(common), replicates, seed)
+    diffs = _over_runs(formula_a(a.rates(w))) - _over_runs(formula_b(b.rates(w)))
+    return p_value(float(observed), diffs), len(common)

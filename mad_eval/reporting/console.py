@@ -1,0 +1,287 @@
+"""Console tables for metrics.json (rich)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+
+from mad_eval.grading.grader import ROUGE
+from mad_eval.grading.kinds import get_kind
+from mad_eval.grading.rubric import CRITIQUE, CRITIQUE_HEADERS, JUDGE_CRITERIA
+from mad_eval.protocols.scoring import RULES, default_rule
+
+
+def fmt(
+    value: float | None, std: float | None = None, digits: int = 1, signed: bool = False
+) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+    return f"{text} ± {std:.{digits}f}" if std is not None else text
+
+
+def p_text(p: float, equals: str = "") -> str:
+    """A p-value as printed: a bootstrap's smallest (1 / (1 + replicates)) is "<0.001"."""
+    return "<0.001" if p < 0.001 else f"{equals}{p:.3f}"
+
+
+def scored_by(metrics: dict[str, Any]) -> str:
+    """The scoring rule, as a header says it, where it is not the kind's usual one (runs
+    measured before rules existed have none recorded: theirs is the usual one)."""
+    kind = metrics.get("kind", "math")
+    rule = metrics.get("score") or default_rule(kind)
+    if rule == default_rule(kind):
+        return ""
+    described = f": {RULES[rule].description}" if rule in RULES else ""
+    return f"Scored by score={rule}{described}."
+
+
+def metrics_view(metrics: dict[str, Any], title: str) -> Group:
+    runs = metrics["runs"]
+    spread = f" (mean ± std over {runs} runs)" if runs > 1 else ""
+    heading = [scored_by(metrics)] if scored_by(metrics) else []  # above the tables
+    if not get_kind(metrics.get("kind", "math")).voted:
+        return Group(*heading, *rouge_views(metrics, f"{title}{spread}"), _footer(metrics))
+    headline = Table(title=f"{title}{spread}", title_justify="left")
+    if metrics["rounds_of_debate"] == 0:  # mad-eval single: K samples, no debate
+        k = metrics["agents"]
+        cells = {
+            f"mean@{k}": fmt(metrics["mean_at_k"], metrics["mean_at_k_std"]),
+            f"maj@{k}": fmt(metrics["maj_at_k"], metrics["maj_at_k_std"]),
+        }
+        if "maj_at_k_bootstrap" in metrics:  # verl's estimate (metrics.json before had none)
+            boot = fmt(metrics["maj_at_k_bootstrap"], metrics["maj_at_k_bootstrap_std"])
+            cells[f"maj@{k} (verl bootstrap)"] = boot
+        for name in cells:
+            headline.add_column(name, justify="right")
+        headline.add_row(*cells.values())
+    else:
+        for name in ("Maj", "Debate", "Δ"):
+            headline.add_column(name, justify="right")
+        headline.add_row(
+            fmt(metrics["maj"], metrics["maj_std"]),
+            fmt(metrics["debate"], metrics["debate_std"]),
+            fmt(metrics["delta"], metrics["delta_std"], signed=True),
+        )
+
+    hub = metrics.get("hub")
+    rounds = Table(title="Accuracy by round (%)", title_justify="left")
+    # The system's answer: the vote, or what the scoring rule picked.
+    system = f"score={metrics['score']}" if scored_by(metrics) else "vote"
+    columns = ["round", system, "mean agent"]
+    columns += [f"hub (agent {hub})"] if hub is not None else []
+    for name in [*columns, "unanimous", "N_eff", "prefix share"]:
+        rounds.add_column(name, justify="right")
+    for row in metrics["rounds"]:
+        cells = [
+            str(row["round"]),
+            fmt(row["vote_accuracy"], row["vote_accuracy_std"]),
+            fmt(row["agent_accuracy"], row["agent_accuracy_std"]),
+        ]
+        if hub is not None:
+            cells.append(fmt(row["hub_accuracy"], row["hub_accuracy_std"]))
+        cells.append(fmt(row.get("unanimous")))
+        n_eff = row.get("n_eff")
+        cells.append("-" if n_eff is None else f"{n_eff:.2f}")
+        share = row.get("prefix_share")
+        cells.append("-" if share is None else f"{100 * share:.0f}%")
+        rounds.add_row(*cells)
+
+    parts: list[Any] = [*heading, headline, rounds]
+    if metrics["transitions"]:
+        moves = Table(title="Agent transitions (% of agents)", title_justify="left")
+        for name in ("rounds", "correct→incorrect", "incorrect→correct", "Δ"):
+            moves.add_column(name, justify="right")
+        for row in metrics["transitions"]:
+            moves.add_row(
+                f"{row['from_round']}→{row['to_round']}",
+                fmt(row["c2i"], row["c2i_std"]),
+                fmt(row["i2c"], row["i2c_std"]),
+                fmt(row["delta"], row["delta_std"], signed=True),
+            )
+        parts.append(moves)
+    if "drift" in metrics:
+        parts.append(dynamics_view(metrics))
+    if metrics.get("reasoning_turns") or metrics.get("truncated_in_reasoning"):
+        parts.append(reasoning_view(metrics))
+    if metrics.get("judge"):
+        parts.append(critique_view(metrics))
+    if metrics.get("matched"):
+        parts.append(matched_view(metrics))
+    if metrics.get("groups"):
+        groups = Table(title="By agent group (%)", title_justify="left")
+        for name in ("group", "agents", "Maj", "Debate", "Δ", "agent acc. round 0 → last"):
+            groups.add_column(name, justify="right")
+        for g in metrics["groups"]:
+            first, last = g["rounds"][0]["agent_accuracy"], g["rounds"][-1]["agent_accuracy"]
+            groups.add_row(
+                g["group"],
+                ",".join(map(str, g["agents"])),
+                fmt(g["maj"]),
+                fmt(g["debate"]),
+                fmt(g["delta"], signed=True),
+                f"{fmt(first)} → {fmt(last)}",
+            )
+        parts.append(groups)
+    parts.append(_footer(metrics))
+    return Group(*parts)
+
+
+def rouge_views(metrics: dict[str, Any], title: str) -> list[Any]:
+    """A summary run: the consensus summary's ROUGE after the last round and its gain over
+    round 0, then ROUGE by round, of the consensus and of the mean agent."""
+    usual = metrics.get("score", "consensus") == "consensus"
+    picked = "consensus summary" if usual else "system's summary"
+    headline = Table(title=f"{title}: {picked}, ROUGE F1 (%)", title_justify="left")
+    for name in ("ROUGE-1", "ROUGE-2", "ROUGE-L", "Δ ROUGE-L (vs round 0)"):
+        headline.add_column(name, justify="right")
+    headline.add_row(
+        *(fmt(metrics[m], metrics[f"{m}_std"]) for m in ROUGE),
+        fmt(metrics["rougeL_delta"], metrics["rougeL_delta_std"], signed=True),
+    )
+    rounds = Table(title="ROUGE F1 by round (%)", title_justify="left")
+    for name in ("round", "R-1", "R-2", "R-L", "mean agent R-L", "prefix share"):
+        rounds.add_column(name, justify="right")
+    for row in metrics["rounds"]:
+        share = row.get("prefix_share")
+        rounds.add_row(
+            str(row["round"]),
+            *(fmt(row[m], row[f"{m}_std"]) for m in ROUGE),
+            fmt(row["agent_rougeL"], row["agent_rougeL_std"]),
+            "-" if share is None else f"{100 * share:.0f}%",
+        )
+    parts: list[Any] = [headline, rounds]
+    if metrics.get("judge"):
+        parts.append(critique_view(metrics))
+    return parts
+
+
+def matched_view(metrics: dict[str, Any]) -> Table:
+    """Debate against self-consistency given the same compute (metrics.json's `matched`):
+    each number with its 95% interval, and the baselines' paired p-value against Debate."""
+    m = metrics["matched"]
+    table = Table(
+        title=f"Compute-matched baselines, {m['questions']} questions shared with "
+        f"{m['single_run']} (%)",
+        title_justify="left",
+    )
+    for name in ("number", "value", "95% interval", "p vs Debate"):
+        table.add_column(name, justify="right" if name != "number" else "left")
+    g = m["generations"]
+    clipped = f"{100 * m.get('clipped_share', 0):.0f}%"
+    rows = [
+        (f"Debate (N={metrics['agents']}, T={metrics['rounds_of_debate']})", None, 1),
+        (f"maj@G, G = N(T+1) = {g:.0f}", "maj_at_generations", 1),
+        ("SC at equal tokens", "sc_at_tokens", 1),
+        (f"  m, samples it buys ({clipped} at K)", "samples_at_tokens", 1),
+        ("  debate tokens per question", "debate_tokens", 0),
+        ("  tokens per single sample", "sample_tokens", 0),
+    ]
+    for label, key, digits in rows:
+        if key is None:
+            table.add_row(label, fmt(metrics["debate"], metrics["debate_std"]), "", "")
+            continue
+        low, high = m[f"{key}_ci"]
+        interval = "-" if low is None else f"[{low:.{digits}f}, {high:.{digits}f}]"
+        p = m.get(f"{key}_p_vs_debate")
+        table.add_row(
+            label,
+            fmt(m[key], m[f"{key}_std"], digits=digits),
+            interval,
+            "" if p is None else p_text(p),
+        )
+    return table
+
+
+def dynamics_view(metrics: dict[str, Any]) -> Table:
+    """Is the debate worth its compute: its cost per question, the drift of mean agent
+    accuracy (is it a martingale?), what the vote adds, the oracle gap, and the unanimity
+    stop replayed. `mad-eval table --layout cost|margin|drift|conformity|stopping` has more."""
+    cost, stop = metrics["cost"], metrics["stop_unanimous"]
+    table = Table(title="Cost and diagnostics (per question)", title_justify="left")
+    cells = {"tokens": fmt(cost["tokens"], digits=0)}
+    if cost.get("usd_per_1k") is not None:
+        cells["$ / 1k questions"] = fmt(cost["usd_per_1k"], digits=3)
+    low, high = metrics.get("drift_ci") or (None, None)
+    p = metrics.get("drift_p")
+    interval = f" [{low:+.1f}, {high:+.1f}]" if low is not None and high is not None else ""
+    tested = "" if p is None else f", p{p_text(p, '=')}"
+    cells["drift (95% CI, p)"] = fmt(metrics["drift"], signed=True) + interval + tested
+    cells["aggregation"] = fmt(metrics["aggregation"], signed=True)
+    cells["oracle gap"] = fmt(metrics["oracle_gap"])
+    saved = stop["tokens_saved"]
+    cells["stop at unanimity"] = fmt(stop["accuracy"]) + (
+        f" ({saved:.0f}% tokens saved)" if saved is not None else ""
+    )
+    for name in cells:
+        table.add_column(name, justify="right")
+    table.add_row(*cells.values())
+    return table
+
+
+def reasoning_view(metrics: dict[str, Any]) -> Table:
+    """A reasoning model's turns by round: mean tokens of reasoning and of final content, and
+    the replies cut off inside their reasoning (no answer, left out of the vote)."""
+    table = Table(title="Reasoning by round (mean tokens per answer)", title_justify="left")
+    for name in ("round", "reasoning", "final content", "truncated in reasoning"):
+        table.add_column(name, justify="right")
+    for row in metrics["rounds"]:
+        table.add_row(
+            str(row["round"]),
+            fmt(row.get("reasoning_tokens"), row.get("reasoning_tokens_std"), digits=0),
+            fmt(row.get("final_tokens"), row.get("final_tokens_std"), digits=0),
+            str(row.get("truncated_in_reasoning", 0)),
+        )
+    return table
+
+
+def _footer(metrics: dict[str, Any]) -> str:
+    tags = metrics.get("replies_with_quoting_tags")
+    escaped = f"; replies holding quoting tags (escaped when quoted): {tags}" if tags else ""
+    truncated = metrics.get("truncated_in_reasoning")
+    refused = metrics.get("refusals")
+    notes = [f"{truncated} cut off in their reasoning"] if truncated else []
+    notes += [f"{refused} refused"] if refused else []
+    cut = f" ({', '.join(notes)})" if notes else ""
+    invalid = metrics.get("usage_invalid")
+    if invalid:
+        escaped += f"; replies whose token counts were no numbers (unknown): {invalid}"
+    return (
+        f"{metrics['questions']} questions, {metrics['agents']} agents, "
+        f"{metrics['turns']} turns; unparsed answers: {metrics['unparsed']}{cut}, "
+        f"failed turns: {metrics['failed_turns']}, stopped at max tokens: "
+        f"{metrics.get('length_stops', 0)}, prompts cut to fit: "
+        f"{metrics.get('context_cut_turns', 0)}; requests sent: "
+        f"{metrics.get('requests_sent', metrics['turns'])}, turns retried: "
+        f"{metrics.get('retried_turns', 0)}, answers from the cache: "
+        f"{metrics.get('cached_turns', 0)}{escaped}"
+    )
+
+
+def critique_view(metrics: dict[str, Any]) -> Table:
+    """The judge's mean scores per debate round and over all of them, with its failures."""
+    judge = metrics["judge"]
+    table = Table(
+        title=f"Critique scores by {judge['setting']['judge']} (mean per judged turn)",
+        title_justify="left",
+    )
+    table.add_column("round", justify="right")
+    for name, (top, _) in JUDGE_CRITERIA.items():
+        table.add_column(f"{CRITIQUE_HEADERS[name]} (0-{top})", justify="right")
+    for name in ("total (0-9)", "judged", "judge failures"):
+        table.add_column(name, justify="right")
+    rows = [(str(row["round"]), row, row) for row in metrics["rounds"] if "judged" in row]
+    rows.append(("all", metrics, judge))  # the overall means sit at the top level
+    for label, scores, counts in rows:
+        table.add_row(
+            label,
+            *(
+                fmt(scores[f"critique_{n}"], scores[f"critique_{n}_std"], digits=2)
+                for n in CRITIQUE
+            ),
+            str(counts["judged"]),
+            str(counts["judge_failures"]),
+        )
+    return table

@@ -1,0 +1,171 @@
+"""Debate runs paired with the `mad-eval single` run of the same model and benchmark: the
+compute-matched numbers (mad_eval.measure.matched) attached to each debate Run and set in its
+metrics as the `matched` section, so tables, plots and metrics.json show them like any
+other number. Reads the two folders' turns a debate at a time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mad_eval.grading.grader import same_answer
+from mad_eval.measure.bootstrap import REPLICATES
+from mad_eval.measure.cost import Prices
+from mad_eval.measure.matched import Pool, Pooling, Spending, formulas, match, section
+from mad_eval.reporting.results import Run, load_run, name_runs
+from mad_eval.store.folder import RunStore, StoreError, read_debates
+
+
+class PairingError(StoreError):
+    """A debate run has no single run to be matched with; the message names what to run."""
+
+
+def split(runs: list[Run]) -> tuple[list[Run], list[Run]]:
+    """The debate runs and the single runs (which serve as pools, never as rows)."""
+    return [r for r in runs if not r.single], [r for r in runs if r.single]
+
+
+def pool(run: Run) -> Run:
+    """`run`, checked to be a single run: given as one, a debate run is refused."""
+    if not run.single:
+        raise PairingError(
+            f"{run.root} is a debate ({run.config['agents']} agents, {run.rounds} rounds), not "
+            "a `mad-eval single` run; give the single run of the debate's model and benchmark."
+        )
+    return run
+
+
+def generations(run: Run) -> int:
+    """G = N(T+1): the generations a debate makes per question."""
+    return run.config["agents"] * (run.rounds + 1)
+
+
+def _model(run: Run) -> str | None:
+    """The run's one model spec; None for a team of several models."""
+    roster = run.config.get("roster") or []
+    models = {entry["model"] for entry in roster} if roster else {run.config["model"]}
+    return models.pop() if len(models) == 1 else None
+
+
+def _wanted(debate: Run) -> str:
+    model = _model(debate) or "MODEL"
+    return (
+        f"`mad-eval single -k {generations(debate)} --model {model} "
+        f"--benchmark {debate.benchmark}` (with the debate's --limit and --runs)"
+    )
+
+
+def pick_single(debate: Run, singles: list[Run]) -> Run:
+    """The single run `debate` is matched with: of its model and benchmark, the one with the
+    most samples per question (its K times its seeded runs, which are pooled)."""
+    if debate.single:
+        raise PairingError(
+            f"{debate.root} is a single run (K samples, no debate); give a debate run, "
+            "and the single run of its model and benchmark beside it."
+        )
+    model = _model(debate)
+    if model is None:
+        raise PairingError(
+            f"{debate.root} is a team of several models; compute-matched baselines need the "
+            "debate and the single run to be one model."
+        )
+    if not debate.voted:
+        raise PairingError(
+            f"{debate.root} ran {debate.benchmark}, a summary benchmark: compute-matched "
+            "baselines vote answers, which summaries do not have."
+        )
+    mine = [s for s in singles if _model(s) == model and s.benchmark == debate.benchmark]
+    if not mine:
+        given = ", ".join(f"{s.root} ({_model(s)} on {s.benchmark})" for s in singles)
+        among = f" (given: {given})" if given else ""
+        raise PairingError(
+            f"{debate.root} has no single run of {model} on {debate.benchmark} to be matched "
+            f"with{among}; run {_wanted(debate)} and give its folder too."
+        )
+    best = max(mine, key=lambda s: s.config["agents"] * s.metrics["runs"])
+    pooled = best.config["agents"] * best.metrics["runs"]
+    if pooled < generations(debate):
+        raise PairingError(
+            f"{best.root} has {pooled} samples per question, fewer than the "
+            f"G = N(T+1) = {generations(debate)} generations of {debate.root}; run "
+            f"{_wanted(debate)}."
+        )
+    return best
+
+
+def read_pools(single: Run) -> dict[str, Pool]:
+    pooling = Pooling(same_answer(single.kind))
+    for debate in read_debates(RunStore(single.root).turns_path).each:
+        pooling.add(debate)
+    return pooling.pools()
+
+
+def attach(debate: Run, single: Run, pools: dict[str, Pool], replicates: int) -> None:
+    """Count the debate's tokens, match it with the pools and attach the numbers."""
+    spending = Spending(debate.rounds)
+    for turns in read_debates(RunStore(debate.root).turns_path).each:
+        spending.add(turns)
+    found = match(spending, debate.tallies, pools, generations(debate))
+    if not found.tallies.questions:
+        raise PairingError(
+            f"{debate.root} and {single.root} share no question; run the single run on the "
+            "debate's questions (the same --benchmark and --limit)."
+        )
+    for name, formula in formulas().items():
+        debate.attached[name] = (formula, found.tallies)
+    made = section(found, debate.tallies, debate.formulas["debate"], replicates)
+    debate.metrics["matched"] = {"single_run": str(single.root.resolve()), **made}
+
+
+def paired_before(store: RunStore) -> Path | None:
+    """The single run a debate's metrics.json was last matched with, while it is still
+    there: `report` pairs them again, so recomputing never drops the matched numbers."""
+    try:
+        matched = json.loads(store.metrics_path.read_text(encoding="utf-8")).get("matched")
+    except (OSError, ValueError, AttributeError):
+        return None
+    found = matched.get("single_run") if isinstance(matched, dict) else None
+    if not isinstance(found, str) or not (Path(found) / "manifest.json").is_file():
+        return None
+    return Path(found)
+
+
+def pair(
+    debates: list[Run], singles: list[Run], replicates: int = REPLICATES, strict: bool = True
+) -> list[Run]:
+    """Attach to each debate run its matched numbers against its single run; return the
+    debate runs paired. Strict: a debate run without one is a PairingError; else skipped."""
+    pools: dict[Path, dict[str, Pool]] = {}
+    paired = []
+    for debate in debates:
+        try:
+            single = pick_single(debate, singles)
+        except PairingError:
+            if strict:
+                raise
+            continue
+        if single.root not in pools:
+            pools[single.root] = read_pools(single)
+        attach(debate, single, pools[single.root], replicates)
+        paired.append(debate)
+    return paired
+
+
+def load_paired(
+    roots: list[Path],
+    labels: dict[str, str] | None = None,
+    replicates: int = REPLICATES,
+    prices: Prices | None = None,
+) -> list[Run]:
+    """The debate runs among `roots`, named as load_runs names them and each paired with
+    the single run of its model and benchmark among `roots`."""
+    debates, singles = split([load_run(root, prices) for root in roots])
+    if not debates:
+        raise PairingError(
+            "every run given is a single run; give the debate runs too, each with the single "
+            "run of its model and benchmark."
+        )
+    pools = {name for s in singles for name in (str(s.root), s.root.name)}
+    mine = {k: v for k, v in (labels or {}).items() if k not in pools}
+    pair(name_runs(debates, mine), singles, replicates)
+    return debates

@@ -1,0 +1,319 @@
+"""Finished runs as tables and plots see them: each run's counts per question and its
+metrics, all recomputed from turns.jsonl, and a name for the method it measured."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mad_eval.grading.kinds import get_kind
+from mad_eval.measure.compute import Measuring, Totals
+from mad_eval.measure.cost import Price, Prices
+from mad_eval.measure.counts import Tallies
+from mad_eval.measure.schema import Formula, formulas
+from mad_eval.protocols.scoring import RULES, default_rule
+from mad_eval.records import Turn, Verdict
+from mad_eval.store.folder import Debates, JudgeLog, RunStore, StoreError, read_debates
+from mad_eval.store.manifest import RunManifest
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# What can tell two methods apart, in the order a generated label lists them.
+LABEL_FIELDS = ("model", "protocol", "agents", "rounds", "prompt", "temperature", "seed")
+
+
+@dataclass
+class Run:
+    root: Path
+    manifest: RunManifest
+    tallies: Tallies
+    metrics: dict[str, Any]
+    verdicts: list[Verdict] = field(default_factory=list)
+    # Failed turns whose request was sent (not a prompt too long to send): worth asking again.
+    failed_sent: int = 0
+    label: str = ""
+    # More than its benchmark to set it apart in a table's columns (an experiment's table
+    # with columns = ["benchmarks", "agents"]: "N=3"); "" for none.
+    group: str = ""
+    # What its tokens cost (README: Cost); None: its cost is in tokens only.
+    prices: Prices | None = None
+    # Numbers counted on other tallies than the run's own (the compute-matched baselines,
+    # on the questions a single run shares with it): formula name -> (formula, tallies).
+    attached: dict[str, tuple[Formula, Tallies]] = field(default_factory=dict)
+
+    def tallies_of(self, name: str) -> Tallies:
+        """The tallies a formula of the run is evaluated on."""
+        found = self.attached.get(name)
+        return found[1] if found else self.tallies
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.manifest.config
+
+    @property
+    def maj(self) -> float | None:
+        """The vote of the round-0 answers, in % (mean over seeded runs)."""
+        return self.metrics.get("maj")
+
+    @property
+    def debate(self) -> float | None:
+        """The vote after the last round, in %."""
+        return self.metrics.get("debate")
+
+    @property
+    def delta(self) -> float | None:
+        """Debate - Maj, in points."""
+        return self.metrics.get("delta")
+
+    def turns(self) -> pd.DataFrame:
+        """Every recorded turn as a row (turns.jsonl's fields as columns; a repeated key keeps
+        its last record), for a notebook's own analysis."""
+        import pandas as pd
+
+        records = RunStore(self.root).read_turns()
+        names = [f.name for f in dataclasses.fields(Turn)]
+        return pd.DataFrame([[getattr(t, n) for n in names] for t in records], columns=names)
+
+    @property
+    def benchmark(self) -> str:
+        return self.manifest.benchmark.name
+
+    @property
+    def title(self) -> str:
+        return self.manifest.benchmark.title
+
+    @property
+    def column(self) -> str:
+        """The column group a table shows it under: its benchmark's title, and its group."""
+        return f"{self.title} {self.group}" if self.group else self.title
+
+    @property
+    def rounds(self) -> int:
+        return self.config["rounds"]
+
+    @property
+    def kind(self) -> str:
+        return self.manifest.benchmark.kind
+
+    @property
+    def voted(self) -> bool:
+        """Whether its answers are right or wrong and voted (a summary is scored instead)."""
+        return get_kind(self.kind).voted
+
+    @property
+    def score(self) -> str:
+        return manifest_rule(self.manifest)
+
+    @functools.cached_property
+    def own_formulas(self) -> dict[str, Formula]:
+        return run_formulas(self.manifest, bool(self.verdicts), *self.priced())
+
+    def priced(self) -> tuple[Price | None, Price | None]:
+        """Its agents' price and its judge's, from `prices` (None without)."""
+        return run_prices(self.manifest, self.verdicts, self.prices)
+
+    @property
+    def formulas(self) -> dict[str, Formula]:
+        """Every number of the run by formula name, its attached ones too."""
+        if not self.attached:
+            return self.own_formulas
+        return self.own_formulas | {name: f for name, (f, _) in self.attached.items()}
+
+    @property
+    def single(self) -> bool:
+        """A `mad-eval single` run: K independent samples per question, no debate."""
+        return self.config["protocol"] == "single"
+
+    def describe(self) -> dict[str, str]:
+        """The method's settings as short text, by LABEL_FIELDS name."""
+        config = self.config
+        if config["roster"]:
+            model = "+".join(f"{_short(e['model'])}x{e.get('count', 1)}" for e in config["roster"])
+        else:
+            model = _short(config["model"])
+        return {
+            "model": model,
+            "protocol": config["protocol"],
+            "agents": f"N={config['agents']}",
+            "rounds": f"T={config['rounds']}",
+            "prompt": config["prompt_style"],
+            "temperature": f"temp={config['temperature']}",
+            "seed": f"seed={config['seed']}",
+        }
+
+
+def _short(model: str) -> str:
+    """openai:Qwen/Qwen2.5-7B-Instruct -> Qwen2.5-7B-Instruct; sim specs stay whole."""
+    kind, _, name = model.partition(":")
+    if kind in ("openai", "vllm") and name:
+        return name.rstrip("/").rsplit("/", 1)[-1]
+    return model
+
+
+def manifest_rule(manifest: RunManifest) -> str:
+    """The scoring rule the run's protocol named (the manifest's `score`), else, as for every
+    run made before rules existed, the kind's default."""
+    named, hub = manifest.protocol.score, manifest.protocol.hub
+    if named is not None and named not in RULES:
+        known = ", ".join(RULES)
+        raise StoreError(f"the manifest names scoring rule '{named}', not one of: {known}.")
+    if named is not None and RULES[named].needs_hub and hub is None:
+        raise StoreError(f"the manifest names scoring rule '{named}', but its protocol has no hub.")
+    return named or default_rule(manifest.benchmark.kind)
+
+
+def run_models(manifest: RunManifest) -> list[str]:
+    """The model specs its agents used."""
+    seated = [seat.model for seat in manifest.team]
+    return list(dict.fromkeys(seated)) or [manifest.config["model"]]
+
+
+def run_prices(
+    manifest: RunManifest, verdicts: list[Verdict], prices: Prices | None
+) -> tuple[Price | None, Price | None]:
+    """Its agents' price and its judge's under `prices` (None without prices or verdicts)."""
+    if prices is None:
+        return None, None
+    judge = prices.of([verdicts[0].setting["judge"]]) if verdicts else None
+    return prices.of(run_models(manifest)), judge
+
+
+def run_formulas(
+    manifest: RunManifest,
+    critique: bool,
+    price: Price | None = None,
+    judge_price: Price | None = None,
+) -> dict[str, Formula]:
+    """Every number of the run's metrics.json, by name (metrics.formulas)."""
+    config, protocol = manifest.config, manifest.protocol
+    return formulas(
+        config["rounds"],
+        config["agents"],
+        protocol.hub is not None,
+        critique=critique,
+        kind=manifest.benchmark.kind,
+        voters=len(protocol.voters),
+        price=price,
+        judge_price=judge_price,
+    )
+
+
+def measure(
+    manifest: RunManifest,
+    debates: Debates,
+    verdicts: list[Verdict] | None = None,
+    prices: Prices | None = None,
+) -> tuple[Tallies, dict[str, Any], Totals]:
+    """The run's counts per question, its metrics.json and its plain sums, from its records
+    alone: its turns, read a debate at a time, and, when it has been judged, the judge's
+    verdicts; its cost in money when given `prices`."""
+    config, protocol = manifest.config, manifest.protocol
+    price, judge_price = run_prices(manifest, verdicts or [], prices)
+    groups: dict[str, list[int]] = {}
+    for seat in manifest.team:
+        groups.setdefault(seat.group, []).append(seat.agent)
+    measuring = Measuring(
+        debates.runs,
+        debates.questions,
+        agents=config["agents"],
+        rounds=config["rounds"],
+        voters=list(protocol.voters),
+        seed=config["seed"],
+        hub=protocol.hub,
+        groups=groups,
+        kind=manifest.benchmark.kind,
+        rule=manifest_rule(manifest),
+        price=price,
+        judge_price=judge_price,
+    )
+    for debate in debates.each:
+        measuring.add(debate)
+    found = measuring.tallies(verdicts)
+    metrics = measuring.metrics(found, verdicts)
+    return found, metrics, measuring.totals
+
+
+def load_run(root: Path, prices: Prices | None = None) -> Run:
+    """Read one run directory; a folder that is no run, or holds no turns, is a StoreError.
+    Its turns are read a debate at a time and never held all at once. With `prices`, its
+    cost is in money too."""
+    store = RunStore(root)
+    manifest = store.manifest()
+    shape = store.shape(manifest)  # records of no turn of the run are refused, not counted
+    debates = read_debates(store.turns_path, shape)
+    if not debates.count:
+        raise StoreError(f"{store.turns_path} holds no turns yet; nothing to report.")
+    verdicts = JudgeLog(store.root).read(shape=shape)
+    found, metrics, totals = measure(manifest, debates, verdicts, prices)
+    failed = totals.all["failed_sent"]
+    return Run(store.root, manifest, found, metrics, verdicts, failed_sent=failed, prices=prices)
+
+
+def load_runs(
+    roots: list[Path],
+    labels: dict[str, str] | None = None,
+    groups: dict[str, str] | None = None,
+    prices: Prices | None = None,
+) -> list[Run]:
+    """Read runs and name their methods: a --label given for the folder, else the fewest
+    settings that differ between the runs (model, protocol, N, ...), else the model.
+    Two runs of one benchmark under one name are refused: their numbers would be mixed up."""
+    return name_runs([load_run(root, prices) for root in roots], labels, groups)
+
+
+def name_runs(
+    runs: list[Run], labels: dict[str, str] | None = None, groups: dict[str, str] | None = None
+) -> list[Run]:
+    """Name loaded runs' methods as load_runs does."""
+    labels = dict(labels or {})
+    described = [run.describe() for run in runs]
+    fields = LABEL_FIELDS
+    if all(run.config["protocol"] == "single" for run in runs):
+        fields = tuple(f for f in fields if f != "agents")  # K is shown per benchmark
+    # The fewest differing settings that tell the runs of each benchmark apart, in order.
+    varying = [f for f in fields if len({d[f] for d in described}) > 1]
+    chosen: list[str] = []
+    for setting in varying:
+        chosen.append(setting)
+        names = {
+            (" ".join(d[f] for f in chosen), run.benchmark)
+            for d, run in zip(described, runs, strict=True)
+        }
+        if len(names) == len(runs):
+            break
+    for run, settings in zip(runs, described, strict=True):
+        run.group = (groups or {}).get(str(run.root), "")
+        given = labels.pop(str(run.root), None) or labels.pop(run.root.name, None)
+        run.label = given or " ".join(settings[f] for f in chosen) or settings["model"]
+    if labels:
+        unknown = ", ".join(sorted(labels))
+        given = ", ".join(str(run.root) for run in runs)
+        raise StoreError(
+            f"--label names {unknown}, which is not one of the runs given ({given}); "
+            "name a run by its folder as given or by the folder's last part."
+        )
+    seen: dict[tuple[str, str, str], Path] = {}
+    for run in runs:
+        other = seen.setdefault((run.label, run.benchmark, run.group), run.root)
+        if other != run.root:
+            raise StoreError(
+                f"{other} and {run.root} are both '{run.label}' on "
+                f"{' '.join(filter(None, (run.benchmark, run.group)))}; "
+                f"name them apart with --label {run.root}=NAME."
+            )
+    return runs
+
+
+def parse_labels(options: list[str]) -> dict[str, str]:
+    """--label RUN=NAME options, RUN being the run folder as given or its last part."""
+    labels = {}
+    for option in options:
+        folder, equals, name = option.partition("=")
+        if not equals or not folder or not name:
+            raise StoreError(f"--label '{option}' must look like RUN_DIR=NAME.")
+        labels[str(Path(folder))] = name
+    return labels

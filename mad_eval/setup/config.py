@@ -1,0 +1,286 @@
+"""The typed run configuration, validated before the first request."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mad_eval.errors import UserError
+from mad_eval.grading.reasoning import parse_quoting
+from mad_eval.sanitize import redact
+from mad_eval.setup.roster import Agent, Entry, check_extra_body, group_labels
+
+DEFAULT_MODEL = "sim"
+APIS = ("chat", "completions")
+TEMPLATES = ("chat", "raw")
+DEFAULT_BENCHMARK = "arith"
+RESULTS_ROOT = Path("results")
+# The most agents (or single-agent samples) and rounds one run may have: planning reads
+# every agent's view of every other, so a team of 100,000 would plan for hours.
+MAX_AGENTS = 1024
+MAX_ROUNDS = 1000
+
+
+def spec_folders(kind: str) -> list[Path]:
+    """Where TOML specs of a kind ("benchmarks", "protocols", "templates") live: the
+    project's own folder first, then ./<kind> in the working directory, whose files add
+    new names but never replace one of ours: a cloned repository's ./templates/debate.toml
+    is no default (it is read only when named by its path)."""
+    folders: list[Path] = []
+    for folder in (project_folder(kind), Path.cwd() / kind):
+        if folder.is_dir() and all(folder.resolve() != seen.resolve() for seen in folders):
+            folders.append(folder)
+    return folders
+
+
+def project_folder(kind: str) -> Path:
+    """The project's own folder of specs of a kind: top level in a checkout, a packaged copy
+    in a wheel."""
+    package = Path(__file__).resolve().parent.parent  # mad_eval/, this module is in setup/
+    in_checkout = (package.parent / "pyproject.toml").is_file()
+    return package.parent / kind if in_checkout else package / "_specs" / kind
+
+
+def spec_files(kind: str) -> dict[str, Path]:
+    """The TOML files of a kind by name (their stem), the first found in spec_folders()
+    order: a built-in name always means the project's file."""
+    found: dict[str, Path] = {}
+    for folder in spec_folders(kind):
+        for path in sorted(folder.glob("*.toml")):
+            found.setdefault(path.stem, path)
+    return found
+
+
+def unreached_files(kind: str, by_name: dict[str, Path]) -> list[Path]:
+    """The working directory's files of a kind that no name in `by_name` reaches, because
+    the name is built in: read only when named by their path."""
+    here = Path.cwd() / kind
+    if not here.is_dir() or here.resolve() == project_folder(kind).resolve():
+        return []
+    return [p for p in sorted(here.glob("*.toml")) if by_name.get(p.stem) != p]
+
+
+class ConfigError(UserError, ValueError):
+    """A setting the user gave cannot work; the message names it and what is accepted."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    protocol: str = "decentralized"
+    agents: int = 5
+    rounds: int = 3
+    benchmark: str = DEFAULT_BENCHMARK
+    limit: int | None = None
+    answer_protocol: str | None = None  # None: the benchmark's own
+    model: str = DEFAULT_MODEL
+    runs: int = 1
+    seed: int = 0
+    temperature: float = 1.0
+    top_p: float = 0.9
+    max_tokens: int | None = None  # None: the benchmark's own budget
+    prompt_style: str = "debate"  # the prompt template: a built-in name or a .toml file
+    strip_think: bool = False
+    quote: str = "final"  # what agents read of others' replies: final | full | tail:N
+    # Request fields merged into every request (a roster group's own go over them).
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    max_model_len: int | None = None  # None: what the server reports, else no budget
+    tokenizer: str | None = None  # None: the model's own when it can be found
+    roster: tuple[Entry, ...] = ()  # empty: `agents` copies of `model`
+    api: str = "chat"  # chat | completions: which OpenAI endpoint receives the prompt
+    template: str = "chat"  # chat | raw: how text-prompt backends render the messages
+    dtype: str = "auto"  # the in-process vLLM engine's weights type
+    # Operational settings: they change how fast a run goes, never what it records.
+    base_urls: tuple[str, ...] = ()  # replicas of the one model; a roster names its own
+    concurrency: int = 64
+    timeout: float = 600.0
+    retries: int = 5
+    backoff: float = 1.0  # seconds before the first retry, doubling each time
+    cache: str | None = None
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    enforce_eager: bool = False
+
+    OPERATIONAL = (
+        "base_urls",
+        "concurrency",
+        "timeout",
+        "retries",
+        "backoff",
+        "cache",
+        "tensor_parallel_size",
+        "gpu_memory_utilization",
+        "enforce_eager",
+    )
+
+    def validate(self) -> None:
+        checks = [
+            (self.agents >= 1, f"--agents must be at least 1, got {self.agents}"),
+            (
+                self.agents <= MAX_AGENTS,
+                f"--agents must be at most {MAX_AGENTS}, got {self.agents}",
+            ),
+            (self.rounds >= 0, f"--rounds must be 0 or more, got {self.rounds}"),
+            (
+                self.rounds <= MAX_ROUNDS,
+                f"--rounds must be at most {MAX_ROUNDS}, got {self.rounds}",
+            ),
+            (self.runs >= 1, f"--runs must be at least 1, got {self.runs}"),
+            (
+                self.limit is None or self.limit >= 1,
+                f"--limit must be at least 1, got {self.limit}",
+            ),
+            (
+                0.0 <= self.temperature <= 2.0,
+                f"--temperature must lie in [0, 2], got {self.temperature}",
+            ),
+            (0.0 < self.top_p <= 1.0, f"--top-p must lie in (0, 1], got {self.top_p}"),
+            (
+                self.max_tokens is None or self.max_tokens >= 1,
+                f"--max-tokens must be at least 1, got {self.max_tokens}",
+            ),
+            (
+                self.prompt_style != "roles" or self.agents >= 2,
+                "--prompt-style roles needs at least 2 agents (an advocate and a critic)",
+            ),
+            (
+                self.max_model_len is None or self.max_model_len >= 2,
+                f"--max-model-len must be at least 2, got {self.max_model_len}",
+            ),
+            (
+                not self.roster or sum(e.count for e in self.roster) == self.agents,
+                f"the roster has {sum(e.count for e in self.roster)} agents but --agents is "
+                f"{self.agents}; leave --agents out or make them match",
+            ),
+            (self.api in APIS, f"--api must be one of {', '.join(APIS)}, got '{self.api}'"),
+            (
+                self.template in TEMPLATES,
+                f"--template must be one of {', '.join(TEMPLATES)}, got '{self.template}'",
+            ),
+            *(
+                (
+                    url.startswith(("http://", "https://")),
+                    f"--base-url '{url}' needs a scheme, e.g. http://{url}",
+                )
+                for url in self.base_urls
+            ),
+            (self.concurrency >= 1, f"--concurrency must be at least 1, got {self.concurrency}"),
+            (self.timeout > 0, f"--timeout must be positive, got {self.timeout}"),
+            (self.retries >= 0, f"--retries must be 0 or more, got {self.retries}"),
+            (self.backoff >= 0, f"--backoff must be 0 or more, got {self.backoff}"),
+            (
+                self.tensor_parallel_size >= 1,
+                f"--tensor-parallel-size must be at least 1, got {self.tensor_parallel_size}",
+            ),
+            (
+                0.0 < self.gpu_memory_utilization <= 1.0,
+                f"--gpu-memory-utilization must lie in (0, 1], got {self.gpu_memory_utilization}",
+            ),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message + ".")
+        try:
+            parse_quoting(self.quote)
+        except ValueError as exc:
+            raise ConfigError(f"--{exc}.") from None
+        check_extra_body(self.extra_body, "--extra-body")  # RosterError: one sentence too
+
+    def team(self) -> list[Agent]:
+        """Every agent with its model, endpoint and sampling resolved, in index order."""
+        entries = self.roster or (Entry(self.model, self.agents),)
+        labels = group_labels(entries)
+        team: list[Agent] = []
+        for entry, label in zip(entries, labels, strict=True):
+            for _ in range(entry.count):
+                team.append(
+                    Agent(
+                        index=len(team),
+                        group=label,
+                        model=entry.model,
+                        base_urls=entry.base_urls or self.base_urls,
+                        temperature=_first(entry.temperature, self.temperature),
+                        top_p=_first(entry.top_p, self.top_p),
+                        max_tokens=_first(entry.max_tokens, self.max_tokens),
+                        max_model_len=_first(entry.max_model_len, self.max_model_len),
+                        tokenizer=_first(entry.tokenizer, self.tokenizer),
+                        persona=entry.persona,
+                        prompt_template=entry.prompt_template or self.prompt_style,
+                        quote=parse_quoting(entry.quote or self.quote),
+                        extra_body={**self.extra_body, **(entry.extra_body or {})},
+                    )
+                )
+        return team
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that decide what a run records; resuming requires them unchanged.
+        Endpoints are operational: a server may move without changing what it answers."""
+        identity = {k: v for k, v in self.to_dict().items() if k not in self.OPERATIONAL}
+        identity["roster"] = [
+            {k: v for k, v in entry.items() if k != "base_urls"} for entry in identity["roster"]
+        ]
+        return identity
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["roster"] = [entry.to_dict() for entry in self.roster]
+        data["base_urls"] = list(self.base_urls)
+        return data
+
+    def default_out(self) -> Path:
+        """results/<benchmark>-<protocol>-n<N>-t<T>-<model>: the same command finds the same run."""
+        bench = Path(self.benchmark).stem if self.benchmark.endswith(".jsonl") else self.benchmark
+        bench = re.sub(r"[:=,]", "_", bench)  # mmlu:anatomy -> mmlu_anatomy
+        if self.roster:
+            groups = zip(group_labels(self.roster), self.roster, strict=True)
+            model = "+".join(f"{label}x{entry.count}" for label, entry in groups)
+        else:
+            model = self.model
+        if self.protocol == "single":  # mad-eval single: K samples, no debate
+            name = f"{bench}-single-k{self.agents}-{model}"
+        else:
+            name = f"{bench}-{self.protocol}-n{self.agents}-t{self.rounds}-{model}"
+        if self.prompt_style != "debate":
+            name += f"-{Path(self.prompt_style).stem}"
+        if self.quote != "final":
+            name += f"-q{self.quote}"
+        if self.extra_body:  # named by a short hash: what it holds is in the manifest
+            # Of the body as recorded: a hash of a secret would let a guess be checked.
+            body = json.dumps(redact(self.extra_body), sort_keys=True).encode()
+            name += f"-x{hashlib.sha256(body).hexdigest()[:6]}"
+        if self.runs > 1:
+            name += f"-r{self.runs}"
+        if self.limit:
+            name += f"-l{self.limit}"
+        if self.seed:
+            name += f"-s{self.seed}"
+        return RESULTS_ROOT / re.sub(r"[^A-Za-z0-9._=-]+", "_", name)
+
+
+def _first(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def run_defaults() -> dict[str, Any]:
+    """What a run is asked for, by the names the API and the command line share, with each
+    default: RunConfig's settings, those left None to be resolved (the team's size, the
+    preset's prompt and quoting, the benchmark's token budget), and where the team and
+    the questions come from (--agent, --roster, --data-dir)."""
+    defaults = {}
+    for f in dataclasses.fields(RunConfig):
+        if f.name != "roster":
+            has_factory = f.default_factory is not dataclasses.MISSING
+            defaults[f.name] = f.default_factory() if has_factory else f.default
+    resolved = {"agents": None, "prompt_style": None, "quote": None, "model": None}
+    return {**defaults, **resolved, "agent": (), "roster": None, "data_dir": None}
+
+
+def operational_defaults() -> dict[str, Any]:
+    """How requests travel (endpoints, limits, retries, cache), for a judge as for a run."""
+    defaults = run_defaults()
+    names = ("base_urls", "concurrency", "timeout", "retries", "backoff", "cache")
+    return {name: defaults[name] for name in names}

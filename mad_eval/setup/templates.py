@@ -1,0 +1,429 @@
+"""Prompt templates: the messages an agent is sent, as data (TOML, with Jinja2 for the text).
+
+A template has the messages of round 0 (`[[round0]]`) and of a debate round (`[[debate]]`),
+each a `{role, content}` table. With `history = true` an agent's prompt is its whole
+conversation: round 0's messages, then each debate round's messages in turn, so its own
+earlier answers can be assistant turns. The built-in prompt styles are template files in
+templates/; `--prompt-template FILE` takes a user's own. Quoted responses are data: the
+template places them, the fitter cuts them, and nothing downstream parses prompt text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache, cached_property
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2 import meta
+
+from mad_eval.errors import UserError
+from mad_eval.records import Messages
+from mad_eval.setup import sandbox
+from mad_eval.setup.config import spec_files
+
+ROLES = ("system", "user", "assistant")
+KEYS = ("base", "description", "history", "quote_tags", "values", "round0", "debate")
+MESSAGE_KEYS = ("role", "content", "optional")
+# What every message's text can use; a debate round adds the quoted responses.
+VARIABLES = {
+    "question": "the question as the agents read it",
+    "answer_format": "the answer protocol's instruction (how to write the final answer)",
+    "round": "the round being answered (0 for the first answers)",
+    "agent": "the agent's index, 0-based",
+    "agents": "the number of agents",
+    "persona": "the agent's persona from the roster ('' when it has none)",
+    "role": "'hub' for the protocol's hub agent, else ''",
+    "values": "the template's own [values] table",
+    "responses": "every previous-round response the agent reads, in the protocol's order, "
+    "each with .agent, .label, .text (as --quote shows it), .final, .reasoning and .own",
+    "peers": "the same responses without the agent's own",
+    "own": "the agent's own previous response (.agent, .label, .text, .final, .reasoning), or none",
+}
+DEBATE_ONLY = ("responses", "peers", "own")
+MAX_SOURCE = 1_000_000  # characters of a template's text
+
+
+def tag_pattern(*names: str) -> re.Pattern[str]:
+    """The "<" that opens or closes one of these tags, however spaced or cased."""
+    return re.compile(r"<(?=\s*/?\s*(?:{})\b)".format("|".join(names)), re.IGNORECASE)
+
+
+class TemplateError(UserError, ValueError):
+    """A template file cannot be used; the message names the file, the key and the fix."""
+
+
+@dataclass(frozen=True)
+class Quote:
+    """One quoted response as a template sees it: `text` is what the reader is shown (the
+    final content, after the quoted reasoning in a think block when --quote shows any);
+    `final` and `reasoning` are its two parts, for templates that lay them out their own way."""
+
+    agent: int
+    label: str  # "agent 2"
+    text: str
+    own: bool
+    final: str = ""
+    reasoning: str = ""  # "" when the reader is shown none
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one debate round of a prompt quotes: the responses read, in order, and the
+    agent's own previous response (also among `responses` when the protocol shows it)."""
+
+    round: int
+    responses: tuple[Quote, ...]
+    own: Quote | None
+
+
+@dataclass(frozen=True)
+class _Message:
+    role: str
+    content: jinja2.Template
+    optional: bool
+    where: str  # "debate[1].content", for errors
+
+
+@dataclass(frozen=True)
+class Template:
+    """A loaded template: its source (recorded in the manifest), and its compiled messages."""
+
+    name: str
+    path: Path
+    source: str  # the file's text (with its base's, when it has one)
+    data: dict[str, Any]  # the template's table as read (base merged)
+    description: str
+    history: bool
+    quote_tags: tuple[str, ...]
+    values: dict[str, Any]
+    round0: tuple[_Message, ...]
+    debate: tuple[_Message, ...]
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+    @cached_property
+    def _tags(self) -> re.Pattern[str] | None:
+        return tag_pattern(*self.quote_tags) if self.quote_tags else None
+
+    def quotable(self, text: str) -> str:
+        """`text` safe to quote: any of the template's quoting tags in it is escaped, so a
+        reply cannot close its own quote and open another agent's."""
+        return self._tags.sub("&lt;", text) if self._tags else text
+
+    def render(self, common: dict[str, Any], steps: list[Step]) -> Messages:
+        """The messages of a prompt: round 0's alone when `steps` is empty; else the last
+        debate round's (or, with history, round 0's followed by every step's)."""
+        if not steps:
+            return self._render(self.round0, {**common, "round": 0})
+        rounds = steps if self.history else steps[-1:]
+        messages = self._render(self.round0, {**common, "round": 0}) if self.history else []
+        for step in rounds:
+            responses = [self._quoted(q) for q in step.responses]
+            own = self._quoted(step.own) if step.own else None
+            data = {
+                **common,
+                "round": step.round,
+                "responses": responses,
+                "peers": [q for q in responses if not q.own],
+                "own": own,
+            }
+            messages += self._render(self.debate, data)
+        return messages
+
+    def _quoted(self, quote: Quote) -> Quote:
+        safe = self.quotable
+        return Quote(
+            quote.agent,
+            quote.label,
+            safe(quote.text),
+            quote.own,
+            safe(quote.final),
+            safe(quote.reasoning),
+        )
+
+    def _render(self, messages: tuple[_Message, ...], data: dict[str, Any]) -> Messages:
+        out = []
+        for message in messages:
+            try:
+                text = sandbox.render(message.content, {**data, "values": self.values})
+            except Exception as exc:  # whatever a template does wrong is the file's, not ours
+                raise TemplateError(
+                    f"{self.path}: {message.where}.content: {_sentence(exc)}."
+                ) from None
+            if message.optional and not text.strip():
+                continue
+            out.append({"role": message.role, "content": text})
+        return out
+
+
+def _sentence(exc: BaseException) -> str:
+    """A render or compile error as one short line: Jinja's own message, else the error's
+    kind and text (a template's mistake, or a bound in mad_eval.setup.sandbox it went past)."""
+    known = (jinja2.TemplateError, sandbox.BoundError)
+    text = str(exc) if isinstance(exc, known) else f"{type(exc).__name__}: {exc}"
+    text = " ".join(text.split()).rstrip(".")
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+def builtin_templates() -> dict[str, Path]:
+    """Template files by name: the project's, then ./templates for new names only (a user's
+    file of a built-in name is used only when named by its path)."""
+    return spec_files("templates")
+
+
+def load_template(ref: str) -> Template:
+    """A template by built-in name (debate, conversation, ...) or by file path."""
+    known = builtin_templates()
+    if ref in known:
+        return _load(known[ref], ref)
+    path = Path(ref)
+    if path.suffix == ".toml" or "/" in ref:
+        if not path.is_file():
+            raise TemplateError(f"prompt template file '{ref}' does not exist.")
+        return _load(path.resolve(), path.stem)
+    raise TemplateError(
+        f"unknown prompt template '{ref}'; built in: {', '.join(known)} (or a path to a "
+        ".toml template file)."
+    )
+
+
+@cache
+def _load(path: Path, name: str) -> Template:
+    raw, source = _raw(path)
+    return parse_template(raw, source, path, name)
+
+
+def _raw(path: Path, depth: int = 0) -> tuple[dict[str, Any], str]:
+    """A template file's TOML and source; with `base = "other"`, the other template's TOML
+    under this file's keys ([values] merged), and both sources, so the recorded text and
+    its hash change when either file does."""
+    try:
+        if path.stat().st_size > 4 * MAX_SOURCE:
+            raise TemplateError(f"{path} holds over {MAX_SOURCE:,} characters; no template does.")
+        source = path.read_text(encoding="utf-8")
+        raw = tomllib.loads(source)
+    except (OSError, UnicodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise TemplateError(f"cannot read prompt template {path}: {_sentence(exc)}.") from None
+    if "base" not in raw:
+        return raw, source
+    base = builtin_templates().get(str(raw["base"]))
+    if base is None or base.resolve() == path.resolve() or depth > 4:
+        raise TemplateError(
+            f"{path}: base {raw['base']!r} is no other template; built in: "
+            f"{', '.join(builtin_templates())}."
+        )
+    under, under_source = _raw(base, depth + 1)
+    merged = {**under, **raw, "values": {**under.get("values", {}), **raw.get("values", {})}}
+    merged.pop("base")
+    return merged, f"{under_source}\n# ---- {path.name}, based on the above ----\n{source}"
+
+
+def recorded_template(ref: str, file: str, sha256: str, text: str, data: Any) -> Template:
+    """A template as a run folder's manifest.json records it (the text read, its hash and
+    the table read from it), compiled in the sandbox like any file. A text that does not
+    match its hash, or a table that is not its text's, is refused, never rendered."""
+    check_recorded(ref, sha256, text)
+    try:
+        same = data == _table_of(text)
+    except (tomllib.TOMLDecodeError, RecursionError):
+        same = False
+    if not same:
+        raise TemplateError(
+            f"manifest.json's prompt template {ref!r} holds a table that is not the one its "
+            "text gives, so its prompts are not rebuilt from it; restore manifest.json from "
+            "a copy."
+        )
+    path = Path(str(file))
+    return parse_template(data, text, path, path.stem)
+
+
+def check_recorded(ref: str, sha256: Any, text: Any) -> None:
+    """Refuse a recorded template whose text is not the one its hash was taken of."""
+    try:
+        intact = hashlib.sha256(text.encode()).hexdigest() == sha256
+    except (AttributeError, UnicodeError):
+        intact = False
+    if not intact or len(text) > MAX_SOURCE:
+        raise TemplateError(
+            f"manifest.json's prompt template {ref!r} does not match its recorded hash, so "
+            "its prompts are not rebuilt from it (the file was edited after the run wrote "
+            "it); restore manifest.json from a copy."
+        )
+
+
+# How _raw joins a template's text to its base's.
+_BASED = re.compile(r"\n# ---- [^\n]*, based on the above ----\n")
+
+
+def _table_of(text: str) -> dict[str, Any]:
+    """The table _raw reads from a recorded text: the file's own, or its base's with the
+    file's keys over it."""
+    parts = _BASED.split(text)
+    table = tomllib.loads(parts[0])
+    for part in parts[1:]:
+        raw = tomllib.loads(part)
+        table = {**table, **raw, "values": {**table.get("values", {}), **raw.get("values", {})}}
+        table.pop("base", None)
+    return table
+
+
+def parse_template(raw: dict[str, Any], source: str, path: Path, name: str) -> Template:
+    """Check a template's TOML and compile it; every problem is one sentence naming the file
+    and the key, found before any request."""
+
+    def need(ok: bool, problem: str) -> None:
+        if not ok:
+            raise TemplateError(f"{path}: {problem}.")
+
+    need(isinstance(raw, dict), "the template must be a table of keys")
+    need(len(source) <= MAX_SOURCE, f"it holds over {MAX_SOURCE:,} characters; no template does")
+    for key in raw:
+        need(key in KEYS, f"unknown key '{key}'; a template has: {', '.join(KEYS)}")
+    need(isinstance(raw.get("description", ""), str), "'description' must be text")
+    need(isinstance(raw.get("history", False), bool), "'history' must be true or false")
+    tags = raw.get("quote_tags", [])
+    need(
+        isinstance(tags, list) and all(isinstance(t, str) and t.isidentifier() for t in tags),
+        "'quote_tags' must be a list of tag names, e.g. [\"response\"]",
+    )
+    values = raw.get("values", {})
+    need(isinstance(values, dict), "'values' must be a table ([values])")
+    sections = {}
+    for section in ("round0", "debate"):
+        need(section in raw, f"'{section}' is missing; add [[{section}]] messages")
+        items = raw[section]
+        need(
+            isinstance(items, list) and items and all(isinstance(m, dict) for m in items),
+            f"'{section}' must be a list of messages ([[{section}]] tables)",
+        )
+        sections[section] = tuple(_message(m, f"{section}[{i}]", path) for i, m in enumerate(items))
+    template = Template(
+        name=name,
+        path=path,
+        source=source,
+        data=raw,
+        description=raw.get("description", ""),
+        history=raw.get("history", False),
+        quote_tags=tuple(tags),
+        values=values,
+        round0=sections["round0"],
+        debate=sections["debate"],
+    )
+    check_template(template, [[0, 1, 2], [0, 1, 2], [0, 1, 2]])
+    return template
+
+
+def _message(item: dict[str, Any], where: str, path: Path) -> _Message:
+    def need(ok: bool, problem: str) -> None:
+        if not ok:
+            raise TemplateError(f"{path}: {where}: {problem}.")
+
+    for key in item:
+        need(key in MESSAGE_KEYS, f"unknown key '{key}'; a message has: role, content, optional")
+    role, content = item.get("role"), item.get("content")
+    need(role in ROLES, f"role {role!r} is not one of: {', '.join(ROLES)}")
+    need(isinstance(content, str), "'content' must be text")
+    need(isinstance(item.get("optional", False), bool), "'optional' must be true or false")
+    try:
+        parsed = sandbox.SANDBOX.parse(content)
+    except jinja2.TemplateSyntaxError as exc:
+        problem = _sentence(jinja2.TemplateError(exc.message))
+        raise TemplateError(f"{path}: {where}.content: {problem} (line {exc.lineno}).") from None
+    except RecursionError:
+        raise TemplateError(f"{path}: {where}.content: it nests too deeply.") from None
+    allowed = set(VARIABLES) - (set(DEBATE_ONLY) if where.startswith("round0") else set())
+    unknown = sorted(meta.find_undeclared_variables(parsed) - allowed)
+    need(
+        not unknown,
+        f"content uses unknown variable '{unknown[0] if unknown else ''}'; it can use: "
+        f"{', '.join(sorted(allowed))}",
+    )
+    try:
+        compiled = sandbox.SANDBOX.compile_checked(parsed)
+    except Exception as exc:  # a bound (a recursive loop), or Jinja refusing the source
+        raise TemplateError(f"{path}: {where}.content: {_sentence(exc)}.") from None
+    return _Message(role, compiled, item.get("optional", False), where)
+
+
+def check_template(template: Template, sees: list[list[int]]) -> None:
+    """Render rounds 0 to 2 of a debate on sample data, each agent reading `sees[agent]`
+    (the protocol's choice): a render error, a message that renders empty, two messages of
+    one role in a row, or a prompt not ending with the user is refused, before any request."""
+    agents = len(sees)
+    for agent in range(agents):
+        common = sample_common(agent, agents)
+        for rounds in range(3):
+            steps = [
+                sample_step(r, agent, sees[agent], template.history) for r in range(1, rounds + 1)
+            ]
+            section = "round0" if not steps else "debate"
+            try:
+                messages = template.render(common, steps)
+            except TemplateError as exc:
+                raise TemplateError(
+                    f"{str(exc).rstrip('.')} (agent {agent} of {agents}, round {rounds})."
+                ) from None
+            _check_messages(template, section, messages)
+
+
+def _check_messages(template: Template, section: str, messages: Messages) -> None:
+    if not messages:
+        raise TemplateError(f"{template.path}: '{section}' renders no message.")
+    for i, message in enumerate(messages):
+        if not message["content"].strip():
+            raise TemplateError(
+                f"{template.path}: a {message['role']} message of '{section}' renders empty; "
+                "give it text, or mark it optional = true to leave it out."
+            )
+        if i and messages[i - 1]["role"] == message["role"]:
+            raise TemplateError(
+                f"{template.path}: '{section}' puts two {message['role']} messages in a row, "
+                "which chat APIs refuse; merge them into one."
+            )
+    if messages[-1]["role"] != "user":
+        raise TemplateError(
+            f"{template.path}: '{section}' must end with a user message (the model answers "
+            f"it), not a {messages[-1]['role']} message."
+        )
+
+
+def common_data(
+    question: str, answer_format: str, agent: int, agents: int, persona: str | None, hub: bool
+) -> dict[str, Any]:
+    """The variables every message of an agent's prompt can use (besides `values`)."""
+    return {
+        "question": question,
+        "answer_format": answer_format,
+        "agent": agent,
+        "agents": agents,
+        "persona": persona or "",
+        "role": "hub" if hub else "",
+    }
+
+
+def sample_prompt(template: Template, agent: int, round_: int) -> Messages:
+    """The messages of agent `agent` in round `round_` of a sample 3-agent debate in which
+    everyone reads everyone: what `mad-eval templates NAME` shows."""
+    steps = [sample_step(r, agent, [0, 1, 2], template.history) for r in range(1, round_ + 1)]
+    return template.render(sample_common(agent, 3), steps)
+
+
+def sample_common(agent: int, agents: int) -> dict[str, Any]:
+    answer = "Give your final answer in \\boxed{}."
+    return common_data("What is 6 times 7?", answer, agent, agents, None, agent == 0)
+
+
+def sample_step(round_: int, agent: int, sees: list[int], history: bool) -> Step:
+    def quote(j: int) -> Quote:
+        text = f"Sample response {j} of round {round_ - 1}."
+        return Quote(j, f"agent {j}", text, j == agent, final=text)
+
+    own = quote(agent) if history or agent in sees else None
+    return Step(round_, tuple(quote(j) for j in sees), own)

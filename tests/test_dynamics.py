@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from test_metrics import turn
+from factories import turn
 
 import mad_eval
 from mad_eval.cost import Price, load_prices

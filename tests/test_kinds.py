@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval, turns_of
+from factories import turn
 from kind_files import COMMONSENSE_QA, GSM8K, cnn_row, hh_row, write_all, write_jsonl
-from test_metrics import turn
 
 from mad_eval import grading
 from mad_eval.benchmarks import BenchmarkError, load_questions, load_spec, read_jsonl

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_helpers import mad_eval
-from test_metrics import turn as metric_turn
+from factories import turn as metric_turn
 
 from mad_eval.grading import same_answer
 from mad_eval.matched import (

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from cli_helpers import mad_eval, turns_of, without_timing
-from test_metrics import turn
+from factories import turn
 
 from mad_eval.measuring import compute_metrics
 from mad_eval.protocols import ProtocolError, check_protocol, resolve
@@ -312,6 +312,6 @@ def test_a_tie_break_draws_what_a_generator_seeded_at_once_would():
     for seed in range(200):
         for options in (["a"], ["a", "b"], ["a", "b", "c", "d"]):
             parts = (seed, "vote", 0, f"q{seed}", 1)
-            assert TieBreak(*parts).choice(options) == random.Random(
-                derive_seed(*parts)
-            ).choice(options)
+            assert TieBreak(*parts).choice(options) == random.Random(derive_seed(*parts)).choice(
+                options
+            )

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from cli_helpers import mad_eval, start, turns_of, wait_for_lines, without_timing
 
+from mad_eval import api
 from mad_eval.experiments import ExperimentError, load_experiment
 from mad_eval.metrics import lookup
 
@@ -119,7 +120,8 @@ def test_a_budget_table_requests_the_single_cells_it_needs(tmp_path):
         load_experiment(write(tmp_path, wrong))
 
 
-def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path):
+def test_the_demo_plans_its_turns_and_writes_nothing(tmp_path):
+    """The README's first experiment command, on the real demo file."""
     dry = mad_eval("experiment", "run", str(DEMO), "--dry-run", cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr
     # 31800 turns of the grids and [single], and 9000 of the budget table's three single
@@ -128,13 +130,28 @@ def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path):
     assert "arith-single-k15-SDRL" in " ".join(dry.stdout.split())
     assert not (tmp_path / "results").exists()  # a dry run writes nothing
 
-    result = mad_eval("experiment", "run", str(DEMO), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    tables = mad_eval("experiment", "tables", str(DEMO), "--replicates", "200", cwd=tmp_path)
-    assert tables.returncode == 0, tables.stderr
 
+def small_demo(folder: Path, limit: int = 8) -> Path:
+    """The demo file with `limit` questions instead of 100: every grid, table, figure and
+    price of it, at a twelfth of its turns."""
+    text = DEMO.read_text(encoding="utf-8")
+    assert "[settings]" in text and "limit =" not in text
+    path = folder / DEMO.name
+    path.write_text(text.replace("[settings]", f"[settings]\nlimit = {limit}", 1))
+    prices = DEMO.parent / "prices.example.toml"
+    (folder / prices.name).write_text(prices.read_text(encoding="utf-8"))
+    return path
+
+
+def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path, monkeypatch):
+    """The demo's run and tables, in-process on a smaller copy: every table's values are
+    its cells' metrics.json, and every kind of table and figure is written."""
+    demo = small_demo(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    api.experiment(demo)
+    api.experiment_tables(demo, replicates=200)
     out = tmp_path / "results" / "offline_demo"
-    experiment = load_experiment(DEMO)
+    experiment = load_experiment(demo)
     for view in experiment.tables:
         for fmt in view.formats:
             ext = {"csv": "csv", "latex": "tex", "md": "md"}[fmt]

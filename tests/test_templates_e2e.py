@@ -73,10 +73,11 @@ def test_a_users_template_file_runs_and_an_edit_is_refused_on_resume(tmp_path):
         assert all(text.startswith("Q: ") and text.endswith(f"Again: {BOXED}") for text in debate)
         assert all(text.startswith("Q: ") and text.endswith(f"\n{BOXED}") for text in opening)
         mine.write_text(mine.read_text().replace("Again:", "Once more:"))
+        # A fresh process, as a user's resume is: this one holds the file as first read.
         again = mad_eval(
             "run", "--model", "openai:stub-model", "--base-url", server.base_url, "--agents",
             "3", "--rounds", "2", "--limit", "2", "--out", "r", "--prompt-template", str(mine),
-            cwd=tmp_path,
+            cwd=tmp_path, process=True,
         )  # fmt: skip
     assert again.returncode == 2
     assert f"prompt template {mine} is" in again.stderr and "rerun with the same" in again.stderr

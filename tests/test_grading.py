@@ -188,7 +188,9 @@ def test_non_equivalent_answers(answer: str, gold: str) -> None:
 def test_hostile_text_is_linear(text: str) -> None:
     start = time.monotonic()
     assert grade(text, "1") == Grade(None, False)
-    assert time.monotonic() - start < 5
+    # Generous: quadratic work on this text would take hours, load slows linear work only
+    # by a factor.
+    assert time.monotonic() - start < 60
 
 
 def test_pathological_expression_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,10 +198,13 @@ def test_pathological_expression_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 2.0)
     grading.compare_math.cache_clear()
     grade(r"\boxed{2}", r"\sqrt{4}")  # start the worker outside the timed part
-    start = time.monotonic()
+    before = set(verifier.grader_pids())
     tower = "9^{9^{9^{9^{9^{9}}}}}"
     assert grade(rf"\boxed{{{tower}}}", "1") == Grade(tower, False, timed_out=True)
-    assert time.monotonic() - start < 2.0 + 3  # the bound, plus slack for killing the worker
+    # Its worker killed: the parent's bound ended the call, not math-verify's own alarm
+    # (which leaves the worker running); no clock decides.
+    killed = before - set(verifier.grader_pids())
+    assert killed and not [pid for pid in killed if Path(f"/proc/{pid}").exists()]
     assert grade(r"\boxed{\frac{1}{2}}", "0.5").correct  # a fresh worker takes over
 
 

@@ -79,10 +79,8 @@ def test_unguarded_script_grades(tmp_path: Path, how: str) -> None:
     args, stdin = {"file": ([str(script)], None), "stdin": (["-"], GRADE_SCRIPT)}.get(
         how, (["-c", GRADE_SCRIPT], None)
     )
-    start = time.monotonic()
-    run = python(*args, stdin=stdin, cwd=tmp_path)
+    run = python(*args, stdin=stdin, cwd=tmp_path)  # a hang fails on python()'s timeout
     assert (run.returncode, run.stdout, run.stderr) == (0, "True\n", "")
-    assert time.monotonic() - start < 30
 
 
 def test_unguarded_script_computes_rewards(tmp_path: Path) -> None:
@@ -237,7 +235,7 @@ def test_ctrl_c_prints_nothing_from_the_workers() -> None:
 
 
 EXIT_SCRIPT = f"""
-import threading, time
+import os, signal, threading, time
 from mad_eval import verifier
 from mad_eval.grading import grade
 
@@ -245,13 +243,14 @@ assert grade({HALF!r}, "0.5").correct
 print(*verifier.grader_pids(), flush=True)
 threading.Thread(target=grade, args=({TOWER!r}, "1"), daemon=True).start()
 time.sleep(0.5)
+os.kill(verifier.grader_pids()[0], signal.SIGSTOP)  # busy for good: it never answers
 """
 
 
 def test_exit_never_waits_for_a_busy_worker(tmp_path: Path) -> None:
-    start = time.monotonic()
+    """The worker is stopped mid-comparison, so an exit that waited for it would never end
+    (python()'s timeout fails the test): no clock decides."""
     run = python("-c", EXIT_SCRIPT, cwd=tmp_path)
-    assert time.monotonic() - start < 4.5  # math-verify's own alarm would take 5 s
     assert (run.returncode, run.stderr) == (0, "")
     assert reaped(int(run.stdout))
 
@@ -261,11 +260,10 @@ def test_stopping_the_workers_cuts_a_comparison_short() -> None:
     with ThreadPoolExecutor(1) as threads:
         cut = threads.submit(grade, TOWER, "1")
         time.sleep(0.5)
-        start = time.monotonic()
         stop_graders()
+        # Not cut short, it would end in math-verify's timeout: a Grade, not this error.
         with pytest.raises(RuntimeError, match="stopped during a comparison"):
-            cut.result(timeout=5)  # a failure, never a wrong answer
-        assert time.monotonic() - start < 2
+            cut.result(timeout=60)  # a failure, never a wrong answer
     assert grader_pids() == []
     assert grade(r"\boxed{\frac{3}{4}}", "0.75").correct
 
@@ -283,7 +281,9 @@ def test_hostile_answers_run_in_parallel(monkeypatch: pytest.MonkeyPatch) -> Non
         grades = list(threads.map(lambda b: grade(rf"\boxed{{{tower(b)}}}", "1"), range(2, 8)))
         elapsed = time.monotonic() - start
     assert grades == [Grade(tower(b), False, timed_out=True) for b in range(2, 8)]
-    assert elapsed < 15, elapsed  # one math-verify timeout (5 s), not six in a queue
+    # Each timeout is math-verify's 5 s wall-clock alarm, which load does not stretch: one
+    # at a time they take 30 s, side by side about 5 s; the bound sits well between.
+    assert elapsed < 25, elapsed
     assert grader_pids() == pids  # math-verify's own timeouts: no worker had to be killed
 
 
@@ -291,10 +291,10 @@ def test_parent_bound_kills_and_replaces_the_worker(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 1.0)
     assert grade(HALF, "0.5").correct  # start the worker outside the timed part
     [first] = grader_pids()
-    start = time.monotonic()
     assert grade(TOWER, "1") == Grade(TOWER[7:-1], False, timed_out=True)
-    assert time.monotonic() - start < 1.0 + 2  # the bound, plus slack for killing the worker
-    assert grader_pids() == [] and reaped(first)  # killed and waited for: no zombie
+    # Killed, so the parent's bound and not math-verify's own alarm (which leaves the
+    # worker running) ended it; and waited for: no zombie.
+    assert grader_pids() == [] and reaped(first)
     assert grade(r"\boxed{\frac{3}{4}}", "0.75") == Grade(r"\frac{3}{4}", True)
     assert grader_pids() != [first]
 
@@ -303,10 +303,8 @@ def test_parent_bound_holds_for_extractions_too(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 1.0)
     assert verifier.extract("so $1$") == Extraction("1", False)  # start the worker untimed
     [first] = grader_pids()
-    start = time.monotonic()
     assert verifier.extract("$" + "9^" * 30_000 + "9$") == Extraction(None, True)
-    assert time.monotonic() - start < 1.0 + 2
-    assert grader_pids() == [] and reaped(first)
+    assert grader_pids() == [] and reaped(first)  # the parent's bound killed it
     assert verifier.extract("so $\\frac{3}{4}$") == Extraction("\\frac{3}{4}", False)
     assert grader_pids() != [first]
 
@@ -390,9 +388,10 @@ def test_eighteen_power_towers_run_and_report_in_bounded_time(tmp_path: Path) ->
     turns = turns_of(tmp_path / "r")
     assert len({t["answer"] for t in turns}) == 18
     assert all(t["grade_timed_out"] and t["correct"] is False for t in turns)
-    start = time.monotonic()
-    report = mad_eval("report", "r", cwd=tmp_path, env=env)
-    reported = time.monotonic() - start
+    stop_graders()
+    report = mad_eval("report", "r", cwd=tmp_path)  # in this process, so its workers are seen
     assert report.returncode == 0, report.stderr
-    assert ran < 45, ran  # three rounds of 5 s timeouts, not eighteen
-    assert reported < 10, reported
+    assert grader_pids() == []  # the report asked math-verify nothing: no worker started
+    # Three rounds of 5 s wall-clock alarms (about 20 s in all), not eighteen in a queue
+    # (153 s): a bound load cannot reach, since the alarms do not stretch with it.
+    assert ran < 100, ran

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+from mad_eval import api
 from mad_eval.records import Turn
 
 
@@ -36,3 +40,9 @@ def turn(
         latency=0.0,
         error="APIError: boom" if failed else None,
     )
+
+
+def sim_run(out: Path, model: str = "sim:p0=0.5", limit: int = 12, **settings: Any) -> Path:
+    """A simulated debate on the built-in arith questions, run in-process into `out`."""
+    api.run(model=model, benchmark="arith", limit=limit, out=out, **settings)
+    return out

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval
-from viewer_helpers import needs_chromium, read_data, sim_run
+from factories import sim_run
+from viewer_helpers import needs_chromium, read_data
 
 from mad_eval import api
 from mad_eval.backends.cache import RequestCache

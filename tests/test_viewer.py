@@ -8,7 +8,8 @@ import socket
 
 import pytest
 from cli_helpers import mad_eval
-from viewer_helpers import HOSTILE, expected_sets, hostile_run, read_data, sim_run
+from factories import sim_run
+from viewer_helpers import HOSTILE, expected_sets, hostile_run, read_data
 
 from mad_eval import api
 from mad_eval.rubric import JUDGE_CRITERIA

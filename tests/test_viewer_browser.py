@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
+from factories import sim_run
 from viewer_helpers import (
     HOSTILE,
     expected_sets,
     hostile_run,
     needs_chromium,
     read_data,
-    sim_run,
     votes_after_debate,
 )
 

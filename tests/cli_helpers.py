@@ -39,12 +39,14 @@ def in_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     CPU each) for it."""
     from typer.testing import CliRunner
 
+    import mad_eval as mad_eval_package
     from mad_eval.cli import app, ui
 
-    here = os.getcwd()
+    here, argv = os.getcwd(), sys.argv
     widths = ui.console._width, ui.errors._width  # read from $COLUMNS when first imported
     os.chdir(cwd)
     ui.console.width = ui.errors.width = 200
+    sys.argv = [str(Path(mad_eval_package.__file__).with_name("__main__.py")), *args]
     try:
         result = CliRunner().invoke(
             app, args, prog_name="python -m mad_eval", env={"COLUMNS": "200"},
@@ -52,6 +54,7 @@ def in_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
         )  # fmt: skip
     finally:
         os.chdir(here)
+        sys.argv = argv  # the command line a run records is its own, as in a process
         ui.console._width, ui.errors._width = widths
     return subprocess.CompletedProcess(
         ["mad-eval", *args], result.exit_code, result.stdout, result.stderr

@@ -275,6 +275,7 @@ def test_math_verify_is_cached_in_the_parent() -> None:
     assert verifier.grader_pids() == []  # the cache answered: no worker started
 
 
+@pytest.mark.slow
 def test_a_hostile_reply_for_math_verify_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 2.0)
     assert extract("warm up: $1$", answer="math-verify") == "1"  # start the worker untimed

@@ -145,6 +145,7 @@ def test_arith_answers_are_right_and_well_formed() -> None:
     assert {"/", "*", "("} <= set("".join(q.text for q in questions))
 
 
+@pytest.mark.slow
 def test_arith_is_deterministic_across_processes() -> None:
     code = (
         "from mad_eval.benchmarks import load_questions;"
@@ -504,6 +505,7 @@ def test_data_dir_wins_over_hub(shared_data: Path, monkeypatch: pytest.MonkeyPat
     assert calls == []
 
 
+@pytest.mark.slow
 def test_a_hub_tokenizer_is_not_waited_for_when_the_hub_cannot_be_reached(tmp_path: Path) -> None:
     """A hub id as the model name makes mad-eval look for its tokenizer; offline it falls
     back to estimates without the hub client's retries (which print "Retrying"), and the

@@ -143,6 +143,7 @@ def small_demo(folder: Path, limit: int = 8) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path, monkeypatch):
     """The demo's run and tables, in-process on a smaller copy: every table's values are
     its cells' metrics.json, and every kind of table and figure is written."""
@@ -194,6 +195,7 @@ def test_a_prices_file_that_cannot_be_read_is_one_sentence(tmp_path):
         load_experiment(path)
 
 
+@pytest.mark.slow
 def test_a_killed_experiment_resumes_with_every_turn_exactly_once(tmp_path):
     slow = SMALL.replace('weak = "sim:p0=0.4"', 'weak = "sim:p0=0.4,delay=0.05"')
     path = write(tmp_path, slow)
@@ -328,6 +330,7 @@ def test_cells_are_ordinary_run_folders(tmp_path):
     assert "resuming: 36 turns already recorded" in " ".join(rerun.stdout.split())
 
 
+@pytest.mark.slow
 def test_the_papers_experiment_plans_its_cells_offline(tmp_path, shared_data):
     """The shipped reproduction file: its cells, turns and tables, asking no server."""
     env = {"MAD_EVAL_DATA": str(shared_data), "HF_HUB_OFFLINE": "1"}
@@ -347,6 +350,7 @@ def test_the_papers_experiment_plans_its_cells_offline(tmp_path, shared_data):
     ]
 
 
+@pytest.mark.slow
 def test_a_run_folder_is_open_only_while_its_debates_run(tmp_path):
     """60 cells under a limit of 100 open files: folders are opened as their debates are
     reached and closed after their last, so the window (4 x concurrency 2 = 8 debates)

@@ -48,6 +48,7 @@ def _restyle(latex: str) -> str:
     return "$" + re.sub(r"\s+", "", latex) + "$"  # never string-equal, so math-verify decides
 
 
+@pytest.mark.slow
 def test_math500_golds_match_restyled_golds_via_math_verify(math500: list[dict]) -> None:
     wrong = [
         (r["id"], r["answer"])
@@ -193,6 +194,7 @@ def test_hostile_text_is_linear(text: str) -> None:
     assert time.monotonic() - start < 60
 
 
+@pytest.mark.slow
 def test_pathological_expression_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
     """The parent's bound holds even when sympy would not stop by itself; the pool recovers."""
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 2.0)

@@ -211,6 +211,7 @@ def folders(tmp_path_factory) -> Path:
     return where
 
 
+@pytest.mark.slow
 def test_report_table_and_plot_agree(folders):
     """report --single writes the matched section; table --layout budget prints the same
     numbers; plot draws budget.png."""

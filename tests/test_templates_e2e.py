@@ -11,7 +11,6 @@ from cli_helpers import mad_eval, turns_of
 from stub_server import StubServer
 
 BOXED = "Reason step by step, then give your final answer in \\boxed{}."
-pytestmark = pytest.mark.slow
 
 
 def stub_run(tmp_path: Path, server: StubServer, *extra: str) -> None:
@@ -56,6 +55,7 @@ def test_a_conversation_template_sends_each_agent_its_own_answers_as_assistant_t
     assert len(verdicts) == 2 * 3 * 2
 
 
+@pytest.mark.slow
 def test_a_users_template_file_runs_and_an_edit_is_refused_on_resume(tmp_path):
     mine = tmp_path / "mine.toml"
     mine.write_text(

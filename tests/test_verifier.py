@@ -72,6 +72,7 @@ print(grade({HALF!r}, "0.5").correct)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["file", "stdin", "-c"])
 def test_unguarded_script_grades(tmp_path: Path, how: str) -> None:
     script = tmp_path / "grade_it.py"
@@ -83,6 +84,7 @@ def test_unguarded_script_grades(tmp_path: Path, how: str) -> None:
     assert (run.returncode, run.stdout, run.stderr) == (0, "True\n", "")
 
 
+@pytest.mark.slow
 def test_unguarded_script_computes_rewards(tmp_path: Path) -> None:
     script = tmp_path / "reward.py"
     script.write_text(
@@ -100,6 +102,7 @@ def test_unguarded_script_computes_rewards(tmp_path: Path) -> None:
 # ---- the worker on its own ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_worker_speaks_one_json_line_each_way() -> None:
     requests = [
         {"answer": r"\frac{1}{2}", "gold": "0.5"},
@@ -121,6 +124,7 @@ def test_worker_speaks_one_json_line_each_way() -> None:
     assert run.stderr == b""
 
 
+@pytest.mark.slow
 def test_worker_finds_answers_in_whole_replies_on_the_same_lines() -> None:
     requests = [
         {"text": "So the result is $x = 5$."},
@@ -162,6 +166,7 @@ grade({TOWER!r}, "1")  # busy in sympy when it is killed
 """
 
 
+@pytest.mark.slow
 def test_kill_9_leaves_no_worker_alive(tmp_path: Path) -> None:
     parent = subprocess.Popen(
         [sys.executable, "-c", KILLED_SCRIPT],
@@ -208,6 +213,7 @@ except KeyboardInterrupt:
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_prints_nothing_from_the_workers() -> None:
     parent = subprocess.Popen(
         [sys.executable, "-c", SIGINT_SCRIPT],
@@ -247,6 +253,7 @@ os.kill(verifier.grader_pids()[0], signal.SIGSTOP)  # busy for good: it never an
 """
 
 
+@pytest.mark.slow
 def test_exit_never_waits_for_a_busy_worker(tmp_path: Path) -> None:
     """The worker is stopped mid-comparison, so an exit that waited for it would never end
     (python()'s timeout fails the test): no clock decides."""
@@ -255,6 +262,7 @@ def test_exit_never_waits_for_a_busy_worker(tmp_path: Path) -> None:
     assert reaped(int(run.stdout))
 
 
+@pytest.mark.slow
 def test_stopping_the_workers_cuts_a_comparison_short() -> None:
     assert grade(HALF, "0.5").correct
     with ThreadPoolExecutor(1) as threads:
@@ -271,6 +279,7 @@ def test_stopping_the_workers_cuts_a_comparison_short() -> None:
 # ---- several workers, and the parent's bound ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_hostile_answers_run_in_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MAD_EVAL_GRADERS", "6")
     with ThreadPoolExecutor(6) as threads:  # all busy starting at once: six workers start
@@ -287,6 +296,7 @@ def test_hostile_answers_run_in_parallel(monkeypatch: pytest.MonkeyPatch) -> Non
     assert grader_pids() == pids  # math-verify's own timeouts: no worker had to be killed
 
 
+@pytest.mark.slow
 def test_parent_bound_kills_and_replaces_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 1.0)
     assert grade(HALF, "0.5").correct  # start the worker outside the timed part
@@ -299,6 +309,7 @@ def test_parent_bound_kills_and_replaces_the_worker(monkeypatch: pytest.MonkeyPa
     assert grader_pids() != [first]
 
 
+@pytest.mark.slow
 def test_parent_bound_holds_for_extractions_too(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 1.0)
     assert verifier.extract("so $1$") == Extraction("1", False)  # start the worker untimed
@@ -309,6 +320,7 @@ def test_parent_bound_holds_for_extractions_too(monkeypatch: pytest.MonkeyPatch)
     assert grader_pids() != [first]
 
 
+@pytest.mark.slow
 def test_stopping_the_workers_cuts_an_extraction_short() -> None:
     assert verifier.extract("so $1$").answer == "1"
     with ThreadPoolExecutor(1) as threads:
@@ -369,6 +381,7 @@ def test_comparison_keeps_both_facts() -> None:
 # ---- hostile answers in a run ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_eighteen_power_towers_run_and_report_in_bounded_time(tmp_path: Path) -> None:
     """Each reply is a different power tower, which math-verify gives up on after 5 s: six
     workers take them six at a time, and the report, which knows from the records that

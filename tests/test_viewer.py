@@ -104,7 +104,6 @@ def test_out_folder_of_other_files_is_refused(tmp_path, demo) -> None:
     assert (tmp_path / "mine.txt").read_text() == "keep me"
 
 
-@pytest.mark.slow
 def test_cli_errors_are_one_sentence(tmp_path, demo) -> None:
     run, _ = demo
     missing = mad_eval("view", str(tmp_path / "nope"), cwd=tmp_path)

@@ -66,6 +66,7 @@ def start(args: list[str], cwd: Path, file_limit: int | None = None) -> subproce
     optionally with a file size limit standing in for a full disk."""
 
     def limit() -> None:
+        hears_ctrl_c()
         if file_limit is not None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes fail with EFBIG instead
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
@@ -80,6 +81,13 @@ def start(args: list[str], cwd: Path, file_limit: int | None = None) -> subproce
         preexec_fn=limit,
         env={**os.environ, "COLUMNS": "200"},
     )
+
+
+def hears_ctrl_c() -> None:
+    """In a child before it starts: SIGINT as a terminal gives it, even when this process was
+    started with SIGINT ignored (a background job of a script), which the child would
+    inherit and never be interrupted."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for_lines(path: Path, count: int, timeout: float = 60) -> None:

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from cli_helpers import hears_ctrl_c
 
 from mad_eval import grading, verifier
 from mad_eval.grading import Grade, compare_math, grade
@@ -221,6 +222,7 @@ def test_ctrl_c_prints_nothing_from_the_workers() -> None:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # a terminal's Ctrl-C signals the whole foreground group
+        preexec_fn=hears_ctrl_c,
         env={**os.environ, "MAD_EVAL_GRADERS": "2"},
     )
     try:
@@ -382,7 +384,9 @@ def test_comparison_keeps_both_facts() -> None:
 
 
 @pytest.mark.slow
-def test_eighteen_power_towers_run_and_report_in_bounded_time(tmp_path: Path) -> None:
+def test_eighteen_power_towers_run_and_report_in_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each reply is a different power tower, which math-verify gives up on after 5 s: six
     workers take them six at a time, and the report, which knows from the records that
     they timed out, compares them by text without asking math-verify again (one worker in
@@ -390,12 +394,12 @@ def test_eighteen_power_towers_run_and_report_in_bounded_time(tmp_path: Path) ->
     from cli_helpers import mad_eval, turns_of
     from stub_server import StubServer
 
-    env = {"MAD_EVAL_GRADERS": "6"}
+    monkeypatch.setenv("MAD_EVAL_GRADERS", "6")  # read as the workers start
     with StubServer(reply=lambda body: f"\\boxed{{{tower(2 + body['seed'] % 100_003)}}}") as stub:
         start = time.monotonic()
         run = mad_eval("single", "-k", "1", "--model", "openai:stub-model",
                        "--base-url", stub.base_url, "--limit", "18", "--out", "r",
-                       cwd=tmp_path, env=env)  # fmt: skip
+                       cwd=tmp_path)  # fmt: skip
         ran = time.monotonic() - start
     assert run.returncode == 0, run.stderr
     turns = turns_of(tmp_path / "r")

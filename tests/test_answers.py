@@ -276,13 +276,17 @@ def test_math_verify_is_cached_in_the_parent() -> None:
     assert verifier.grader_pids() == []  # the cache answered: no worker started
 
 
+@pytest.mark.slow
 def test_a_hostile_reply_for_math_verify_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 2.0)
     assert extract("warm up: $1$", answer="math-verify") == "1"  # start the worker untimed
     assert len(HOSTILE_MATH) == 100_000
-    start = time.monotonic()
+    before = set(verifier.grader_pids())
     assert grade(HOSTILE_MATH, "1", answer="math-verify") == Grade(None, False, timed_out=True)
-    assert time.monotonic() - start < 2.0 + 3  # the bound, plus slack for killing the worker
+    # Its worker killed: the parent's bound ended the call, not math-verify's own alarm
+    # (which leaves the worker running); no clock decides.
+    killed = before - set(verifier.grader_pids())
+    assert killed and not [pid for pid in killed if Path(f"/proc/{pid}").exists()]
     assert grade("so it is $\\frac{1}{2}$", "0.5", answer="math-verify").correct  # recovered
 
 
@@ -395,7 +399,9 @@ def test_hostile_text_is_linear(protocol: str, text: str) -> None:
     kind = "summary" if protocol == "summary-line" else "math"
     start = time.monotonic()
     grade(text, "1", kind, (), protocol)
-    assert time.monotonic() - start < 5
+    # Generous: quadratic work on this text would take hours, load slows linear work only
+    # by a factor.
+    assert time.monotonic() - start < 60
 
 
 # ---- same answers and the simulated agents ----------------------------------------------

@@ -15,6 +15,7 @@ from mad_eval.errors import Interrupted
 from mad_eval.setup.config import ConfigError
 
 
+@pytest.mark.slow
 def test_a_plain_script_without_a_main_guard_runs_judges_and_reads(tmp_path):
     script = tmp_path / "loop.py"
     script.write_text(

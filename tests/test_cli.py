@@ -13,8 +13,6 @@ from stub_server import StubServer
 from mad_eval.measure.compute import compute_metrics
 from mad_eval.records import Turn, derive_seed
 
-pytestmark = pytest.mark.slow
-
 
 def test_default_run_is_offline_and_reports_everything(tmp_path):
     result = mad_eval(
@@ -68,6 +66,7 @@ def test_seeded_runs_repeat_exactly(tmp_path):
     assert metrics["runs"] == 2 and metrics["maj_std"] is not None
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_same_records(tmp_path):
     """SIGKILL mid-run, rerun the command: every turn exactly once, as if never killed."""
     args = [
@@ -128,6 +127,7 @@ def test_a_corrupt_record_is_named_not_skipped(tmp_path):
         assert "turns.jsonl line 3 is not a turn record" in result.stderr
 
 
+@pytest.mark.slow
 def test_openai_compatible_server_end_to_end(tmp_path):
     # Every request whose seed is a multiple of 7 fails with HTTP 500, even after retries.
     with StubServer(fail_if=lambda body: body["seed"] % 7 == 0) as server:
@@ -209,6 +209,7 @@ def test_report_recomputes_metrics_from_turns(tmp_path):
     assert metrics_file.read_text() == original
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [

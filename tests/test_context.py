@@ -139,6 +139,7 @@ def test_tokenizer_without_chat_template_over_counts(tmp_path: Path, hf: HFCount
     assert counter.count(counter.encode_messages(messages)) > hf.count(hf.encode_messages(messages))
 
 
+@pytest.mark.slow
 def test_loading_a_tokenizer_is_quiet(tokenizer_dir: Path, hf: HFCounter) -> None:
     """Users must not see transformers' notice that PyTorch is missing: we need no models."""
     code = (

@@ -16,8 +16,6 @@ from mad_eval.debate.context import CUT_MARKER
 from mad_eval.measure.compute import compute_metrics
 from mad_eval.records import Turn
 
-pytestmark = pytest.mark.slow
-
 QUOTE = re.compile(r'<response from="agent (\d+)">\n(.*?)\n</response>', re.DOTALL)
 
 
@@ -96,6 +94,7 @@ def test_prompt_style_comes_from_the_preset_or_the_option(tmp_path):
     assert manifest["prompt"]["style"] == "personas"
 
 
+@pytest.mark.slow
 def test_a_plugin_protocol_runs_by_import_path(tmp_path):
     (tmp_path / "my_protocols.py").write_text(
         "from mad_eval.protocols import Protocol\n\n"
@@ -123,6 +122,7 @@ def prompts_by_seed(requests: list[dict]) -> dict[int, str]:
     return {r["seed"]: r["messages"][-1]["content"] for r in requests}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["decentralized", "sparse", "centralized"])
 def test_a_mixed_team_on_two_servers(tmp_path, protocol):
     """Three agents of one model on one server, two of another model on a second server,
@@ -297,6 +297,7 @@ def test_a_prompt_that_cannot_fit_is_a_failed_turn_never_sent(tmp_path):
     assert metrics_of(run_dir)["failed_turns"] == len(turns)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from test_metrics import turn
+from factories import turn
 
 import mad_eval
 from mad_eval.grading.rubric import JUDGE_CRITERIA as CRITERIA
@@ -185,6 +185,7 @@ def test_prices_file(tmp_path: Path) -> None:
         load_prices(tmp_path / "nope.toml")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("skill", "drifts"), [(0.0, False), (0.7, True)])
 def test_drift_is_zero_for_a_martingale_and_positive_with_skill(
     tmp_path: Path, skill: float, drifts: bool

@@ -16,22 +16,31 @@ QUESTIONS = [Question(f"q{i}", f"What is {i} + 1?", str(i + 1)) for i in range(4
 
 
 class Watching(Backend):
-    """The simulated agents, slowed down, counting the debates with a request in flight."""
+    """The simulated agents, counting the debates with a request in flight. With `hold`,
+    no request is answered until that many debates have one in flight (an event, not a
+    sleep: how the event loop interleaves the debates cannot change the count)."""
 
     spec = "sim"
 
-    def __init__(self) -> None:
+    def __init__(self, hold: int = 0) -> None:
         self.inner = make_backend("sim")
         self.in_flight: dict[str, int] = {}
         self.most_debates = 0
         self.asked = 0
+        self.hold = hold
+        self.filled: asyncio.Event | None = None
 
     async def generate(self, request: Request):
         qid = request.question.id
         self.asked += 1
         self.in_flight[qid] = self.in_flight.get(qid, 0) + 1
         self.most_debates = max(self.most_debates, len(self.in_flight))
-        await asyncio.sleep(0.001)
+        if self.hold:
+            self.filled = self.filled or asyncio.Event()
+            if len(self.in_flight) >= self.hold:
+                self.filled.set()
+            # A generous bound, only reached when the window never fills (the test fails).
+            await asyncio.wait_for(self.filled.wait(), timeout=120)
         generation = await self.inner.generate(request)
         self.in_flight[qid] -= 1
         if not self.in_flight[qid]:
@@ -47,9 +56,10 @@ def run(config: RunConfig, backend: Backend, done: dict | None = None) -> list[T
 
 
 def test_a_window_of_debates_is_in_flight_not_every_question():
-    """Concurrency 2 on one endpoint: a window of 4 x 2 debates, filled but never exceeded."""
+    """Concurrency 2 on one endpoint: a window of 4 x 2 debates, filled (no request is
+    answered before 8 debates have one in flight) but never exceeded."""
     config = RunConfig(agents=3, rounds=2, max_tokens=64, concurrency=2)
-    backend = Watching()
+    backend = Watching(hold=8)
     turns = run(config, backend)
     assert len(turns) == 40 * 3 * 3
     assert backend.most_debates == 8

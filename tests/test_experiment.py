@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from cli_helpers import mad_eval, start, turns_of, wait_for_lines, without_timing
 
+from mad_eval import api
 from mad_eval.experiments import ExperimentError, load_experiment
 from mad_eval.measure.schema import lookup
 
@@ -119,7 +120,8 @@ def test_a_budget_table_requests_the_single_cells_it_needs(tmp_path):
         load_experiment(write(tmp_path, wrong))
 
 
-def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path):
+def test_the_demo_plans_its_turns_and_writes_nothing(tmp_path):
+    """The README's first experiment command, on the real demo file."""
     dry = mad_eval("experiment", "run", str(DEMO), "--dry-run", cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr
     # 31800 turns of the grids and [single], and 9000 of the budget table's three single
@@ -128,13 +130,29 @@ def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path):
     assert "arith-single-k15-SDRL" in " ".join(dry.stdout.split())
     assert not (tmp_path / "results").exists()  # a dry run writes nothing
 
-    result = mad_eval("experiment", "run", str(DEMO), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    tables = mad_eval("experiment", "tables", str(DEMO), "--replicates", "200", cwd=tmp_path)
-    assert tables.returncode == 0, tables.stderr
 
+def small_demo(folder: Path, limit: int = 8) -> Path:
+    """The demo file with `limit` questions instead of 100: every grid, table, figure and
+    price of it, at a twelfth of its turns."""
+    text = DEMO.read_text(encoding="utf-8")
+    assert "[settings]" in text and "limit =" not in text
+    path = folder / DEMO.name
+    path.write_text(text.replace("[settings]", f"[settings]\nlimit = {limit}", 1))
+    prices = DEMO.parent / "prices.example.toml"
+    (folder / prices.name).write_text(prices.read_text(encoding="utf-8"))
+    return path
+
+
+@pytest.mark.slow
+def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path, monkeypatch):
+    """The demo's run and tables, in-process on a smaller copy: every table's values are
+    its cells' metrics.json, and every kind of table and figure is written."""
+    demo = small_demo(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    api.experiment(demo)
+    api.experiment_tables(demo, replicates=200)
     out = tmp_path / "results" / "offline_demo"
-    experiment = load_experiment(DEMO)
+    experiment = load_experiment(demo)
     for view in experiment.tables:
         for fmt in view.formats:
             ext = {"csv": "csv", "latex": "tex", "md": "md"}[fmt]
@@ -177,6 +195,7 @@ def test_a_prices_file_that_cannot_be_read_is_one_sentence(tmp_path):
         load_experiment(path)
 
 
+@pytest.mark.slow
 def test_a_killed_experiment_resumes_with_every_turn_exactly_once(tmp_path):
     slow = SMALL.replace('weak = "sim:p0=0.4"', 'weak = "sim:p0=0.4,delay=0.05"')
     path = write(tmp_path, slow)
@@ -311,6 +330,7 @@ def test_cells_are_ordinary_run_folders(tmp_path):
     assert "resuming: 36 turns already recorded" in " ".join(rerun.stdout.split())
 
 
+@pytest.mark.slow
 def test_the_papers_experiment_plans_its_cells_offline(tmp_path, shared_data):
     """The shipped reproduction file: its cells, turns and tables, asking no server."""
     env = {"MAD_EVAL_DATA": str(shared_data), "HF_HUB_OFFLINE": "1"}
@@ -330,6 +350,7 @@ def test_the_papers_experiment_plans_its_cells_offline(tmp_path, shared_data):
     ]
 
 
+@pytest.mark.slow
 def test_a_run_folder_is_open_only_while_its_debates_run(tmp_path):
     """60 cells under a limit of 100 open files: folders are opened as their debates are
     reached and closed after their last, so the window (4 x concurrency 2 = 8 debates)

@@ -49,6 +49,7 @@ def _restyle(latex: str) -> str:
     return "$" + re.sub(r"\s+", "", latex) + "$"  # never string-equal, so math-verify decides
 
 
+@pytest.mark.slow
 def test_math500_golds_match_restyled_golds_via_math_verify(math500: list[dict]) -> None:
     wrong = [
         (r["id"], r["answer"])
@@ -189,18 +190,24 @@ def test_non_equivalent_answers(answer: str, gold: str) -> None:
 def test_hostile_text_is_linear(text: str) -> None:
     start = time.monotonic()
     assert grade(text, "1") == Grade(None, False)
-    assert time.monotonic() - start < 5
+    # Generous: quadratic work on this text would take hours, load slows linear work only
+    # by a factor.
+    assert time.monotonic() - start < 60
 
 
+@pytest.mark.slow
 def test_pathological_expression_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
     """The parent's bound holds even when sympy would not stop by itself; the pool recovers."""
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 2.0)
     grading.compare_math.cache_clear()
     grade(r"\boxed{2}", r"\sqrt{4}")  # start the worker outside the timed part
-    start = time.monotonic()
+    before = set(verifier.grader_pids())
     tower = "9^{9^{9^{9^{9^{9}}}}}"
     assert grade(rf"\boxed{{{tower}}}", "1") == Grade(tower, False, timed_out=True)
-    assert time.monotonic() - start < 2.0 + 3  # the bound, plus slack for killing the worker
+    # Its worker killed: the parent's bound ended the call, not math-verify's own alarm
+    # (which leaves the worker running); no clock decides.
+    killed = before - set(verifier.grader_pids())
+    assert killed and not [pid for pid in killed if Path(f"/proc/{pid}").exists()]
     assert grade(r"\boxed{\frac{1}{2}}", "0.5").correct  # a fresh worker takes over
 
 

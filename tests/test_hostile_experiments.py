@@ -90,6 +90,7 @@ def test_the_runs_of_all_grids_count_together(tmp_path):
     assert "it makes 400 runs" in message and "(1,200 with the other grids)" in message
 
 
+@pytest.mark.slow
 def test_one_cell_of_100000_agents_is_refused_by_the_command_in_one_sentence(tmp_path):
     path = write(tmp_path, f"{HEAD}[grids.g]\nbenchmarks = ['arith']\nagents = [100000]\n")
     done = dry_run_command(path, timeout=60)
@@ -174,6 +175,7 @@ def test_more_turns_than_max_turns_are_refused_and_a_raised_limit_lets_them_thro
     assert [s.requests for s in states] == [120]
 
 
+@pytest.mark.slow
 def test_ten_thousand_small_cells_dry_run_under_a_raised_limit(tmp_path):
     models = "".join(f'm{i} = "sim"\n' for i in range(100))
     text = (

@@ -231,6 +231,7 @@ def test_a_questions_file_recorded_with_a_lone_surrogate_still_resumes(tmp_path)
     assert len((root / "turns.jsonl").read_text().splitlines()) == 4
 
 
+@pytest.mark.slow
 def test_the_command_line_refuses_a_corrupt_folder_in_one_line(folder):
     corrupt(folder, edit_turn(13, round="zero"))
     out = subprocess.run(

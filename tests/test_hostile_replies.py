@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from cli_helpers import turns_of
+from factories import turn
 from stub_server import StubServer
-from test_metrics import turn
 
 import mad_eval
 from mad_eval.backends import base

@@ -75,6 +75,7 @@ def umask_mode() -> int:
 # --- a run, resumed, judged, reported and viewed ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_no_secret_reaches_a_file_of_a_run_a_judge_or_the_viewer(tmp_path):
     run_dir, site = tmp_path / "run", tmp_path / "site"
     with StubServer(fault=echo_half) as server:
@@ -126,6 +127,7 @@ def test_no_secret_reaches_a_file_of_a_run_a_judge_or_the_viewer(tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_a_folder_written_before_redaction_still_resumes_and_is_judged_again(tmp_path):
     """A manifest and verdicts that hold the secrets in clear (as older versions wrote them)
     are compared in their redacted form: the same command resumes them."""
@@ -189,6 +191,7 @@ def run_command(url: str, cwd: Path):
                    "--rounds", "1", "--out", "r", "--retries", "0", cwd=cwd)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_an_echoed_login_never_reaches_the_console_nor_the_command_line_recorded(tmp_path):
     """The server refuses the extra body's check, repeating the request's Authorization
     header and fields: the one-sentence error shows neither. A run that goes through keeps

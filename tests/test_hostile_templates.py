@@ -82,6 +82,7 @@ def one_sentence(message: str) -> None:
     assert "\n" not in message and "Traceback" not in message and len(message) < 700, message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PAYLOADS))
 @pytest.mark.parametrize("where", ["round0", "debate"])
 def test_a_hostile_template_is_refused_in_one_sentence_naming_file_and_key(tmp_path, name, where):
@@ -138,7 +139,6 @@ def test_run_with_a_hostile_template_file_is_refused_before_any_turn(tmp_path, n
     assert not mark.exists() and not (tmp_path / "r" / "turns.jsonl").exists()
 
 
-@pytest.mark.slow
 def test_the_reproduced_commands_return_at_once_with_one_sentence(tmp_path):
     """`mad-eval run --prompt-template` with the payloads that hung or died with a
     MemoryError, as a process: a generous timeout is the hang detector."""
@@ -156,7 +156,6 @@ def test_the_reproduced_commands_return_at_once_with_one_sentence(tmp_path):
 # --- the working directory's templates/ and protocols/ --------------------------------
 
 
-@pytest.mark.slow
 def test_templates_listing_renders_nothing_unsafe_and_says_what_a_name_does_not_reach(
     tmp_path,
 ):
@@ -255,6 +254,7 @@ def site_text(out: Path) -> str:
     return " ".join(p.read_text() for p in out.rglob("*") if p.is_file())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PAYLOADS))
 def test_view_of_a_folder_whose_manifest_carries_a_payload_runs_nothing(sim_run, tmp_path, name):
     root, mark = tampered(sim_run, tmp_path, name, hash_ok=True)
@@ -320,7 +320,6 @@ def test_an_untouched_run_folder_still_replays_and_judges(sim_run, tmp_path):
     assert run.maj is not None
 
 
-@pytest.mark.slow
 def test_train_pairs_of_a_folder_whose_manifest_carries_a_payload_runs_nothing(sim_run, tmp_path):
     bigger = tmp_path / "bigger"
     api.run(agents=4, rounds=1, limit=20, out=bigger)  # enough disagreement to pair

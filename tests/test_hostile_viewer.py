@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval
-from viewer_helpers import needs_chromium, read_data, sim_run
+from factories import sim_run
+from viewer_helpers import needs_chromium, read_data
 
 from mad_eval import api
 from mad_eval.backends.cache import RequestCache
@@ -87,6 +88,7 @@ HOSTILE_ROUTES = [
 ]
 
 
+@pytest.mark.slow
 @needs_chromium
 @pytest.mark.parametrize("route", HOSTILE_ROUTES)
 def test_a_route_naming_a_path_runs_nothing_and_is_not_found(browser, site, route) -> None:
@@ -102,6 +104,7 @@ def test_a_route_naming_a_path_runs_nothing_and_is_not_found(browser, site, rout
     assert sorted(sources) == ["app.js", "data/index.js"]
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_known_routes_still_draw_their_pages(browser, site) -> None:
     first = read_data(site, "index")["runs"][0]["debates"][0]["file"]
@@ -149,6 +152,7 @@ def test_serve_binds_loopback_only(site) -> None:
         server.server_close()
 
 
+@pytest.mark.slow
 def test_serve_answers_only_its_own_host_names(server, site) -> None:
     page = (site / "index.html").read_bytes()
     for name in ("localhost", "127.0.0.1", "[::1]", "LOCALHOST"):
@@ -169,6 +173,7 @@ def test_serve_answers_only_its_own_host_names(server, site) -> None:
         assert b"MADV" not in body
 
 
+@pytest.mark.slow
 def test_serve_gives_only_files_under_the_site(server) -> None:
     own = f"localhost:{server}"
     assert get(server, "/data/index.js", own)[0] == 200
@@ -266,7 +271,6 @@ CLI_OUTS = [
 ]  # fmt: skip
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("args", CLI_OUTS, ids=lambda a: " ".join(a[:2]))
 def test_cli_out_on_a_run_is_one_sentence_and_writes_nothing(run_dir, tmp_path, args) -> None:
     before = snapshot(run_dir)

@@ -87,4 +87,6 @@ def test_hostile_answers_fail_in_bounded_time(hostile):
     start = time.perf_counter()
     with pytest.raises(JudgeFormatError):
         parse_scores(hostile)
-    assert time.perf_counter() - start < 5
+    # Generous: quadratic work on this text would take hours, load slows linear work only
+    # by a factor.
+    assert time.perf_counter() - start < 60

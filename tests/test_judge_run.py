@@ -79,6 +79,7 @@ def verdicts_of(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "judge.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_judge_scores_each_debate_turn_on_its_exact_context(debate):
     run_dir, agent_bodies = debate
     with StubServer(model="judge", reply=judge_reply) as server:
@@ -149,6 +150,7 @@ def test_judge_scores_each_debate_turn_on_its_exact_context(debate):
     assert "5.33" in result.stdout  # the total's mean, shown on the console
 
 
+@pytest.mark.slow
 def test_critique_table_averages_are_the_recorded_scores(debate):
     run_dir, _ = debate
     with StubServer(model="judge", reply=judge_reply) as server:
@@ -175,6 +177,7 @@ def test_critique_table_averages_are_the_recorded_scores(debate):
     assert "| 5.33 |" in markdown and "| 25.0 |" in markdown
 
 
+@pytest.mark.slow
 def test_judging_resumes_and_asks_again_only_what_failed(debate):
     run_dir, _ = debate
     with StubServer(model="judge", reply=judge_reply) as server:
@@ -198,6 +201,7 @@ def test_judging_resumes_and_asks_again_only_what_failed(debate):
     assert metrics["critique_total"] == pytest.approx(16 / 3)
 
 
+@pytest.mark.slow
 def test_reference_shows_the_gold_and_another_setting_is_refused(debate):
     run_dir, _ = debate
     with StubServer(model="judge", reply=judge_reply) as server:
@@ -332,6 +336,7 @@ def test_metrics_json_holds_the_intervals_the_critique_table_prints(tmp_path):
         assert row["ci_low"] <= row["value"] <= row["ci_high"]
 
 
+@pytest.mark.slow
 def test_the_judge_reads_a_reasoning_agents_reasoning_and_final_content(tmp_path):
     """A reasoning model's turn is judged on its reasoning and its final content, as the
     judge's server receives them; the judge's extra body goes into its requests and its

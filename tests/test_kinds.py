@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval, turns_of
+from factories import turn
 from kind_files import COMMONSENSE_QA, GSM8K, cnn_row, hh_row, write_all, write_jsonl
-from test_metrics import turn
 
 from mad_eval.data.benchmarks import BenchmarkError, load_questions, load_spec, read_jsonl
 from mad_eval.debate.prompts import answer_format
@@ -308,6 +308,7 @@ def test_gzipped_json_lines_are_read(tmp_path: Path) -> None:
     assert [row for _, row in read_jsonl(path, "test.jsonl.gz")] == [{"a": 1}, {"a": 2}]
 
 
+@pytest.mark.slow
 def test_benchmarks_lists_every_spec_with_kind_and_source(tmp_path: Path) -> None:
     result = mad_eval("benchmarks", cwd=tmp_path, env={"COLUMNS": "400"})
     assert result.returncode == 0, result.stderr
@@ -379,6 +380,7 @@ def test_the_preference_run_records_the_order_and_grades_by_it(tmp_path: Path) -
         assert t["correct"] == (t["answer"] == chosen)
 
 
+@pytest.mark.slow
 def test_mmlu_professional_medicine_runs_as_the_issue_asks(
     tmp_path: Path, shared_data: Path
 ) -> None:

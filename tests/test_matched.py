@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_helpers import mad_eval
-from test_metrics import turn as metric_turn
+from factories import turn as metric_turn
 
 from mad_eval.grading.grader import same_answer
 from mad_eval.measure.counts import tally
@@ -211,6 +211,7 @@ def folders(tmp_path_factory) -> Path:
     return where
 
 
+@pytest.mark.slow
 def test_report_table_and_plot_agree(folders):
     """report --single writes the matched section; table --layout budget prints the same
     numbers; plot draws budget.png."""

@@ -6,44 +6,12 @@ import dataclasses
 import random
 
 import pytest
+from factories import turn
 
 from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.schema import mean_std
 from mad_eval.protocols.scoring import majority_vote
 from mad_eval.records import Turn
-
-
-def turn(
-    question: str,
-    round_: int,
-    agent: int,
-    answer: str | None,
-    correct: bool,
-    run: int = 0,
-    failed: bool = False,
-) -> Turn:
-    return Turn(
-        run=run,
-        question=question,
-        round=round_,
-        agent=agent,
-        model="test",
-        seed=0,
-        temperature=1.0,
-        top_p=0.9,
-        max_tokens=64,
-        messages_hash="",
-        sees=[],
-        text=None if failed else f"\\boxed{{{answer}}}",
-        answer=None if failed else answer,
-        correct=None if failed else correct,
-        finish_reason="stop",
-        prompt_tokens=1,
-        completion_tokens=1,
-        latency=0.0,
-        error="APIError: boom" if failed else None,
-    )
-
 
 # 3 agents, 1 debate round. Each line: question, round, then the agents' (answer, correct).
 CASE = [

@@ -28,6 +28,7 @@ def runs(tmp_path: Path) -> list[Path]:
     return folders
 
 
+@pytest.mark.slow
 def test_plot_writes_three_readable_pngs(runs, tmp_path):
     result = mad_eval("plot", *map(str, runs), "--out", "figs", "--replicates", "200", cwd=tmp_path)
     assert result.returncode == 0, result.stderr

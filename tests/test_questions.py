@@ -84,6 +84,7 @@ def test_a_damaged_questions_file_is_named_by_line(tmp_path, edit, message):
     )
 
 
+@pytest.mark.slow
 def test_judge_and_pairs_need_neither_the_benchmark_nor_the_network(tmp_path, shared_data):
     data = ("--benchmark", "math500", "--data-dir", str(shared_data), "--limit", "4")
     made = mad_eval("run", *data, "--agents", "3", "--rounds", "1", "--out", "r", cwd=tmp_path)
@@ -144,6 +145,7 @@ def test_the_judge_reads_the_questions_the_run_asked_not_the_edited_ones(tmp_pat
     assert len(lines_of(tmp_path / "r" / "judge.jsonl")) == 3 * 2
 
 
+@pytest.mark.slow
 def test_a_folder_from_before_questions_were_recorded_reports_judges_and_resumes(
     tmp_path, shared_data
 ):
@@ -188,6 +190,7 @@ def test_a_new_run_over_a_stale_questions_file_records_its_own(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_questions_that_cannot_be_written_stop_the_run_before_it_begins(tmp_path):
     args = ["run", "--agents", "2", "--rounds", "1", "--limit", "3", "--out", "r"]
     proc = start(args, tmp_path, file_limit=200)  # less than the three questions take

@@ -10,7 +10,7 @@ import json
 
 import pytest
 from cli_helpers import small_run
-from test_metrics import turn
+from factories import turn
 
 from mad_eval.backends import Backend, Generation, Request, Sampling, backend_kind
 from mad_eval.backends.cache import Cached, RequestCache, request_key

@@ -18,8 +18,6 @@ from tiny_tokenizer import save_chat_tokenizer
 
 from mad_eval.grading.reasoning import TAIL_MARKER
 
-pytestmark = pytest.mark.slow
-
 FAST = ("--retries", "3", "--backoff", "0.01")
 QUOTE = re.compile(r'<response from="agent (\d+)">\n(.*?)\n</response>', re.DOTALL)
 # Fields mad-eval sets in every chat request itself; anything else came from an extra body.

@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections import defaultdict
 
+import pytest
 from cli_helpers import mad_eval, turns_of
 from stub_server import StubServer
 
@@ -61,6 +62,7 @@ def test_a_busy_resting_or_failed_home_is_passed_over_for_the_least_busy():
     assert Guarded(pool)._pick(set(), "q1") is mine
 
 
+@pytest.mark.slow
 def test_a_served_run_keeps_each_question_on_one_replica_and_its_prefixes_warm(tmp_path):
     with StubServer() as a, StubServer() as b, StubServer() as c:
         servers = [a, b, c]

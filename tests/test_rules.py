@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from cli_helpers import mad_eval, turns_of, without_timing
-from test_metrics import turn
+from factories import turn
 
 from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.counts import tally
@@ -49,7 +49,6 @@ def hub_runs(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.mark.slow
 def test_hub_scoring_is_the_hubs_own_accuracy_by_hand(hub_runs):
     turns = turns_of(hub_runs / "h")
     metrics = json.loads((hub_runs / "h" / "metrics.json").read_text())
@@ -63,7 +62,6 @@ def test_hub_scoring_is_the_hubs_own_accuracy_by_hand(hub_runs):
     assert "score=hub" in (hub_runs / "h.out").read_text()  # the console header says so
 
 
-@pytest.mark.slow
 def test_the_rule_changes_the_scoring_never_the_debate(hub_runs):
     hub, default = turns_of(hub_runs / "h"), turns_of(hub_runs / "p")
     assert without_timing(hub) == without_timing(default)
@@ -81,7 +79,6 @@ def test_the_rule_changes_the_scoring_never_the_debate(hub_runs):
     assert scored["transitions"] == voted["transitions"]
 
 
-@pytest.mark.slow
 def test_tables_name_the_rule_of_a_row_that_is_not_plurality(hub_runs):
     args = ("table", "h", "p", "--label", "h=hub", "--label", "p=vote")
     md = mad_eval(*args, cwd=hub_runs)
@@ -165,7 +162,6 @@ def test_unknown_rules_and_hub_scoring_without_a_hub_are_refused():
     assert (mixed.score, mixed.hub) == ("hub", 1)
 
 
-@pytest.mark.slow
 def test_the_cli_refuses_an_unknown_rule_in_one_sentence(tmp_path):
     result = mad_eval("run", "--protocol", "centralized:score=best", "--limit", "2", cwd=tmp_path)
     assert result.returncode == 2
@@ -247,7 +243,6 @@ def test_bootstrap_maj_differs_from_the_exact_vote_on_a_tie():
     assert 0.3 < bootstrap_maj(turns) < 0.7
 
 
-@pytest.mark.slow
 def test_single_run_reports_verls_maj_at_k_next_to_the_exact_one(tmp_path):
     result = mad_eval(
         "single", "-k", "8", "--limit", "20", "--runs", "2", "--out", "s", cwd=tmp_path
@@ -281,7 +276,6 @@ def test_single_run_reports_verls_maj_at_k_next_to_the_exact_one(tmp_path):
     assert "verl's maj@K/mean" in md
 
 
-@pytest.mark.slow
 def test_the_bootstrap_layout_refuses_a_debate(tmp_path):
     debate = mad_eval(
         "run", "--agents", "2", "--rounds", "1", "--limit", "2", "--out", "d", cwd=tmp_path
@@ -292,7 +286,6 @@ def test_the_bootstrap_layout_refuses_a_debate(tmp_path):
     assert "verl's bootstrap maj@K is kept for runs without debate" in refused.stderr
 
 
-@pytest.mark.slow
 def test_resuming_under_another_scoring_rule_is_refused(tmp_path):
     first = mad_eval("run", "--protocol", "centralized", "--agents", "3", "--rounds", "1",
                      "--limit", "2", "--out", "r", cwd=tmp_path)  # fmt: skip
@@ -312,6 +305,6 @@ def test_a_tie_break_draws_what_a_generator_seeded_at_once_would():
     for seed in range(200):
         for options in (["a"], ["a", "b"], ["a", "b", "c", "d"]):
             parts = (seed, "vote", 0, f"q{seed}", 1)
-            assert TieBreak(*parts).choice(options) == random.Random(
-                derive_seed(*parts)
-            ).choice(options)
+            assert TieBreak(*parts).choice(options) == random.Random(derive_seed(*parts)).choice(
+                options
+            )

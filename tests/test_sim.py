@@ -76,6 +76,7 @@ def mean_accuracy_by_round(spec: str, agents: int, rounds: int, questions: int) 
     ]
 
 
+@pytest.mark.slow
 def test_no_critique_skill_means_no_drift():
     """skill = 0 is the martingale case: mean agent accuracy stays at p0 round after round."""
     accuracy = mean_accuracy_by_round("sim:p0=0.4,s0=2,k=4,mbeta=2,skill=0,w=1", 3, 2, 3000)
@@ -83,6 +84,7 @@ def test_no_critique_skill_means_no_drift():
         assert value == pytest.approx(0.4, abs=0.02)
 
 
+@pytest.mark.slow
 def test_critique_skill_drifts_by_the_theorem():
     """Round 1 mean accuracy is p0 + delta / (s0 + mbeta + w|N(i)|), delta = mbeta*skill*(1-p0)."""
     p0, s0, mbeta, skill, w, agents = 0.4, 2.0, 2.0, 0.5, 1.0, 3

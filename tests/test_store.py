@@ -18,8 +18,6 @@ from mad_eval.protocols import resolve
 from mad_eval.records import Turn
 from mad_eval.store.folder import Recorded, StoreError, read_debates, read_records
 
-pytestmark = pytest.mark.slow
-
 
 def keys(turns: list[dict]) -> set[tuple]:
     return {(t["run"], t["question"], t["round"], t["agent"]) for t in turns}
@@ -28,6 +26,7 @@ def keys(turns: list[dict]) -> set[tuple]:
 # --- one writer per folder ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_second_process_on_a_folder_in_use_is_refused_until_the_first_ends(tmp_path):
     args = ["run", "--model", "sim:delay=0.05", "--agents", "2", "--rounds", "1", "--limit", "40",
             "--concurrency", "1"]  # fmt: skip
@@ -90,6 +89,7 @@ def test_what_is_asked_again_follows_who_read_the_failed_turn():
     assert to_ask_again(done, alone, 4) == {(0, "q", r, 0) for r in (1, 2, 3)}
 
 
+@pytest.mark.slow
 def test_retry_failed_turns_a_faulty_run_into_the_fault_free_one(tmp_path):
     args = ["--agents", "3", "--rounds", "2", "--limit", "6", "--retries", "0"]
 

@@ -136,6 +136,7 @@ def test_per_round_layouts_have_a_row_per_round(runs):
     assert "| alpha (round 1) | 66.7 | 0.31 | 0.55 | 1.43 |" in text
 
 
+@pytest.mark.slow
 def test_latex_uses_booktabs_bolds_the_best_and_compiles(runs, tmp_path):
     result = mad_eval("table", "alpha", "beta", "--format", "latex", cwd=runs)
     assert result.returncode == 0, result.stderr

@@ -11,7 +11,6 @@ from cli_helpers import mad_eval, turns_of
 from stub_server import StubServer
 
 BOXED = "Reason step by step, then give your final answer in \\boxed{}."
-pytestmark = pytest.mark.slow
 
 
 def stub_run(tmp_path: Path, server: StubServer, *extra: str) -> None:
@@ -56,6 +55,7 @@ def test_a_conversation_template_sends_each_agent_its_own_answers_as_assistant_t
     assert len(verdicts) == 2 * 3 * 2
 
 
+@pytest.mark.slow
 def test_a_users_template_file_runs_and_an_edit_is_refused_on_resume(tmp_path):
     mine = tmp_path / "mine.toml"
     mine.write_text(
@@ -73,10 +73,11 @@ def test_a_users_template_file_runs_and_an_edit_is_refused_on_resume(tmp_path):
         assert all(text.startswith("Q: ") and text.endswith(f"Again: {BOXED}") for text in debate)
         assert all(text.startswith("Q: ") and text.endswith(f"\n{BOXED}") for text in opening)
         mine.write_text(mine.read_text().replace("Again:", "Once more:"))
+        # A fresh process, as a user's resume is: this one holds the file as first read.
         again = mad_eval(
             "run", "--model", "openai:stub-model", "--base-url", server.base_url, "--agents",
             "3", "--rounds", "2", "--limit", "2", "--out", "r", "--prompt-template", str(mine),
-            cwd=tmp_path,
+            cwd=tmp_path, process=True,
         )  # fmt: skip
     assert again.returncode == 2
     assert f"prompt template {mine} is" in again.stderr and "rerun with the same" in again.stderr

@@ -527,6 +527,7 @@ def test_rewards_score_gold_solutions_plus_one_and_wrong_ones_minus_one(shared_d
     assert grpo_reward(chats, ground_truth=golds, prompts=["a", "b"]) == [1.0, -1.0]
 
 
+@pytest.mark.slow
 def test_training_imports_neither_verl_nor_trl():
     import subprocess
     import sys

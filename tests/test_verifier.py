@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from cli_helpers import hears_ctrl_c
 
 from mad_eval.grading import grader as grading
 from mad_eval.grading import verifier
@@ -73,6 +74,7 @@ print(grade({HALF!r}, "0.5").correct)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["file", "stdin", "-c"])
 def test_unguarded_script_grades(tmp_path: Path, how: str) -> None:
     script = tmp_path / "grade_it.py"
@@ -80,12 +82,11 @@ def test_unguarded_script_grades(tmp_path: Path, how: str) -> None:
     args, stdin = {"file": ([str(script)], None), "stdin": (["-"], GRADE_SCRIPT)}.get(
         how, (["-c", GRADE_SCRIPT], None)
     )
-    start = time.monotonic()
-    run = python(*args, stdin=stdin, cwd=tmp_path)
+    run = python(*args, stdin=stdin, cwd=tmp_path)  # a hang fails on python()'s timeout
     assert (run.returncode, run.stdout, run.stderr) == (0, "True\n", "")
-    assert time.monotonic() - start < 30
 
 
+@pytest.mark.slow
 def test_unguarded_script_computes_rewards(tmp_path: Path) -> None:
     script = tmp_path / "reward.py"
     script.write_text(
@@ -103,6 +104,7 @@ def test_unguarded_script_computes_rewards(tmp_path: Path) -> None:
 # ---- the worker on its own ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_worker_speaks_one_json_line_each_way() -> None:
     requests = [
         {"answer": r"\frac{1}{2}", "gold": "0.5"},
@@ -124,6 +126,7 @@ def test_worker_speaks_one_json_line_each_way() -> None:
     assert run.stderr == b""
 
 
+@pytest.mark.slow
 def test_worker_finds_answers_in_whole_replies_on_the_same_lines() -> None:
     requests = [
         {"text": "So the result is $x = 5$."},
@@ -165,6 +168,7 @@ grade({TOWER!r}, "1")  # busy in sympy when it is killed
 """
 
 
+@pytest.mark.slow
 def test_kill_9_leaves_no_worker_alive(tmp_path: Path) -> None:
     parent = subprocess.Popen(
         [sys.executable, "-c", KILLED_SCRIPT],
@@ -211,6 +215,7 @@ except KeyboardInterrupt:
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_prints_nothing_from_the_workers() -> None:
     parent = subprocess.Popen(
         [sys.executable, "-c", SIGINT_SCRIPT],
@@ -218,6 +223,7 @@ def test_ctrl_c_prints_nothing_from_the_workers() -> None:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # a terminal's Ctrl-C signals the whole foreground group
+        preexec_fn=hears_ctrl_c,
         env={**os.environ, "MAD_EVAL_GRADERS": "2"},
     )
     try:
@@ -238,7 +244,7 @@ def test_ctrl_c_prints_nothing_from_the_workers() -> None:
 
 
 EXIT_SCRIPT = f"""
-import threading, time
+import os, signal, threading, time
 from mad_eval.grading import verifier
 from mad_eval.grading.grader import grade
 
@@ -246,27 +252,29 @@ assert grade({HALF!r}, "0.5").correct
 print(*verifier.grader_pids(), flush=True)
 threading.Thread(target=grade, args=({TOWER!r}, "1"), daemon=True).start()
 time.sleep(0.5)
+os.kill(verifier.grader_pids()[0], signal.SIGSTOP)  # busy for good: it never answers
 """
 
 
+@pytest.mark.slow
 def test_exit_never_waits_for_a_busy_worker(tmp_path: Path) -> None:
-    start = time.monotonic()
+    """The worker is stopped mid-comparison, so an exit that waited for it would never end
+    (python()'s timeout fails the test): no clock decides."""
     run = python("-c", EXIT_SCRIPT, cwd=tmp_path)
-    assert time.monotonic() - start < 4.5  # math-verify's own alarm would take 5 s
     assert (run.returncode, run.stderr) == (0, "")
     assert reaped(int(run.stdout))
 
 
+@pytest.mark.slow
 def test_stopping_the_workers_cuts_a_comparison_short() -> None:
     assert grade(HALF, "0.5").correct
     with ThreadPoolExecutor(1) as threads:
         cut = threads.submit(grade, TOWER, "1")
         time.sleep(0.5)
-        start = time.monotonic()
         stop_graders()
+        # Not cut short, it would end in math-verify's timeout: a Grade, not this error.
         with pytest.raises(RuntimeError, match="stopped during a comparison"):
-            cut.result(timeout=5)  # a failure, never a wrong answer
-        assert time.monotonic() - start < 2
+            cut.result(timeout=60)  # a failure, never a wrong answer
     assert grader_pids() == []
     assert grade(r"\boxed{\frac{3}{4}}", "0.75").correct
 
@@ -274,6 +282,7 @@ def test_stopping_the_workers_cuts_a_comparison_short() -> None:
 # ---- several workers, and the parent's bound ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_hostile_answers_run_in_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MAD_EVAL_GRADERS", "6")
     with ThreadPoolExecutor(6) as threads:  # all busy starting at once: six workers start
@@ -284,34 +293,37 @@ def test_hostile_answers_run_in_parallel(monkeypatch: pytest.MonkeyPatch) -> Non
         grades = list(threads.map(lambda b: grade(rf"\boxed{{{tower(b)}}}", "1"), range(2, 8)))
         elapsed = time.monotonic() - start
     assert grades == [Grade(tower(b), False, timed_out=True) for b in range(2, 8)]
-    assert elapsed < 15, elapsed  # one math-verify timeout (5 s), not six in a queue
+    # Each timeout is math-verify's 5 s wall-clock alarm, which load does not stretch: one
+    # at a time they take 30 s, side by side about 5 s; the bound sits well between.
+    assert elapsed < 25, elapsed
     assert grader_pids() == pids  # math-verify's own timeouts: no worker had to be killed
 
 
+@pytest.mark.slow
 def test_parent_bound_kills_and_replaces_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 1.0)
     assert grade(HALF, "0.5").correct  # start the worker outside the timed part
     [first] = grader_pids()
-    start = time.monotonic()
     assert grade(TOWER, "1") == Grade(TOWER[7:-1], False, timed_out=True)
-    assert time.monotonic() - start < 1.0 + 2  # the bound, plus slack for killing the worker
-    assert grader_pids() == [] and reaped(first)  # killed and waited for: no zombie
+    # Killed, so the parent's bound and not math-verify's own alarm (which leaves the
+    # worker running) ended it; and waited for: no zombie.
+    assert grader_pids() == [] and reaped(first)
     assert grade(r"\boxed{\frac{3}{4}}", "0.75") == Grade(r"\frac{3}{4}", True)
     assert grader_pids() != [first]
 
 
+@pytest.mark.slow
 def test_parent_bound_holds_for_extractions_too(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 1.0)
     assert verifier.extract("so $1$") == Extraction("1", False)  # start the worker untimed
     [first] = grader_pids()
-    start = time.monotonic()
     assert verifier.extract("$" + "9^" * 30_000 + "9$") == Extraction(None, True)
-    assert time.monotonic() - start < 1.0 + 2
-    assert grader_pids() == [] and reaped(first)
+    assert grader_pids() == [] and reaped(first)  # the parent's bound killed it
     assert verifier.extract("so $\\frac{3}{4}$") == Extraction("\\frac{3}{4}", False)
     assert grader_pids() != [first]
 
 
+@pytest.mark.slow
 def test_stopping_the_workers_cuts_an_extraction_short() -> None:
     assert verifier.extract("so $1$").answer == "1"
     with ThreadPoolExecutor(1) as threads:
@@ -372,7 +384,10 @@ def test_comparison_keeps_both_facts() -> None:
 # ---- hostile answers in a run ---------------------------------------------------------------
 
 
-def test_eighteen_power_towers_run_and_report_in_bounded_time(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_eighteen_power_towers_run_and_report_in_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each reply is a different power tower, which math-verify gives up on after 5 s: six
     workers take them six at a time, and the report, which knows from the records that
     they timed out, compares them by text without asking math-verify again (one worker in
@@ -380,20 +395,21 @@ def test_eighteen_power_towers_run_and_report_in_bounded_time(tmp_path: Path) ->
     from cli_helpers import mad_eval, turns_of
     from stub_server import StubServer
 
-    env = {"MAD_EVAL_GRADERS": "6"}
+    monkeypatch.setenv("MAD_EVAL_GRADERS", "6")  # read as the workers start
     with StubServer(reply=lambda body: f"\\boxed{{{tower(2 + body['seed'] % 100_003)}}}") as stub:
         start = time.monotonic()
         run = mad_eval("single", "-k", "1", "--model", "openai:stub-model",
                        "--base-url", stub.base_url, "--limit", "18", "--out", "r",
-                       cwd=tmp_path, env=env)  # fmt: skip
+                       cwd=tmp_path)  # fmt: skip
         ran = time.monotonic() - start
     assert run.returncode == 0, run.stderr
     turns = turns_of(tmp_path / "r")
     assert len({t["answer"] for t in turns}) == 18
     assert all(t["grade_timed_out"] and t["correct"] is False for t in turns)
-    start = time.monotonic()
-    report = mad_eval("report", "r", cwd=tmp_path, env=env)
-    reported = time.monotonic() - start
+    stop_graders()
+    report = mad_eval("report", "r", cwd=tmp_path)  # in this process, so its workers are seen
     assert report.returncode == 0, report.stderr
-    assert ran < 45, ran  # three rounds of 5 s timeouts, not eighteen
-    assert reported < 10, reported
+    assert grader_pids() == []  # the report asked math-verify nothing: no worker started
+    # Three rounds of 5 s wall-clock alarms (about 20 s in all), not eighteen in a queue
+    # (153 s): a bound load cannot reach, since the alarms do not stretch with it.
+    assert ran < 100, ran

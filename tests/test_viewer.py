@@ -8,7 +8,8 @@ import socket
 
 import pytest
 from cli_helpers import mad_eval
-from viewer_helpers import HOSTILE, expected_sets, hostile_run, read_data, sim_run
+from factories import sim_run
+from viewer_helpers import HOSTILE, expected_sets, hostile_run, read_data
 
 from mad_eval import api
 from mad_eval.grading.rubric import JUDGE_CRITERIA
@@ -103,7 +104,6 @@ def test_out_folder_of_other_files_is_refused(tmp_path, demo) -> None:
     assert (tmp_path / "mine.txt").read_text() == "keep me"
 
 
-@pytest.mark.slow
 def test_cli_errors_are_one_sentence(tmp_path, demo) -> None:
     run, _ = demo
     missing = mad_eval("view", str(tmp_path / "nope"), cwd=tmp_path)

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
+from factories import sim_run
 from viewer_helpers import (
     HOSTILE,
     expected_sets,
     hostile_run,
     needs_chromium,
     read_data,
-    sim_run,
     votes_after_debate,
 )
 
@@ -60,6 +60,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
     return a, b, root
 
 
+@pytest.mark.slow
 def test_overview_shows_metrics_json(browser, runs) -> None:
     a, _, root = runs
     site = api.view([a], root / "site-a").parent
@@ -71,6 +72,7 @@ def test_overview_shows_metrics_json(browser, runs) -> None:
         assert float(cell.get_attribute("data-value")) == metrics[name]
 
 
+@pytest.mark.slow
 def test_right_to_wrong_filter_lists_the_tallied_questions(browser, runs) -> None:
     a, _, root = runs
     site = api.view([a], root / "site-a").parent
@@ -84,6 +86,7 @@ def test_right_to_wrong_filter_lists_the_tallied_questions(browser, runs) -> Non
     assert len(browser.find_elements("css selector", "#rows tr")) == 30
 
 
+@pytest.mark.slow
 def test_question_page_grid_colors_and_reply(browser, runs) -> None:
     a, _, root = runs
     site = api.view([a], root / "site-a").parent
@@ -118,6 +121,7 @@ def _changed(turn: Turn, turns: list[Turn]) -> bool:
     return before.answer_class != turn.answer_class
 
 
+@pytest.mark.slow
 def test_hostile_reply_is_text_and_runs_nothing(browser, tmp_path) -> None:
     run, turn = hostile_run(tmp_path / "run")
     site = api.view([run], tmp_path / "site").parent
@@ -149,6 +153,7 @@ def test_hostile_reply_is_text_and_runs_nothing(browser, tmp_path) -> None:
     assert browser.execute_script("return window.__pwned === undefined")
 
 
+@pytest.mark.slow
 def test_runs_side_by_side_list_where_they_differ(browser, runs) -> None:
     a, b, root = runs
     site = api.view([a, b], root / "site-ab").parent

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from factories import sim_run
 
 import mad_eval
 from mad_eval.measure.counts import tally
@@ -55,11 +56,6 @@ HOSTILE = (
     "[see here](javascript:window.__pwned='link') <b onmouseover=\"window.__pwned='b'\">bold</b> "
     "\u2028 \u2029 \x00 \ud800 & &amp; ]]> \\boxed{7}"
 )
-
-
-def sim_run(out: Path, model: str = "sim:p0=0.5", limit: int = 12, **settings) -> Path:
-    mad_eval.run(model=model, benchmark="arith", limit=limit, out=out, **settings)
-    return out
 
 
 def hostile_run(out: Path) -> tuple[Path, Turn]:

@@ -147,14 +147,14 @@ def report(
     `single`, a `mad-eval single` run of the same model and benchmark, the compute-matched
     baselines too (metrics.json's `matched` section; mad_eval.measure.matched); without, the single
     run metrics.json was matched with before, while it is there."""
-    from mad_eval.reporting.pairing import pair, paired_before, pool
+    from mad_eval.reporting.pairing import pair, paired_before, single_run
     from mad_eval.store.folder import RunStore
 
     store = RunStore(Path(run_dir))
     result = load_run(store.root, prices)
     single = single if single is not None else paired_before(store)
     if single is not None:
-        pair([result], [pool(load_run(single))])
+        pair([result], [single_run(load_run(single))])
     store.write_metrics(result.metrics)
     return result
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from tiny_tokenizer import CHATML, train
 
-from mad_eval.backends import backend_kind
+from mad_eval.backends import backend_type
 from mad_eval.debate.context import (
     CHARS_PER_TOKEN,
     CUT_MARKER,
@@ -118,7 +118,7 @@ def test_load_counter_unknown_model_estimates_and_warns() -> None:
 def test_simulated_agents_are_counted_by_estimate_silently(model: str) -> None:
     """Simulated agents have no tokenizer to look for: their backend kind says so, and a
     counter for no model estimates without a warning."""
-    assert not backend_kind(model).tokenizer
+    assert not backend_type(model).tokenizer
     counter, warning = load_counter(None, None)
     assert isinstance(counter, EstimateCounter) and warning is None
 

@@ -229,7 +229,7 @@ def test_cells_share_one_limit_per_endpoint(tmp_path):
     strong = [job for job in jobs if "strong" in job.store.root.name]
     first, second = (next(iter(job.plan.backends.values())) for job in strong)
     assert first is second
-    assert len(jobs[0].plan.pool.slots) == 2  # a limit per model, not per cell
+    assert len(jobs[0].plan.shared.slots) == 2  # a limit per model, not per cell
 
 
 def closed_port() -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import mad_eval
-from mad_eval.debate.plan import Pool
+from mad_eval.debate.plan import Shared
 from mad_eval.experiments import ExperimentError, load_experiment
 from mad_eval.experiments.run import count_turns, dry_run, plan_cells
 from mad_eval.setup.config import ConfigError
@@ -157,7 +157,7 @@ def test_turns_are_counted_before_planning_and_equal_the_planned_cells(tmp_path)
     samples = 5
     """
     experiment = load_experiment(write(tmp_path, text))
-    counted = count_turns(experiment, Pool())
+    counted = count_turns(experiment, Shared())
     planned = {job.store.root.name: job.requests for job in plan_cells(experiment, cache=False)}
     assert counted == planned
     # runs x questions x (sum of N) x (sum of T + 1) per model, and the single run's K.

@@ -136,7 +136,7 @@ def debate_turns() -> list[Turn]:
 
 
 def test_match_by_hand():
-    """Pool of a: classes [0, 0, 1, 2, 3, 3] at 20 tokens a sample; of b: [1, 1, 1, 0, 0, 0]
+    """SamplePool of a: classes [0, 0, 1, 2, 3, 3] at 20 tokens a sample; of b: [1, 1, 1, 0, 0, 0]
     at 40; question c has no debate. maj@4 of a: 15 subsets; maj@4 of b: 15 subsets."""
     single = []
     for agent, (answer, cls) in enumerate(

@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import small_run
 from factories import turn
 
-from mad_eval.backends import Backend, Generation, Request, Sampling, backend_kind
+from mad_eval.backends import Backend, Generation, Request, Sampling, backend_type
 from mad_eval.backends.cache import Cached, RequestCache, request_key
 from mad_eval.backends.openai_backend import read_reply
 from mad_eval.debate.context import REASONING_CUT_MARKER, EstimateCounter, Fitter, Reply
@@ -286,8 +286,8 @@ def test_metrics_count_truncation_per_round_and_mean_reasoning_tokens():
         ("sim-judge", {"chat": False, "completions": False}, False, False),
     ],
 )
-def test_each_backend_kind_says_what_it_can_do(spec, renders, extra_body, tokenizer):
-    kind = backend_kind(spec)
+def test_each_backend_type_says_what_it_can_do(spec, renders, extra_body, tokenizer):
+    kind = backend_type(spec)
     assert {api: kind.renders_text(api) for api in renders} == renders
     assert (kind.extra_body, kind.tokenizer) == (extra_body, tokenizer)
 

@@ -9,7 +9,7 @@ from functools import cache
 from mad_eval.backends.base import (
     Backend,
     BackendError,
-    BackendKind,
+    BackendType,
     Generation,
     Guarded,
     Replica,
@@ -23,7 +23,7 @@ from mad_eval.backends.base import (
 __all__ = [
     "Backend",
     "BackendError",
-    "BackendKind",
+    "BackendType",
     "Generation",
     "Guarded",
     "Replica",
@@ -32,14 +32,14 @@ __all__ = [
     "Sampling",
     "TransientError",
     "Where",
-    "backend_kind",
+    "backend_type",
     "make_backend",
     "require_installed",
 ]
 
 
-# Model spec prefix -> the module that declares its BackendKind, imported on first use.
-KINDS = {
+# Model spec prefix -> the module that declares its BackendType, imported on first use.
+PREFIXES = {
     "openai": "mad_eval.backends.openai_backend",
     "vllm": "mad_eval.backends.vllm_backend",
     "sim": "mad_eval.backends.sim",
@@ -47,26 +47,26 @@ KINDS = {
 }
 
 
-def backend_kind(spec: str) -> BackendKind:
-    """The kind of backend a model spec names; BackendError, listing the kinds, if none."""
+def backend_type(spec: str) -> BackendType:
+    """The type of backend a model spec names; BackendError, listing the types, if none."""
     prefix = spec.partition(":")[0]
-    if prefix not in KINDS:
-        usages = [_kind(name).usage for name in KINDS]
+    if prefix not in PREFIXES:
+        usages = [_type(name).usage for name in PREFIXES]
         raise BackendError(f"unknown model spec '{spec}'; use {', '.join(usages)}.")
-    return _kind(prefix)
+    return _type(prefix)
 
 
 @cache
-def _kind(prefix: str) -> BackendKind:
-    return importlib.import_module(KINDS[prefix]).KIND
+def _type(prefix: str) -> BackendType:
+    return importlib.import_module(PREFIXES[prefix]).TYPE
 
 
 def require_installed(spec: str) -> None:
     """Raise BackendError, saying what to install, if the spec's backend needs a package that
     is missing: found out before any tokenizer or data is loaded."""
-    kind = backend_kind(spec)
-    if kind.requires and importlib.util.find_spec(kind.requires) is None:
-        raise BackendError(kind.install_hint)
+    found = backend_type(spec)
+    if found.requires and importlib.util.find_spec(found.requires) is None:
+        raise BackendError(found.install_hint)
 
 
 def make_backend(spec: str, where: Where | None = None) -> Backend:
@@ -74,11 +74,11 @@ def make_backend(spec: str, where: Where | None = None) -> Backend:
     'vllm:<model>' (an in-process engine with `engine` options), 'sim[:<params>]' or, as a
     judge, 'sim-judge[:<params>]'. Text-prompt backends get `render`, which turns messages
     into prompt text."""
-    kind = backend_kind(spec)
+    found = backend_type(spec)
     rest = spec.partition(":")[2]
-    if kind.needs_name and not rest:
+    if found.needs_name and not rest:
         raise BackendError(
-            f"model spec '{kind.name}:' needs a model name, e.g. {kind.name}:Qwen/Qwen3-8B."
+            f"model spec '{found.name}:' needs a model name, e.g. {found.name}:Qwen/Qwen3-8B."
         )
     require_installed(spec)
-    return kind.build(spec, rest, where or Where())
+    return found.build(spec, rest, where or Where())

@@ -152,10 +152,10 @@ class Where:
 
 
 @dataclass(frozen=True)
-class BackendKind:
-    """What a kind of backend (the part of a model spec before its colon) can do: the rest of
+class BackendType:
+    """What a type of backend (the part of a model spec before its colon) can do: the rest of
     the harness asks this, never the spec's spelling. A new backend is one module that
-    declares `KIND = BackendKind(...)`, and its entry in KINDS."""
+    declares `TYPE = BackendType(...)`, and its entry in backends.PREFIXES."""
 
     name: str
     usage: str  # its spec's form and what it is, for the unknown-spec error

@@ -24,7 +24,7 @@ from yarl import URL
 from mad_eval.backends.base import (
     Backend,
     BackendError,
-    BackendKind,
+    BackendType,
     Generation,
     Render,
     Request,
@@ -369,7 +369,7 @@ def _build(spec: str, model: str, where: Where) -> OpenAIBackend:
     return OpenAIBackend(model, where.base_url, where.timeout, where.api, where.render)
 
 
-KIND = BackendKind(
+TYPE = BackendType(
     name="openai",
     usage="openai:<model> for an OpenAI-compatible server",
     build=_build,

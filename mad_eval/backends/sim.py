@@ -23,7 +23,7 @@ import numpy as np
 from mad_eval.backends.base import (
     Backend,
     BackendError,
-    BackendKind,
+    BackendType,
     Generation,
     Request,
     Where,
@@ -200,7 +200,7 @@ def _build(spec: str, params: str, where: Where) -> SimBackend:
     return SimBackend(SimParams.parse(params), spec)
 
 
-KIND = BackendKind(
+TYPE = BackendType(
     name="sim",
     usage="sim[:p0=...,s0=...] for simulated agents",
     build=_build,

@@ -14,7 +14,7 @@ import json
 
 import numpy as np
 
-from mad_eval.backends.base import Backend, BackendError, BackendKind, Generation, Request, Where
+from mad_eval.backends.base import Backend, BackendError, BackendType, Generation, Request, Where
 from mad_eval.grading.grader import extract, grade
 from mad_eval.grading.rubric import JUDGE_CRITERIA
 from mad_eval.records import Question
@@ -88,7 +88,7 @@ def _build(spec: str, params: str, where: Where) -> SimJudge:
     return SimJudge.parse(spec)
 
 
-KIND = BackendKind(
+TYPE = BackendType(
     name="sim-judge",
     usage="or sim-judge[:bad=...] for a simulated judge",
     build=_build,

@@ -10,7 +10,7 @@ from typing import Any
 from mad_eval.backends.base import (
     Backend,
     BackendError,
-    BackendKind,
+    BackendType,
     Generation,
     Render,
     Request,
@@ -129,7 +129,7 @@ def _build(spec: str, model: str, where: Where) -> VLLMBackend:
     return VLLMBackend(model, where.render, **where.engine)
 
 
-KIND = BackendKind(
+TYPE = BackendType(
     name="vllm",
     usage="vllm:<model> for an in-process vLLM engine",
     build=_build,

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from mad_eval.backends import Backend, Generation, Request, Sampling
 from mad_eval.backends.base import every
 from mad_eval.debate.context import ContextError, EstimateCounter, Fitted, Fitter, prefix_tokens
-from mad_eval.debate.prompts import Round, Speaker, build_prompt
+from mad_eval.debate.prompts import RoundReplies, Speaker, build_prompt
 from mad_eval.debate.seats import Seat
 from mad_eval.grading import grader as grading
 from mad_eval.grading.kinds import get_kind
@@ -97,7 +97,7 @@ class Engine:
         )
 
     def round_prompts(
-        self, question: Question, history: list[Round], sees: list[list[int]]
+        self, question: Question, history: list[RoundReplies], sees: list[list[int]]
     ) -> list[Fitted | ContextError | None]:
         """Every agent's prompt for the next round, fitted to its context budget."""
         prompts: list[Fitted | ContextError | None] = []

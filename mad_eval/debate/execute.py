@@ -58,14 +58,14 @@ class Job:
 
 
 async def execute(jobs: list[Job], listener: Listener) -> None:
-    """Run every job to its end; the jobs' plans share one pool (backends, limits, cache).
+    """Run every job to its end; the jobs' plans share one Shared (backends, limits, cache).
     Every endpoint is asked whether it serves, and every run folder whether it holds
     another run, before the first request; a folder is then opened (locked, resumed) only
     when its debates are reached and closed after its last, so an experiment of a
     thousand runs holds a few open. A user error or a stop ends all of them, each run
     folder keeping what it finished."""
-    pool = jobs[0].plan.pool
-    pool.listener = listener
+    shared = jobs[0].plan.shared
+    shared.listener = listener
     opened: dict[int, Job] = {}  # by its engine's id
     try:
         seated = []
@@ -116,8 +116,8 @@ async def execute(jobs: list[Job], listener: Listener) -> None:
     finally:
         for job in opened.values():
             job.store.close()
-        await pool.aclose()
-        close_cache(pool.cache, listener)
+        await shared.aclose()
+        close_cache(shared.cache, listener)
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from mad_eval.backends import (
     Sampling,
     TransientError,
     Where,
-    backend_kind,
+    backend_type,
     make_backend,
     require_installed,
 )
@@ -68,7 +68,7 @@ BackendKey = tuple[str, tuple[str, ...], str | None, str, str, str]
 
 
 @dataclass
-class Pool:
+class Shared:
     """What the runs planned together share: one backend per model and endpoints, one
     request limit per endpoint, one request cache, tokenizers loaded once; so the runs of
     an experiment, scheduled at once, fill each server as one run would."""
@@ -117,18 +117,18 @@ class Plan:
     fitters: dict[int, Fitter]  # by agent index
     templates: dict[str, Template]  # by the name or file the agents give
     answer: str  # the answer protocol: how replies write their answer, how it is read
-    pool: Pool
+    shared: Shared
     warnings: list[str] = field(default_factory=list)
 
     @property
     def cache(self) -> RequestCache | None:
-        return self.pool.cache
+        return self.shared.cache
 
     async def seats(self) -> list[Seat]:
         """Check every backend, then give each agent its prompt budget: the model's context
         length (given, or reported by the server) minus its max tokens."""
         for backend in self.backends.values():
-            await self.pool.check(backend)
+            await self.shared.check(backend)
         await self.check_extra_bodies()
         seats = []
         unknown: set[str] = set()
@@ -143,7 +143,7 @@ class Plan:
                         f"agent {agent.index} ({agent.model}): a context of {length} tokens "
                         f"leaves no room for a prompt next to --max-tokens {agent.max_tokens}."
                     )
-            elif backend_kind(agent.model).context_length:
+            elif backend_type(agent.model).context_length:
                 unknown.add(agent.model)
             speaker = Speaker(
                 self.templates[agent.prompt_template],
@@ -163,7 +163,7 @@ class Plan:
 
     async def check_extra_bodies(self) -> None:
         """Each agent's extra body, checked once per backend that sends it."""
-        sent = self.pool.probed
+        sent = self.shared.probed
         for agent in self.team:
             key = _key(agent, self.config)
             body = json.dumps(agent.extra_body, sort_keys=True)
@@ -213,7 +213,7 @@ class Plan:
                 "templates": {
                     seat.fitter.counter.name: seat.fitter.counter.template_source
                     for seat in seats
-                    if backend_kind(seat.agent.model).renders_text(self.config.api)
+                    if backend_type(seat.agent.model).renders_text(self.config.api)
                 },
             },
             "team": [
@@ -300,18 +300,18 @@ def check_types(given: Mapping[str, Any], what: str) -> None:
             )
 
 
-def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
+def make_plan(choices: Mapping[str, Any], shared: Shared | None = None) -> Plan:
     """Resolve and check everything a run needs; raise a user error with one sentence.
     `choices` names settings as run_defaults() does (the rest keep their defaults); runs
-    planned with one `pool` share its backends, endpoint limits and request cache."""
+    planned with one `shared` share its backends, endpoint limits and request cache."""
     check_names(choices, run_defaults(), "a run")
     check_types(choices, "a run")
     settings = {**run_defaults(), **choices}
     protocol, model = settings.pop("protocol"), settings.pop("model")
     agents, data_dir = settings.pop("agents"), settings.pop("data_dir")
-    fresh = pool is None
-    pool = pool or Pool()
-    choice = pool.once(("protocol", protocol), lambda: resolve(protocol))
+    fresh = shared is None
+    shared = shared or Shared()
+    choice = shared.once(("protocol", protocol), lambda: resolve(protocol))
     roster = _roster(list(settings.pop("agent") or ()), settings.pop("roster"), choice)
     if roster and model:
         raise ConfigError(
@@ -343,18 +343,18 @@ def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
     team = config.team()
     templates = {}
     for ref in dict.fromkeys(agent.prompt_template for agent in team):
-        templates[ref] = _checked_template(ref, choice, protocol, config.agents, pool)
+        templates[ref] = _checked_template(ref, choice, protocol, config.agents, shared)
     for entry in roster or (Entry(config.model),):
         require_installed(entry.model)
     for agent in team:
-        if agent.extra_body and not backend_kind(agent.model).extra_body:
+        if agent.extra_body and not backend_type(agent.model).extra_body:
             raise ConfigError(
                 f"agent {agent.index} ({agent.model}) takes no extra body fields: --extra-body "
                 "and extra_body are for servers and in-process vLLM."
             )
-    kind = pool.once(("kind", config.benchmark), lambda: spec_kind(config.benchmark))
+    kind = shared.once(("kind", config.benchmark), lambda: spec_kind(config.benchmark))
     answer = _answer_protocol(config.answer_protocol, *kind)
-    spec, questions = pool.once(
+    spec, questions = shared.once(
         ("questions", config.benchmark, str(data_dir), config.limit),
         lambda: load_questions(config.benchmark, data_dir, config.limit),
     )
@@ -363,30 +363,42 @@ def make_plan(choices: Mapping[str, Any], pool: Pool | None = None) -> Plan:
 
     team = config.team()  # again: max_tokens is now resolved
     if fresh and config.cache:
-        pool.cache = RequestCache(config.cache)
+        shared.cache = RequestCache(config.cache)
     backends: dict[BackendKey, Backend] = {}
     fitters: dict[int, Fitter] = {}
     by_counter: dict[int, Fitter] = {}
     warnings = list(
-        pool.once(("unused", protocol, *templates), lambda: _unused(protocol, templates))
+        shared.once(("unused", protocol, *templates), lambda: _unused(protocol, templates))
     )
     for agent in team:
-        kind = backend_kind(agent.model)
-        name = (agent.tokenizer, agent.model if kind.tokenizer else None, config.template)
-        if name not in pool.counters:
-            pool.counters[name], warning = load_counter(*name)
+        backend = backend_type(agent.model)
+        name = (agent.tokenizer, agent.model if backend.tokenizer else None, config.template)
+        if name not in shared.counters:
+            shared.counters[name], warning = load_counter(*name)
             if warning:
                 warnings.append(warning)
-        counter = pool.counters[name].with_template_kwargs(_template_kwargs(agent))
+        counter = shared.counters[name].with_template_kwargs(_template_kwargs(agent))
         if id(counter) not in by_counter:
             by_counter[id(counter)] = Fitter(counter, strip_think=config.strip_think)
         fitters[agent.index] = by_counter[id(counter)]
         key = _key(agent, config)
-        if key not in pool.backends:
-            pool.backends[key] = _backend(agent, counter, config, pool.slots, pool.cache, pool.warn)
-        backends[key] = pool.backends[key]
+        if key not in shared.backends:
+            shared.backends[key] = _backend(
+                agent, counter, config, shared.slots, shared.cache, shared.warn
+            )
+        backends[key] = shared.backends[key]
     return Plan(
-        config, choice, spec, questions, team, backends, fitters, templates, answer, pool, warnings
+        config,
+        choice,
+        spec,
+        questions,
+        team,
+        backends,
+        fitters,
+        templates,
+        answer,
+        shared,
+        warnings,
     )
 
 
@@ -409,15 +421,17 @@ def _unused(protocol: str, templates: Mapping[str, Template]) -> list[str]:
     return said
 
 
-def _checked_template(ref: str, choice: Choice, protocol: str, agents: int, pool: Pool) -> Template:
+def _checked_template(
+    ref: str, choice: Choice, protocol: str, agents: int, shared: Shared
+) -> Template:
     """A prompt template, rendered on sample data as `protocol`'s agents read each other:
     once per template, protocol and team size however many runs share them."""
-    template = pool.once(("template", ref), lambda: load_template(ref))
+    template = shared.once(("template", ref), lambda: load_template(ref))
 
     def check() -> None:
         check_template(template, [choice.protocol.sees(i, agents) for i in range(agents)])
 
-    pool.once(("checked", ref, protocol, agents), check)
+    shared.once(("checked", ref, protocol, agents), check)
     return template
 
 
@@ -448,11 +462,11 @@ def judge_backend(model: str, config: RunConfig, warn: Warn) -> tuple[Backend, R
         prompt_template=config.prompt_style,
         extra_body=config.extra_body,
     )
-    kind = backend_kind(model)
-    if config.extra_body and not kind.extra_body:
+    backend = backend_type(model)
+    if config.extra_body and not backend.extra_body:
         raise ConfigError(f"the judge {model} takes no extra body fields (--extra-body).")
     counter: TokenCounter = EstimateCounter()
-    if kind.renders_text(config.api):  # only an in-process judge needs its chat template
+    if backend.renders_text(config.api):  # only an in-process judge needs its chat template
         counter, _ = load_counter(config.tokenizer, model, config.template)
         counter = counter.with_template_kwargs(_template_kwargs(judge))
     cache = RequestCache(config.cache) if config.cache else None
@@ -483,9 +497,9 @@ def _backend(
     warn: Warn,
 ) -> Backend:
     """The agent's model behind the guard (a replica per endpoint), and the cache if asked."""
-    kind = backend_kind(agent.model)
-    render = counter.render if kind.renders_text(config.api) else None
-    if config.template == "raw" and kind.tokenizer and render is None:
+    served = backend_type(agent.model)
+    render = counter.render if served.renders_text(config.api) else None
+    if config.template == "raw" and served.tokenizer and render is None:
         raise ConfigError(
             "--template raw needs --api completions: the chat endpoint applies the "
             "server's own chat template."
@@ -522,9 +536,9 @@ def _backend(
     identity = {
         "model": agent.model,
         "endpoints": sorted(redact(url) for url in agent.base_urls),
-        "api": config.api if "api" in kind.identity else None,
+        "api": config.api if "api" in served.identity else None,
         "template": counter.template_source if render else None,
-        "dtype": config.dtype if "dtype" in kind.identity else None,
+        "dtype": config.dtype if "dtype" in served.identity else None,
     }
     return Cached(backend, cache, identity)
 

@@ -67,13 +67,13 @@ class Said:
 
 
 # A round's turns by agent; a debate's history is its rounds so far, round 0 first.
-Round = Mapping[int, "Turn | Said"]
+RoundReplies = Mapping[int, "Turn | Said"]
 
 
 def build_prompt(
     speaker: Speaker,
     question: Question,
-    history: Sequence[Round],
+    history: Sequence[RoundReplies],
     sees: list[int],
     fitter: Fitter,
     budget: int | None,
@@ -150,7 +150,7 @@ def pair_prompt(question: Question, own: str, partner: str, template: Template) 
     ).messages
 
 
-def _turn(round_: Round, agent: int) -> Turn | Said:
+def _turn(round_: RoundReplies, agent: int) -> Turn | Said:
     if agent not in round_:
         raise ContextError(f"the turn of agent {agent} that this prompt quotes is not recorded")
     return round_[agent]

@@ -17,7 +17,7 @@ from mad_eval.debate.context import (
     TokenCounter,
     load_counter,
 )
-from mad_eval.debate.prompts import Round, Speaker, build_prompt
+from mad_eval.debate.prompts import RoundReplies, Speaker, build_prompt
 from mad_eval.grading.reasoning import parse_quoting
 from mad_eval.records import Messages, Question, Turn, messages_hash
 from mad_eval.setup.templates import (
@@ -52,7 +52,7 @@ class Replay:
         self.fitters: dict[str, Fitter] = {}
         self.templates: dict[str, Template] = {}
 
-    def messages(self, turn: Turn, rounds: Mapping[int, Round]) -> Messages:
+    def messages(self, turn: Turn, rounds: Mapping[int, RoundReplies]) -> Messages:
         """The messages `turn` was sent; `rounds` holds its question's turns of the rounds
         before it, by round and agent."""
         seat = self.manifest.seat(turn.agent)

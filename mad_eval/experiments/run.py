@@ -1,4 +1,4 @@
-"""An experiment's cells carried out: planned together on one pool (each endpoint's request
+"""An experiment's cells carried out: planned together on one Shared (each endpoint's request
 limit and the request cache shared by every cell), scheduled through one engine window so
 no server idles between cells, each cell resumed from its own folder; or, for a dry run,
 what each cell needs and already holds."""
@@ -12,7 +12,7 @@ from pathlib import Path
 from mad_eval.backends.cache import RequestCache
 from mad_eval.data.benchmarks import load_questions
 from mad_eval.debate.execute import Job, execute
-from mad_eval.debate.plan import Pool, make_plan
+from mad_eval.debate.plan import Shared, make_plan
 from mad_eval.errors import UserError
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError
 from mad_eval.progress import Listener
@@ -36,21 +36,21 @@ def plan_cells(experiment: Experiment, cache: bool = True) -> list[Job]:
     turns of all counted first, so an experiment over its limit is refused at once."""
     settings = experiment.cells[0].settings
     path = settings.get("cache")
-    pool = Pool(RequestCache(path) if path and cache else None)
-    count_turns(experiment, pool)
+    shared = Shared(RequestCache(path) if path and cache else None)
+    count_turns(experiment, shared)
     grids = experiment.memberships()
     jobs = []
     for cell in experiment.cells:
         where = f"{experiment.path}: cell {cell.name} ({', '.join(grids[cell.name])})"
         try:
-            plan = make_plan(cell.settings, pool)
+            plan = make_plan(cell.settings, shared)
         except UserError as exc:
             raise ExperimentError(f"{where}: {exc}") from None
         jobs.append(Job(plan, RunStore(experiment.folder(cell)), where=where))
     return jobs
 
 
-def count_turns(experiment: Experiment, pool: Pool) -> dict[str, int]:
+def count_turns(experiment: Experiment, shared: Shared) -> dict[str, int]:
     """Each cell's turns, runs x questions x agents x (rounds + 1), from its settings and
     each benchmark's questions (read once, as planning reads them); more in all than the
     experiment's max_turns is refused."""
@@ -61,7 +61,7 @@ def count_turns(experiment: Experiment, pool: Pool) -> dict[str, int]:
         given = cell.settings
         benchmark, data_dir, limit = given["benchmark"], given.get("data_dir"), given.get("limit")
         try:
-            _, questions = pool.once(
+            _, questions = shared.once(
                 ("questions", benchmark, str(data_dir), limit),
                 lambda b=benchmark, d=data_dir, n=limit: load_questions(b, d, n),
             )

@@ -20,7 +20,7 @@ from mad_eval.grading.grader import ROUGE, same_answer
 from mad_eval.grading.kinds import get_kind
 from mad_eval.grading.rubric import CRITIQUE
 from mad_eval.measure.cost import JUDGE_KEYS, cost_keys, count_cost, count_judge_cost
-from mad_eval.measure.dynamics import Round, count_dynamics, dynamics_keys
+from mad_eval.measure.dynamics import ScoredRound, count_dynamics, dynamics_keys
 from mad_eval.protocols.scoring import (
     answer_groups,
     bootstrap_maj,
@@ -227,7 +227,7 @@ class Counting:
     ) -> None:
         count_cost(turns, self.rounds, add)
         ordered = sorted(turns, key=lambda t: t.agent)
-        seen_rounds: dict[int, Round] = {}
+        seen_rounds: dict[int, ScoredRound] = {}
         for r in sorted({t.round for t in turns if t.round <= self.rounds}):
             live = [t for t in ordered if t.round == r and not t.failed]
             seen_rounds[r] = self._round(run, qid, r, live, add)
@@ -247,9 +247,9 @@ class Counting:
 
     def _round(
         self, run: int, qid: str, r: int, live: list[Turn], add: Callable[[str, float, float], None]
-    ) -> Round:
+    ) -> ScoredRound:
         """Count one round of one debate: `live` are its turns that did not fail, by agent.
-        Returns the round as the diagnostics read it (dynamics.Round)."""
+        Returns the round as the diagnostics read it (dynamics.ScoredRound)."""
         decide, voters, hub = self.decide, self.voters, self.hub
         vote = None
         if decide.scored(live, voters, hub):
@@ -265,8 +265,8 @@ class Counting:
             for t in live:
                 for m in ROUGE:
                     add(f"agent_{m}{r}", t.rouge[m] if t.rouge else 0.0, 1)
-            return Round(live, [], None)
-        found = Round(live, answer_groups(live, self.alike), vote)
+            return ScoredRound(live, [], None)
+        found = ScoredRound(live, answer_groups(live, self.alike), vote)
         if not live:
             return found
         groups = found.groups

@@ -19,7 +19,7 @@ Add = Callable[[str, float, float], None]
 
 
 @dataclass
-class Round:
+class ScoredRound:
     """One round of one debate as the tally saw it: its turns that did not fail (by agent),
     their answer groups, and whether the system's answer was right (None: not scored)."""
 
@@ -49,7 +49,12 @@ def dynamics_keys(rounds: int, voters: int) -> list[str]:
 
 
 def count_dynamics(
-    turns: list[Turn], rounds: dict[int, Round], last: int, voters: list[int], same: Same, add: Add
+    turns: list[Turn],
+    rounds: dict[int, ScoredRound],
+    last: int,
+    voters: list[int],
+    same: Same,
+    add: Add,
 ) -> None:
     """Count one debate: its turns, and its rounds 0..`last` as the tally saw them."""
     first, final = rounds.get(0), rounds.get(last)
@@ -71,7 +76,7 @@ def count_dynamics(
     _stop(turns, rounds, last, add)
 
 
-def _conformity(before: Round, after: Round, r: int, same: Same, add: Add) -> None:
+def _conformity(before: ScoredRound, after: ScoredRound, r: int, same: Same, add: Add) -> None:
     """Each agent's move from round r-1 to r against round r-1's plurality answer (a group
     strictly larger than every other; none on a tie): whether an agent that held another
     answer adopted it, and whether an agent that was right stayed right, split by whether
@@ -96,7 +101,7 @@ def _conformity(before: Round, after: Round, r: int, same: Same, add: Add) -> No
                 add(f"flip_{side}{tag}", not t.correct, 1)
 
 
-def _stop(turns: list[Turn], rounds: dict[int, Round], last: int, add: Add) -> None:
+def _stop(turns: list[Turn], rounds: dict[int, ScoredRound], last: int, add: Add) -> None:
     """The debate stopped at the first round whose answers all agree (else at the last):
     its vote there, that round, and the tokens and answers it took to get there."""
     stop = next((r for r in sorted(rounds) if rounds[r].unanimous), last)

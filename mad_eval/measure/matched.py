@@ -49,14 +49,14 @@ def tokens_of(turn: Turn) -> int:
 
 
 @dataclass(frozen=True)
-class Pool:
+class SamplePool:
     """One question's single samples, over every seeded run of a single run folder."""
 
     classes: np.ndarray  # per sample: 0 right, 1, 2, ... each distinct wrong answer, -1 none
     tokens: float  # mean prompt + completion tokens per sample
 
 
-class Pooling:
+class SamplePooling:
     """Pools built a debate (one run's samples of one question) at a time. Failed turns are
     no samples. A wrong answer of one seeded run joins an equivalent one of another
     (rules.AnswerClasses), since each run numbers its classes on its own."""
@@ -79,16 +79,16 @@ class Pooling:
         self.codes[qid] += [UNPARSED] * sum(1 for t in live if t.answer is None)
         self.tokens[qid] += [tokens_of(t) for t in live]
 
-    def pools(self) -> dict[str, Pool]:
+    def pools(self) -> dict[str, SamplePool]:
         return {
-            q: Pool(np.array(codes), float(np.mean(self.tokens[q])))
+            q: SamplePool(np.array(codes), float(np.mean(self.tokens[q])))
             for q, codes in self.codes.items()
         }
 
 
-def pools(turns: Iterable[Turn], same: Same) -> dict[str, Pool]:
-    """Each question's pool of a single run's turns (see Pooling)."""
-    pooling = Pooling(same)
+def pools(turns: Iterable[Turn], same: Same) -> dict[str, SamplePool]:
+    """Each question's pool of a single run's turns (see SamplePooling)."""
+    pooling = SamplePooling(same)
     by_debate: dict[tuple[int, str], list[Turn]] = defaultdict(list)
     for t in turns:
         by_debate[(t.run, t.question)].append(t)
@@ -121,7 +121,7 @@ class Voting:
     """Each question's vote of m samples, worked out once per (question, m) with a
     generator seeded from both, so a number never depends on what was asked before."""
 
-    def __init__(self, pools: dict[str, Pool]):
+    def __init__(self, pools: dict[str, SamplePool]):
         self.pools = pools
         self.known: dict[tuple[str, int], float] = {}
 
@@ -172,7 +172,9 @@ class Matched:
     curve: list[dict[str, Any]]  # the single run's maj@m and its tokens, m = 1..K
 
 
-def match(spending: Spending, debate: Tallies, pools: dict[str, Pool], generations: int) -> Matched:
+def match(
+    spending: Spending, debate: Tallies, pools: dict[str, SamplePool], generations: int
+) -> Matched:
     """maj@G and SC at equal tokens per (debate run, question), with what they cost, and
     the accuracy-vs-tokens points of both sides, on the questions both answered."""
     common = [q for q in debate.questions if q in pools]
@@ -228,7 +230,7 @@ def _by_round(spending: Spending, debate: Tallies) -> list[dict[str, Any]]:
     return rows
 
 
-def _curve(vote: Voting, pools: dict[str, Pool], common: list[str]) -> list[dict[str, Any]]:
+def _curve(vote: Voting, pools: dict[str, SamplePool], common: list[str]) -> list[dict[str, Any]]:
     if not common:
         return []
     k = min(len(pools[q].classes) for q in common)

@@ -11,7 +11,7 @@ from pathlib import Path
 from mad_eval.grading.grader import same_answer
 from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.measure.cost import Prices
-from mad_eval.measure.matched import Pool, Pooling, Spending, formulas, match, section
+from mad_eval.measure.matched import SamplePool, SamplePooling, Spending, formulas, match, section
 from mad_eval.reporting.results import Run, load_run, name_runs
 from mad_eval.store.folder import RunStore, StoreError, read_debates
 
@@ -25,7 +25,7 @@ def split(runs: list[Run]) -> tuple[list[Run], list[Run]]:
     return [r for r in runs if not r.single], [r for r in runs if r.single]
 
 
-def pool(run: Run) -> Run:
+def single_run(run: Run) -> Run:
     """`run`, checked to be a single run: given as one, a debate run is refused."""
     if not run.single:
         raise PairingError(
@@ -93,14 +93,14 @@ def pick_single(debate: Run, singles: list[Run]) -> Run:
     return best
 
 
-def read_pools(single: Run) -> dict[str, Pool]:
-    pooling = Pooling(same_answer(single.kind))
+def read_pools(single: Run) -> dict[str, SamplePool]:
+    pooling = SamplePooling(same_answer(single.kind))
     for debate in read_debates(RunStore(single.root).turns_path).each:
         pooling.add(debate)
     return pooling.pools()
 
 
-def attach(debate: Run, single: Run, pools: dict[str, Pool], replicates: int) -> None:
+def attach(debate: Run, single: Run, pools: dict[str, SamplePool], replicates: int) -> None:
     """Count the debate's tokens, match it with the pools and attach the numbers."""
     spending = Spending(debate.rounds)
     for turns in read_debates(RunStore(debate.root).turns_path).each:
@@ -135,7 +135,7 @@ def pair(
 ) -> list[Run]:
     """Attach to each debate run its matched numbers against its single run; return the
     debate runs paired. Strict: a debate run without one is a PairingError; else skipped."""
-    pools: dict[Path, dict[str, Pool]] = {}
+    pools: dict[Path, dict[str, SamplePool]] = {}
     paired = []
     for debate in debates:
         try:

@@ -10,6 +10,7 @@ request than a fast server takes to answer (bench/client.py). Errors keep the SD
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import time
@@ -95,7 +96,8 @@ class OpenAIBackend(Backend):
             ) from None
         authorization = f"Bearer {api_key or PLACEHOLDER_KEY}"
         if root.user is not None:  # a proxy's login in the URL goes as basic auth instead
-            authorization = aiohttp.BasicAuth(root.user, root.password or "").encode()
+            login = f"{root.user}:{root.password or ''}".encode("latin-1")
+            authorization = f"Basic {base64.b64encode(login).decode()}"
             root = root.with_user(None)
         self.url = f"{root}/chat/completions" if api == "chat" else f"{root}/completions"
         self.models_url = f"{root}/models"

@@ -36,7 +36,7 @@ def test_a_version_1_manifest_reads_with_the_defaults_it_always_had():
     assert manifest.protocol.voters == (0, 1, 2) and manifest.protocol.hub is None
     assert manifest.protocol.score is None and manifest.protocol.sees is None
     assert manifest.prompt.style == "debate" and manifest.prompt.prompt_templates is None
-    assert manifest.config["quote"] == "final" and manifest.config["strip_think"] is False
+    assert manifest.config.quote == "final" and manifest.config.strip_think is False
     assert manifest.team == () and manifest.seat(1).model == "openai:alpha"
 
 

@@ -46,7 +46,7 @@ async def judge_run(
     store = RunStore(root)
     manifest = store.manifest()
     turns = store.read_turns()
-    total = manifest.config["rounds"]
+    total = manifest.config.rounds
     if total == 0:
         raise StoreError(f"{root} has no debate rounds (T = 0): there is no critique to judge.")
     limit = s["limit"]

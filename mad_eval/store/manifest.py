@@ -19,8 +19,8 @@ from typing import Any, ClassVar, Self, get_type_hints
 
 from mad_eval.sanitize import redact
 from mad_eval.setup.config import OPERATIONAL, RecordedConfig, RunConfig
+from mad_eval.setup.hints import describe, fits
 from mad_eval.setup.roster import Entry
-from mad_eval.setup.settings import describe, fits
 from mad_eval.store.files import StoreError
 
 SCHEMA_VERSION = 2

@@ -64,10 +64,6 @@ class RunSettings(SingleSettings, total=False):
     rounds: int
 
 
-# Settings that may name a file as a Path: the run holds them as text.
-PATHS = ("benchmark", "prompt_style", "tokenizer", "roster", "cache", "data_dir", "protocol")
-
-
 @functools.cache
 def setting_types() -> dict[str, Any]:
     """Each setting's type, as RunSettings declares it."""
@@ -95,5 +91,6 @@ def check_types(given: Mapping[str, Any], what: str) -> None:
 
 
 def as_text(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings with each file named by a Path written as text, as the run records it."""
-    return {k: str(v) if k in PATHS and isinstance(v, Path) else v for k, v in settings.items()}
+    """The settings with each file named by a Path (where the hint allows one) written as
+    text, as the run records it."""
+    return {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}

@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 from mad_eval.progress import Listener
 
 if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
+    from typing import Unpack
+
     from mad_eval.measure.cost import Prices
     from mad_eval.reporting.results import Run
+    from mad_eval.setup.settings import RequestSettings, RunSettings, SingleSettings
 
 __all__ = [
     "Listener",
@@ -42,12 +45,13 @@ def run(
     out: str | Path | None = None,
     retry_failed: bool = False,
     listener: Listener | None = None,
-    **settings: Any,
+    **settings: Unpack[RunSettings],
 ) -> Run:
     """Run (or resume) a multi-agent debate and return its results. `settings` are run
-    options by name (protocol, agents, rounds, model, base_urls, benchmark, data_dir,
-    limit, runs, seed, temperature, ...; see `mad-eval run --help`); `out` is the run
-    folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>)."""
+    options by name (mad_eval.setup.settings.RunSettings: protocol, agents, rounds, model,
+    base_urls, benchmark, data_dir, limit, runs, seed, temperature, ...; see `mad-eval run
+    --help`), each refused in one sentence if unknown or of the wrong type; `out` is the
+    run folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>)."""
     from mad_eval.debate.execute import Job, drive, execute
     from mad_eval.debate.plan import make_plan
     from mad_eval.store.files import refuse_records
@@ -72,10 +76,11 @@ def single(
     out: str | Path | None = None,
     retry_failed: bool = False,
     listener: Listener | None = None,
-    **settings: Any,
+    **settings: Unpack[SingleSettings],
 ) -> Run:
     """Sample `samples` (K) independent answers per question, no debate: mean@K and maj@K.
-    Each answer is a round-0 turn, seeded like a debate's round 0."""
+    Each answer is a round-0 turn, seeded like a debate's round 0; `settings` are a run's
+    (mad_eval.setup.settings.SingleSettings), less protocol, agents and rounds."""
     from mad_eval.setup.config import MAX_AGENTS, ConfigError
 
     if type(samples) is not int or samples < 1:
@@ -110,11 +115,12 @@ def judge(
     seed: int = 0,
     extra_body: str | dict[str, Any] | None = None,
     listener: Listener | None = None,
-    **operational: Any,
+    **operational: Unpack[RequestSettings],
 ) -> Run:
     """Score every debate turn's critique with the LLM judge `judge` (a model spec) into
     the run's judge.jsonl, and return the run's results with the critique scores.
-    `operational` takes base_urls, concurrency, timeout, retries, backoff and cache."""
+    `operational` takes how requests travel: base_urls, concurrency, timeout, retries,
+    backoff and cache (mad_eval.setup.settings.RequestSettings)."""
     from mad_eval.debate.execute import drive
     from mad_eval.judging.runner import judge_run
     from mad_eval.store.folder import JUDGE_FILE

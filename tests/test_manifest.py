@@ -36,7 +36,7 @@ def test_a_version_1_manifest_reads_with_the_defaults_it_always_had():
     assert manifest.protocol.voters == (0, 1, 2) and manifest.protocol.hub is None
     assert manifest.protocol.score is None and manifest.protocol.sees is None
     assert manifest.prompt.style == "debate" and manifest.prompt.prompt_templates is None
-    assert manifest.config["quote"] == "final" and manifest.config["strip_think"] is False
+    assert manifest.config.quote == "final" and manifest.config.strip_think is False
     assert manifest.team == () and manifest.seat(1).model == "openai:alpha"
 
 
@@ -79,3 +79,44 @@ def test_a_manifest_that_cannot_be_read_is_named_in_one_sentence(tmp_path, chang
     assert str(caught.value) == f"{path} {message}"
     result = mad_eval("report", str(tmp_path), cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.strip() == f"error: {path} {message}"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "wanted"),
+    [
+        ("agents", "5", "int"),
+        ("temperature", "hot", "float"),
+        ("strip_think", 0, "bool"),
+        ("extra_body", [1], "dict"),
+        ("roster", "team", "a list of Entry tables"),
+        ("roster", [{"count": 2}], "a list of Entry tables"),  # no model
+        ("roster", [{"model": "sim", "colour": "red"}], "a list of Entry tables"),
+    ],
+)
+def test_a_config_value_of_the_wrong_type_is_named_in_one_sentence(tmp_path, key, value, wanted):
+    data = json.loads((GOLDEN / "alpha" / "manifest.json").read_text())
+    data["config"][key] = value
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(StoreError) as caught:
+        RunManifest.read(tmp_path)
+    shown = repr(value)
+    assert str(caught.value) == (
+        f'{path} is not a mad-eval run manifest ("config" "{key}" is {shown}, not {wanted}).'
+    )
+
+
+def test_config_keys_of_another_version_are_kept_and_a_resume_ignores_them(tmp_path):
+    import mad_eval
+
+    out = tmp_path / "r"
+    mad_eval.run(agents=2, rounds=1, limit=2, out=out)
+    data = json.loads((out / "manifest.json").read_text())
+    data["config"]["from_a_later_version"] = {"x": 1}
+    (out / "manifest.json").write_text(json.dumps(data))
+    manifest = RunManifest.read(out)
+    assert manifest.unknown_config == {"from_a_later_version": {"x": 1}}
+    assert manifest.to_dict()["config"] == data["config"]  # in their order, ours first
+    assert manifest.config.agents == 2 and manifest.config.roster == ()
+    mad_eval.run(agents=2, rounds=1, limit=2, out=out)  # resumed: nothing to ask again
+    assert json.loads((out / "manifest.json").read_text()) == data

@@ -93,12 +93,12 @@ def run_tallies(run_dir: Path):
     store = RunStore(run_dir)
     manifest = store.manifest()
     config, protocol = manifest.config, manifest.protocol
-    rounds = config["rounds"]
+    rounds = config.rounds
     found = tally(
         store.read_turns(),
         list(protocol.voters),
         rounds,
-        config["seed"],
+        config.seed,
         protocol.hub,
         manifest.benchmark.kind,
         manifest_rule(manifest),

@@ -14,6 +14,8 @@ from typing import Annotated, Any
 import typer
 from typer.models import OptionInfo
 
+from mad_eval.setup.config import REQUESTS
+
 
 @dataclass(frozen=True)
 class Option:
@@ -387,4 +389,5 @@ RUN = [
 ]
 DEBATE_ONLY = ("protocol", "agents", "rounds", "agent", "roster", "prompt_style", "strip_think")
 SINGLE = ["samples", *(name for name in RUN if name not in DEBATE_ONLY and name != "quote")]
-OPERATIONAL = ["concurrency", "timeout", "retries", "backoff", "cache"]
+# How requests travel (setup/config.py REQUESTS), but the endpoints, which come first.
+OPERATIONAL = [name for name in REQUESTS if name != "base_urls"]

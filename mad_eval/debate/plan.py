@@ -4,8 +4,6 @@ budgets, all checked before the first request."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import difflib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -58,6 +56,7 @@ from mad_eval.setup.roster import (
     parse_agent_option,
     parse_extra_body,
 )
+from mad_eval.setup.settings import as_text, check_names, check_types
 from mad_eval.setup.templates import Template, builtin_templates, check_template, load_template
 
 DEFAULT_AGENTS = 5
@@ -262,51 +261,13 @@ async def check_extra_body(backend: Backend, model: str, body: dict[str, Any]) -
         pass
 
 
-def check_names(given: Mapping[str, Any], accepted: Mapping[str, Any], what: str) -> None:
-    """Refuse a setting name that is not one of `accepted`, suggesting the nearest one."""
-    for name in given:
-        if name not in accepted:
-            near = difflib.get_close_matches(name, list(accepted), n=1)
-            hint = f" (did you mean '{near[0]}'?)" if near else ""
-            raise ConfigError(
-                f"'{name}' is not a setting of {what}{hint}; the settings are the long options "
-                f"of its --help, with underscores: {', '.join(sorted(accepted))}."
-            )
-
-
-# The type each setting takes, by the annotation RunConfig gives it (the others: below).
-TYPES = {
-    "int": (int,),
-    "float": (int, float),
-    "str": (str,),
-    "bool": (bool,),
-    "tuple[str, ...]": (list, tuple),
-    "dict[str, Any]": (dict, str),  # an extra body: an object, or its JSON text
-}
-SOURCE_TYPES = {"agent": "tuple[str, ...]", "roster": "str", "data_dir": "str", "cache": "str"}
-
-
-def check_types(given: Mapping[str, Any], what: str) -> None:
-    """Refuse a setting of the wrong type (a TOML string where a number belongs, say)."""
-    annotations = {f.name: str(f.type) for f in dataclasses.fields(RunConfig)}
-    for name, value in given.items():
-        wanted = SOURCE_TYPES.get(name) or annotations[name]
-        if value is None or isinstance(value, Path):
-            continue
-        types = TYPES.get(wanted.removesuffix(" | None"))
-        if types and (not isinstance(value, types) or (bool not in types and type(value) is bool)):
-            raise ConfigError(
-                f"{what}: '{name}' must be {wanted.removesuffix(' | None')}, got {value!r}."
-            )
-
-
 def make_plan(choices: Mapping[str, Any], shared: Shared | None = None) -> Plan:
     """Resolve and check everything a run needs; raise a user error with one sentence.
     `choices` names settings as run_defaults() does (the rest keep their defaults); runs
     planned with one `shared` share its backends, endpoint limits and request cache."""
     check_names(choices, run_defaults(), "a run")
     check_types(choices, "a run")
-    settings = {**run_defaults(), **choices}
+    settings = {**run_defaults(), **as_text(choices)}
     protocol, model = settings.pop("protocol"), settings.pop("model")
     agents, data_dir = settings.pop("agents"), settings.pop("data_dir")
     fresh = shared is None

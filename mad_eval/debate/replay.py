@@ -43,9 +43,9 @@ class Replay:
         self.style = manifest.prompt.style
         self.strip_think = manifest.prompt.strip_think
         self.template = manifest.prompt.template
-        self.quote = manifest.config["quote"]  # runs from before --quote read final text
+        self.quote = manifest.config.quote  # runs from before --quote read final text
         self.recorded = manifest.prompt.prompt_templates or {}
-        self.agents = len(manifest.team) or manifest.config["agents"]
+        self.agents = len(manifest.team) or manifest.config.agents
         self.hub = manifest.protocol.hub
         # Prompts sent whole need no tokenizer: fitting returns them as built.
         self.whole = Fitter(EstimateCounter(self.template), strip_think=self.strip_think)
@@ -141,7 +141,7 @@ def run_questions(
     if recorded is not None:
         where, fix, found = f"{root / QUESTIONS_FILE}", "restore it from a copy", recorded
     else:
-        benchmark = manifest.config["benchmark"]
+        benchmark = manifest.config.benchmark
         _, questions = load_questions(benchmark, data_dir)
         answer = manifest.benchmark.answer  # None before protocols were data
         found = {q.id: replace(q, answer=answer or q.answer) for q in questions}

@@ -32,14 +32,15 @@ from mad_eval.experiments.cells import (
 )
 from mad_eval.measure.cost import Prices, PricesError, load_prices
 from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
-from mad_eval.setup.config import RESULTS_ROOT, ConfigError, run_defaults
+from mad_eval.setup.config import OPERATIONAL, RESULTS_ROOT, ConfigError, run_defaults
+from mad_eval.setup.settings import check_names, check_types
 
 # The values an axis a grid does not list takes (unless [settings] gives one).
 DEFAULT_AXES = {"protocols": ["decentralized"], "agents": [5], "rounds": [3]}
 # Settings that decide how requests travel: one value for the whole experiment, so its runs
-# can share every endpoint's request limit and the request cache.
-SHARED = ("concurrency", "timeout", "retries", "backoff", "cache")
-SHARED += ("tensor_parallel_size", "gpu_memory_utilization", "enforce_eager")
+# can share every endpoint's request limit and the request cache; every operational setting
+# but the endpoints, which a model's own table names.
+SHARED = tuple(name for name in OPERATIONAL if name != "base_urls")
 SECTIONS = ("experiment", "settings", "models", "grids", "single", "exclude", "tables", "figures")
 # Settings each part of the file refuses, since another part decides them.
 IN_SETTINGS = ("model", "agent", "roster")
@@ -520,8 +521,6 @@ class Parser:
     ) -> dict[str, Any]:
         """Run settings, checked by name and type, paths made relative to the file; a
         setting that belongs elsewhere in the file (`refused`) is sent there."""
-        from mad_eval.debate.plan import check_names, check_types
-
         try:
             check_names(given, run_defaults(), where)
             check_types(given, where)
@@ -541,8 +540,6 @@ class Parser:
         return found
 
     def known(self, given: dict[str, Any], accepted: Any, where: str) -> None:
-        from mad_eval.debate.plan import check_names
-
         try:
             check_names(given, dict.fromkeys(accepted), where)
         except ConfigError as exc:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.debate.execute import close_cache
-from mad_eval.debate.plan import check_extra_body, check_names, check_types, judge_backend
+from mad_eval.debate.plan import check_extra_body, judge_backend
 from mad_eval.debate.replay import run_questions
 from mad_eval.judging.critique import Judge, judge_cases, parse_rounds, pending
 from mad_eval.progress import Listener
@@ -16,6 +16,7 @@ from mad_eval.records import Setting
 from mad_eval.sanitize import remember
 from mad_eval.setup.config import ConfigError, RunConfig, operational_defaults
 from mad_eval.setup.roster import parse_extra_body
+from mad_eval.setup.settings import as_text, check_names, check_types
 from mad_eval.store.folder import JudgeLog, RunStore, StoreError
 
 
@@ -29,7 +30,7 @@ async def judge_run(
     """Judge the run in `root` with `model`; `settings` are api.judge's own keywords."""
     check_names(operational, operational_defaults(), "the judge")
     check_types(operational, "the judge")
-    ops = {**operational_defaults(), **operational}
+    ops = {**operational_defaults(), **as_text(operational)}
     s = dict(settings)
     body = (
         s["extra_body"] if isinstance(s["extra_body"], dict) else parse_extra_body(s["extra_body"])
@@ -46,7 +47,7 @@ async def judge_run(
     store = RunStore(root)
     manifest = store.manifest()
     turns = store.read_turns()
-    total = manifest.config["rounds"]
+    total = manifest.config.rounds
     if total == 0:
         raise StoreError(f"{root} has no debate rounds (T = 0): there is no critique to judge.")
     limit = s["limit"]
@@ -64,7 +65,7 @@ async def judge_run(
         timeout=ops["timeout"],
         retries=ops["retries"],
         backoff=ops["backoff"],
-        cache=str(ops["cache"]) if ops["cache"] else None,
+        cache=ops["cache"] or None,
         extra_body=body,
     )
     config.validate()

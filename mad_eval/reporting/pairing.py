@@ -29,7 +29,7 @@ def single_run(run: Run) -> Run:
     """`run`, checked to be a single run: given as one, a debate run is refused."""
     if not run.single:
         raise PairingError(
-            f"{run.root} is a debate ({run.config['agents']} agents, {run.rounds} rounds), not "
+            f"{run.root} is a debate ({run.config.agents} agents, {run.rounds} rounds), not "
             "a `mad-eval single` run; give the single run of the debate's model and benchmark."
         )
     return run
@@ -37,13 +37,13 @@ def single_run(run: Run) -> Run:
 
 def generations(run: Run) -> int:
     """G = N(T+1): the generations a debate makes per question."""
-    return run.config["agents"] * (run.rounds + 1)
+    return run.config.agents * (run.rounds + 1)
 
 
 def _model(run: Run) -> str | None:
     """The run's one model spec; None for a team of several models."""
-    roster = run.config.get("roster") or []
-    models = {entry["model"] for entry in roster} if roster else {run.config["model"]}
+    roster = run.config.roster
+    models = {entry.model for entry in roster} if roster else {run.config.model}
     return models.pop() if len(models) == 1 else None
 
 
@@ -82,8 +82,8 @@ def pick_single(debate: Run, singles: list[Run]) -> Run:
             f"{debate.root} has no single run of {model} on {debate.benchmark} to be matched "
             f"with{among}; run {_wanted(debate)} and give its folder too."
         )
-    best = max(mine, key=lambda s: s.config["agents"] * s.metrics["runs"])
-    pooled = best.config["agents"] * best.metrics["runs"]
+    best = max(mine, key=lambda s: s.config.agents * s.metrics["runs"])
+    pooled = best.config.agents * best.metrics["runs"]
     if pooled < generations(debate):
         raise PairingError(
             f"{best.root} has {pooled} samples per question, fewer than the "

@@ -16,6 +16,7 @@ from mad_eval.measure.counts import Tallies
 from mad_eval.measure.schema import Formula, formulas
 from mad_eval.protocols.scoring import RULES, default_rule
 from mad_eval.records import Turn, Verdict
+from mad_eval.setup.config import RecordedConfig
 from mad_eval.store.folder import Debates, JudgeLog, RunStore, StoreError, read_debates
 from mad_eval.store.manifest import RunManifest
 
@@ -51,7 +52,7 @@ class Run:
         return found[1] if found else self.tallies
 
     @property
-    def config(self) -> dict[str, Any]:
+    def config(self) -> RecordedConfig:
         return self.manifest.config
 
     @property
@@ -93,7 +94,7 @@ class Run:
 
     @property
     def rounds(self) -> int:
-        return self.config["rounds"]
+        return self.config.rounds
 
     @property
     def kind(self) -> str:
@@ -126,23 +127,23 @@ class Run:
     @property
     def single(self) -> bool:
         """A `mad-eval single` run: K independent samples per question, no debate."""
-        return self.config["protocol"] == "single"
+        return self.config.protocol == "single"
 
     def describe(self) -> dict[str, str]:
         """The method's settings as short text, by LABEL_FIELDS name."""
         config = self.config
-        if config["roster"]:
-            model = "+".join(f"{_short(e['model'])}x{e.get('count', 1)}" for e in config["roster"])
+        if config.roster:
+            model = "+".join(f"{_short(e.model)}x{e.count}" for e in config.roster)
         else:
-            model = _short(config["model"])
+            model = _short(config.model)
         return {
             "model": model,
-            "protocol": config["protocol"],
-            "agents": f"N={config['agents']}",
-            "rounds": f"T={config['rounds']}",
-            "prompt": config["prompt_style"],
-            "temperature": f"temp={config['temperature']}",
-            "seed": f"seed={config['seed']}",
+            "protocol": config.protocol,
+            "agents": f"N={config.agents}",
+            "rounds": f"T={config.rounds}",
+            "prompt": config.prompt_style,
+            "temperature": f"temp={config.temperature}",
+            "seed": f"seed={config.seed}",
         }
 
 
@@ -169,7 +170,7 @@ def manifest_rule(manifest: RunManifest) -> str:
 def run_models(manifest: RunManifest) -> list[str]:
     """The model specs its agents used."""
     seated = [seat.model for seat in manifest.team]
-    return list(dict.fromkeys(seated)) or [manifest.config["model"]]
+    return list(dict.fromkeys(seated)) or [manifest.config.model]
 
 
 def run_prices(
@@ -191,8 +192,8 @@ def run_formulas(
     """Every number of the run's metrics.json, by name (metrics.formulas)."""
     config, protocol = manifest.config, manifest.protocol
     return formulas(
-        config["rounds"],
-        config["agents"],
+        config.rounds,
+        config.agents,
         protocol.hub is not None,
         critique=critique,
         kind=manifest.benchmark.kind,
@@ -219,10 +220,10 @@ def measure(
     measuring = Measuring(
         debates.runs,
         debates.questions,
-        agents=config["agents"],
-        rounds=config["rounds"],
+        agents=config.agents,
+        rounds=config.rounds,
         voters=list(protocol.voters),
-        seed=config["seed"],
+        seed=config.seed,
         hub=protocol.hub,
         groups=groups,
         kind=manifest.benchmark.kind,
@@ -272,7 +273,7 @@ def name_runs(
     labels = dict(labels or {})
     described = [run.describe() for run in runs]
     fields = LABEL_FIELDS
-    if all(run.config["protocol"] == "single" for run in runs):
+    if all(run.config.protocol == "single" for run in runs):
         fields = tuple(f for f in fields if f != "agents")  # K is shown per benchmark
     # The fewest differing settings that tell the runs of each benchmark apart, in order.
     varying = [f for f in fields if len({d[f] for d in described}) > 1]

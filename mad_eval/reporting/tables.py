@@ -113,7 +113,7 @@ def tidy(
                         "value": value,
                         "std": std,
                         "runs": run.metrics["runs"],
-                        "agents": run.config["agents"],
+                        "agents": run.config.agents,
                         "score": run.score if column.scored else None,
                         "ci_low": low,
                         "ci_high": high,

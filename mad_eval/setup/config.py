@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,10 @@ class ConfigError(UserError, ValueError):
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class RecordedConfig:
+    """The settings that decide what a run records: manifest.json's "config", which a
+    resume requires unchanged. A roster's entries are recorded without their endpoints."""
+
     protocol: str = "decentralized"
     agents: int = 5
     rounds: int = 3
@@ -94,28 +98,32 @@ class RunConfig:
     api: str = "chat"  # chat | completions: which OpenAI endpoint receives the prompt
     template: str = "chat"  # chat | raw: how text-prompt backends render the messages
     dtype: str = "auto"  # the in-process vLLM engine's weights type
-    # Operational settings: they change how fast a run goes, never what it records.
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as manifest.json records them (entries' endpoints left out)."""
+        data = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(RecordedConfig)}
+        data["roster"] = [_recorded_entry(entry) for entry in self.roster]
+        return data
+
+
+# An operational setting of the in-process vLLM engine, not of the requests (a judge has none).
+ENGINE = {"engine": True}
+
+
+@dataclass(frozen=True)
+class RunConfig(RecordedConfig):
+    """A run's whole configuration: what it records and, below, its operational settings,
+    which change how fast a run goes, never what it records."""
+
     base_urls: tuple[str, ...] = ()  # replicas of the one model; a roster names its own
     concurrency: int = 64
     timeout: float = 600.0
     retries: int = 5
     backoff: float = 1.0  # seconds before the first retry, doubling each time
     cache: str | None = None
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
-    enforce_eager: bool = False
-
-    OPERATIONAL = (
-        "base_urls",
-        "concurrency",
-        "timeout",
-        "retries",
-        "backoff",
-        "cache",
-        "tensor_parallel_size",
-        "gpu_memory_utilization",
-        "enforce_eager",
-    )
+    tensor_parallel_size: int = field(default=1, metadata=ENGINE)
+    gpu_memory_utilization: float = field(default=0.9, metadata=ENGINE)
+    enforce_eager: bool = field(default=False, metadata=ENGINE)
 
     def validate(self) -> None:
         checks = [
@@ -216,14 +224,16 @@ class RunConfig:
                 )
         return team
 
-    def identity(self) -> dict[str, Any]:
-        """The settings that decide what a run records; resuming requires them unchanged.
+    def recorded(self) -> RecordedConfig:
+        """The settings that decide what the run records; resuming requires them unchanged.
         Endpoints are operational: a server may move without changing what it answers."""
-        identity = {k: v for k, v in self.to_dict().items() if k not in self.OPERATIONAL}
-        identity["roster"] = [
-            {k: v for k, v in entry.items() if k != "base_urls"} for entry in identity["roster"]
-        ]
-        return identity
+        values = {f.name: getattr(self, f.name) for f in fields(RecordedConfig)}
+        values["roster"] = tuple(replace(entry, base_urls=()) for entry in self.roster)
+        return RecordedConfig(**values)
+
+    def identity(self) -> dict[str, Any]:
+        """The recorded settings as manifest.json holds them."""
+        return self.recorded().to_dict()
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -261,6 +271,25 @@ class RunConfig:
         return RESULTS_ROOT / re.sub(r"[^A-Za-z0-9._=-]+", "_", name)
 
 
+# The settings that change how fast a run goes, never what it records: the one list, which
+# the manifest's "operational" section, a resume, a judge and an experiment go by.
+OPERATIONAL = tuple(
+    f.name for f in fields(RunConfig) if f.name not in {r.name for r in fields(RecordedConfig)}
+)
+# Those of them that decide how requests travel (endpoints, limits, retries, cache): a
+# judge's as a run's.
+REQUESTS = tuple(f.name for f in fields(RunConfig) if f.name in OPERATIONAL and not f.metadata)
+
+
+def _recorded_entry(entry: Entry) -> dict[str, Any]:
+    """A roster entry as recorded: its endpoints only where a manifest written by hand
+    gave them, so a resume still compares them."""
+    data = entry.to_dict()
+    if not entry.base_urls:
+        del data["base_urls"]
+    return data
+
+
 def _first(value: Any, default: Any) -> Any:
     return default if value is None else value
 
@@ -282,5 +311,4 @@ def run_defaults() -> dict[str, Any]:
 def operational_defaults() -> dict[str, Any]:
     """How requests travel (endpoints, limits, retries, cache), for a judge as for a run."""
     defaults = run_defaults()
-    names = ("base_urls", "concurrency", "timeout", "retries", "backoff", "cache")
-    return {name: defaults[name] for name in names}
+    return {name: defaults[name] for name in REQUESTS}

@@ -11,12 +11,14 @@ import dataclasses
 import json
 import re
 import tomllib
-from dataclasses import dataclass, field, fields
+import typing
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 from mad_eval.errors import UserError
 from mad_eval.grading.reasoning import FINAL, Quoting, parse_quoting
+from mad_eval.setup.hints import fits
 
 
 class RosterError(UserError, ValueError):
@@ -74,7 +76,8 @@ class Agent:
 
 
 # A roster file writes `base_url`: one URL, or a list of replicas of the same model.
-_TYPES = {f.name: f.type for f in fields(Entry) if f.name != "base_urls"} | {"base_url": "urls"}
+_TYPES = {k: v for k, v in get_type_hints(Entry).items() if k != "base_urls"}
+_TYPES["base_url"] = str | tuple[str, ...]
 _OPTION = re.compile(r"^(?P<model>.+?)(?:@(?P<url>https?://\S+?))?(?:\*(?P<count>\d+))?$")
 
 
@@ -116,8 +119,8 @@ def entries_from_dicts(rows: Any, where: str) -> tuple[Entry, ...]:
         if "model" not in row:
             raise RosterError(f"{label} has no 'model'.")
         for key, value in row.items():
-            if not _fits(value, _TYPES[key]):
-                raise RosterError(f"{label}: {key} = {value!r} is not {_kind(_TYPES[key])}.")
+            if not fits(value, _TYPES[key]) or value == []:  # base_url: one URL at least
+                raise RosterError(f"{label}: {key} = {value!r} is not {_kind(key)}.")
         row = dict(row)
         urls = row.pop("base_url", ())
         entry = Entry(**row, base_urls=(urls,) if isinstance(urls, str) else tuple(urls))
@@ -203,28 +206,16 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
     return check_extra_body(body, "--extra-body")
 
 
-def _fits(value: Any, type_name: str) -> bool:
-    if type_name == "dict[str, Any] | None":
-        return isinstance(value, dict)
-    if type_name == "urls":
-        return isinstance(value, str) or (
-            isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
-        )
-    if "int" in type_name and "float" not in type_name:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if "float" in type_name:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    return isinstance(value, str)
-
-
-def _kind(type_name: str) -> str:
-    if type_name == "dict[str, Any] | None":
-        return "a table"
-    if type_name == "urls":
+def _kind(key: str) -> str:
+    """What a roster key takes, as its message says it."""
+    if key == "base_url":
         return "a URL or a non-empty list of URLs"
-    if "float" in type_name:
+    accepted = typing.get_args(_TYPES[key]) or (_TYPES[key],)
+    if float in accepted:
         return "a number"
-    return "a whole number" if "int" in type_name else "a string"
+    if int in accepted:
+        return "a whole number"
+    return "a table" if str not in accepted else "a string"
 
 
 def _check(entry: Entry, where: str) -> None:

@@ -209,7 +209,7 @@ class RunStore:
     def _check_same(self, config: RunConfig, extra: dict[str, Any]) -> None:
         manifest = self.manifest()
         # Settings added since the run read as defaults; secrets compared as recorded.
-        recorded = redacted_config(manifest.config)
+        recorded = redacted_config(manifest.config.to_dict())
         wanted = redacted_config(config.identity())
         protocol = manifest.protocol
         was = {"class": protocol.cls, "params": protocol.params, "score": protocol.score}
@@ -327,15 +327,15 @@ class RunShape:
 
     @classmethod
     def of(cls, manifest: RunManifest, path: Path, questions: frozenset[str] | None) -> RunShape:
-        config = manifest.config
+        config = manifest.config  # its types checked as it was read
         for name, least in (("runs", 1), ("rounds", 0), ("agents", 1)):
-            value = config.get(name)
-            if type(value) is not int or value < least:
+            value = getattr(config, name)
+            if value < least:
                 raise StoreError(
                     f'{path} is not a mad-eval run manifest ("config" "{name}" is {value!r}, '
                     f"not an integer of {least} or more)."
                 )
-        return cls(config["runs"], config["rounds"], config["agents"], questions)
+        return cls(config.runs, config.rounds, config.agents, questions)
 
     def admits(self, key: TurnKey, sees: Sequence[int] | None = None) -> bool:
         """Whether a record of `key` (its fields' types checked) reading agents `sees` is of

@@ -2,7 +2,9 @@
 benchmark, protocol, prompts and team) and where it ran. One reader for every command
 (RunManifest.read) and one form for the writer (to_dict), so the two cannot drift apart.
 Version 1, the manifests written before `schema_version` existed, is read with the defaults
-its readers used to fill in (a math benchmark, the kind's answer protocol and rule, ...)."""
+its readers used to fill in (a math benchmark, the kind's answer protocol and rule, ...).
+Its "config" is read once into a RecordedConfig; a key this version does not know (one of
+another version's) is kept as read, compared by nothing and written back after ours."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, get_type_hints
 
 from mad_eval.sanitize import redact
-from mad_eval.setup.config import RunConfig
+from mad_eval.setup.config import OPERATIONAL, RecordedConfig, RunConfig
+from mad_eval.setup.hints import describe, fits
+from mad_eval.setup.roster import Entry
 from mad_eval.store.files import StoreError
 
 SCHEMA_VERSION = 2
@@ -62,8 +66,8 @@ class BenchmarkPart(Part):
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], config: dict[str, Any]) -> Self:
-        name = data.get("name") or config["benchmark"]
+    def from_dict(cls, data: dict[str, Any], config: RecordedConfig) -> Self:
+        name = data.get("name") or config.benchmark
         return cls(
             name=name,
             title=data.get("title", name),
@@ -88,12 +92,12 @@ class ProtocolPart(Part):
     sees: tuple[tuple[int, ...], ...] | None = None  # whom each agent reads; None: unrecorded
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], config: dict[str, Any]) -> Self:
+    def from_dict(cls, data: dict[str, Any], config: RecordedConfig) -> Self:
         if "voters" not in data:
             raise ValueError('its "protocol" names no "voters"')
         sees = data.get("sees")
         return cls(
-            name=data.get("name", config["protocol"]),
+            name=data.get("name", config.protocol),
             voters=tuple(data["voters"]),
             cls=data.get("class"),
             params=data.get("params", {}),
@@ -131,13 +135,13 @@ class PromptPart(Part):
     templates: dict[str, Any]  # the chat templates text-prompt backends rendered, by tokenizer
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], config: dict[str, Any]) -> Self:
+    def from_dict(cls, data: dict[str, Any], config: RecordedConfig) -> Self:
         recorded = data.get("prompt_templates")
         return cls(
-            style=data.get("style", config["prompt_style"]),
-            strip_think=data.get("strip_think", config["strip_think"]),
-            api=data.get("api", config["api"]),
-            template=data.get("template", config["template"]),
+            style=data.get("style", config.prompt_style),
+            strip_think=data.get("strip_think", config.strip_think),
+            api=data.get("api", config.api),
+            template=data.get("template", config.template),
             prompt_templates=None
             if recorded is None
             else {ref: TemplateRecord.from_dict(template) for ref, template in recorded.items()},
@@ -178,7 +182,7 @@ class TeamSeat(Part):
 
 @dataclass(frozen=True)
 class RunManifest:
-    config: dict[str, Any]  # RunConfig.identity(), settings added since filled with defaults
+    config: RecordedConfig  # settings added since the run was made: their defaults
     benchmark: BenchmarkPart
     protocol: ProtocolPart
     prompt: PromptPart
@@ -189,6 +193,8 @@ class RunManifest:
     command: tuple[str, ...] = ()  # redacted
     created: str | None = None
     schema_version: int = SCHEMA_VERSION
+    # "config" keys of another version, as read: written back, read by nothing.
+    unknown_config: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def new(cls, config: RunConfig, extra: dict[str, Any]) -> Self:
@@ -200,7 +206,7 @@ class RunManifest:
             "schema_version": SCHEMA_VERSION,
             "config": config.identity(),
             "operational": {
-                **{k: redact(getattr(config, k)) for k in config.OPERATIONAL},
+                **{k: redact(getattr(config, k)) for k in OPERATIONAL},
                 "roster_endpoints": [redact(entry.base_urls) for entry in config.roster],
             },
             **extra,
@@ -244,8 +250,7 @@ class RunManifest:
                 f"{path} was written by a newer mad-eval (manifest schema {version}; this one "
                 f"reads up to {SCHEMA_VERSION}); upgrade mad-eval to read it."
             )
-        # A setting added after the run was made is read as its default.
-        config = {**RunConfig().identity(), **data["config"]}
+        config, unknown = _recorded_config(data["config"], path)
         try:
             sections = {name: _section(data, name) for name in ("benchmark", "protocol", "prompt")}
             team = data.get("team") or []
@@ -263,6 +268,7 @@ class RunManifest:
                 command=tuple(data.get("command") or ()),
                 created=data.get("created"),
                 schema_version=version,
+                unknown_config=unknown,
             )
         except KeyError as exc:
             raise StoreError(f"{path} is not a mad-eval run manifest (no {exc}).") from None
@@ -274,7 +280,7 @@ class RunManifest:
         the endpoints, extra bodies and command line, never the prompts' own text."""
         return {
             "schema_version": self.schema_version,
-            "config": redacted_config(self.config),
+            "config": redacted_config({**self.config.to_dict(), **self.unknown_config}),
             "operational": redact(self.operational),
             "benchmark": self.benchmark.to_dict(),
             "protocol": self.protocol.to_dict(),
@@ -299,7 +305,7 @@ class RunManifest:
         for seat in self.team:
             if seat.agent == agent:
                 return seat
-        return TeamSeat(agent, self.config["model"], self.config["model"])
+        return TeamSeat(agent, self.config.model, self.config.model)
 
 
 def redacted_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -317,6 +323,31 @@ def redacted_config(config: dict[str, Any]) -> dict[str, Any]:
             for entry in redacted["roster"]
         ]
     return redacted
+
+
+def _recorded_config(data: dict[str, Any], path: Path) -> tuple[RecordedConfig, dict[str, Any]]:
+    """A manifest's "config" as its type, each known key's value checked (a setting added
+    after the run was made is read as its default), and the keys it does not know."""
+    hints = get_type_hints(RecordedConfig)
+    known = {key: value for key, value in data.items() if key in hints}
+    for key, value in known.items():
+        if not fits(value, hints[key]):
+            raise StoreError(
+                f'{path} is not a mad-eval run manifest ("config" "{key}" is {_shown(value)}, '
+                f"not {describe(hints[key])})."
+            )
+    if "roster" in known:
+        known["roster"] = tuple(
+            Entry(**{**entry, "base_urls": tuple(entry.get("base_urls", ()))})
+            for entry in known["roster"]
+        )
+    unknown = {key: value for key, value in data.items() if key not in hints}
+    return RecordedConfig(**known), unknown
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _section(data: dict[str, Any], name: str) -> dict[str, Any]:

@@ -45,7 +45,7 @@ class RunView:
 
     @property
     def rounds(self) -> int:
-        return int(self.run.config["rounds"])
+        return int(self.run.config.rounds)
 
     @functools.cached_property
     def where(self) -> tuple[dict[int, int], dict[str, int]]:
@@ -133,7 +133,7 @@ def debate_row(
     picked: list[str | None] = []
     protocol = manifest.protocol
     voters, hub = list(protocol.voters), protocol.hub
-    seed = view.run.config["seed"]
+    seed = view.run.config.seed
     agreement = None
     for r in range(rounds + 1):
         live = [t for t in sorted(by_round.get(r, {}).values(), key=lambda t: t.agent)]
@@ -199,7 +199,7 @@ def debate_row(
             "kind": question.kind if question else view.run.kind,
             "missing": None if question else view.missing,
         },
-        "agents": view.run.config["agents"],
+        "agents": view.run.config.agents,
         "rounds": rounds,
         "voters": voters,
         "hub": hub,

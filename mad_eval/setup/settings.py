@@ -1,0 +1,96 @@
+"""The keyword settings a run is asked for (mad_eval.run, an experiment's tables, the
+command's options), typed for editors and checked by name and by their type hints."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypedDict
+
+from mad_eval.setup.config import ConfigError
+from mad_eval.setup.hints import describe, fits
+
+
+class RequestSettings(TypedDict, total=False):
+    """How requests travel (config.REQUESTS), for a run as for mad_eval.judge."""
+
+    base_urls: Sequence[str] | None  # replicas of the one model
+    concurrency: int
+    timeout: float
+    retries: int
+    backoff: float
+    cache: str | Path | None  # a request cache file
+
+
+class SingleSettings(RequestSettings, total=False):
+    """mad_eval.single's settings: a run's, but for the debate's shape (protocol, agents,
+    rounds), which sampling fixes. RunConfig's fields as a caller gives them: a file may be
+    a Path, a list a tuple, an extra body its JSON text; None leaves it to be resolved."""
+
+    benchmark: str | Path  # a registered name, or a .jsonl file
+    limit: int | None
+    answer_protocol: str | None  # None: the benchmark's own
+    model: str | None  # None: sim, or each roster agent's own
+    runs: int
+    seed: int
+    temperature: float
+    top_p: float
+    max_tokens: int | None  # None: the benchmark's own budget
+    prompt_style: str | Path | None  # a template name or .toml file; None: the preset's
+    strip_think: bool
+    quote: str | None  # None: the preset's, else final
+    extra_body: dict[str, Any] | str | None  # an object, or its JSON text
+    max_model_len: int | None
+    tokenizer: str | Path | None
+    roster: str | Path | None  # a roster file (RunConfig holds its entries)
+    api: str
+    template: str
+    dtype: str
+    tensor_parallel_size: int
+    gpu_memory_utilization: float
+    enforce_eager: bool
+    agent: Sequence[str] | None  # MODEL[@URL][*COUNT] per group, as --agent gives them
+    data_dir: str | Path | None  # where benchmark data is read from
+
+
+class RunSettings(SingleSettings, total=False):
+    """mad_eval.run's settings: `mad-eval run`'s long options, with underscores."""
+
+    protocol: str | Path  # a preset name or file
+    agents: int | None  # None: the roster's size, else 5
+    rounds: int
+
+
+@functools.cache
+def setting_types() -> dict[str, Any]:
+    """Each setting's type, as RunSettings declares it."""
+    return typing.get_type_hints(RunSettings)
+
+
+def check_names(given: Mapping[str, Any], accepted: Mapping[str, Any], what: str) -> None:
+    """Refuse a setting name that is not one of `accepted`, suggesting the nearest one."""
+    for name in given:
+        if name not in accepted:
+            near = difflib.get_close_matches(name, list(accepted), n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            raise ConfigError(
+                f"'{name}' is not a setting of {what}{hint}; the settings are the long options "
+                f"of its --help, with underscores: {', '.join(sorted(accepted))}."
+            )
+
+
+def check_types(given: Mapping[str, Any], what: str) -> None:
+    """Refuse a setting of the wrong type (a TOML string where a number belongs, say)."""
+    hints = setting_types()
+    for name, value in given.items():
+        if not fits(value, hints[name]):
+            raise ConfigError(f"{what}: '{name}' must be {describe(hints[name])}, got {value!r}.")
+
+
+def as_text(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings with each file named by a Path (where the hint allows one) written as
+    text, as the run records it."""
+    return {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}

@@ -22,6 +22,7 @@ from mad_eval.progress import Listener
 if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
     from mad_eval.measure.cost import Prices
     from mad_eval.reporting.results import Run
+    from mad_eval.training.pairs import Summary
 
 __all__ = [
     "Listener",
@@ -30,9 +31,13 @@ __all__ = [
     "judge",
     "load_run",
     "load_runs",
+    "plot",
     "report",
     "run",
     "single",
+    "table",
+    "train_pairs",
+    "train_prompts",
     "view",
 ]
 
@@ -210,3 +215,103 @@ def view(run_dirs: list[str | Path], out: str | Path = "results/view") -> Path:
     from mad_eval.viewer import load_view, write_site
 
     return write_site([load_view(Path(d)) for d in run_dirs], Path(out))
+
+
+def table(
+    run_dirs: list[str | Path],
+    layout: str = "debate",
+    *,
+    format: str = "md",
+    labels: dict[str, str] | list[str] | None = None,
+    baseline: str | None = None,
+    error: str = "std",
+    replicates: int | None = None,
+    out: str | Path | None = None,
+    prices: str | Path | None = None,
+) -> str:
+    """A paper table of the runs, grouped by benchmark and method, as CSV, LaTeX or Markdown
+    text (`format`), also written to `out` when given. `labels` names runs' methods (folder
+    -> name, or RUN=NAME strings); `replicates`: bootstrap resamples (default 2000)."""
+    from mad_eval.reporting.paper import make_table
+
+    return make_table(
+        [Path(d) for d in run_dirs],
+        layout,
+        format,
+        labels,
+        baseline,
+        error,
+        replicates,
+        None if out is None else Path(out),
+        None if prices is None else Path(prices),
+    )
+
+
+def plot(
+    run_dirs: list[str | Path],
+    out: str | Path = "results/plots",
+    *,
+    labels: dict[str, str] | list[str] | None = None,
+    replicates: int | None = None,
+) -> list[Path]:
+    """Draw the runs' figures (accuracy by round, transitions, diversity, margin, drift,
+    stopping; budget where a debate run has its single run) as PNG files in `out`; return
+    the files written."""
+    from mad_eval.reporting.paper import make_plots
+
+    return make_plots([Path(d) for d in run_dirs], Path(out), labels, replicates)
+
+
+def train_pairs(
+    source: str | Path,
+    out: str | Path,
+    *,
+    pairing: str = "freq",
+    per_prompt: int = 1,
+    max_length: int | None = None,
+    repeats: int = 1,
+    seed: int = 0,
+    prompt_template: str = "debate",
+    answer_protocol: str | None = None,
+    data_dir: str | Path | None = None,
+) -> Summary:
+    """Self-debate RL pairs from the rollouts of a run folder (its round-0 turns) or a JSON
+    Lines file, written to `out` (.parquet or .jsonl) as verl data; return what was read,
+    dropped and kept."""
+    from mad_eval.training.export import write_pairs
+
+    return write_pairs(
+        Path(source),
+        Path(out),
+        pairing,
+        per_prompt,
+        max_length,
+        repeats,
+        seed,
+        prompt_template,
+        answer_protocol,
+        None if data_dir is None else Path(data_dir),
+    )
+
+
+def train_prompts(
+    benchmark: str | Path,
+    out: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    limit: int | None = None,
+    prompt_template: str = "debate",
+    answer_protocol: str | None = None,
+) -> list[dict[str, Any]]:
+    """Write a benchmark's first-turn prompts (what round 0 asks) to `out` as verl data;
+    return the rows written."""
+    from mad_eval.training.export import write_prompts
+
+    return write_prompts(
+        benchmark,
+        Path(out),
+        None if data_dir is None else Path(data_dir),
+        limit,
+        prompt_template,
+        answer_protocol,
+    )

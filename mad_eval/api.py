@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from mad_eval.progress import Listener
 
 if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
+    from mad_eval.experiments.run import Plan
     from mad_eval.measure.cost import Prices
     from mad_eval.reporting.results import Run
     from mad_eval.training.pairs import Summary
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
 __all__ = [
     "Listener",
     "experiment",
+    "experiment_plan",
     "experiment_tables",
     "judge",
     "load_run",
@@ -197,6 +199,16 @@ def experiment(path: str | Path, listener: Listener | None = None) -> dict[str, 
     loaded = load_experiment(Path(path))
     drive(run_experiment(loaded, listener), f"its run folder under {loaded.out}")
     return {cell.name: report(loaded.folder(cell), loaded.prices) for cell in loaded.cells}
+
+
+def experiment_plan(path: str | Path) -> Plan:
+    """What running an experiment would ask, asking nothing and writing nothing: each
+    cell's questions, the turns it needs and those its folder already holds."""
+    from mad_eval.experiments import load_experiment
+    from mad_eval.experiments.run import Plan, dry_run
+
+    experiment = load_experiment(Path(path))
+    return Plan(experiment, dry_run(experiment))
 
 
 def experiment_tables(path: str | Path, replicates: int | None = None) -> list[Path]:

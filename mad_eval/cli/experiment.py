@@ -62,11 +62,8 @@ LISTED = 50
 
 
 def _dry_run(file: Path) -> None:
-    from mad_eval.experiments import load_experiment
-    from mad_eval.experiments.run import dry_run
-
-    experiment = load_experiment(file)
-    states = dry_run(experiment)
+    plan = api.experiment_plan(file)
+    experiment, states = plan.experiment, plan.states
     title = f"{experiment.name}: {len(states)} runs -> {experiment.out}"
     if len(states) <= LISTED:
         table = Table(title=title)
@@ -95,9 +92,9 @@ def _dry_run(file: Path) -> None:
         for model, (runs, turns, done) in by_model.items():
             table.add_row(model, str(runs), str(turns), str(done))
     console.print(table)
-    needed = sum(s.requests for s in states)
-    held = sum(min(s.done, s.requests) for s in states)
-    console.print(f"{needed} turns in all, {held} recorded, {needed - held} to ask.")
+    console.print(
+        f"{plan.needed} turns in all, {plan.held} recorded, {plan.needed - plan.held} to ask."
+    )
 
 
 @options.command(app, ["replicates"], {"replicates": options.REPLICATES}, arguments=[FILE])

@@ -22,20 +22,27 @@ from mad_eval.progress import Listener
 if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
     from typing import Unpack
 
+    from mad_eval.experiments.run import Plan
     from mad_eval.measure.cost import Prices
     from mad_eval.reporting.results import Run
     from mad_eval.setup.settings import RequestSettings, RunSettings, SingleSettings
+    from mad_eval.training.pairs import Summary
 
 __all__ = [
     "Listener",
     "experiment",
+    "experiment_plan",
     "experiment_tables",
     "judge",
     "load_run",
     "load_runs",
+    "plot",
     "report",
     "run",
     "single",
+    "table",
+    "train_pairs",
+    "train_prompts",
     "view",
 ]
 
@@ -200,6 +207,16 @@ def experiment(path: str | Path, listener: Listener | None = None) -> dict[str, 
     return {cell.name: report(loaded.folder(cell), loaded.prices) for cell in loaded.cells}
 
 
+def experiment_plan(path: str | Path) -> Plan:
+    """What running an experiment would ask, asking nothing and writing nothing: each
+    cell's questions, the turns it needs and those its folder already holds."""
+    from mad_eval.experiments import load_experiment
+    from mad_eval.experiments.run import Plan, dry_run
+
+    experiment = load_experiment(Path(path))
+    return Plan(experiment, dry_run(experiment))
+
+
 def experiment_tables(path: str | Path, replicates: int | None = None) -> list[Path]:
     """Write an experiment's declared tables (CSV, LaTeX, Markdown), figures and
     summary.md into its folder, from the cells' records; return the files written."""
@@ -216,3 +233,103 @@ def view(run_dirs: list[str | Path], out: str | Path = "results/view") -> Path:
     from mad_eval.viewer import load_view, write_site
 
     return write_site([load_view(Path(d)) for d in run_dirs], Path(out))
+
+
+def table(
+    run_dirs: list[str | Path],
+    layout: str = "debate",
+    *,
+    format: str = "md",
+    labels: dict[str, str] | list[str] | None = None,
+    baseline: str | None = None,
+    error: str = "std",
+    replicates: int | None = None,
+    out: str | Path | None = None,
+    prices: str | Path | None = None,
+) -> str:
+    """A paper table of the runs, grouped by benchmark and method, as CSV, LaTeX or Markdown
+    text (`format`), also written to `out` when given. `labels` names runs' methods (folder
+    -> name, or RUN=NAME strings); `replicates`: bootstrap resamples (default 2000)."""
+    from mad_eval.reporting.paper import make_table
+
+    return make_table(
+        [Path(d) for d in run_dirs],
+        layout,
+        format,
+        labels,
+        baseline,
+        error,
+        replicates,
+        None if out is None else Path(out),
+        None if prices is None else Path(prices),
+    )
+
+
+def plot(
+    run_dirs: list[str | Path],
+    out: str | Path = "results/plots",
+    *,
+    labels: dict[str, str] | list[str] | None = None,
+    replicates: int | None = None,
+) -> list[Path]:
+    """Draw the runs' figures (accuracy by round, transitions, diversity, margin, drift,
+    stopping; budget where a debate run has its single run) as PNG files in `out`; return
+    the files written."""
+    from mad_eval.reporting.paper import make_plots
+
+    return make_plots([Path(d) for d in run_dirs], Path(out), labels, replicates)
+
+
+def train_pairs(
+    source: str | Path,
+    out: str | Path,
+    *,
+    pairing: str = "freq",
+    per_prompt: int = 1,
+    max_length: int | None = None,
+    repeats: int = 1,
+    seed: int = 0,
+    prompt_template: str = "debate",
+    answer_protocol: str | None = None,
+    data_dir: str | Path | None = None,
+) -> Summary:
+    """Self-debate RL pairs from the rollouts of a run folder (its round-0 turns) or a JSON
+    Lines file, written to `out` (.parquet or .jsonl) as verl data; return what was read,
+    dropped and kept."""
+    from mad_eval.training.export import write_pairs
+
+    return write_pairs(
+        Path(source),
+        Path(out),
+        pairing,
+        per_prompt,
+        max_length,
+        repeats,
+        seed,
+        prompt_template,
+        answer_protocol,
+        None if data_dir is None else Path(data_dir),
+    )
+
+
+def train_prompts(
+    benchmark: str | Path,
+    out: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    limit: int | None = None,
+    prompt_template: str = "debate",
+    answer_protocol: str | None = None,
+) -> list[dict[str, Any]]:
+    """Write a benchmark's first-turn prompts (what round 0 asks) to `out` as verl data;
+    return the rows written."""
+    from mad_eval.training.export import write_prompts
+
+    return write_prompts(
+        benchmark,
+        Path(out),
+        None if data_dir is None else Path(data_dir),
+        limit,
+        prompt_template,
+        answer_protocol,
+    )

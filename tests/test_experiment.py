@@ -405,14 +405,16 @@ def test_tables_before_the_runs_say_which_run_to_make(tmp_path):
     assert f"run `mad-eval experiment run {path}` first." in said
 
 
-def test_a_dry_run_leaves_a_running_cells_records_as_they_are(tmp_path):
+def test_a_dry_run_leaves_a_running_cells_records_as_they_are(tmp_path, monkeypatch):
     """A run may be writing a line right now: a dry run counts, never repairs."""
+    monkeypatch.chdir(tmp_path)  # the file's out = "out" is the working directory's
     path = write(tmp_path, SMALL)
-    assert mad_eval("experiment", "run", str(path), cwd=tmp_path).returncode == 0
+    api.experiment(path)
     turns = tmp_path / "out" / "arith-decentralized-n3-t1-weak" / "turns.jsonl"
     with turns.open("ab") as f:
         f.write(b'{"run": 0, "question": "half-writ')
     before = turns.read_bytes()
-    dry = mad_eval("experiment", "run", str(path), "--dry-run", cwd=tmp_path)
-    assert dry.returncode == 0, dry.stderr
+    plan = api.experiment_plan(path)
     assert turns.read_bytes() == before
+    assert plan.needed == plan.held > 0  # every cell whole; the half line is no turn
+    assert [s.cell.name for s in plan.states] == [c.name for c in plan.experiment.cells]

@@ -19,7 +19,7 @@ from mad_eval.grading.answers import ANSWER_PROTOCOLS, AnswerProtocol
 from mad_eval.grading.grader import grade
 from mad_eval.grading.kinds import KINDS, Kind
 from mad_eval.protocols.scoring import RULES, Rule
-from mad_eval.reporting.layouts import LAYOUTS, Column
+from mad_eval.reporting.layouts import LAYOUTS, SUMMARIES, Column
 
 
 def turns(folder: Path) -> list[dict]:
@@ -225,8 +225,10 @@ def test_a_layout_function_makes_a_table(tmp_path: Path, monkeypatch: pytest.Mon
     from mad_eval.reporting.tables import render, tidy
 
     monkeypatch.setitem(LAYOUTS, "hub", _hub)
-    run = api.load_run(sim_run(tmp_path / "r", protocol="centralized", agents=3, rounds=2))
+    monkeypatch.setitem(SUMMARIES, "hub", "the hub's own accuracy per round")
+    [run] = api.load_runs([sim_run(tmp_path / "r", protocol="centralized", agents=3, rounds=2)])
     frame = tidy([run], "hub")
+    assert api.table([tmp_path / "r"], "hub", format="md") == render(frame, "md")
     assert list(frame["metric"]) == ["R0", "R1", "R2"]
     hub = [round_["hub_accuracy"] for round_ in run.metrics["rounds"]]
     assert list(frame["value"]) == pytest.approx(hub)

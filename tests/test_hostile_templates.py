@@ -324,9 +324,8 @@ def test_train_pairs_of_a_folder_whose_manifest_carries_a_payload_runs_nothing(s
     bigger = tmp_path / "bigger"
     api.run(agents=4, rounds=1, limit=20, out=bigger)  # enough disagreement to pair
     root, mark = tampered(bigger, tmp_path, "self", hash_ok=True)
-    result = mad_eval("train", "pairs", str(root), "--out", "p.jsonl", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "Read 80 rollouts of 20 prompts" in result.stdout
+    summary = api.train_pairs(root, tmp_path / "p.jsonl")
+    assert (summary.rollouts, summary.prompts) == (80, 20)
     assert not mark.exists()
 
 

@@ -15,6 +15,7 @@ from cli_helpers import mad_eval, turns_of
 from stub_server import StubServer
 from tiny_tokenizer import save_chat_tokenizer
 
+from mad_eval import api
 from mad_eval.debate.prompts import judge_correction, judge_prompt
 from mad_eval.records import derive_seed
 
@@ -155,9 +156,7 @@ def test_critique_table_averages_are_the_recorded_scores(debate):
     run_dir, _ = debate
     with StubServer(model="judge", reply=judge_reply) as server:
         assert judge(run_dir, server.base_url).returncode == 0
-    result = mad_eval("table", "r", "--layout", "critique", "--format", "csv", cwd=run_dir.parent)
-    assert result.returncode == 0, result.stderr
-    frame = pd.read_csv(io.StringIO(result.stdout))
+    frame = pd.read_csv(io.StringIO(api.table([run_dir], "critique", format="csv")))
     scored = [v for v in verdicts_of(run_dir) if v["scores"]]
     for part, chosen in (
         ("all", scored),
@@ -173,7 +172,7 @@ def test_critique_table_averages_are_the_recorded_scores(debate):
             assert rows.loc[header, "value"] == pytest.approx(mean)
             assert rows.loc[header, "ci_low"] <= mean <= rows.loc[header, "ci_high"]
         assert rows.loc["fail %", "value"] == pytest.approx(25.0)
-    markdown = mad_eval("table", "r", "--layout", "critique", cwd=run_dir.parent).stdout
+    markdown = api.table([run_dir], "critique")
     assert "| 5.33 |" in markdown and "| 25.0 |" in markdown
 
 
@@ -325,8 +324,8 @@ def test_metrics_json_holds_the_intervals_the_critique_table_prints(tmp_path):
     assert mad_eval("run", *args, cwd=tmp_path).returncode == 0
     assert mad_eval("judge", "r", "--judge", "sim-judge:bad=0.2", cwd=tmp_path).returncode == 0
     metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
-    table = mad_eval("table", "r", "--layout", "critique", "--format", "csv", cwd=tmp_path)
-    frame = pd.read_csv(io.StringIO(table.stdout))
+    table = api.table([tmp_path / "r"], "critique", format="csv")
+    frame = pd.read_csv(io.StringIO(table))
     assert len(frame) == 3 * 6
     for _, row in frame.iterrows():
         section, _, field = row["key"].rpartition(".")

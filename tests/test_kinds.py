@@ -15,6 +15,7 @@ from cli_helpers import mad_eval, turns_of
 from factories import turn
 from kind_files import COMMONSENSE_QA, GSM8K, cnn_row, hh_row, write_all, write_jsonl
 
+from mad_eval import api
 from mad_eval.data.benchmarks import BenchmarkError, load_questions, load_spec, read_jsonl
 from mad_eval.debate.prompts import answer_format
 from mad_eval.grading import grader as grading
@@ -424,10 +425,9 @@ def test_summaries_run_end_to_end_with_rouge_by_round(tmp_path: Path) -> None:
         assert row["agent_rougeL"] == pytest.approx(100 * sum(agents) / len(agents))
     assert metrics["rougeL"] == metrics["rounds"][2]["rougeL"]
     # The rouge table prints metrics.json's numbers; a voting layout is refused in one sentence.
-    table = mad_eval("table", str(out), "--layout", "rouge", "--format", "csv", cwd=tmp_path)
-    assert table.returncode == 0, table.stderr
-    rows = [line.split(",") for line in table.stdout.splitlines()[1:]]
-    header = table.stdout.splitlines()[0].split(",")
+    table = api.table([out], "rouge", format="csv")
+    rows = [line.split(",") for line in table.splitlines()[1:]]
+    header = table.splitlines()[0].split(",")
     for row in rows:
         cell = dict(zip(header, row, strict=True))
         r, key = int(cell["part"].split()[-1]), cell["key"].split(".")[1]

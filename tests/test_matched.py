@@ -14,6 +14,7 @@ import pytest
 from cli_helpers import mad_eval
 from factories import turn as metric_turn
 
+from mad_eval import api
 from mad_eval.grading.grader import same_answer
 from mad_eval.measure.counts import tally
 from mad_eval.measure.matched import (
@@ -235,9 +236,8 @@ def test_report_table_and_plot_agree(folders):
     assert [r["round"] for r in matched["by_round"]] == [0, 1, 2]
     assert [p["samples"] for p in matched["curve"]] == list(range(1, 13))
 
-    done = mad_eval("table", "deb", "sgl", "--layout", "budget", "--format", "csv", cwd=folders)
-    assert done.returncode == 0, done.stderr
-    frame = pd.read_csv(io.StringIO(done.stdout))
+    text = api.table([folders / "deb", folders / "sgl"], "budget", format="csv")
+    frame = pd.read_csv(io.StringIO(text))
     assert len(frame) == 6  # one row per column of the one debate run: the single is a pool
     by_key = frame.set_index("key")
     for key in ("maj", "debate"):
@@ -258,8 +258,8 @@ def test_report_table_and_plot_agree(folders):
     kept = json.loads((folders / "deb" / "metrics.json").read_text())["matched"]
     assert kept["maj_at_generations"] == matched["maj_at_generations"]
 
-    done = mad_eval("plot", "deb", "sgl", "--out", "plots", cwd=folders)
-    assert done.returncode == 0, done.stderr
+    written = api.plot([folders / "deb", folders / "sgl"], folders / "plots")
+    assert folders / "plots" / "budget.png" in written
     assert (folders / "plots" / "budget.png").stat().st_size > 0
 
 

@@ -12,6 +12,7 @@ import pytest
 from cli_helpers import mad_eval
 from matplotlib.text import Text
 
+import mad_eval as mad_eval_api
 from mad_eval.reporting.plots import diversity_figure, rounds_figure, transitions_figure
 from mad_eval.reporting.results import load_runs
 from mad_eval.reporting.tables import tidy
@@ -30,11 +31,10 @@ def runs(tmp_path: Path) -> list[Path]:
 
 @pytest.mark.slow
 def test_plot_writes_three_readable_pngs(runs, tmp_path):
-    result = mad_eval("plot", *map(str, runs), "--out", "figs", "--replicates", "200", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    written = mad_eval_api.plot(runs, tmp_path / "figs", replicates=200)
     for name in ("rounds", "transitions", "diversity"):
         path = tmp_path / "figs" / f"{name}.png"
-        assert f"Wrote figs/{name}.png" in result.stdout
+        assert path in written
         height, width, _ = matplotlib.image.imread(path).shape
         assert width >= 600 and height >= 450
 

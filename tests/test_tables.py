@@ -13,9 +13,11 @@ import pandas as pd
 import pytest
 from cli_helpers import mad_eval
 
+import mad_eval as api
 from mad_eval.measure.bootstrap import bootstrap_ci, paired_test
 from mad_eval.reporting.results import load_run, load_runs
 from mad_eval.reporting.tables import render, tidy
+from mad_eval.store.files import StoreError
 
 GOLDEN = Path(__file__).parent / "golden" / "tables"
 EXPECTED = json.loads((GOLDEN / "expected.json").read_text())
@@ -85,10 +87,9 @@ def test_debate_table_in_markdown_is_exactly_the_golden_text(runs):
 
 def test_csv_is_tidy_and_its_values_are_metrics_json(runs):
     for name in ("alpha", "beta"):
-        assert mad_eval("report", name, cwd=runs).returncode == 0
-    result = mad_eval("table", "alpha", "beta", "--format", "csv", "--replicates", "5000", cwd=runs)
-    assert result.returncode == 0, result.stderr
-    frame = pd.read_csv(io.StringIO(result.stdout))
+        api.report(runs / name)
+    text = api.table([runs / "alpha", runs / "beta"], format="csv", replicates=5000)
+    frame = pd.read_csv(io.StringIO(text))
     assert len(frame) == 6  # 2 methods x 1 benchmark x 3 numbers, nothing else
     wide = frame.pivot(index="method", columns="metric", values="value")
     for method in ("alpha", "beta"):
@@ -104,7 +105,7 @@ def test_csv_is_tidy_and_its_values_are_metrics_json(runs):
     assert beta.loc["Δ", "ci_high"] == pytest.approx(100.0)
     alpha = frame[frame["method"] == "alpha"].set_index("metric")
     assert pd.isna(alpha.loc["Debate", "p_value"])  # the baseline is not tested against itself
-    assert set(frame["run_dir"]) == {"alpha", "beta"}
+    assert set(frame["run_dir"]) == {str(runs / "alpha"), str(runs / "beta")}
 
 
 def test_average_group_covers_methods_with_every_benchmark(runs):
@@ -165,15 +166,14 @@ def test_latex_uses_booktabs_bolds_the_best_and_compiles(runs, tmp_path):
 
 
 def test_labels_name_methods_and_clashes_are_refused(runs):
-    result = mad_eval(
-        "table", "alpha", "beta", "--label", "alpha=MAD", "--label", "beta=MAD+SDRL", cwd=runs
-    )
-    assert result.returncode == 0, result.stderr
-    assert "| MAD+SDRL |" in result.stdout
-    shutil.copytree(runs / "alpha", runs / "again")
-    clash = mad_eval("table", "alpha", "again", cwd=runs)
-    assert clash.returncode == 2
-    assert "are both 'alpha' on golden; name them apart with --label" in clash.stderr
+    alpha, beta = runs / "alpha", runs / "beta"
+    text = api.table([alpha, beta], labels=[f"{alpha}=MAD", f"{beta}=MAD+SDRL"])
+    assert "| MAD+SDRL |" in text
+    assert api.table([alpha, beta], labels={str(alpha): "MAD", str(beta): "MAD+SDRL"}) == text
+    shutil.copytree(alpha, runs / "again")
+    with pytest.raises(StoreError, match="are both 'alpha' on golden; name them apart with"):
+        api.table([alpha, runs / "again"])
+    # The command names the runs as given; a label names one of them.
     unknown = mad_eval("table", "alpha", "--label", "gamma=X", cwd=runs)
     assert "--label names gamma, which is not one of the runs given (alpha);" in unknown.stderr
 

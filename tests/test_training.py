@@ -13,8 +13,10 @@ import pandas as pd
 import pytest
 from cli_helpers import mad_eval, turns_of
 
+import mad_eval as api
 from mad_eval.debate.context import EstimateCounter, Fitter
 from mad_eval.debate.prompts import Speaker, build_prompt, first_prompt, pair_prompt
+from mad_eval.errors import UserError
 from mad_eval.grading.grader import equivalent, same_answer
 from mad_eval.records import Question, Turn, derive_seed
 from mad_eval.setup.templates import load_template
@@ -346,16 +348,9 @@ def test_grpo_reward_reads_extra_info_lists():
 
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
 def test_pairs_from_a_single_run_hold_its_two_most_frequent_answers(tmp_path, shared_data, fmt):
-    assert mad_eval(
-        "single", "-k", "8", "--benchmark", "math500", "--data-dir", str(shared_data),
-        "--limit", "40", "--out", "s", cwd=tmp_path,
-    ).returncode == 0  # fmt: skip
-    result = mad_eval(
-        "train", "pairs", "s", "--pairing", "freq", "--out", f"pairs.{fmt}",
-        "--data-dir", str(shared_data), cwd=tmp_path,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    api.single(samples=8, benchmark="math500", data_dir=shared_data, limit=40, out=tmp_path / "s")
     path = tmp_path / f"pairs.{fmt}"
+    summary = api.train_pairs(tmp_path / "s", path, pairing="freq", data_dir=shared_data)
     frame = pd.read_parquet(path) if fmt == "parquet" else pd.read_json(path, lines=True)
     assert list(frame.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
     questions = {json.loads(line)["id"]: json.loads(line) for line in
@@ -382,7 +377,7 @@ def test_pairs_from_a_single_run_hold_its_two_most_frequent_answers(tmp_path, sh
         assert info["answer_protocol"] == "boxed" and info["template"] == "debate"
         firsts.append(counts[0] > counts[1])
     assert len(frame) >= 20 and 0 < sum(firsts) < len(firsts)  # both orders occur
-    assert f"Kept {len(frame)} prompts: {len(frame)} frequency pairs" in result.stdout
+    assert summary.kept == summary.pairs == len(frame)
 
 
 def test_generic_rollout_files_are_graded_here(tmp_path):
@@ -392,16 +387,13 @@ def test_generic_rollout_files_are_graded_here(tmp_path):
         {"id": "b", "problem": "2+2?", "answer": "4", "completion": "\\boxed{4}"},
     ]
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = mad_eval("train", "pairs", "r.jsonl", "--out", "p.jsonl", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    again = mad_eval("train", "pairs", "r.jsonl", "--pairing", "frequency", "--out", "q.jsonl",
-                     cwd=tmp_path)  # fmt: skip
-    assert again.returncode == 0, again.stderr
+    summary = api.train_pairs(tmp_path / "r.jsonl", tmp_path / "p.jsonl")
+    api.train_pairs(tmp_path / "r.jsonl", tmp_path / "q.jsonl", pairing="frequency")
     assert (tmp_path / "q.jsonl").read_text() == (tmp_path / "p.jsonl").read_text()
     (row,) = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert sorted(row["extra_info"]["answers"]) == ["2", "3"]
     assert row["data_source"] == "r"
-    assert "Dropped 1 prompts all correct, 0 all wrong and 0 with one distinct" in result.stdout
+    assert (summary.all_correct, summary.all_wrong, summary.one_answer) == (1, 0, 0)
 
 
 def test_pairs_take_a_template_a_length_limit_repeats_and_a_protocol(tmp_path):
@@ -414,14 +406,13 @@ def test_pairs_take_a_template_a_length_limit_repeats_and_a_protocol(tmp_path):
         {"id": "b", "question": "2+2?", "gold": "4", "response": "Answer: 5"},
     ]
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = mad_eval(
-        "train", "pairs", "r.jsonl", "--out", "p.jsonl", "--prompt-template", "conversation",
-        "--max-length", "100", "--repeats", "2", "--answer-protocol", "answer-line", cwd=tmp_path,
+    summary = api.train_pairs(
+        tmp_path / "r.jsonl", tmp_path / "p.jsonl", prompt_template="conversation",
+        max_length=100, repeats=2, answer_protocol="answer-line",
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert "1 longer than 100 characters" in result.stdout
-    assert "0 prompts all correct, 1 all wrong" in result.stdout
-    assert "2 frequency pairs (1 distinct, each 2 times)" in result.stdout
+    assert summary.too_long == 1
+    assert (summary.all_correct, summary.all_wrong) == (0, 1)
+    assert (summary.rule, summary.pairs) == ("freq", 2)
     first, second = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert first["prompt"] == second["prompt"]
     assert [first["extra_info"][k] for k in ("index", "question_id")] == [0, "a"]
@@ -432,17 +423,12 @@ def test_pairs_take_a_template_a_length_limit_repeats_and_a_protocol(tmp_path):
     assert (ask["role"], own["role"], partner["role"]) == ("user", "assistant", "user")
     assert own["content"] == rows[int(info["sources"][0].rsplit(" ", 1)[1]) - 1]["response"]
     assert '"Answer: X"' in ask["content"] and '"Answer: X"' in partner["content"]
-    boxed = mad_eval("train", "pairs", "r.jsonl", "--out", "q.jsonl", cwd=tmp_path)
-    assert "0 prompts all correct, 0 all wrong" in boxed.stdout  # b pairs under boxed
-    refused = mad_eval(
-        "train", "pairs", "r.jsonl", "--out", "q.jsonl", "--prompt-template", "nope", cwd=tmp_path
-    )
-    assert refused.returncode == 2 and "unknown prompt template 'nope'" in refused.stderr
-    refused = mad_eval(
-        "train", "pairs", "r.jsonl", "--out", "q.jsonl", "--answer-protocol", "summary-line",
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert refused.returncode == 2 and "--answer-protocol: the math kind" in refused.stderr
+    boxed = api.train_pairs(tmp_path / "r.jsonl", tmp_path / "q.jsonl")
+    assert (boxed.all_correct, boxed.all_wrong) == (0, 0)  # b pairs under boxed
+    with pytest.raises(UserError, match="unknown prompt template 'nope'"):
+        api.train_pairs(tmp_path / "r.jsonl", tmp_path / "q.jsonl", prompt_template="nope")
+    with pytest.raises(ValueError, match="--answer-protocol: the math kind"):
+        api.train_pairs(tmp_path / "r.jsonl", tmp_path / "q.jsonl", answer_protocol="summary-line")
 
 
 def test_a_runs_rollouts_are_graded_again_under_another_protocol(tmp_path, shared_data):
@@ -498,9 +484,7 @@ def test_bad_rollouts_and_options_get_one_sentence(tmp_path, rows, args, message
 
 
 def test_first_turn_prompts_are_the_round_zero_prompts(tmp_path, shared_data):
-    result = mad_eval("train", "prompts", "aime24", "--out", "p.parquet",
-                      "--data-dir", str(shared_data), cwd=tmp_path)  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    api.train_prompts("aime24", tmp_path / "p.parquet", data_dir=shared_data)
     frame = pd.read_parquet(tmp_path / "p.parquet")
     rows = [json.loads(line) for line in (shared_data / "aime24.jsonl").read_text().splitlines()]
     assert len(frame) == len(rows) == 30

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
+from mad_eval.cli import options
 from mad_eval.cli.app import app
 from mad_eval.cli.ui import console, fail
 
@@ -32,20 +34,24 @@ def protocols() -> None:
     )
 
 
-@app.command()
-def templates(
-    template: Annotated[
+TEMPLATE = inspect.Parameter(
+    "template",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    default=None,
+    annotation=Annotated[
         str | None,
         typer.Argument(
             metavar="[NAME|FILE]",
             help="A template to show, rendered for a sample 3-agent debate; none: list them.",
         ),
-    ] = None,
-    round_: Annotated[
-        int, typer.Option("--round", help="The round to show (2 shows a conversation's growth).")
-    ] = 1,
-    agent: Annotated[int, typer.Option(help="The agent (0-2) whose prompt to show.")] = 1,
-) -> None:
+    ],
+)
+
+
+@options.command(
+    app, ["show_round", "show_agent"], {"show_round": 1, "show_agent": 1}, arguments=[TEMPLATE]
+)
+def templates(template: str | None, show_round: int, show_agent: int) -> None:
     """List the prompt templates --prompt-template accepts by name, or show one's messages."""
     from mad_eval.setup.templates import (
         TemplateError,
@@ -68,10 +74,10 @@ def templates(
         _unreached("templates", builtin_templates())
         console.print("Show one: mad-eval templates NAME|FILE [--round R] [--agent I].")
         return
-    if not (0 <= agent <= 2 and 0 <= round_ <= 5):
+    if not (0 <= show_agent <= 2 and 0 <= show_round <= 5):
         raise fail("--agent must lie in 0..2 and --round in 0..5.")
     try:
-        messages = sample_prompt(load_template(template), agent, round_)
+        messages = sample_prompt(load_template(template), show_agent, show_round)
     except TemplateError as exc:
         raise fail(str(exc)) from None
     for message in messages:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from mad_eval import api
+from mad_eval.cli import options
 from mad_eval.cli.ui import ConsoleListener, console, one_sentence
-from mad_eval.measure.bootstrap import REPLICATES
 
 app = typer.Typer(
     help="A paper's evaluation in one file: the models, grids of settings (models x "
@@ -17,24 +19,20 @@ app = typer.Typer(
     "runs, and the tables and figures to make. See experiments/ for examples.",
     no_args_is_help=True,
 )
-File = Annotated[Path, typer.Argument(metavar="FILE", help="An experiment file (.toml).")]
+FILE = inspect.Parameter(
+    "file",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    annotation=Annotated[Path, typer.Argument(metavar="FILE", help="An experiment file (.toml).")],
+)
 
 
-@app.command()
-def run(
-    file: File,
-    dry_run: Annotated[
-        bool,
-        typer.Option(help="Print the runs, the turns each needs and holds; ask nothing."),
-    ] = False,
-) -> None:
+@options.command(app, ["dry_run"], {"dry_run": False}, arguments=[FILE])
+def run(file: Path, dry_run: bool) -> None:
     """Run (or resume) every run of the experiment at once, sharing each endpoint.
 
     Each run is an ordinary run folder under the experiment's folder; killing the command
     and starting it again resumes every one of them.
     """
-    from mad_eval import api
-
     with one_sentence():
         if dry_run:
             _dry_run(file)
@@ -64,11 +62,8 @@ LISTED = 50
 
 
 def _dry_run(file: Path) -> None:
-    from mad_eval.experiments import load_experiment
-    from mad_eval.experiments.run import dry_run
-
-    experiment = load_experiment(file)
-    states = dry_run(experiment)
+    plan = api.experiment_plan(file)
+    experiment, states = plan.experiment, plan.states
     title = f"{experiment.name}: {len(states)} runs -> {experiment.out}"
     if len(states) <= LISTED:
         table = Table(title=title)
@@ -97,23 +92,16 @@ def _dry_run(file: Path) -> None:
         for model, (runs, turns, done) in by_model.items():
             table.add_row(model, str(runs), str(turns), str(done))
     console.print(table)
-    needed = sum(s.requests for s in states)
-    held = sum(min(s.done, s.requests) for s in states)
-    console.print(f"{needed} turns in all, {held} recorded, {needed - held} to ask.")
+    console.print(
+        f"{plan.needed} turns in all, {plan.held} recorded, {plan.needed - plan.held} to ask."
+    )
 
 
-@app.command()
-def tables(
-    file: File,
-    replicates: Annotated[
-        int, typer.Option(help="Bootstrap resamples of the questions.")
-    ] = REPLICATES,
-) -> None:
+@options.command(app, ["replicates"], {"replicates": options.REPLICATES}, arguments=[FILE])
+def tables(file: Path, **chosen: Any) -> None:
     """Write every table (CSV, LaTeX, Markdown) and figure the experiment declares, and a
     summary.md linking them, into its folder."""
-    from mad_eval import api
-
     with one_sentence():
-        written = api.experiment_tables(file, replicates)
+        written = api.experiment_tables(file, **chosen)
     for path in written:
         console.print(f"Wrote {path}")

@@ -14,7 +14,10 @@ from typing import Annotated, Any
 import typer
 from typer.models import OptionInfo
 
-from mad_eval.setup.config import REQUESTS
+# Light registries (names and words, no machinery): the help lists what each option accepts.
+from mad_eval.grading.answers import ANSWER_PROTOCOLS
+from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS, SUMMARIES
+from mad_eval.setup.config import REQUESTS, spec_files
 
 
 @dataclass(frozen=True)
@@ -23,12 +26,34 @@ class Option:
     info: OptionInfo  # typer.Option(...): flags, help, metavar, environment variable
 
 
+def _names(kind: str) -> str:
+    """The built-in specs of a kind ("protocols", "benchmarks", "templates") by name."""
+    return ", ".join(spec_files(kind))
+
+
+def _answer_protocol(default: str, use: str = "") -> str:
+    return (
+        f"How replies write their final answer and how it is read{use}: "
+        f"{', '.join(ANSWER_PROTOCOLS)} (default: {default})."
+    )
+
+
+# Help said once and used by more than one command.
+PRICES = "A TOML file of dollars per 1M input, cached input and output tokens (README: Cost)"
+TRAIN_OUT = "File to write: .parquet (verl's format) or .jsonl, the same rows."
+# measure.bootstrap.REPLICATES, the calls' default (None), written out for --help because
+# importing it would load numpy whenever the command line starts (tests/test_options.py
+# keeps the two equal).
+REPLICATES = 2000
+
+
 OPTIONS: dict[str, Option] = {
     "protocol": Option(
         str,
         typer.Option(
-            help="Debate protocol: a preset (see `mad-eval protocols`), NAME:key=value,... "
-            "(e.g. sparse:degree=4) or pkg.module:Class for your own."
+            help=f"Debate protocol: a preset ({_names('protocols')}; see `mad-eval "
+            "protocols`), NAME:key=value,... (e.g. sparse:degree=4) or pkg.module:Class for "
+            "your own."
         ),
     ),
     "agents": Option(
@@ -62,16 +87,17 @@ OPTIONS: dict[str, Option] = {
             "--prompt-template",
             "--prompt-style",
             metavar="NAME|FILE",
-            help="Prompt template: a built-in one (debate, reflection, verification, roles, "
-            "personas, critique, own-apart, conversation, anonymous) or your own .toml file "
-            "(default: the preset's, else debate). --prompt-style is the older name.",
+            help=f"Prompt template: a built-in one ({_names('templates')}; see `mad-eval "
+            "templates`) or your own .toml file (default: the preset's, else debate). "
+            "--prompt-style is the older name.",
         ),
     ),
     "benchmark": Option(
         str,
         typer.Option(
-            help="Benchmark name (see `mad-eval benchmarks`: arith, math500, gsm8k, mmlu:SUBJECT, "
-            "hh_rlhf, cnn_dailymail, ...), a spec .toml or a .jsonl path."
+            help=f"Benchmark name ({_names('benchmarks')}; see `mad-eval benchmarks`), with "
+            "parameters as NAME:key=value (e.g. mmlu:subject=anatomy), a spec .toml or a .jsonl "
+            "path."
         ),
     ),
     "data_dir": Option(
@@ -157,9 +183,8 @@ OPTIONS: dict[str, Option] = {
         str | None,
         typer.Option(
             metavar="NAME",
-            help="How replies write their final answer and how it is read: boxed, answer-line, "
-            "math-verify, braces (default: the benchmark's, e.g. boxed for math500). The prompt's "
-            "answer instruction follows it.",
+            help=_answer_protocol("the benchmark's, e.g. boxed for math500")
+            + " The prompt's answer instruction follows it.",
         ),
     ),
     "strip_think": Option(
@@ -256,11 +281,7 @@ SINGLE_OUT = Option(
 )
 OPTIONS["prices"] = Option(
     Path | None,
-    typer.Option(
-        metavar="FILE",
-        help="A TOML file of dollars per 1M input, cached input and output tokens "
-        "(README: Cost): metrics.json's cost gains usd_per_1k.",
-    ),
+    typer.Option(metavar="FILE", help=f"{PRICES}: metrics.json's cost gains usd_per_1k."),
 )
 OPTIONS["single"] = Option(
     Path | None,
@@ -271,27 +292,169 @@ OPTIONS["single"] = Option(
         "tokens) to metrics.json, tested against Debate.",
     ),
 )
-JUDGE = {
-    "judge": Option(
-        str,
-        typer.Option(
-            "--judge",
-            metavar="SPEC",
-            help="The judge's model spec: openai:<model> (a server), vllm:<model> "
-            "(in-process) or sim-judge[:bad=..] (simulated, to try the pipeline offline).",
-        ),
+OPTIONS["judge"] = Option(
+    str,
+    typer.Option(
+        "--judge",
+        metavar="SPEC",
+        help="The judge's model spec: openai:<model> (a server), vllm:<model> "
+        "(in-process) or sim-judge[:bad=..] (simulated, to try the pipeline offline).",
     ),
+)
+OPTIONS["reference"] = Option(bool, typer.Option(help="Show the judge the gold answer."))
+JUDGE = {
     "rounds": Option(
         str | None,
         typer.Option(metavar="A..B", help="Debate rounds to judge: A..B, R or R,S (default: all)."),
     ),
     "limit": Option(int | None, typer.Option(help="Judge only the run's first LIMIT questions.")),
-    "reference": Option(bool, typer.Option(help="Show the judge the gold answer.")),
     "temperature": Option(float, typer.Option(help="The judge's sampling temperature.")),
     "top_p": Option(float, typer.Option(help="The judge's nucleus sampling top-p.")),
     "max_tokens": Option(int, typer.Option(help="Tokens per judge answer.")),
     "seed": Option(int, typer.Option(help="Base seed of the judge's requests.")),
 }
+
+
+# `mad-eval table` and `plot`.
+OPTIONS["layout"] = Option(
+    str,
+    typer.Option(
+        metavar="|".join(LAYOUTS),
+        help="; ".join(f"{name}: {SUMMARIES[name]}" for name in LAYOUTS) + ".",
+    ),
+)
+OPTIONS["format"] = Option(
+    str,
+    typer.Option(
+        "--format",
+        metavar="|".join(FORMATS),
+        help="csv: tidy, a row per method, benchmark and number, with std, 95% bootstrap "
+        "interval and p-value; latex: booktabs, best values bold; md: Markdown.",
+    ),
+)
+OPTIONS["labels"] = Option(
+    list[str] | None,
+    typer.Option(
+        "--label",
+        metavar="RUN=NAME",
+        help="Name a run's method (repeatable); by default the settings that differ "
+        "between the runs name them.",
+    ),
+)
+OPTIONS["baseline"] = Option(
+    str | None,
+    typer.Option(help="The method others are tested against (default: the first)."),
+)
+OPTIONS["error"] = Option(
+    str,
+    typer.Option(
+        metavar="|".join(ERRORS),
+        help="Error bars in latex and md: std over seeded runs, half the 95% bootstrap "
+        "interval over questions, or none.",
+    ),
+)
+OPTIONS["replicates"] = Option(
+    int | None,
+    typer.Option(help="Bootstrap resamples of the questions."),
+)
+TABLE = {
+    "out": Option(Path | None, typer.Option(help="Write the table here, not to the screen.")),
+    "prices": Option(
+        Path | None, typer.Option(metavar="FILE", help=f"{PRICES}: the cost layout adds money.")
+    ),
+}
+PLOT = {"out": Option(Path, typer.Option(help="Folder the PNG files are written to."))}
+
+# `mad-eval experiment run`.
+OPTIONS["dry_run"] = Option(
+    bool, typer.Option(help="Print the runs, the turns each needs and holds; ask nothing.")
+)
+
+# `mad-eval train pairs` and `prompts`.
+OPTIONS["pairing"] = Option(
+    str,
+    typer.Option(
+        metavar="freq|rand",
+        help="freq (or frequency): a rollout of the most common answer and one of the "
+        "second most common; rand (or random): two distinct rollouts drawn uniformly.",
+    ),
+)
+OPTIONS["per_prompt"] = Option(int, typer.Option(help="Pairs per prompt, at most."))
+OPTIONS["max_length"] = Option(
+    int | None,
+    typer.Option(help="Leave out rollouts longer than this many characters (e.g. truncated ones)."),
+)
+OPTIONS["repeats"] = Option(
+    int, typer.Option(help="Rows per pair: second-turn replies sampled per debate context.")
+)
+OPTIONS["prompt_template"] = Option(
+    str,
+    typer.Option(
+        metavar="NAME|FILE",
+        help="Prompt template whose round-0 messages are written: debate, conversation, "
+        "another built-in one or a .toml file.",
+    ),
+)
+PAIRS = {
+    "out": Option(Path, typer.Option(help=TRAIN_OUT)),
+    "seed": Option(int, typer.Option(help="Seed of the draws and of each pair's order.")),
+    "prompt_template": Option(
+        str,
+        typer.Option(
+            metavar="NAME|FILE",
+            help="Prompt template, as in evaluation: debate (the own rollout quoted as agent "
+            "0's), conversation (the own rollout an assistant turn), another built-in one or a "
+            ".toml file.",
+        ),
+    ),
+    "answer_protocol": Option(
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help=_answer_protocol(
+                "the run's, else boxed; the rollouts are graded with it", " by the reward"
+            ),
+        ),
+    ),
+}
+PROMPTS = {
+    "out": PAIRS["out"],
+    "answer_protocol": Option(
+        str | None,
+        typer.Option(metavar="NAME", help=_answer_protocol("the benchmark's", " by the reward")),
+    ),
+}
+
+# `mad-eval view`.
+OPTIONS["open"] = Option(
+    bool, typer.Option("--open", help="Open the site in the default browser once written.")
+)
+OPTIONS["serve"] = Option(
+    int | None,
+    typer.Option(
+        metavar="PORT",
+        help="Also serve the site on http://127.0.0.1:PORT (this machine only; requests "
+        "addressed to any host but localhost, 127.0.0.1 or [::1] are refused) until "
+        "Ctrl-C; without it, open index.html from the folder.",
+    ),
+)
+VIEW = {
+    "out": Option(
+        Path,
+        typer.Option(
+            help="The folder the site is written into (made if missing; a site written there "
+            "before is replaced; never a run folder)."
+        ),
+    )
+}
+
+# `mad-eval templates NAME`.
+OPTIONS["show_round"] = Option(
+    int, typer.Option("--round", help="The round to show (2 shows a conversation's growth).")
+)
+OPTIONS["show_agent"] = Option(
+    int, typer.Option("--agent", help="The agent (0-2) whose prompt to show.")
+)
 
 
 def annotated(name: str) -> Any:
@@ -312,18 +475,19 @@ def defaults_of(function: Callable[..., Any]) -> dict[str, Any]:
 def command(
     app: typer.Typer,
     names: list[str],
-    defaults: Mapping[str, Any],
+    defaults: Mapping[str, Any] | None = None,
     own: Mapping[str, Option] | None = None,
     arguments: list[inspect.Parameter] | None = None,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Register `function(**chosen)` as a command taking `arguments` and the options
     `names` (the command's `own` wording first, else OPTIONS), each defaulting to
     `defaults[name]` (required where there is none)."""
+    defaults = defaults or {}
 
     def register(function: Callable[..., None]) -> Callable[..., None]:
         params = list(arguments or [])
         for name in names:
-            option = (own or {}).get(name) or OPTIONS[name]
+            option = (own or {}).get(name, OPTIONS[name])  # declared there in any case
             default = defaults.get(name, inspect.Parameter.empty)
             if default == ():  # a list option given no times
                 default = None

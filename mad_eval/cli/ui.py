@@ -82,12 +82,13 @@ class ConsoleListener(Listener):
 
 
 @contextmanager
-def one_sentence() -> Iterator[None]:
-    """A user error ends the command in one sentence (exit 2); a stop says where the
+def one_sentence(*also: type[Exception]) -> Iterator[None]:
+    """A user error (or one of the errors `also` names, which that library call raises
+    for a bad value) ends the command in one sentence (exit 2); a stop says where the
     finished records are (exit 128 + the signal)."""
     try:
         yield
-    except UserError as exc:
+    except (UserError, *also) as exc:
         raise fail(str(exc)) from None
     except Interrupted as exc:
         sig = exc.signal

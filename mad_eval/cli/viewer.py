@@ -9,38 +9,23 @@ from typing import Annotated
 import typer
 
 from mad_eval import api
+from mad_eval.cli import options
 from mad_eval.cli.app import app
 from mad_eval.cli.ui import console, fail, one_sentence
 
-OUT_DEFAULT = inspect.signature(api.view).parameters["out"].default
-
-
-@app.command()
-def view(
-    run_dirs: Annotated[
+RUN_DIRS = inspect.Parameter(
+    "run_dirs",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    annotation=Annotated[
         list[Path], typer.Argument(metavar="RUN", help="Run directories, one or more.")
     ],
-    out: Annotated[
-        Path,
-        typer.Option(
-            help="The folder the site is written into (made if missing; a site written there "
-            "before is replaced; never a run folder)."
-        ),
-    ] = Path(OUT_DEFAULT),
-    open_: Annotated[
-        bool,
-        typer.Option("--open", help="Open the site in the default browser once written."),
-    ] = False,
-    serve: Annotated[
-        int | None,
-        typer.Option(
-            metavar="PORT",
-            help="Also serve the site on http://127.0.0.1:PORT (this machine only; requests "
-            "addressed to any host but localhost, 127.0.0.1 or [::1] are refused) until "
-            "Ctrl-C; without it, open index.html from the folder.",
-        ),
-    ] = None,
-) -> None:
+)
+# The site's folder is the API's default; opening and serving are the command's own.
+DEFAULTS = {**options.defaults_of(api.view), "open": False, "serve": None}
+
+
+@options.command(app, ["out", "open", "serve"], DEFAULTS, options.VIEW, [RUN_DIRS])
+def view(run_dirs: list[Path], out: Path, open: bool, serve: int | None) -> None:
     """Write a static site to read the runs' debates in a browser: each run's Maj, Debate
     and Δ, the debates with filters (right → wrong, split votes, failed turns, ...), every
     reply, its prompt and the judge's verdict; two or more runs side by side.
@@ -53,7 +38,7 @@ def view(
         index = api.view(run_dirs, out)
         console.print(f"Wrote {index} ({len(run_dirs)} {'run' if len(run_dirs) == 1 else 'runs'}).")
         if serve is None:
-            if open_:
+            if open:
                 _open(index.resolve().as_uri())
             return
         from mad_eval.viewer import make_server
@@ -61,7 +46,7 @@ def view(
         server = make_server(index.parent, serve)
         url = f"http://127.0.0.1:{server.server_address[1]}/"
         console.print(f"Serving {url} (Ctrl-C stops).")
-        if open_:
+        if open:
             _open(url)
         try:
             server.serve_forever()

@@ -83,6 +83,22 @@ def count_turns(experiment: Experiment, shared: Shared) -> dict[str, int]:
     return turns
 
 
+@dataclass(frozen=True)
+class Plan:
+    """An experiment and what each of its cells needs and holds (a dry run)."""
+
+    experiment: Experiment
+    states: list[CellState]
+
+    @property
+    def needed(self) -> int:
+        return sum(s.requests for s in self.states)
+
+    @property
+    def held(self) -> int:
+        return sum(min(s.done, s.requests) for s in self.states)
+
+
 def dry_run(experiment: Experiment) -> list[CellState]:
     """What each cell needs and holds, asking no server and writing nothing."""
     states = []

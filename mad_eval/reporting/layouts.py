@@ -299,6 +299,26 @@ LAYOUTS: dict[str, Layout] = {
     "stopping": _stopping,
     "budget": _budget,
 }
+# What each layout shows, in a few words: `mad-eval table --help` lists them.
+SUMMARIES = {
+    "debate": "Maj, Debate, Δ per benchmark",
+    "single": "mean@K, maj@K (exact)",
+    "rounds": "vote accuracy after each round",
+    "transitions": "C→I, I→C per round",
+    "lengths": "tokens of correct and incorrect answers per round",
+    "diversity": "unanimous share, answer entropy, ρ and N_eff per round",
+    "critique": "the judge's scores",
+    "rouge": "the consensus summary's ROUGE-1/2/L per round (summary benchmarks)",
+    "single-bootstrap": "maj@K as verl estimates it (1000 seeded resamples)",
+    "cost": "calls, requests, tokens, latency and money per question, per round and for the judge",
+    "margin": "Δ split by how many voters were right in round 0, and the oracle gap",
+    "drift": "change in mean agent accuracy per round, Δ = drift + aggregation",
+    "conformity": "agents adopting the previous round's plurality, right or wrong",
+    "stopping": "the vote and cost had the debate stopped after round r or at unanimity",
+    "budget": "Maj, Debate, and self-consistency given the debate's compute, maj@G "
+    "(G = N(T+1)) and the vote of the m samples its tokens buy, each debate run paired with "
+    "a `mad-eval single` run of its model and benchmark among the runs given",
+}
 # Layouts whose debate runs are each paired with a `mad-eval single` run of their model and
 # benchmark among the runs given (mad_eval.reporting.pairing); those single runs are no rows.
 PAIRED = ("budget",)

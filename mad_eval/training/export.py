@@ -13,12 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from mad_eval.data.benchmarks import load_questions
 from mad_eval.debate.prompts import first_prompt, pair_prompt
 from mad_eval.records import Question
 from mad_eval.setup.templates import Template, load_template
 from mad_eval.store.files import refuse_records
-from mad_eval.training.pairs import Pair
-from mad_eval.training.rollouts import Rollout, answer_protocol
+from mad_eval.training.pairs import PAIRINGS, Pair, Summary, build_pairs, pairing_rule
+from mad_eval.training.rollouts import Rollout, answer_protocol, read_rollouts
 
 FORMATS = (".parquet", ".jsonl")
 
@@ -134,3 +135,47 @@ def write_rows(rows: list[dict[str, Any]], out: Path) -> None:
             "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8"
         )
     tmp.replace(out)
+
+
+def write_pairs(
+    source: Path,
+    out: Path,
+    pairing: str = "freq",
+    per_prompt: int = 1,
+    max_length: int | None = None,
+    repeats: int = 1,
+    seed: int = 0,
+    prompt_template: str = "debate",
+    answer: str | None = None,
+    data_dir: Path | None = None,
+) -> Summary:
+    """Debate pairs from a run's (or a JSON Lines file's) rollouts whose correctness
+    disagrees, written to `out` as verl data; what was read, dropped and kept."""
+    pairing = pairing_rule(pairing)
+    template = load_template(prompt_template)
+    rollouts = read_rollouts(Path(source), data_dir, answer)
+    found, summary = build_pairs(
+        rollouts.items, pairing, per_prompt, seed, rollouts.kind, max_length, repeats
+    )
+    rows = pair_rows(
+        found, rollouts.benchmark, rollouts.kind, PAIRINGS[pairing], template, rollouts.answer
+    )
+    write_rows(rows, out)
+    return summary
+
+
+def write_prompts(
+    benchmark: str | Path,
+    out: Path,
+    data_dir: Path | None = None,
+    limit: int | None = None,
+    prompt_template: str = "debate",
+    answer: str | None = None,
+) -> list[dict[str, Any]]:
+    """A benchmark's first-turn prompts (what round 0 asks), written to `out` as verl data;
+    the rows written (each row's data_source is the benchmark's name)."""
+    template = load_template(prompt_template)
+    spec, questions = load_questions(benchmark, data_dir, limit)
+    rows = prompt_rows(questions, spec.name, spec.kind, template, answer)
+    write_rows(rows, out)
+    return rows

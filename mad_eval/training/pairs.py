@@ -142,6 +142,7 @@ class Pair:
 
 @dataclass
 class Summary:
+    rule: str = "freq"  # the pairing rule's short name (PAIRINGS)
     prompts: int = 0
     rollouts: int = 0
     all_correct: int = 0  # prompts dropped: no rollout was wrong
@@ -176,7 +177,7 @@ def build_pairs(
     by_prompt: dict[str, list[Rollout]] = {}
     for rollout in rollouts:
         by_prompt.setdefault(rollout.prompt_id, []).append(rollout)
-    summary = Summary(prompts=len(by_prompt), rollouts=len(rollouts))
+    summary = Summary(pairing, prompts=len(by_prompt), rollouts=len(rollouts))
     same = same_answer(kind)
     pairs: list[Pair] = []
     for prompt_id, mine in by_prompt.items():

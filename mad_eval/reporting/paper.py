@@ -1,0 +1,86 @@
+"""A paper table or the figures of several run folders, as `mad-eval table` and `plot` (and
+mad_eval.table, mad_eval.plot) make them: options checked, runs read, files written."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from mad_eval.measure.bootstrap import REPLICATES
+from mad_eval.measure.cost import read_prices
+from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
+from mad_eval.reporting.results import load_runs, parse_labels
+from mad_eval.store.files import StoreError, refuse_records
+
+# Fewer resamples give intervals too rough to print.
+MIN_REPLICATES = 100
+
+Labels = Mapping[str, str] | Sequence[str] | None  # folder -> name, or RUN=NAME options
+
+
+class TableError(StoreError):
+    """A table or plot option that is not one of those accepted."""
+
+
+def labels_of(labels: Labels) -> dict[str, str]:
+    """--label RUN=NAME options, or a mapping of run folder to name, as a mapping."""
+    if labels is None:
+        return {}
+    if isinstance(labels, Mapping):
+        return {str(Path(folder)): name for folder, name in labels.items()}
+    return parse_labels(list(labels))
+
+
+def _check(layout: str, fmt: str, error: str, replicates: int) -> None:
+    for value, allowed, name in (
+        (layout, LAYOUTS, "--layout"),
+        (fmt, FORMATS, "--format"),
+        (error, ERRORS, "--error"),
+    ):
+        if value not in allowed:
+            raise TableError(f"{name} must be one of {', '.join(allowed)}, got '{value}'.")
+    if replicates < MIN_REPLICATES:
+        raise TableError(f"--replicates must be at least {MIN_REPLICATES}, got {replicates}.")
+
+
+def make_table(
+    run_dirs: Sequence[Path],
+    layout: str = "debate",
+    fmt: str = "md",
+    labels: Labels = None,
+    baseline: str | None = None,
+    error: str = "std",
+    replicates: int | None = None,
+    out: Path | None = None,
+    prices: Path | None = None,
+) -> str:
+    """The table's text, also written to `out` when given (never over a run's records)."""
+    from mad_eval.reporting.tables import render, tidy  # pandas loads with the table
+
+    replicates = REPLICATES if replicates is None else replicates
+    _check(layout, fmt, error, replicates)
+    if out is not None:
+        refuse_records(out)
+    names, costs = labels_of(labels), read_prices(prices)
+    if layout in PAIRED:
+        from mad_eval.reporting.pairing import load_paired
+
+        runs = load_paired(list(run_dirs), names, replicates, costs)
+    else:
+        runs = load_runs(list(run_dirs), names, prices=costs)
+    text = render(tidy(runs, layout, baseline, replicates), fmt, error)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    return text
+
+
+def make_plots(
+    run_dirs: Sequence[Path], out: Path, labels: Labels = None, replicates: int | None = None
+) -> list[Path]:
+    """Every figure the runs have data for, as PNG files in `out`; the files written."""
+    from mad_eval.reporting.plots import draw  # matplotlib loads only when plotting
+
+    refuse_records(out)
+    runs = load_runs(list(run_dirs), labels_of(labels))
+    return draw(runs, out, REPLICATES if replicates is None else replicates)

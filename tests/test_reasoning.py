@@ -27,6 +27,7 @@ from mad_eval.grading.reasoning import (
     split_reply,
 )
 from mad_eval.measure.compute import compute_metrics
+from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Question
 from mad_eval.reporting.results import load_runs
 from mad_eval.reporting.tables import tidy
@@ -268,7 +269,7 @@ def test_metrics_count_truncation_per_round_and_mean_reasoning_tokens():
         t1.reasoning, t1.reasoning_tokens, t1.completion_tokens = "r", 60, 60
         t1.truncated_in_reasoning = agent == 2
         turns += [t0, t1]
-    metrics = compute_metrics(turns, 3, 1, [0, 1, 2], seed=0)
+    metrics = compute_metrics(turns, Scoring(3, 1, (0, 1, 2), kind="math", seed=0))
     assert metrics["truncated_in_reasoning"] == 1 and metrics["reasoning_turns"] == 6
     assert [r["truncated_in_reasoning"] for r in metrics["rounds"]] == [0, 1]
     assert [r["reasoning_tokens"] for r in metrics["rounds"]] == [30, 60]

@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 
-from mad_eval.measure.counts import BLOCK, Rates, Tallies
 from mad_eval.measure.formula import Formula
+from mad_eval.measure.tallies import BLOCK, Rates, Tallies
 
 # Question resamples behind every bootstrap interval and paired test.
 REPLICATES = 2000

@@ -1,24 +1,25 @@
 """What a debate costs per question: generations asked, requests sent, prompt, completion
 and reasoning tokens, the prompt tokens a prefix cache can reuse, latency summed and along
-the debate's critical path, and money at the prices a file gives. Counted a debate at a
-time into tally keys (tally.Counting) and read out by formulas, so a cost has the same
-intervals and tests as an accuracy."""
+the debate's critical path, and money at the prices a file gives. A metric family
+(measure.families): counted a debate at a time into tally keys, the judge's from its
+verdicts, and read out by formulas, so a cost has the same intervals and tests as an
+accuracy."""
 
 from __future__ import annotations
 
 import math
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from mad_eval.errors import UserError
-from mad_eval.measure.formula import Formula, Rates, percent, plain
+from mad_eval.measure.family import Add, Context, Debate, Family, VerdictCounts
+from mad_eval.measure.formula import Formula, Rates, percent, plain, total
+from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn, Verdict
-
-Add = Callable[[str, float, float], None]
 
 
 class PricesError(UserError, ValueError):
@@ -46,8 +47,12 @@ TOKEN_KEYS = frozenset({"ptok", "ctok", "cached"})
 JUDGE_KEYS = ("judge_gen", "judge_req", "judge_ptok", "judge_ctok", "judge_lat")
 
 
-def cost_keys(rounds: int) -> list[str]:
-    return [f"{k}{r}" for r in range(rounds + 1) for k in KEYS] + list(KEYS)
+def keys(scoring: Scoring) -> list[str]:
+    return [f"{k}{r}" for r in range(scoring.rounds + 1) for k in KEYS] + list(KEYS)
+
+
+def count(debate: Debate, add: Add) -> None:
+    count_cost(debate.turns, debate.scoring.rounds, add)
 
 
 def count_cost(turns: Iterable[Turn], rounds: int, add: Add) -> None:
@@ -104,15 +109,22 @@ def count_cost(turns: Iterable[Turn], rounds: int, add: Add) -> None:
                 add(key, whole[i], den)
 
 
-def count_judge_cost(verdicts: list[Verdict], add: Callable[[Verdict, str, float], None]) -> None:
-    """The judge's cost of each question: `add(verdict, key, amount)` per key; the caller
-    counts each question with a verdict once in every key's denominator."""
+def count_judge_cost(verdicts: list[Verdict], counts: VerdictCounts) -> None:
+    """The judge's cost of each question judged (JUDGE_KEYS): every verdict, a failed
+    request's too, counts what it cost; each question with a verdict counts once in every
+    key's denominator."""
+
+    def spent(v: Verdict, key: str, amount: float) -> None:
+        at = counts.at(v)
+        counts.num[key][at] += amount
+        counts.den[key][at] = 1  # per question judged
+
     for v in verdicts:
-        add(v, "judge_gen", 1)
-        add(v, "judge_req", v.attempts)
-        add(v, "judge_ptok", v.prompt_tokens or 0)
-        add(v, "judge_ctok", v.completion_tokens or 0)
-        add(v, "judge_lat", v.latency)
+        spent(v, "judge_gen", 1)
+        spent(v, "judge_req", v.attempts)
+        spent(v, "judge_ptok", v.prompt_tokens or 0)
+        spent(v, "judge_ctok", v.completion_tokens or 0)
+        spent(v, "judge_lat", v.latency)
 
 
 @dataclass(frozen=True)
@@ -218,7 +230,7 @@ def cost_formulas(rounds: int, price: Price | None = None) -> dict[str, Formula]
     for tag, head in [*((str(r), f"cost{r}") for r in range(rounds + 1)), ("", "cost")]:
         for name, key in FIELDS.items():
             found[f"{head}.{name}"] = plain(f"{key}{tag}")
-        found[f"{head}.tokens"] = _sum(f"ptok{tag}", f"ctok{tag}")
+        found[f"{head}.tokens"] = total(f"ptok{tag}", f"ctok{tag}")
         found[f"{head}.prefix_share"] = percent(f"prefix{tag}")
         if price is not None:
             found[f"{head}.usd_per_1k"] = price.usd_per_1k(tag)
@@ -232,7 +244,7 @@ def judge_cost_formulas(price: Price | None = None) -> dict[str, Formula]:
         "judge_cost.requests": plain("judge_req"),
         "judge_cost.prompt_tokens": plain("judge_ptok"),
         "judge_cost.completion_tokens": plain("judge_ctok"),
-        "judge_cost.tokens": _sum("judge_ptok", "judge_ctok"),
+        "judge_cost.tokens": total("judge_ptok", "judge_ctok"),
         "judge_cost.latency": plain("judge_lat"),
     }
     if price is not None:
@@ -240,11 +252,20 @@ def judge_cost_formulas(price: Price | None = None) -> dict[str, Formula]:
     return found
 
 
-def through(rounds: int, field: str) -> Formula:
-    """A cost field summed over rounds 0..`rounds`: what a debate stopped there spent."""
-    keys = {"tokens": ("ptok", "ctok"), "generations": ("gen",)}[field]
-    return _sum(*(f"{k}{r}" for r in range(rounds + 1) for k in keys))
+def formulas(context: Context) -> dict[str, Formula]:
+    """Every run's cost, priced with its agents' price; a judged run's judge's cost too."""
+    found = cost_formulas(context.scoring.rounds, context.price)
+    if context.judged:
+        found |= judge_cost_formulas(context.judge_price)
+    return found
 
 
-def _sum(*keys: str) -> Formula:
-    return lambda rates: sum(rates[k] for k in keys)
+FAMILY = Family(
+    name="cost",
+    formulas=formulas,
+    keys=keys,
+    count=count,
+    compact=True,
+    verdict_keys=lambda scoring: list(JUDGE_KEYS),
+    count_verdicts=count_judge_cost,
+)

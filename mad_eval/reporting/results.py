@@ -9,12 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mad_eval.grading.kinds import get_kind
 from mad_eval.measure.compute import Measuring, Totals
 from mad_eval.measure.cost import Price, Prices
 from mad_eval.measure.counts import Tallies
 from mad_eval.measure.schema import Formula, formulas
-from mad_eval.protocols.scoring import RULES, default_rule
+from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn, Verdict
 from mad_eval.store.folder import Debates, JudgeLog, RunStore, StoreError, read_debates
 from mad_eval.store.manifest import RunManifest
@@ -99,18 +98,23 @@ class Run:
     def kind(self) -> str:
         return self.manifest.benchmark.kind
 
+    @functools.cached_property
+    def scoring(self) -> Scoring:
+        """How its answers are scored, read once from its manifest."""
+        return Scoring.from_manifest(self.manifest)
+
     @property
     def voted(self) -> bool:
         """Whether its answers are right or wrong and voted (a summary is scored instead)."""
-        return get_kind(self.kind).voted
+        return self.scoring.voted
 
     @property
     def score(self) -> str:
-        return manifest_rule(self.manifest)
+        return self.scoring.rule
 
     @functools.cached_property
     def own_formulas(self) -> dict[str, Formula]:
-        return run_formulas(self.manifest, bool(self.verdicts), *self.priced())
+        return formulas(self.scoring, bool(self.verdicts), *self.priced())
 
     def priced(self) -> tuple[Price | None, Price | None]:
         """Its agents' price and its judge's, from `prices` (None without)."""
@@ -154,18 +158,6 @@ def _short(model: str) -> str:
     return model
 
 
-def manifest_rule(manifest: RunManifest) -> str:
-    """The scoring rule the run's protocol named (the manifest's `score`), else, as for every
-    run made before rules existed, the kind's default."""
-    named, hub = manifest.protocol.score, manifest.protocol.hub
-    if named is not None and named not in RULES:
-        known = ", ".join(RULES)
-        raise StoreError(f"the manifest names scoring rule '{named}', not one of: {known}.")
-    if named is not None and RULES[named].needs_hub and hub is None:
-        raise StoreError(f"the manifest names scoring rule '{named}', but its protocol has no hub.")
-    return named or default_rule(manifest.benchmark.kind)
-
-
 def run_models(manifest: RunManifest) -> list[str]:
     """The model specs its agents used."""
     seated = [seat.model for seat in manifest.team]
@@ -182,26 +174,6 @@ def run_prices(
     return prices.of(run_models(manifest)), judge
 
 
-def run_formulas(
-    manifest: RunManifest,
-    critique: bool,
-    price: Price | None = None,
-    judge_price: Price | None = None,
-) -> dict[str, Formula]:
-    """Every number of the run's metrics.json, by name (metrics.formulas)."""
-    config, protocol = manifest.config, manifest.protocol
-    return formulas(
-        config["rounds"],
-        config["agents"],
-        protocol.hub is not None,
-        critique=critique,
-        kind=manifest.benchmark.kind,
-        voters=len(protocol.voters),
-        price=price,
-        judge_price=judge_price,
-    )
-
-
 def measure(
     manifest: RunManifest,
     debates: Debates,
@@ -211,7 +183,6 @@ def measure(
     """The run's counts per question, its metrics.json and its plain sums, from its records
     alone: its turns, read a debate at a time, and, when it has been judged, the judge's
     verdicts; its cost in money when given `prices`."""
-    config, protocol = manifest.config, manifest.protocol
     price, judge_price = run_prices(manifest, verdicts or [], prices)
     groups: dict[str, list[int]] = {}
     for seat in manifest.team:
@@ -219,14 +190,8 @@ def measure(
     measuring = Measuring(
         debates.runs,
         debates.questions,
-        agents=config["agents"],
-        rounds=config["rounds"],
-        voters=list(protocol.voters),
-        seed=config["seed"],
-        hub=protocol.hub,
+        Scoring.from_manifest(manifest),
         groups=groups,
-        kind=manifest.benchmark.kind,
-        rule=manifest_rule(manifest),
         price=price,
         judge_price=judge_price,
     )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mad_eval.measure.bootstrap import REPLICATES, bootstrap_ci, paired_test
-from mad_eval.measure.dynamics import differences
+from mad_eval.measure.families import differences
 from mad_eval.measure.schema import lookup
 from mad_eval.protocols.scoring import RULES, default_rule
 from mad_eval.reporting.layouts import LAYOUT_NOTES, LAYOUTS, Column
@@ -139,7 +139,7 @@ def tidy(
 def _test(
     run: Run, column: Column, by_key: dict[tuple[str, str, str], Run], base: str, replicates: int
 ) -> tuple[float | None, str | None, int]:
-    """A difference (Δ, drift, ...: dynamics.differences) is tested against zero on the
+    """A difference (Δ, drift, ...: families.differences) is tested against zero on the
     run's own questions; a number whose column names another of its run (`against`),
     against that; any other number against the baseline method's."""
     formulas, key = run.formulas, column.key
@@ -148,7 +148,7 @@ def _test(
         found = formulas[column.against]
         p, n = paired_test(mine, formulas[key], theirs, found, replicates)
         return p, f"vs {column.against}", n
-    pairs = differences(run.rounds, len(run.manifest.protocol.voters))
+    pairs = differences(run.scoring)
     if key in pairs:
         first, second = pairs[key]
         p, n = paired_test(run.tallies, formulas[first], run.tallies, formulas[second], replicates)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from mad_eval.progress import Listener
 
 if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
-    from mad_eval.measure.cost import Prices
+    from mad_eval.measure.prices import Prices
     from mad_eval.reporting.results import Run
 
 __all__ = [
@@ -147,14 +147,17 @@ def report(
     `single`, a `mad-eval single` run of the same model and benchmark, the compute-matched
     baselines too (metrics.json's `matched` section; mad_eval.measure.matched); without, the single
     run metrics.json was matched with before, while it is there."""
-    from mad_eval.reporting.pairing import pair, paired_before, single_run
+    from mad_eval.measure.prices import read_prices
+    from mad_eval.reporting.pairing import load_for_pairing, pair, paired_before, single_run
     from mad_eval.store.folder import RunStore
 
     store = RunStore(Path(run_dir))
-    result = load_run(store.root, prices)
     single = single if single is not None else paired_before(store)
-    if single is not None:
-        pair([result], [single_run(load_run(single))])
+    if single is None:
+        result = load_run(store.root, prices)
+    else:  # each run's turns read once: what pairing counts is counted as it is loaded
+        result = load_for_pairing(store.root, read_prices(prices))
+        pair([result], [single_run(load_for_pairing(Path(single)))])
     store.write_metrics(result.metrics)
     return result
 
@@ -162,7 +165,7 @@ def report(
 def load_run(run_dir: str | Path, prices: str | Path | None = None) -> Run:
     """A finished (or partial) run's results from its folder, without writing anything
     (`prices`: a prices file, for its cost in money)."""
-    from mad_eval.measure.cost import read_prices
+    from mad_eval.measure.prices import read_prices
     from mad_eval.reporting import results
 
     return results.load_run(Path(run_dir), read_prices(prices))
@@ -175,7 +178,7 @@ def load_runs(
 ) -> list[Run]:
     """Several runs' results, each named for the setting that tells it apart (or `labels`:
     folder -> name), as tables compare them."""
-    from mad_eval.measure.cost import read_prices
+    from mad_eval.measure.prices import read_prices
     from mad_eval.reporting import results
 
     return results.load_runs([Path(d) for d in run_dirs], labels, prices=read_prices(prices))

@@ -12,8 +12,8 @@ from factories import turn
 import mad_eval
 from mad_eval.grading.rubric import JUDGE_CRITERIA as CRITERIA
 from mad_eval.measure.compute import Measuring, compute_metrics
-from mad_eval.measure.cost import Price, load_prices
 from mad_eval.measure.counts import tally, tally_verdicts
+from mad_eval.measure.prices import Price, load_prices
 from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn, Verdict
 

@@ -83,7 +83,7 @@ def table(
     ] = None,
 ) -> None:
     """Print a paper table of several runs, grouped by benchmark and method."""
-    from mad_eval.measure.cost import read_prices
+    from mad_eval.measure.prices import read_prices
     from mad_eval.reporting.results import load_runs, parse_labels
     from mad_eval.reporting.tables import render, tidy
     from mad_eval.store.files import refuse_records

@@ -22,7 +22,7 @@ from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn, Verdict
 
 if TYPE_CHECKING:
-    from mad_eval.measure.cost import Price
+    from mad_eval.measure.prices import Price
 
 
 def compute_metrics(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mad_eval.measure.formula import Formula
+from mad_eval.measure.prices import Price
 from mad_eval.protocols.scoring import Same, Scoring
 from mad_eval.records import Turn, Verdict
 
@@ -67,12 +68,12 @@ class VerdictCounts:
 @dataclass(frozen=True)
 class Context:
     """What decides a family's numbers besides its counts: the run's scoring, whether it
-    was judged, and its agents' and judge's prices (cost.Price; None: tokens only)."""
+    was judged, and its agents' and judge's prices (prices.Price; None: tokens only)."""
 
     scoring: Scoring
     judged: bool = False
-    price: Any = None
-    judge_price: Any = None
+    price: Price | None = None
+    judge_price: Price | None = None
 
 
 def _nothing(_: Any) -> list[str]:

@@ -12,6 +12,7 @@ from mad_eval.errors import UserError
 from mad_eval.measure import families
 from mad_eval.measure.family import Context
 from mad_eval.measure.formula import Formula
+from mad_eval.measure.prices import Price
 from mad_eval.protocols.scoring import Scoring
 
 # metrics.json's layout. 1: the files written before `schema_version` existed (read alike).
@@ -27,19 +28,22 @@ def check_version(metrics: dict[str, Any], path: object) -> None:
     found = metrics.get("schema_version", 1)
     if not isinstance(found, int) or isinstance(found, bool) or found > SCHEMA_VERSION:
         raise MetricsVersionError(
-            f"{path} has schema_version {found!r}, newer than the {SCHEMA_VERSION} this "
-            "mad-eval reads; upgrade mad-eval, or run `mad-eval report` on the run to rewrite it."
+            f"{path} has schema_version {found!r}; this mad-eval reads metrics.json up to "
+            f"version {SCHEMA_VERSION}: use the newer mad-eval that wrote it."
         )
 
 
 def formulas(
-    scoring: Scoring, judged: bool = False, price: Any = None, judge_price: Any = None
+    scoring: Scoring,
+    judged: bool = False,
+    price: Price | None = None,
+    judge_price: Price | None = None,
 ) -> dict[str, Formula]:
     """Every number of metrics.json by name (`maj`, `round2.vote_accuracy`, `move1.c2i`, ...)
     as a function of a run's rates: evaluated on all questions for metrics.json, on
     resampled questions for a bootstrap. Rates are fractions; accuracies come out in percent.
     Each family that applies to the run (a voted or a summary kind, `judged` or not) gives
-    its own, in the registry's order; `price` and `judge_price` (cost.Price) price the cost."""
+    its own, in the registry's order; `price` and `judge_price` (prices.Price) price the cost."""
     context = Context(scoring, judged, price, judge_price)
     found: dict[str, Formula] = {}
     for family in families.applying(context):

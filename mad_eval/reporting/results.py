@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mad_eval.measure.compute import Measuring, Totals
-from mad_eval.measure.cost import Price, Prices
 from mad_eval.measure.counts import Tallies
+from mad_eval.measure.prices import Price, Prices
 from mad_eval.measure.schema import Formula, formulas
 from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn, Verdict
@@ -20,6 +21,14 @@ from mad_eval.store.manifest import RunManifest
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+class Sink(Protocol):
+    """Anything else that counts a run's debates while it is measured (pairing's pools and
+    spending), so the run's turns are read once."""
+
+    def add(self, turns: list[Turn]) -> None: ...
+
 
 # What can tell two methods apart, in the order a generated label lists them.
 LABEL_FIELDS = ("model", "protocol", "agents", "rounds", "prompt", "temperature", "seed")
@@ -43,6 +52,8 @@ class Run:
     # Numbers counted on other tallies than the run's own (the compute-matched baselines,
     # on the questions a single run shares with it): formula name -> (formula, tallies).
     attached: dict[str, tuple[Formula, Tallies]] = field(default_factory=dict)
+    # What else counted its debates as it was read (load_run's `keep`).
+    kept: list[Sink] = field(default_factory=list)
 
     def tallies_of(self, name: str) -> Tallies:
         """The tallies a formula of the run is evaluated on."""
@@ -179,10 +190,11 @@ def measure(
     debates: Debates,
     verdicts: list[Verdict] | None = None,
     prices: Prices | None = None,
+    sinks: Sequence[Sink] = (),
 ) -> tuple[Tallies, dict[str, Any], Totals]:
     """The run's counts per question, its metrics.json and its plain sums, from its records
-    alone: its turns, read a debate at a time, and, when it has been judged, the judge's
-    verdicts; its cost in money when given `prices`."""
+    alone: its turns, read a debate at a time (each also handed to `sinks`), and, when it
+    has been judged, the judge's verdicts; its cost in money when given `prices`."""
     price, judge_price = run_prices(manifest, verdicts or [], prices)
     groups: dict[str, list[int]] = {}
     for seat in manifest.team:
@@ -197,15 +209,22 @@ def measure(
     )
     for debate in debates.each:
         measuring.add(debate)
+        for sink in sinks:
+            sink.add(debate)
     found = measuring.tallies(verdicts)
     metrics = measuring.metrics(found, verdicts)
     return found, metrics, measuring.totals
 
 
-def load_run(root: Path, prices: Prices | None = None) -> Run:
+def load_run(
+    root: Path,
+    prices: Prices | None = None,
+    keep: Callable[[RunManifest], list[Sink]] | None = None,
+) -> Run:
     """Read one run directory; a folder that is no run, or holds no turns, is a StoreError.
     Its turns are read a debate at a time and never held all at once. With `prices`, its
-    cost is in money too."""
+    cost is in money too; with `keep`, what it gives for the run's manifest counts the same
+    debates, in the same pass, and is kept as the Run's `kept`."""
     store = RunStore(root)
     manifest = store.manifest()
     shape = store.shape(manifest)  # records of no turn of the run are refused, not counted
@@ -213,9 +232,19 @@ def load_run(root: Path, prices: Prices | None = None) -> Run:
     if not debates.count:
         raise StoreError(f"{store.turns_path} holds no turns yet; nothing to report.")
     verdicts = JudgeLog(store.root).read(shape=shape)
-    found, metrics, totals = measure(manifest, debates, verdicts, prices)
+    sinks = keep(manifest) if keep is not None else []
+    found, metrics, totals = measure(manifest, debates, verdicts, prices, sinks)
     failed = totals.all["failed_sent"]
-    return Run(store.root, manifest, found, metrics, verdicts, failed_sent=failed, prices=prices)
+    return Run(
+        store.root,
+        manifest,
+        found,
+        metrics,
+        verdicts,
+        failed_sent=failed,
+        prices=prices,
+        kept=sinks,
+    )
 
 
 def load_runs(

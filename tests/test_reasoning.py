@@ -112,7 +112,7 @@ def test_a_tag_the_answer_mentions_never_takes_the_answer_away(reply, answer):
     """Through the backend's split and the grading of the final content, as a turn is."""
     generation = read_reply(body({"content": reply}), "chat")
     assert not generation.truncated
-    assert grade(generation.text, answer, split=False) == Grade(answer, True)
+    assert grade(generation.text, answer, "math", split=False) == Grade(answer, True)
 
 
 def body(message: dict, finish: str = "stop", details: dict | None = None) -> bytes:

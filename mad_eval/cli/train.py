@@ -94,7 +94,13 @@ def pairs(
         template = load_template(prompt_template)
         rollouts = read_rollouts(source, data_dir, answer_protocol)
         found, summary = build_pairs(
-            rollouts.items, pairing, per_prompt, seed, rollouts.kind, max_length, repeats
+            rollouts.items,
+            pairing,
+            per_prompt,
+            seed,
+            kind=rollouts.kind,
+            max_length=max_length,
+            repeats=repeats,
         )
         rows = pair_rows(
             found, rollouts.benchmark, rollouts.kind, PAIRINGS[pairing], template, rollouts.answer

@@ -252,7 +252,7 @@ from mad_eval.grading.grader import grade
 
 assert grade({HALF!r}, "0.5", "math").correct
 print(*verifier.grader_pids(), flush=True)
-threading.Thread(target=grade, args=({TOWER!r}, "1"), daemon=True).start()
+threading.Thread(target=grade, args=({TOWER!r}, "1", "math"), daemon=True).start()
 time.sleep(0.5)
 os.kill(verifier.grader_pids()[0], signal.SIGSTOP)  # busy for good: it never answers
 """
@@ -271,7 +271,7 @@ def test_exit_never_waits_for_a_busy_worker(tmp_path: Path) -> None:
 def test_stopping_the_workers_cuts_a_comparison_short() -> None:
     assert grade(HALF, "0.5", "math").correct
     with ThreadPoolExecutor(1) as threads:
-        cut = threads.submit(grade, TOWER, "1")
+        cut = threads.submit(grade, TOWER, "1", "math")
         time.sleep(0.5)
         stop_graders()
         # Not cut short, it would end in math-verify's timeout: a Grade, not this error.

@@ -34,7 +34,7 @@ def single_run(run: Run) -> Run:
     """`run`, checked to be a single run: given as one, a debate run is refused."""
     if not run.single:
         raise PairingError(
-            f"{run.root} is a debate ({run.config['agents']} agents, {run.rounds} rounds), not "
+            f"{run.root} is a debate ({run.scoring.agents} agents, {run.rounds} rounds), not "
             "a `mad-eval single` run; give the single run of the debate's model and benchmark."
         )
     return run
@@ -42,7 +42,7 @@ def single_run(run: Run) -> Run:
 
 def generations(run: Run) -> int:
     """G = N(T+1): the generations a debate makes per question."""
-    return run.config["agents"] * (run.rounds + 1)
+    return run.scoring.agents * (run.rounds + 1)
 
 
 def _model(run: Run) -> str | None:
@@ -87,8 +87,8 @@ def pick_single(debate: Run, singles: list[Run]) -> Run:
             f"{debate.root} has no single run of {model} on {debate.benchmark} to be matched "
             f"with{among}; run {_wanted(debate)} and give its folder too."
         )
-    best = max(mine, key=lambda s: s.config["agents"] * s.metrics["runs"])
-    pooled = best.config["agents"] * best.metrics["runs"]
+    best = max(mine, key=lambda s: s.scoring.agents * s.metrics["runs"])
+    pooled = best.scoring.agents * best.metrics["runs"]
     if pooled < generations(debate):
         raise PairingError(
             f"{best.root} has {pooled} samples per question, fewer than the "

@@ -103,11 +103,11 @@ class Run:
 
     @property
     def rounds(self) -> int:
-        return self.config["rounds"]
+        return self.scoring.rounds
 
     @property
     def kind(self) -> str:
-        return self.manifest.benchmark.kind
+        return self.scoring.kind
 
     @functools.cached_property
     def scoring(self) -> Scoring:

@@ -87,7 +87,7 @@ def tidy(
                 f"{run.root} has no judge verdicts; score it first with "
                 f"`mad-eval judge {run.root} --judge MODEL`."
             )
-        for part, columns in LAYOUTS[layout](run.rounds, len(run.manifest.protocol.voters)):
+        for part, columns in LAYOUTS[layout](run.rounds, len(run.scoring.voters)):
             for column in columns:
                 if column.optional:
                     optional.add(column.key)
@@ -113,7 +113,7 @@ def tidy(
                         "value": value,
                         "std": std,
                         "runs": run.metrics["runs"],
-                        "agents": run.config["agents"],
+                        "agents": run.scoring.agents,
                         "score": run.score if column.scored else None,
                         "ci_low": low,
                         "ci_high": high,

@@ -45,7 +45,7 @@ class RunView:
 
     @property
     def rounds(self) -> int:
-        return int(self.run.config["rounds"])
+        return self.run.scoring.rounds
 
     @functools.cached_property
     def where(self) -> tuple[dict[int, int], dict[str, int]]:
@@ -198,7 +198,7 @@ def debate_row(
             "kind": question.kind if question else view.run.kind,
             "missing": None if question else view.missing,
         },
-        "agents": view.run.config["agents"],
+        "agents": view.run.scoring.agents,
         "rounds": rounds,
         "voters": voters,
         "hub": hub,

@@ -162,4 +162,5 @@ FAMILY = Family(
     compact=True,
     verdict_keys=lambda scoring: list(JUDGE_KEYS),
     count_verdicts=count_judge_cost,
+    lists={"cost": ("cost_by_round", 0, lambda n: {"round": n})},
 )

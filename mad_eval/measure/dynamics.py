@@ -231,4 +231,8 @@ FAMILY = Family(
     intervals=intervals,
     tests=lambda scoring: differences(scoring.rounds, len(scoring.voters)),
     finish=questions,
+    lists={
+        "margin": ("margins", 0, lambda n: {"right_in_round0": n}),
+        "stop": ("stopping", 0, lambda n: {"after_round": n}),
+    },
 )

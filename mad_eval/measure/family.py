@@ -5,7 +5,7 @@ Measuring and schema.formulas read every family from the one list in measure.fam
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from mad_eval.measure.tallies import Tallies
 
 Add = Callable[[str, float, float], None]
+# A list of rows in metrics.json that numbered formula names fill: its key, the number of its
+# first row, and the fields that name a row (`margin3.x` is margins[3]["x"], its row
+# {"right_in_round0": 3}).
+Section = tuple[str, int, Callable[[int], dict[str, Any]]]
 
 
 @dataclass
@@ -105,3 +109,5 @@ class Family:
     finish: Callable[[dict[str, Any], Tallies], None] | None = None
     # Counted against another run (reporting.pairing), never by Counting or Measuring.
     paired: bool = False
+    # The numbered heads of its formula names that are rows of a list (schema.locate).
+    lists: dict[str, Section] = field(default_factory=dict)

@@ -10,7 +10,7 @@ from typing import Any
 
 from mad_eval.errors import UserError
 from mad_eval.measure import families
-from mad_eval.measure.family import Context
+from mad_eval.measure.family import Context, Section
 from mad_eval.measure.formula import Formula
 from mad_eval.measure.prices import Price
 from mad_eval.protocols.scoring import Scoring
@@ -52,27 +52,33 @@ def formulas(
 
 
 # Where a numbered formula name's number sits: `round2.x` is rounds[2]["x"], `move1.x` is
-# transitions[0]["x"], `margin3.x` is margins[3]["x"], `cost2.x` cost_by_round[2]["x"],
-# `stop1.x` stopping[1]["x"]; each list's row names its number.
-LISTS = {
+# transitions[0]["x"]; each list's row names its number. A family adds its own (`margin3.x`
+# is margins[3]["x"]: Family.lists).
+LISTS: dict[str, Section] = {
     "round": ("rounds", 0, lambda n: {"round": n}),
     "move": ("transitions", 1, lambda n: {"from_round": n - 1, "to_round": n}),
-    "margin": ("margins", 0, lambda n: {"right_in_round0": n}),
-    "cost": ("cost_by_round", 0, lambda n: {"round": n}),
-    "stop": ("stopping", 0, lambda n: {"after_round": n}),
 }
+
+
+def lists() -> dict[str, Section]:
+    """Every numbered head that is a row of a list, the families' too."""
+    found = dict(LISTS)
+    for family in families.FAMILIES:
+        found |= family.lists
+    return found
 
 
 def locate(name: str) -> tuple[str | None, int | None, str]:
     """Where a formula's number sits in metrics.json: a numbered head is a row of a list
-    (LISTS), a plain head a section of its own (`cost.x` is cost["x"]), and a plain name is
+    (`lists`), a plain head a section of its own (`x.y` is x["y"]), and a plain name is
     top level: (section or None, index or None, field)."""
     head, _, field = name.partition(".")
     if not field:
         return None, None, name
     found = re.fullmatch(r"([a-z_]+?)(\d+)", head)
-    if found and found[1] in LISTS:
-        section, first, _ = LISTS[found[1]]
+    numbered = lists() if found else {}
+    if found and found[1] in numbered:
+        section, first, _ = numbered[found[1]]
         return section, int(found[2]) - first, field
     return head, None, field
 
@@ -95,7 +101,7 @@ def nest(names: Iterable[str], cell: Callable[[str], dict[str, Any]]) -> dict[st
     """metrics.json's shape from flat names (see `locate`); `cell(name)` gives the fields
     one name contributes."""
     out: dict[str, Any] = {"rounds": [], "transitions": []}
-    heads = {section: (first, row) for section, first, row in LISTS.values()}
+    heads = {section: (first, row) for section, first, row in lists().values()}
     for name in names:
         section, index, _ = locate(name)
         if section is None:

@@ -1,7 +1,7 @@
 """Error bars over questions: bootstrap confidence intervals and a paired bootstrap test.
 
 Both resample questions with replacement and re-evaluate the same formula that gives the
-number in metrics.json (metrics.formulas), averaged over runs as metrics.json averages it.
+number in metrics.json (schema.formulas), averaged over runs as metrics.json averages it.
 The resampling is seeded, so a table prints the same intervals every time.
 """
 

@@ -102,7 +102,7 @@ class Totals:
 class Measuring:
     """metrics.json built a debate (one run's turns of one question) at a time, so a run of
     any size is measured without holding its turns: the tallies behind every rate
-    (tally.Counting), the plain sums (Totals), and the same for each agent group.
+    (counts.Counting), the plain sums (Totals), and the same for each agent group.
 
     The system's answers are those the scoring rule picks, recorded as `score`. With a
     hub, its own accuracy per round; with several `groups` (label -> agents), the same

@@ -2,7 +2,7 @@
 debate (what the overview's filters and sorting read) and one page of detail per debate.
 
 Every number a filter reads (the vote of each round, unanimity) is the run's own tally
-(`results.load_run`, counted by tally.Counting through the run's scoring rule), so the
+(`results.load_run`, counted by counts.Counting through the run's scoring rule), so the
 page never re-derives a vote in the browser."""
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def debate_row(
         live = [t for t in live if not t.failed]
         answer = None
         if voted and rule.scored(live, voters, hub):
-            # The same draw tally.Counting makes, for the answer's text (its rightness is
+            # The same draw counts.Counting makes, for the answer's text (its rightness is
             # the tally's, above).
             chosen = rule.pick(live, voters, hub, vote_ties(seed, run_index, qid, r), alike)
             answer = chosen.answer if chosen is not None else None

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from mad_eval.measure.formula import Formula
 from mad_eval.measure.prices import Price
+from mad_eval.measure.tallies import Tallies
 from mad_eval.protocols.scoring import Same, Scoring
 from mad_eval.records import Turn, Verdict
-
-if TYPE_CHECKING:
-    from mad_eval.measure.tallies import Tallies
 
 Add = Callable[[str, float, float], None]
 # A list of rows in metrics.json that numbered formula names fill: its key, the number of its

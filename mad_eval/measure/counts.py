@@ -130,8 +130,8 @@ def tally_summaries(turns: list[Turn], voters: list[int], rounds: int) -> Tallie
 
 
 def tally_verdicts(verdicts: list[Verdict], tallies: Tallies, scoring: Scoring) -> Tallies:
-    """`tallies` with the judge's verdicts counted by every family that counts them (the
-    critique scores, the judge's cost), on the runs and questions `tallies` has."""
+    """`tallies` with the judge's verdicts counted by every family that counts verdicts
+    (Family.count_verdicts), on the runs and questions `tallies` has."""
     shape = (len(tallies.runs), len(tallies.questions))
     counting = [f for f in families.applying(Context(scoring, judged=True)) if f.count_verdicts]
     names = [k for f in counting for k in f.verdict_keys(scoring)]

@@ -43,7 +43,7 @@ def formulas(
     as a function of a run's rates: evaluated on all questions for metrics.json, on
     resampled questions for a bootstrap. Rates are fractions; accuracies come out in percent.
     Each family that applies to the run (a voted or a summary kind, `judged` or not) gives
-    its own, in the registry's order; `price` and `judge_price` (prices.Price) price the cost."""
+    its own, in the registry's order, with the agents' and the judge's `prices.Price`."""
     context = Context(scoring, judged, price, judge_price)
     found: dict[str, Formula] = {}
     for family in families.applying(context):

@@ -8,7 +8,8 @@ manifest.json, metrics.json and table file byte for byte, with timing fields mas
 
 Each tree runs with itself first on PYTHONPATH (the same interpreter), from a scratch folder
 holding a copy of its experiment file, so relative paths match; the trees' and the scratch
-folders' own paths are written as <TREE> and <OUT> before comparing. Masked: timing fields
+folders' own paths are written as <TREE> and <OUT> before comparing. Keys added on purpose
+(ADDED: metrics.json's schema_version) are dropped. Masked: timing fields
 (any key holding "latency", the keys in TIMING) and the numbers of a table line naming a
 latency. turns.jsonl is compared in key order (run, question, round, agent): the order of
 its lines is the order the concurrent debates finished in, which no run repeats. Prints
@@ -54,6 +55,10 @@ TIMING = {
     "host",
     "pid",
 }
+# Keys a file gains on purpose, dropped from its top level before comparing (in both trees,
+# so only the key is spared, never its neighbours): metrics.json's `schema_version` (issue
+# 31: metrics.json is versioned; the baseline writes none).
+ADDED = {"metrics.json": ("schema_version",)}
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 RECORDS = ("turns.jsonl", "manifest.json", "metrics.json")
 TABLES = (".csv", ".md", ".tex")
@@ -98,7 +103,10 @@ def lines_of(path: Path, tree: Path, out: Path) -> list[str]:
     """The file as compared: JSON with timing fields masked, anything else as written."""
     text = normal(path.read_text(), tree, out)
     if path.suffix == ".json":
-        return json.dumps(masked(json.loads(text)), indent=1, ensure_ascii=False).splitlines()
+        data = json.loads(text)
+        for key in ADDED.get(path.name, ()):
+            data.pop(key, None)
+        return json.dumps(masked(data), indent=1, ensure_ascii=False).splitlines()
     if path.suffix == ".jsonl":
         records = [masked(json.loads(line)) for line in text.splitlines()]
         records.sort(

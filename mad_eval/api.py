@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
     from typing import Unpack
 
     from mad_eval.experiments.run import Plan
-    from mad_eval.measure.cost import Prices
+    from mad_eval.measure.prices import Prices
     from mad_eval.reporting.results import Run
     from mad_eval.setup.settings import RequestSettings, RunSettings, SingleSettings
     from mad_eval.training.pairs import Summary
@@ -160,14 +160,17 @@ def report(
     `single`, a `mad-eval single` run of the same model and benchmark, the compute-matched
     baselines too (metrics.json's `matched` section; mad_eval.measure.matched); without, the single
     run metrics.json was matched with before, while it is there."""
-    from mad_eval.reporting.pairing import pair, paired_before, single_run
+    from mad_eval.measure.prices import read_prices
+    from mad_eval.reporting.pairing import load_for_pairing, pair, paired_before, single_run
     from mad_eval.store.folder import RunStore
 
     store = RunStore(Path(run_dir))
-    result = load_run(store.root, prices)
     single = single if single is not None else paired_before(store)
-    if single is not None:
-        pair([result], [single_run(load_run(single))])
+    if single is None:
+        result = load_run(store.root, prices)
+    else:  # each run's turns read once: what pairing counts is counted as it is loaded
+        result = load_for_pairing(store.root, read_prices(prices))
+        pair([result], [single_run(load_for_pairing(Path(single)))])
     store.write_metrics(result.metrics)
     return result
 
@@ -175,7 +178,7 @@ def report(
 def load_run(run_dir: str | Path, prices: str | Path | None = None) -> Run:
     """A finished (or partial) run's results from its folder, without writing anything
     (`prices`: a prices file, for its cost in money)."""
-    from mad_eval.measure.cost import read_prices
+    from mad_eval.measure.prices import read_prices
     from mad_eval.reporting import results
 
     return results.load_run(Path(run_dir), read_prices(prices))
@@ -188,7 +191,7 @@ def load_runs(
 ) -> list[Run]:
     """Several runs' results, each named for the setting that tells it apart (or `labels`:
     folder -> name), as tables compare them."""
-    from mad_eval.measure.cost import read_prices
+    from mad_eval.measure.prices import read_prices
     from mad_eval.reporting import results
 
     return results.load_runs([Path(d) for d in run_dirs], labels, prices=read_prices(prices))

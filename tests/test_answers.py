@@ -94,7 +94,7 @@ def test_unknown_names_are_one_sentence() -> None:
     with pytest.raises(ValueError, match=r"unknown benchmark kind 'mcq'; known: math, number"):
         get_kind("mcq")
     with pytest.raises(ValueError, match="unknown answer protocol 'dapo'"):
-        grade("Answer: 5", "5", answer="dapo")
+        grade("Answer: 5", "5", "math", answer="dapo")
 
 
 @pytest.mark.parametrize(
@@ -165,7 +165,7 @@ def test_the_other_instructions_ask_for_their_form() -> None:
     ],
 )
 def test_boxed_reads_the_last_box_else_the_last_cue(text: str, expected: str | None) -> None:
-    assert extract(text) == expected == get_answer_protocol("boxed").locate(text)
+    assert extract(text, "math") == expected == get_answer_protocol("boxed").locate(text)
 
 
 def test_boxed_keeps_each_kinds_own_fallback() -> None:
@@ -199,15 +199,15 @@ def test_boxed_keeps_each_kinds_own_fallback() -> None:
     ],
 )
 def test_answer_line(text: str, expected: str | None) -> None:
-    assert extract(text, answer="answer-line") == expected
+    assert extract(text, "math", answer="answer-line") == expected
 
 
 def test_answer_line_looks_only_near_the_end() -> None:
     near = "Answer: 7\n" + "x" * (DAPO_WINDOW - 20)
     far = "Answer: 7\n" + "x" * DAPO_WINDOW
-    assert extract(near, answer="answer-line") == "7"
-    assert extract(far, answer="answer-line") is None
-    assert extract(far) == "7"  # boxed reads the whole reply
+    assert extract(near, "math", answer="answer-line") == "7"
+    assert extract(far, "math", answer="answer-line") is None
+    assert extract(far, "math") == "7"  # boxed reads the whole reply
 
 
 @pytest.mark.parametrize(
@@ -243,15 +243,17 @@ def test_answer_line_normalises_as_dapo_does(raw: str, normal: str | None) -> No
 
 
 def test_answer_line_grades_against_the_gold() -> None:
-    assert grade("so...\nAnswer: 7", "7", answer="answer-line") == Grade("7", True)
-    assert grade("\\boxed{5} for the sub-case...\nAnswer: 7", "7", answer="answer-line").correct
-    assert grade("Answer: $25$.", "025", answer="answer-line") == Grade("25", True)
+    assert grade("so...\nAnswer: 7", "7", "math", answer="answer-line") == Grade("7", True)
+    assert grade(
+        "\\boxed{5} for the sub-case...\nAnswer: 7", "7", "math", answer="answer-line"
+    ).correct
+    assert grade("Answer: $25$.", "025", "math", answer="answer-line") == Grade("25", True)
     assert grade("Answer: 1,080 dollars", "1080", "number", answer="answer-line") == Grade(
         "1080", True
     )
     assert grade("Answer: (B)", "B", "choice", OPTIONS, "answer-line") == Grade("B", True)
-    assert grade("Answer: 8", "7", answer="answer-line") == Grade("8", False)
-    assert grade("no answer line", "7", answer="answer-line") == Grade(None, False)
+    assert grade("Answer: 8", "7", "math", answer="answer-line") == Grade("8", False)
+    assert grade("no answer line", "7", "math", answer="answer-line") == Grade(None, False)
 
 
 # ---- math-verify -------------------------------------------------------------------------
@@ -259,35 +261,39 @@ def test_answer_line_grades_against_the_gold() -> None:
 
 def test_math_verify_searches_the_whole_reply() -> None:
     text = "So the result is $x = 5$."
-    assert grade(text, "5", answer="math-verify") == Grade("x = 5", True)
-    assert grade(text, "5") == Grade(None, False)  # boxed finds no box and no cue
-    assert extract("\\boxed{3} and then 7", answer="math-verify") == "3"  # a box first
-    assert extract("first $\\frac{1}{2}$", answer="math-verify") == "\\frac{1}{2}"
-    assert grade("first $\\frac{1}{2}$", "0.5", answer="math-verify").correct
-    assert extract("no mathematics here", answer="math-verify") is None
-    assert grade("", "5", answer="math-verify") == Grade(None, False)
+    assert grade(text, "5", "math", answer="math-verify") == Grade("x = 5", True)
+    assert grade(text, "5", "math") == Grade(None, False)  # boxed finds no box and no cue
+    assert extract("\\boxed{3} and then 7", "math", answer="math-verify") == "3"  # a box first
+    assert extract("first $\\frac{1}{2}$", "math", answer="math-verify") == "\\frac{1}{2}"
+    assert grade("first $\\frac{1}{2}$", "0.5", "math", answer="math-verify").correct
+    assert extract("no mathematics here", "math", answer="math-verify") is None
+    assert grade("", "5", "math", answer="math-verify") == Grade(None, False)
 
 
 def test_math_verify_is_cached_in_the_parent() -> None:
     text = "The sum is $\\frac{3}{4}$."
-    assert extract(text, answer="math-verify") == "\\frac{3}{4}"
+    assert extract(text, "math", answer="math-verify") == "\\frac{3}{4}"
     verifier.stop_graders()
-    assert extract(text, answer="math-verify") == "\\frac{3}{4}"
+    assert extract(text, "math", answer="math-verify") == "\\frac{3}{4}"
     assert verifier.grader_pids() == []  # the cache answered: no worker started
 
 
 @pytest.mark.slow
 def test_a_hostile_reply_for_math_verify_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 2.0)
-    assert extract("warm up: $1$", answer="math-verify") == "1"  # start the worker untimed
+    assert extract("warm up: $1$", "math", answer="math-verify") == "1"  # start the worker untimed
     assert len(HOSTILE_MATH) == 100_000
     before = set(verifier.grader_pids())
-    assert grade(HOSTILE_MATH, "1", answer="math-verify") == Grade(None, False, timed_out=True)
+    assert grade(HOSTILE_MATH, "1", "math", answer="math-verify") == Grade(
+        None, False, timed_out=True
+    )
     # Its worker killed: the parent's bound ended the call, not math-verify's own alarm
     # (which leaves the worker running); no clock decides.
     killed = before - set(verifier.grader_pids())
     assert killed and not [pid for pid in killed if Path(f"/proc/{pid}").exists()]
-    assert grade("so it is $\\frac{1}{2}$", "0.5", answer="math-verify").correct  # recovered
+    assert grade(
+        "so it is $\\frac{1}{2}$", "0.5", "math", answer="math-verify"
+    ).correct  # recovered
 
 
 # ---- braces ------------------------------------------------------------------------------
@@ -308,11 +314,11 @@ def test_a_hostile_reply_for_math_verify_stays_bounded(monkeypatch: pytest.Monke
     ],
 )
 def test_braces(text: str, expected: str | None) -> None:
-    assert extract(text, answer="braces") == expected
+    assert extract(text, "math", answer="braces") == expected
 
 
 def test_braces_grade_every_voting_kind() -> None:
-    assert grade("{final answer: 0.5}", "\\frac12", answer="braces") == Grade("0.5", True)
+    assert grade("{final answer: 0.5}", "\\frac12", "math", answer="braces") == Grade("0.5", True)
     assert grade("{final answer: $1,250}", "1250", "number", answer="braces").correct
     assert grade("{final answer: C}", "C", "choice", OPTIONS, "braces") == Grade("C", True)
     assert grade("{final answer: B}", "A", "preference", ["x", "y"], "braces").correct is False
@@ -441,7 +447,9 @@ def test_the_simulated_agents_write_the_questions_protocol() -> None:
     dapo = Question("q1", "What is 2+2?", "4", answer="answer-line")
     text, _ = _generate(dapo)
     assert text.startswith("Working through the problem, I get:\nAnswer: ")
-    assert extract(text, answer="answer-line") == extract(boxed)  # the same answer drawn
+    assert extract(text, "math", answer="answer-line") == extract(
+        boxed, "math"
+    )  # the same answer drawn
     summary = Question("a", "The harbour reopened. Boats left. Crews cheered.", "r", {}, "summary")
     assert _generate(summary)[0].startswith("Having read the article, I write:\nSummary: ")
 

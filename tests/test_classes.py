@@ -11,8 +11,10 @@ from cli_helpers import mad_eval, turns_of
 
 from mad_eval.grading.grader import equivalent
 from mad_eval.measure.compute import compute_metrics
-from mad_eval.protocols.scoring import AnswerClasses, answer_groups
+from mad_eval.protocols.scoring import AnswerClasses, Scoring, answer_groups
 from mad_eval.records import Turn
+
+FIVE = Scoring(5, 2, range(5), kind="math", seed=0)
 
 
 def graded(answer: str | None, correct: bool = False, timed_out: bool = False) -> SimpleNamespace:
@@ -88,6 +90,4 @@ def test_a_run_records_classes_and_its_numbers_are_those_of_pairwise_comparison(
         assert len(set(classes.values())) == len(classes)
     turns = [Turn(**t) for t in records]
     plain = [dataclasses.replace(t, answer_class=None) for t in turns]
-    assert compute_metrics(turns, 5, 2, list(range(5)), seed=0) == compute_metrics(
-        plain, 5, 2, list(range(5)), seed=0
-    )
+    assert compute_metrics(turns, FIVE) == compute_metrics(plain, FIVE)

@@ -11,6 +11,7 @@ from cli_helpers import mad_eval, small_run, start, turns_of, wait_for_lines, wi
 from stub_server import StubServer
 
 from mad_eval.measure.compute import compute_metrics
+from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn, derive_seed
 
 
@@ -47,7 +48,9 @@ def test_default_run_is_offline_and_reports_everything(tmp_path):
 
     # The printed numbers are the ones on disk, and both follow from turns.jsonl alone.
     assert f"{metrics['maj']:.1f}" in result.stdout
-    recomputed = compute_metrics([Turn(**t) for t in turns], 5, 3, list(range(5)), seed=0)
+    recomputed = compute_metrics(
+        [Turn(**t) for t in turns], Scoring(5, 3, range(5), kind="math", seed=0)
+    )
     assert recomputed == metrics
 
     # The same command again finds the run finished: nothing asked, nothing duplicated.
@@ -190,7 +193,10 @@ def test_openai_compatible_server_end_to_end(tmp_path):
     assert all(asked[t["seed"]] == (3 if t["error"] else 1) for t in turns)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["failed_turns"] == failed
-    assert compute_metrics([Turn(**t) for t in turns], 3, 1, [0, 1, 2], seed=5) == metrics
+    assert (
+        compute_metrics([Turn(**t) for t in turns], Scoring(3, 1, (0, 1, 2), kind="math", seed=5))
+        == metrics
+    )
     # A debate turn saw exactly the agents whose round-0 turns succeeded.
     round0 = {(t["question"], t["agent"]): t for t in turns if t["round"] == 0}
     for t in turns:

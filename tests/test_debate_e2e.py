@@ -14,6 +14,7 @@ from tiny_tokenizer import save_chat_tokenizer
 
 from mad_eval.debate.context import CUT_MARKER
 from mad_eval.measure.compute import compute_metrics
+from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn
 
 QUOTE = re.compile(r'<response from="agent (\d+)">\n(.*?)\n</response>', re.DOTALL)
@@ -70,7 +71,7 @@ def test_centralized_reports_the_hub_next_to_the_vote_over_all_agents(tmp_path):
         assert row["hub_accuracy"] == pytest.approx(
             100 * sum(t.correct for t in hub_turns) / len(hub_turns)
         )
-    assert compute_metrics(turns, 5, 2, [0, 1, 2, 3, 4], seed=0, hub=2) == metrics
+    assert compute_metrics(turns, Scoring(5, 2, range(5), kind="math", seed=0, hub=2)) == metrics
 
 
 def test_the_heterogeneous_preset_breaks_metrics_down_by_group(tmp_path):

@@ -12,9 +12,12 @@ from factories import turn
 import mad_eval
 from mad_eval.grading.rubric import JUDGE_CRITERIA as CRITERIA
 from mad_eval.measure.compute import Measuring, compute_metrics
-from mad_eval.measure.cost import Price, load_prices
 from mad_eval.measure.counts import tally, tally_verdicts
+from mad_eval.measure.prices import Price, load_prices
+from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn, Verdict
+
+THREE = Scoring(3, 2, (0, 1, 2), kind="math", seed=0)  # three agents, two rounds
 
 X, Y, A = ("x", False), ("y", False), ("a", False)
 R = ("4", True)
@@ -53,7 +56,7 @@ def case_turns() -> list[Turn]:
 
 @pytest.fixture(scope="module")
 def metrics() -> dict:
-    return compute_metrics(case_turns(), agents=3, rounds=2, voters=[0, 1, 2], seed=0)
+    return compute_metrics(case_turns(), Scoring(3, 2, (0, 1, 2), kind="math", seed=0))
 
 
 def test_votes_of_the_case(metrics: dict) -> None:
@@ -141,7 +144,7 @@ def test_cost_per_question(metrics: dict) -> None:
 
 def test_cost_in_money() -> None:
     price = Price(input=1.0, output=2.0, cached_input=0.5)
-    measuring = Measuring([0], ["q1", "q2", "q3"], 3, 2, [0, 1, 2], 0, price=price)
+    measuring = Measuring([0], ["q1", "q2", "q3"], THREE, price=price)
     for question in CASE:
         measuring.add([t for t in case_turns() if t.question == question])
     cost = measuring.metrics()["cost"]
@@ -160,7 +163,7 @@ def test_judge_cost_is_apart_from_the_agents() -> None:
         )
 
     verdicts = [verdict("q1", 0), verdict("q1", 1), verdict("q2", 0)]
-    found = tally_verdicts(verdicts, tally(turns, [0, 1, 2], 2, 0), 2)
+    found = tally_verdicts(verdicts, tally(turns, THREE), THREE)
     rates = found.rates()
     assert rates["judge_ptok"][0] == pytest.approx(150)  # 200 on q1, 100 on q2
     assert rates["judge_gen"][0] == pytest.approx(1.5)
@@ -304,7 +307,7 @@ def test_a_tied_round_has_no_plurality_to_conform_to() -> None:
         for r, agents in enumerate(rows)
         for a, (answer, correct) in enumerate(agents)
     ]
-    m = compute_metrics(turns, agents=3, rounds=1, voters=[0, 1, 2], seed=0)
+    m = compute_metrics(turns, Scoring(3, 1, (0, 1, 2), kind="math", seed=0))
     assert m["conformity"]["adopt_right"] is None and m["conformity"]["adopt_wrong"] is None
     assert m["conformity"]["c2i_wrong"] is None and m["conformity"]["c2i_right"] is None
     # The margins still count it: one voter right, and the debate lost nothing it had.

@@ -18,7 +18,9 @@ from mad_eval.grading import answers
 from mad_eval.grading.answers import ANSWER_PROTOCOLS, AnswerProtocol
 from mad_eval.grading.grader import grade
 from mad_eval.grading.kinds import KINDS, Kind
-from mad_eval.protocols.scoring import RULES, Rule
+from mad_eval.measure.family import Add, Context, Debate, Family
+from mad_eval.measure.formula import Formula, percent
+from mad_eval.protocols.scoring import RULES, Rule, Scoring
 from mad_eval.reporting.layouts import LAYOUTS, SUMMARIES, Column
 
 
@@ -235,10 +237,59 @@ def test_a_layout_function_makes_a_table(tmp_path: Path, monkeypatch: pytest.Mon
     assert "| Method | Arith R0 | Arith R1 | Arith R2 |" in render(frame, "md")
 
 
+# ---- a metric family -----------------------------------------------------------------------
+
+
+def _unparsed_keys(scoring: Scoring) -> list[str]:
+    return [f"unparsed{r}" for r in range(scoring.rounds + 1)]
+
+
+def _unparsed_count(debate: Debate, add: Add) -> None:
+    for r, scored in debate.rounds.items():
+        add(f"unparsed{r}", sum(t.answer is None for t in scored.live), len(scored.live))
+
+
+def _unparsed_formulas(context: Context) -> dict[str, Formula]:
+    return {
+        f"round{r}.unparsed_share": percent(f"unparsed{r}")
+        for r in range(context.scoring.rounds + 1)
+    }
+
+
+UNPARSED = Family(
+    name="unparsed",
+    formulas=_unparsed_formulas,
+    keys=_unparsed_keys,
+    count=_unparsed_count,
+    intervals=lambda context: list(_unparsed_formulas(context)),
+)
+
+
+def test_a_metric_family_module_and_its_registry_line_measure_a_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from factories import turn
+
+    from mad_eval.measure import families
+    from mad_eval.measure.compute import compute_metrics
+
+    monkeypatch.setattr(families, "FAMILIES", [*families.FAMILIES, UNPARSED])
+    # Round 0: one of three agents unparsed on each of two questions; round 1: none, but
+    # agent 2 failed on q2 (no turn to count).
+    made = [turn(q, 0, a, None if a == 0 else "4", a != 0) for q in ("q1", "q2") for a in range(3)]
+    made += [
+        turn(q, 1, a, "4", True, failed=(q, a) == ("q2", 2)) for q in ("q1", "q2") for a in range(3)
+    ]
+    rows = compute_metrics(made, Scoring(3, 1, (0, 1, 2), kind="math", seed=0))["rounds"]
+    assert [row["unparsed_share"] for row in rows] == pytest.approx([100 / 3, 0.0])
+    assert rows[0]["unparsed_share_ci"] == pytest.approx([100 / 3, 100 / 3])  # alike questions
+
+
 def test_the_examples_are_the_pages_own() -> None:
     """The names used here are the ones the page shows, so the two cannot drift apart."""
     page = (Path(__file__).parents[1] / "docs" / "architecture.md").read_text()
     for shown in ('IntegerKind("integer"', '"final-line"', 'name = "first-agent"',
                   "class Star(Protocol)", 'name="echo"', 'f"round{r}.hub_accuracy"',
-                  'kind = "math"'):  # fmt: skip
+                  'kind = "math"', 'FAMILY = Family(name="unparsed"',
+                  'percent(f"unparsed{r}")'):  # fmt: skip
         assert shown in page

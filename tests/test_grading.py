@@ -31,7 +31,7 @@ def test_math500_gold_solutions_grade_correct(math500: list[dict]) -> None:
     wrong = [
         r["id"]
         for r in math500
-        if grade(r["solution"], r["answer"]) != Grade(r["answer"].strip(), True)
+        if grade(r["solution"], r["answer"], "math") != Grade(r["answer"].strip(), True)
     ]
     assert wrong == []
 
@@ -75,7 +75,7 @@ def test_aime24_zero_padded_golds(shared_data: Path) -> None:
     padded = [r["answer"] for r in rows if r["answer"].startswith("0")]
     assert len(padded) == 7
     for gold in (r["answer"] for r in rows):
-        assert grade(f"so the total is $\\boxed{{{int(gold)}}}$.", gold) == Grade(
+        assert grade(f"so the total is $\\boxed{{{int(gold)}}}$.", gold, "math") == Grade(
             str(int(gold)), True
         )
     assert equivalent("25", "025") and equivalent("025", "25")
@@ -120,7 +120,7 @@ def test_extract_answer(text: str, expected: str | None) -> None:
 
 @pytest.mark.parametrize("text", [None, "", "   "])
 def test_grade_empty_text_is_unparsed(text: str | None) -> None:
-    assert grade(text, "1") == Grade(None, False)
+    assert grade(text, "1", "math") == Grade(None, False)
 
 
 # ---- equivalence ------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def test_non_equivalent_answers(answer: str, gold: str) -> None:
 )
 def test_hostile_text_is_linear(text: str) -> None:
     start = time.monotonic()
-    assert grade(text, "1") == Grade(None, False)
+    assert grade(text, "1", "math") == Grade(None, False)
     # Generous: quadratic work on this text would take hours, load slows linear work only
     # by a factor.
     assert time.monotonic() - start < 60
@@ -200,15 +200,15 @@ def test_pathological_expression_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> 
     """The parent's bound holds even when sympy would not stop by itself; the pool recovers."""
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 2.0)
     grading.compare_math.cache_clear()
-    grade(r"\boxed{2}", r"\sqrt{4}")  # start the worker outside the timed part
+    grade(r"\boxed{2}", r"\sqrt{4}", "math")  # start the worker outside the timed part
     before = set(verifier.grader_pids())
     tower = "9^{9^{9^{9^{9^{9}}}}}"
-    assert grade(rf"\boxed{{{tower}}}", "1") == Grade(tower, False, timed_out=True)
+    assert grade(rf"\boxed{{{tower}}}", "1", "math") == Grade(tower, False, timed_out=True)
     # Its worker killed: the parent's bound ended the call, not math-verify's own alarm
     # (which leaves the worker running); no clock decides.
     killed = before - set(verifier.grader_pids())
     assert killed and not [pid for pid in killed if Path(f"/proc/{pid}").exists()]
-    assert grade(r"\boxed{\frac{1}{2}}", "0.5").correct  # a fresh worker takes over
+    assert grade(r"\boxed{\frac{1}{2}}", "0.5", "math").correct  # a fresh worker takes over
 
 
 def test_concurrent_grading_matches_serial() -> None:
@@ -226,22 +226,22 @@ def test_concurrent_grading_matches_serial() -> None:
     ] * 4
     grading.compare_math.cache_clear()
     with ThreadPoolExecutor(8) as pool:
-        concurrent = list(pool.map(lambda c: grade(*c), cases))
+        concurrent = list(pool.map(lambda c: grade(*c, "math"), cases))
     grading.compare_math.cache_clear()
-    assert concurrent == [grade(*c) for c in cases]
+    assert concurrent == [grade(*c, "math") for c in cases]
 
 
 def test_grade_inline_grades_what_needs_no_worker_and_declines_the_rest():
     from mad_eval.grading.grader import INLINE_CHARS, grade_inline
 
-    assert grade_inline("so \\boxed{3}", "3") == grade("so \\boxed{3}", "3")
-    assert grade_inline("so \\boxed{+003}", "3").correct  # equal integers
+    assert grade_inline("so \\boxed{3}", "3", "math") == grade("so \\boxed{3}", "3", "math")
+    assert grade_inline("so \\boxed{+003}", "3", "math").correct  # equal integers
     assert grade_inline("The answer is (B)", "B", "choice", ["x", "y"]).correct
-    assert grade_inline("no answer here", "3") == grade("no answer here", "3")
+    assert grade_inline("no answer here", "3", "math") == grade("no answer here", "3", "math")
     # math-verify's work, a long reply and a summary's ROUGE go to a thread instead.
-    assert grade_inline("so \\boxed{\\frac{1}{2}}", "0.5") is None
-    assert grade_inline("so \\boxed{3}", "3", answer="math-verify") is None
-    assert grade_inline("x" * INLINE_CHARS + " \\boxed{3}", "3") is None
+    assert grade_inline("so \\boxed{\\frac{1}{2}}", "0.5", "math") is None
+    assert grade_inline("so \\boxed{3}", "3", "math", answer="math-verify") is None
+    assert grade_inline("x" * INLINE_CHARS + " \\boxed{3}", "3", "math") is None
     assert grade_inline("Summary: a cat sat.", "A cat sat.", "summary") is None
     # Declining leaves nothing behind: the same comparison in a thread asks math-verify.
-    assert grade("so \\boxed{\\frac{1}{2}}", "0.5").correct
+    assert grade("so \\boxed{\\frac{1}{2}}", "0.5", "math").correct

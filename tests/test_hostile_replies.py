@@ -19,6 +19,7 @@ import mad_eval
 from mad_eval.backends import base
 from mad_eval.data.benchmarks import arith_questions
 from mad_eval.measure.compute import compute_metrics
+from mad_eval.protocols.scoring import Scoring
 from mad_eval.reporting.results import Run
 
 QUESTIONS = arith_questions(100)  # the built-in arith benchmark's questions, golds known
@@ -168,14 +169,14 @@ def test_token_costs_of_answers_without_counts_are_unknown_not_zero():
     turns = [turn("q", r, a, "4", True) for r in (0, 1) for a in range(3)]
     for t in turns:
         t.prompt_tokens = t.completion_tokens = None
-    metrics = compute_metrics(turns, 3, 1, [0, 1, 2], seed=0)
+    metrics = compute_metrics(turns, Scoring(3, 1, (0, 1, 2), kind="math", seed=0))
     assert metrics["cost"]["prompt_tokens"] is None and metrics["cost"]["tokens"] is None
     assert metrics["cost"]["generations"] == 6
     failed = [turn("q", r, a, "4", True, failed=a == 0) for r in (0, 1) for a in range(3)]
     for t in failed:
         if t.failed:
             t.prompt_tokens = t.completion_tokens = None
-    metrics = compute_metrics(failed, 3, 1, [0, 1, 2], seed=0)
+    metrics = compute_metrics(failed, Scoring(3, 1, (0, 1, 2), kind="math", seed=0))
     assert metrics["cost"]["prompt_tokens"] == 4  # the four answered turns, 1 token each
 
 

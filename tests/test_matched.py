@@ -25,6 +25,7 @@ from mad_eval.measure.matched import (
     samples_for,
     vote_accuracy,
 )
+from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn
 
 SAME = same_answer("math")
@@ -152,7 +153,7 @@ def test_match_by_hand():
     spending = Spending(rounds=1)
     for run, q in ((0, "a"), (0, "b"), (1, "a")):
         spending.add([t for t in debate if (t.run, t.question) == (run, q)])
-    tallies = tally(debate, voters=[0, 1], rounds=1, seed=0)
+    tallies = tally(debate, Scoring(2, 1, (0, 1), kind="math", seed=0))
     found = match(spending, tallies, found_pools, generations=4)
     t = found.tallies
     assert t.runs == [0, 1] and t.questions == ["a", "b"]

@@ -9,9 +9,11 @@ import pytest
 from factories import turn
 
 from mad_eval.measure.compute import compute_metrics
-from mad_eval.measure.schema import mean_std
-from mad_eval.protocols.scoring import majority_vote
+from mad_eval.measure.formula import mean_std
+from mad_eval.protocols.scoring import Scoring, majority_vote
 from mad_eval.records import Turn
+
+THREE = Scoring(3, 1, (0, 1, 2), kind="math", seed=0)  # three agents, one round
 
 # 3 agents, 1 debate round. Each line: question, round, then the agents' (answer, correct).
 CASE = [
@@ -37,7 +39,7 @@ def case_turns(run: int = 0) -> list[Turn]:
 
 
 def test_hand_computed_case():
-    m = compute_metrics(case_turns(), agents=3, rounds=1, voters=[0, 1, 2], seed=0)
+    m = compute_metrics(case_turns(), THREE)
     assert m["maj"] == pytest.approx(200 / 3)
     assert m["debate"] == pytest.approx(100 / 3)
     assert m["delta"] == pytest.approx(-100 / 3)
@@ -62,7 +64,7 @@ def test_runs_are_averaged_with_sample_std():
     for t in second:
         if t.question == "q1" and t.round == 1 and t.agent == 1:
             t.answer, t.correct = "4", True
-    m = compute_metrics(case_turns() + second, agents=3, rounds=1, voters=[0, 1, 2], seed=0)
+    m = compute_metrics(case_turns() + second, THREE)
     assert m["runs"] == 2
     assert m["maj"] == pytest.approx(200 / 3) and m["maj_std"] == pytest.approx(0.0)
     assert m["debate"] == pytest.approx(50.0)
@@ -79,7 +81,7 @@ def test_mean_std():
 def test_voters_restrict_the_vote():
     turns = case_turns()
     # Only agent 2 votes: q1 right in both rounds, q2 wrong in both, q3 r0 unparsed, r1 right.
-    m = compute_metrics(turns, agents=3, rounds=1, voters=[2], seed=0)
+    m = compute_metrics(turns, Scoring(3, 1, (2,), kind="math", seed=0))
     assert m["maj"] == pytest.approx(100 / 3)
     assert m["debate"] == pytest.approx(200 / 3)
 
@@ -95,9 +97,7 @@ def test_ties_break_at_random_but_reproducibly():
 def test_hub_accuracy_and_groups_by_hand():
     """Hub = agent 2: right on q1 in round 0 (1 of 3); on q1 and q3 in round 1 (2 of 3).
     Groups {0} and {1, 2}, each voting among its own agents."""
-    m = compute_metrics(
-        case_turns(), agents=3, rounds=1, voters=[0, 1, 2], seed=0, hub=2, groups=GROUPS
-    )
+    m = compute_metrics(case_turns(), dataclasses.replace(THREE, hub=2), groups=GROUPS)
     assert [r["hub_accuracy"] for r in m["rounds"]] == pytest.approx([100 / 3, 200 / 3])
     solo, pair = m["groups"]
     assert solo["group"] == "solo" and solo["agents"] == [0]
@@ -111,9 +111,7 @@ def test_hub_accuracy_and_groups_by_hand():
     assert pair["rounds"][1]["agent_accuracy"] == pytest.approx(200 / 5)
     assert pair["unparsed"] == 1 and pair["failed_turns"] == 1
     # One group only: no breakdown.
-    assert "groups" not in compute_metrics(
-        case_turns(), 3, 1, [0, 1, 2], seed=0, groups={"all": [0, 1, 2]}
-    )
+    assert "groups" not in compute_metrics(case_turns(), THREE, groups={"all": [0, 1, 2]})
 
 
 GROUPS = {"solo": [0], "pair": [1, 2]}
@@ -124,12 +122,12 @@ def test_prefix_share_is_pooled_token_fraction():
     for t in turns:  # round 0: 100-token prompts, agents 1 and 2 repeat agent 0's whole prompt
         t.context_tokens = 100 if t.round == 0 else 200
         t.prefix_tokens = (0 if t.agent == 0 else 100) if t.round == 0 else 50 * t.agent
-    m = compute_metrics(turns, agents=3, rounds=1, voters=[0, 1, 2], seed=0)
+    m = compute_metrics(turns, THREE)
     assert m["rounds"][0]["prefix_share"] == pytest.approx(600 / 900)
     assert m["rounds"][1]["prefix_share"] == pytest.approx(450 / 1800)
     assert m["prefix_share"] == pytest.approx(1050 / 2700)
     turns[0].cut_tokens = 7
-    m = compute_metrics(turns, agents=3, rounds=1, voters=[0, 1, 2], seed=0)
+    m = compute_metrics(turns, THREE)
     assert (m["context_cut_turns"], m["context_cut_tokens"]) == (1, 7)
 
 
@@ -137,7 +135,7 @@ def test_serving_counts_come_from_the_turns():
     turns = case_turns()
     turns[0].attempts, turns[1].attempts = 3, 0  # two retries; one never sent
     turns[1].cached = True
-    m = compute_metrics(turns, agents=3, rounds=1, voters=[0, 1, 2], seed=0)
+    m = compute_metrics(turns, THREE)
     assert m["retried_turns"] == 1
     assert m["requests_sent"] == len(turns) - 1 + 2
     assert m["cached_turns"] == 1

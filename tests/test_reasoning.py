@@ -27,6 +27,7 @@ from mad_eval.grading.reasoning import (
     split_reply,
 )
 from mad_eval.measure.compute import compute_metrics
+from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Question
 from mad_eval.reporting.results import load_runs
 from mad_eval.reporting.tables import tidy
@@ -111,7 +112,7 @@ def test_a_tag_the_answer_mentions_never_takes_the_answer_away(reply, answer):
     """Through the backend's split and the grading of the final content, as a turn is."""
     generation = read_reply(body({"content": reply}), "chat")
     assert not generation.truncated
-    assert grade(generation.text, answer, split=False) == Grade(answer, True)
+    assert grade(generation.text, answer, "math", split=False) == Grade(answer, True)
 
 
 def body(message: dict, finish: str = "stop", details: dict | None = None) -> bytes:
@@ -268,7 +269,7 @@ def test_metrics_count_truncation_per_round_and_mean_reasoning_tokens():
         t1.reasoning, t1.reasoning_tokens, t1.completion_tokens = "r", 60, 60
         t1.truncated_in_reasoning = agent == 2
         turns += [t0, t1]
-    metrics = compute_metrics(turns, 3, 1, [0, 1, 2], seed=0)
+    metrics = compute_metrics(turns, Scoring(3, 1, (0, 1, 2), kind="math", seed=0))
     assert metrics["truncated_in_reasoning"] == 1 and metrics["reasoning_turns"] == 6
     assert [r["truncated_in_reasoning"] for r in metrics["rounds"]] == [0, 1]
     assert [r["reasoning_tokens"] for r in metrics["rounds"]] == [30, 60]

@@ -20,7 +20,14 @@ from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.counts import tally
 from mad_eval.protocols import ProtocolError, check_protocol, resolve
 from mad_eval.protocols.decentralized import Decentralized
-from mad_eval.protocols.scoring import RULES, bootstrap_draws, bootstrap_maj, default_rule, get_rule
+from mad_eval.protocols.scoring import (
+    RULES,
+    Scoring,
+    bootstrap_draws,
+    bootstrap_maj,
+    default_rule,
+    get_rule,
+)
 from mad_eval.records import Turn
 from mad_eval.reporting.results import load_run
 from mad_eval.store.folder import StoreError
@@ -69,7 +76,9 @@ def test_the_rule_changes_the_scoring_never_the_debate(hub_runs):
     voted = json.loads((hub_runs / "p" / "metrics.json").read_text())
     # A default run is scored as before rules existed: the plurality of all agents.
     assert voted["score"] == "plurality"
-    assert voted == compute_metrics([Turn(**t) for t in default], 3, 2, [0, 1, 2], 0, hub=0)
+    assert voted == compute_metrics(
+        [Turn(**t) for t in default], Scoring(3, 2, (0, 1, 2), kind="math", seed=0, hub=0)
+    )
     votes = [row["vote_accuracy"] for row in voted["rounds"]]
     hubs = [row["vote_accuracy"] for row in scored["rounds"]]
     assert votes != pytest.approx(hubs)  # on this seed the hub and the vote disagree
@@ -108,13 +117,13 @@ def test_hub_rule_counts_a_failed_or_unparsed_hub_as_wrong():
         for q, r, cells in cases
         for a, cell in enumerate(cells)
     ]
-    found = tally(turns, [0, 1, 2], 0, seed=0, hub=0, rule="hub")
+    found = tally(turns, Scoring(3, 0, (0, 1, 2), kind="math", seed=0, hub=0, rule="hub"))
     assert found.num["vote0"].tolist() == [[0, 0, 0, 1, 0]]
     assert found.den["vote0"].tolist() == [[1, 1, 1, 1, 1]]
-    voted = tally(turns, [0, 1, 2], 0, seed=0, hub=0)
+    voted = tally(turns, Scoring(3, 0, (0, 1, 2), kind="math", seed=0, hub=0))
     assert voted.num["vote0"].tolist() == [[1, 1, 1, 0, 0]]
     assert voted.den["vote0"].tolist() == [[1, 1, 1, 1, 0]]  # plurality skips q5 as before
-    m = compute_metrics(turns, 3, 0, [0, 1, 2], seed=0, hub=0, rule="hub")
+    m = compute_metrics(turns, Scoring(3, 0, (0, 1, 2), kind="math", seed=0, hub=0, rule="hub"))
     assert m["score"] == "hub" and m["maj"] == pytest.approx(20.0)
     assert m["rounds"][0]["hub_accuracy"] == pytest.approx(100 / 3)  # only live hub turns
 
@@ -126,9 +135,9 @@ def test_summaries_use_the_consensus_rule_by_default_and_may_use_the_hub():
 
     texts = ["ships sail at dawn", "the ships sail at dawn", "ships sail at dawn today"]
     turns = [summary(i, text, 0.1 * (i + 1)) for i, text in enumerate(texts)]
-    consensus = tally(turns, [0, 1, 2], 0, seed=0, kind="summary")
+    consensus = tally(turns, Scoring(3, 0, (0, 1, 2), kind="summary", seed=0))
     assert consensus.num["rougeL0"][0, 0] == pytest.approx(0.1)  # agent 0's is central
-    hub = tally(turns, [0, 1, 2], 0, seed=0, hub=2, kind="summary", rule="hub")
+    hub = tally(turns, Scoring(3, 0, (0, 1, 2), kind="summary", seed=0, hub=2, rule="hub"))
     assert hub.num["rougeL0"][0, 0] == pytest.approx(0.3)
     assert default_rule("summary") == "consensus" and default_rule("choice") == "plurality"
 

@@ -8,8 +8,9 @@ import pytest
 from mad_eval.measure.bootstrap import bootstrap_ci, paired_test, point
 from mad_eval.measure.counts import Tallies
 from mad_eval.measure.schema import formulas
+from mad_eval.protocols.scoring import Scoring
 
-ACCURACY = formulas(0, 1)["round0.agent_accuracy"]
+ACCURACY = formulas(Scoring(1, 0, (0,), kind="math", seed=0))["round0.agent_accuracy"]
 
 
 def tallies(questions: list[str], right: list[list[float]], asked: list[list[float]]) -> Tallies:

@@ -67,12 +67,16 @@ def answers(pair) -> list[str | None]:
 
 
 def test_frequency_pairs_the_two_most_common_answers():
-    found, summary = build_pairs(rollouts("p", "3", ["5", "5", "3", None, "5", "7", "3"]), "freq")
+    found, summary = build_pairs(
+        rollouts("p", "3", ["5", "5", "3", None, "5", "7", "3"]), "freq", kind="math"
+    )
     assert len(found) == 1 and sorted(answers(found[0])) == ["3", "5"]
     assert summary.kept == 1 and summary.pairs == 1 and summary.unparsed == 1
     assert summary.distinct == [3]
     # Every (5, 3) combination is a candidate: asking for more gives distinct pairs.
-    many, _ = build_pairs(rollouts("p", "3", ["5", "5", "3", None, "5", "7", "3"]), "freq", 10)
+    many, _ = build_pairs(
+        rollouts("p", "3", ["5", "5", "3", None, "5", "7", "3"]), "freq", 10, kind="math"
+    )
     assert len(many) == 3 * 2
     assert len({frozenset((p.first.source, p.second.source)) for p in many}) == 6
     assert all(sorted(answers(p)) == ["3", "5"] for p in many)
@@ -80,7 +84,7 @@ def test_frequency_pairs_the_two_most_common_answers():
 
 def test_equivalent_answers_count_as_one():
     items = rollouts("p", "1/2", ["0.5", "\\frac{1}{2}", "1/2", "2", "2", "3"])
-    found, _ = build_pairs(items, "freq")
+    found, _ = build_pairs(items, "freq", kind="math")
     first, second = answers(found[0])
     assert {equivalent(first, "1/2"), equivalent(second, "1/2")} == {True, False}
     assert "2" in (first, second)
@@ -90,7 +94,7 @@ def test_a_tie_for_second_place_is_broken_by_the_seed():
     items = rollouts("p", "8", ["4", "4", "4", "6", "6", "8", "8", "9"])
     seconds = Counter()
     for seed in range(60):
-        (pair,), _ = build_pairs(items, "freq", seed=seed)
+        (pair,), _ = build_pairs(items, "freq", seed=seed, kind="math")
         got = answers(pair)
         assert "4" in got
         seconds[next(a for a in got if a != "4")] += 1
@@ -104,29 +108,31 @@ def test_prompts_that_teach_nothing_are_dropped_and_counted():
         + rollouts("one-answer", "2", ["2", None, None])  # right and wrong, one answer
         + rollouts("mixed", "2", ["2", "3"])
     )
-    found, s = build_pairs(items, "freq")
+    found, s = build_pairs(items, "freq", kind="math")
     assert [p.first.prompt_id for p in found] == ["mixed"]
     assert (s.prompts, s.all_correct, s.all_wrong, s.one_answer, s.kept) == (4, 1, 1, 1, 1)
     # The random rule pairs any two rollouts, so the one-answer prompt gives a pair there.
-    found, s = build_pairs(items, "rand")
+    found, s = build_pairs(items, "rand", kind="math")
     assert sorted(p.first.prompt_id for p in found) == ["mixed", "one-answer"]
     assert s.one_answer == 0
 
 
 def test_random_pairs_are_distinct_rollouts_and_the_order_carries_no_signal():
     items = [r for i in range(300) for r in rollouts(f"q{i}", "1", ["1", "2", "3", "4"])]
-    found, summary = build_pairs(items, "rand", per_prompt=2, seed=7)
+    found, summary = build_pairs(items, "rand", per_prompt=2, seed=7, kind="math")
     assert summary.pairs == 600
     assert all(p.first.source != p.second.source for p in found)
     right_first = sum(p.first.correct for p in found if p.first.correct != p.second.correct)
     mixed = sum(1 for p in found if p.first.correct != p.second.correct)
     assert 0.4 < right_first / mixed < 0.6  # the right one is first about half the time
-    again, _ = build_pairs(items, "rand", per_prompt=2, seed=7)
+    again, _ = build_pairs(items, "rand", per_prompt=2, seed=7, kind="math")
     assert [(p.first.source, p.second.source) for p in again] == [
         (p.first.source, p.second.source) for p in found
     ]
     # A prompt's pairs do not depend on the other prompts read with it.
-    alone, _ = build_pairs(rollouts("q5", "1", ["1", "2", "3", "4"]), "rand", 2, seed=7)
+    alone, _ = build_pairs(
+        rollouts("q5", "1", ["1", "2", "3", "4"]), "rand", 2, seed=7, kind="math"
+    )
     assert [(p.first.source, p.second.source) for p in alone] == [
         (p.first.source, p.second.source) for p in found if p.first.prompt_id == "q5"
     ]
@@ -219,7 +225,7 @@ def test_offline_pairs_are_the_pairing_function_per_prompt(rule):
     for i in range(60):
         answers = [draw.choice(["1", "2", "3", "4", None]) for _ in range(6)]
         items += rollouts(f"q{i}", "1", answers, pad=[draw.randrange(0, 60) for _ in range(6)])
-    found, summary = build_pairs(items, rule, 2, seed=9, max_length=60, repeats=2)
+    found, summary = build_pairs(items, rule, 2, seed=9, max_length=60, repeats=2, kind="math")
     expected = []
     for i in range(60):
         mine = [r for r in items if r.prompt_id == f"q{i}"]
@@ -248,7 +254,7 @@ def test_offline_pairs_are_the_pairing_function_per_prompt(rule):
 @pytest.mark.parametrize("template", [DEBATE, CONVERSATION])
 def test_the_pair_prompt_is_the_evaluation_debate_prompt(template):
     """Agent 0 of a 2-agent decentralized debate, reading agents 0 and 1 in round 1."""
-    (pair,) = build_pairs(rollouts("q", "42", ["42", "48"]), "freq", seed=1)[0]
+    (pair,) = build_pairs(rollouts("q", "42", ["42", "48"]), "freq", seed=1, kind="math")[0]
     question = Question("q", "question q", "42")
     history = [{0: turn(0, pair.first.response), 1: turn(1, pair.second.response)}]
     built = build_prompt(
@@ -263,7 +269,7 @@ def test_the_pair_prompt_is_the_evaluation_debate_prompt(template):
 
 
 def test_the_debate_pair_prompt_names_the_first_rollout_the_models_own():
-    (pair,) = build_pairs(rollouts("q", "42", ["42", "48"]), "freq")[0]
+    (pair,) = build_pairs(rollouts("q", "42", ["42", "48"]), "freq", kind="math")[0]
     (row,) = pair_rows([pair], "src", "math", "frequency")  # the default template: debate
     (message,) = row["prompt"]
     assert message["role"] == "user"
@@ -275,7 +281,7 @@ def test_the_debate_pair_prompt_names_the_first_rollout_the_models_own():
 
 
 def test_the_conversation_pair_prompt_makes_the_own_rollout_an_assistant_turn():
-    (pair,) = build_pairs(rollouts("q", "42", ["42", "48"]), "freq")[0]
+    (pair,) = build_pairs(rollouts("q", "42", ["42", "48"]), "freq", kind="math")[0]
     (row,) = pair_rows([pair], "src", "math", "frequency", "conversation")
     ask, own, partner = row["prompt"]
     assert ask["role"] == "user" and ask["content"].startswith("question q")

@@ -71,7 +71,7 @@ def reaped(pid: int) -> bool:
 
 GRADE_SCRIPT = f"""
 from mad_eval.grading.grader import grade
-print(grade({HALF!r}, "0.5").correct)
+print(grade({HALF!r}, "0.5", "math").correct)
 """
 
 
@@ -160,12 +160,13 @@ from mad_eval.grading.grader import grade
 
 # Two workers, started from short-lived threads, must outlive those threads.
 with ThreadPoolExecutor(2) as threads:
-    list(threads.map(grade, [{HALF!r}, r"\\boxed{{0.25}}"], ["0.5", "1/4"]))
+    list(threads.map(grade, [{HALF!r}, r"\\boxed{{0.25}}"], ["0.5", "1/4"], ["math"] * 2))
 pids = verifier.grader_pids()
-assert grade(r"\\boxed{{2/4}}", "0.5").correct and grade(r"\\boxed{{3/4}}", "0.75").correct
+assert grade(r"\\boxed{{2/4}}", "0.5", "math").correct
+assert grade(r"\\boxed{{3/4}}", "0.75", "math").correct
 assert verifier.grader_pids() == pids, "a worker died with the thread that started it"
 print(*pids, flush=True)
-grade({TOWER!r}, "1")  # busy in sympy when it is killed
+grade({TOWER!r}, "1", "math")  # busy in sympy when it is killed
 """
 
 
@@ -204,13 +205,13 @@ from mad_eval.grading import verifier
 from mad_eval.grading.grader import grade
 
 with ThreadPoolExecutor(2) as threads:
-    list(threads.map(grade, [{HALF!r}, r"\\boxed{{0.25}}"], ["0.5", "1/4"]))
+    list(threads.map(grade, [{HALF!r}, r"\\boxed{{0.25}}"], ["0.5", "1/4"], ["math"] * 2))
 print(*verifier.grader_pids(), flush=True)
 try:
-    grade({TOWER!r}, "1")
+    grade({TOWER!r}, "1", "math")
 except KeyboardInterrupt:
     # The other worker sat idle through the same SIGINT: it must still be the one that answers.
-    assert grade(r"\\boxed{{3/4}}", "0.75").correct
+    assert grade(r"\\boxed{{3/4}}", "0.75", "math").correct
     print(*verifier.grader_pids(), flush=True)
     raise SystemExit(130)
 """
@@ -249,9 +250,9 @@ import os, signal, threading, time
 from mad_eval.grading import verifier
 from mad_eval.grading.grader import grade
 
-assert grade({HALF!r}, "0.5").correct
+assert grade({HALF!r}, "0.5", "math").correct
 print(*verifier.grader_pids(), flush=True)
-threading.Thread(target=grade, args=({TOWER!r}, "1"), daemon=True).start()
+threading.Thread(target=grade, args=({TOWER!r}, "1", "math"), daemon=True).start()
 time.sleep(0.5)
 os.kill(verifier.grader_pids()[0], signal.SIGSTOP)  # busy for good: it never answers
 """
@@ -268,16 +269,16 @@ def test_exit_never_waits_for_a_busy_worker(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_stopping_the_workers_cuts_a_comparison_short() -> None:
-    assert grade(HALF, "0.5").correct
+    assert grade(HALF, "0.5", "math").correct
     with ThreadPoolExecutor(1) as threads:
-        cut = threads.submit(grade, TOWER, "1")
+        cut = threads.submit(grade, TOWER, "1", "math")
         time.sleep(0.5)
         stop_graders()
         # Not cut short, it would end in math-verify's timeout: a Grade, not this error.
         with pytest.raises(RuntimeError, match="stopped during a comparison"):
             cut.result(timeout=60)  # a failure, never a wrong answer
     assert grader_pids() == []
-    assert grade(r"\boxed{\frac{3}{4}}", "0.75").correct
+    assert grade(r"\boxed{\frac{3}{4}}", "0.75", "math").correct
 
 
 # ---- several workers, and the parent's bound ----------------------------------------------
@@ -287,7 +288,7 @@ def test_stopping_the_workers_cuts_a_comparison_short() -> None:
 def test_hostile_answers_run_in_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MAD_EVAL_GRADERS", "6")
     with ThreadPoolExecutor(6) as threads:  # all busy starting at once: six workers start
-        assert all(threads.map(lambda i: grade(HALF, "0.5").correct, range(6)))
+        assert all(threads.map(lambda i: grade(HALF, "0.5", "math").correct, range(6)))
         pids = grader_pids()
         assert len(pids) == 6
         # Each comparison waits, holding its worker, until all six hold one: a pool that
@@ -301,7 +302,9 @@ def test_hostile_answers_run_in_parallel(monkeypatch: pytest.MonkeyPatch) -> Non
             return compare(worker, *args)
 
         monkeypatch.setattr(verifier.Worker, "compare", held_together)
-        grades = list(threads.map(lambda b: grade(rf"\boxed{{{tower(b)}}}", "1"), range(2, 8)))
+        grades = list(
+            threads.map(lambda b: grade(rf"\boxed{{{tower(b)}}}", "1", "math"), range(2, 8))
+        )
     assert grades == [Grade(tower(b), False, timed_out=True) for b in range(2, 8)]
     assert not together.broken
     assert grader_pids() == pids  # math-verify's own timeouts: no worker had to be killed
@@ -310,13 +313,13 @@ def test_hostile_answers_run_in_parallel(monkeypatch: pytest.MonkeyPatch) -> Non
 @pytest.mark.slow
 def test_parent_bound_kills_and_replaces_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 1.0)
-    assert grade(HALF, "0.5").correct  # start the worker outside the timed part
+    assert grade(HALF, "0.5", "math").correct  # start the worker outside the timed part
     [first] = grader_pids()
-    assert grade(TOWER, "1") == Grade(TOWER[7:-1], False, timed_out=True)
+    assert grade(TOWER, "1", "math") == Grade(TOWER[7:-1], False, timed_out=True)
     # Killed, so the parent's bound and not math-verify's own alarm (which leaves the
     # worker running) ended it; and waited for: no zombie.
     assert grader_pids() == [] and reaped(first)
-    assert grade(r"\boxed{\frac{3}{4}}", "0.75") == Grade(r"\frac{3}{4}", True)
+    assert grade(r"\boxed{\frac{3}{4}}", "0.75", "math") == Grade(r"\frac{3}{4}", True)
     assert grader_pids() != [first]
 
 
@@ -344,10 +347,10 @@ def test_stopping_the_workers_cuts_an_extraction_short() -> None:
 
 
 def test_worker_killed_from_outside_is_replaced() -> None:
-    assert grade(HALF, "0.5").correct
+    assert grade(HALF, "0.5", "math").correct
     [first] = grader_pids()
     os.kill(first, signal.SIGKILL)
-    assert grade(r"\boxed{\frac{3}{4}}", "0.75") == Grade(r"\frac{3}{4}", True)
+    assert grade(r"\boxed{\frac{3}{4}}", "0.75", "math") == Grade(r"\frac{3}{4}", True)
     [second] = grader_pids()
     assert second != first and reaped(first)
 
@@ -370,7 +373,7 @@ def test_worker_that_cannot_start_is_one_clear_error(
 def test_bad_grader_count_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("MAD_EVAL_GRADERS", value)
     with pytest.raises(ValueError) as error:
-        grade(HALF, "0.5")
+        grade(HALF, "0.5", "math")
     assert str(error.value) == (
         "MAD_EVAL_GRADERS must be a positive integer (the most math-verify worker processes "
         f"to run at once), not {value!r}"

@@ -11,8 +11,8 @@ from factories import sim_run
 
 import mad_eval
 from mad_eval.measure.counts import tally
+from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn
-from mad_eval.reporting.results import manifest_rule
 from mad_eval.store.folder import RunStore
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -92,18 +92,8 @@ def run_tallies(run_dir: Path):
     uses; and its rounds of debate."""
     store = RunStore(run_dir)
     manifest = store.manifest()
-    config, protocol = manifest.config, manifest.protocol
-    rounds = config.rounds
-    found = tally(
-        store.read_turns(),
-        list(protocol.voters),
-        rounds,
-        config.seed,
-        protocol.hub,
-        manifest.benchmark.kind,
-        manifest_rule(manifest),
-    )
-    return found, rounds
+    scoring = Scoring.from_manifest(manifest)
+    return tally(store.read_turns(), scoring), scoring.rounds
 
 
 def votes_after_debate(run_dir: Path) -> dict[str, bool | None]:

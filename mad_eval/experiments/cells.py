@@ -13,7 +13,7 @@ from mad_eval.reporting.layouts import FORMATS
 from mad_eval.setup.config import MAX_AGENTS, MAX_ROUNDS, ConfigError
 
 if TYPE_CHECKING:
-    from mad_eval.measure.cost import Prices
+    from mad_eval.measure.prices import Prices
 
 # A grid's axes: the key that lists its values, and the setting each value fills.
 AXES = {

@@ -30,7 +30,7 @@ from mad_eval.experiments.cells import (
     clean,
     pool_for,
 )
-from mad_eval.measure.cost import Prices, PricesError, load_prices
+from mad_eval.measure.prices import Prices, PricesError, load_prices
 from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
 from mad_eval.setup.config import OPERATIONAL, RESULTS_ROOT, ConfigError, run_defaults
 from mad_eval.setup.settings import check_names, check_types

@@ -89,7 +89,7 @@ def _read(
 
 
 def extract(
-    text: str, kind: str = "math", options: Sequence[str] = (), answer: str | None = None
+    text: str, kind: str, options: Sequence[str] = (), answer: str | None = None
 ) -> str | None:
     """The final answer of a reply, found with the answer protocol (None: the kind's default)
     and read as the kind reads it; None when it cannot be read."""
@@ -100,7 +100,7 @@ def extract(
 def grade(
     text: str | None,
     gold: str,
-    kind: str = "math",
+    kind: str,
     options: Sequence[str] = (),
     answer: str | None = None,
     split: bool = True,
@@ -124,7 +124,7 @@ INLINE_CHARS = 20_000
 def grade_inline(
     text: str | None,
     gold: str,
-    kind: str = "math",
+    kind: str,
     options: Sequence[str] = (),
     answer: str | None = None,
     split: bool = True,

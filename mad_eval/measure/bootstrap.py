@@ -1,7 +1,7 @@
 """Error bars over questions: bootstrap confidence intervals and a paired bootstrap test.
 
 Both resample questions with replacement and re-evaluate the same formula that gives the
-number in metrics.json (metrics.formulas), averaged over runs as metrics.json averages it.
+number in metrics.json (schema.formulas), averaged over runs as metrics.json averages it.
 The resampling is seeded, so a table prints the same intervals every time.
 """
 
@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 
-from mad_eval.measure.counts import BLOCK, Rates, Tallies
 from mad_eval.measure.formula import Formula
+from mad_eval.measure.tallies import BLOCK, Rates, Tallies
 
 # Question resamples behind every bootstrap interval and paired test.
 REPLICATES = 2000

@@ -1,48 +1,36 @@
 """metrics.json from a run's turns, read a debate (one run's turns of one question) at a
-time: the tallies behind every rate (tally.Counting), the plain sums (Totals), the same for
-each agent group, evaluated by metrics.formulas, averaged over seeded runs with their
-spread, and for the drift and the critique scores their interval and test."""
+time: the tallies behind every rate (counts.Counting), the plain sums (Totals), the same for
+each agent group, evaluated by schema.formulas, averaged over seeded runs with their
+spread, and for the numbers each metric family names their interval and test."""
 
 from __future__ import annotations
 
 import warnings
 from collections import Counter, defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mad_eval.debate.prompts import holds_quoting_tags
 from mad_eval.grading.grader import ROUGE
-from mad_eval.measure.cost import Price
+from mad_eval.measure import families
 from mad_eval.measure.counts import Counting, Tallies, by_debate, tally_verdicts
-from mad_eval.measure.dynamics import differences
-from mad_eval.measure.formula import Formula
-from mad_eval.measure.schema import (
-    critique_formulas,
-    field_of,
-    formulas,
-    holder,
-    json_number,
-    locate,
-    mean_std,
-    nest,
-)
-from mad_eval.protocols.scoring import default_rule
+from mad_eval.measure.family import Context
+from mad_eval.measure.formula import Formula, json_number, mean_std
+from mad_eval.measure.schema import SCHEMA_VERSION, field_of, formulas, holder, locate, nest
+from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn, Verdict
+
+if TYPE_CHECKING:
+    from mad_eval.measure.prices import Price
 
 
 def compute_metrics(
     turns: list[Turn],
-    agents: int,
-    rounds: int,
-    voters: list[int],
-    seed: int,
-    hub: int | None = None,
+    scoring: Scoring,
     groups: dict[str, list[int]] | None = None,
     tallies: Tallies | None = None,
     verdicts: list[Verdict] | None = None,
-    kind: str = "math",
-    rule: str | None = None,
 ) -> dict[str, Any]:
     """metrics.json from a list of turns (see Measuring, which reads them a debate at a
     time). `tallies` are the turns' (and verdicts') own, when the caller has counted them
@@ -51,19 +39,7 @@ def compute_metrics(
         raise ValueError("no turns recorded yet: nothing to measure.")
     runs = sorted({t.run for t in turns})
     questions = sorted({t.question for t in turns})
-    measuring = Measuring(
-        runs,
-        questions,
-        agents,
-        rounds,
-        voters,
-        seed,
-        hub,
-        groups,
-        kind,
-        rule,
-        count=tallies is None,
-    )
+    measuring = Measuring(runs, questions, scoring, groups, count=tallies is None)
     for debate in by_debate(turns):
         measuring.add(debate)
     if tallies is None:
@@ -126,46 +102,31 @@ class Totals:
 class Measuring:
     """metrics.json built a debate (one run's turns of one question) at a time, so a run of
     any size is measured without holding its turns: the tallies behind every rate
-    (tally.Counting), the plain sums (Totals), and the same for each agent group.
+    (counts.Counting), the plain sums (Totals), and the same for each agent group.
 
-    The system's answers are those the scoring `rule` picks (None: the kind's default),
-    recorded as `score`. With a `hub`, its own accuracy per round; with several `groups`
-    (label -> agents), the same numbers for each group's agents alone, voted among them by
-    the kind's default rule; with the judge's verdicts, the critique scores. `count=False`
-    skips the team's own tallies, for a caller that has them already."""
+    The system's answers are those the scoring rule picks, recorded as `score`. With a
+    hub, its own accuracy per round; with several `groups` (label -> agents), the same
+    numbers for each group's agents alone, voted among them by the kind's default rule; with
+    the judge's verdicts, the critique scores. `count=False` skips the team's own tallies,
+    for a caller that has them already."""
 
     def __init__(
         self,
         runs: list[int],
         questions: list[str],
-        agents: int,
-        rounds: int,
-        voters: list[int],
-        seed: int,
-        hub: int | None = None,
+        scoring: Scoring,
         groups: dict[str, list[int]] | None = None,
-        kind: str = "math",
-        rule: str | None = None,
         count: bool = True,
         price: Price | None = None,
         judge_price: Price | None = None,
     ):
-        self.agents, self.rounds, self.voters, self.seed, self.hub = (
-            agents,
-            rounds,
-            voters,
-            seed,
-            hub,
-        )
-        self.kind, self.rule = kind, rule or default_rule(kind)
+        self.scoring = scoring
         self.price, self.judge_price = price, judge_price
-        self.counting = (
-            Counting(runs, questions, voters, rounds, seed, hub, kind, self.rule) if count else None
-        )
+        self.counting = Counting(runs, questions, scoring) if count else None
         self.totals = Totals()
         self.groups = (
             {
-                label: Measuring(runs, questions, len(members), rounds, members, seed, kind=kind)
+                label: Measuring(runs, questions, scoring.group(members))
                 for label, members in (groups or {}).items()
             }
             if groups and len(groups) > 1
@@ -178,13 +139,13 @@ class Measuring:
             self.counting.add(turns)
         self.totals.add(turns)
         for group in self.groups.values():
-            group.add([t for t in turns if t.agent in group.voters])
+            group.add([t for t in turns if t.agent in group.scoring.voters])
 
     def tallies(self, verdicts: list[Verdict] | None = None) -> Tallies:
         """The team's tallies, with the judge's verdicts counted when given."""
         assert self.counting is not None, "counted with count=False"
         found = self.counting.tallies
-        return tally_verdicts(verdicts, found, self.rounds) if verdicts else found
+        return tally_verdicts(verdicts, found, self.scoring) if verdicts else found
 
     def metrics(
         self,
@@ -193,21 +154,15 @@ class Measuring:
         intervals: bool = True,
     ) -> dict[str, Any]:
         """metrics.json: means over runs, their sample std, and each run's own numbers; for
-        the drift and the critique scores also their interval and test (`add_intervals`)."""
+        the numbers each family names also their interval and test (`add_intervals`)."""
         if not self.totals.by_run:
             raise ValueError("no turns recorded yet: nothing to measure.")
         tallies = tallies if tallies is not None else self.tallies(verdicts)
         rates = tallies.rates()
-        named = formulas(
-            self.rounds,
-            self.agents,
-            self.hub is not None,
-            critique=bool(verdicts),
-            kind=self.kind,
-            voters=len(self.voters),
-            price=self.price,
-            judge_price=self.judge_price,
-        )
+        scoring = self.scoring
+        context = Context(scoring, bool(verdicts), self.price, self.judge_price)
+        applying = families.applying(context)
+        named = formulas(scoring, context.judged, self.price, self.judge_price)
         values = {name: f(rates) for name, f in named.items()}
 
         def mean_cell(name: str) -> dict[str, Any]:
@@ -227,9 +182,9 @@ class Measuring:
                 }
             )
         summary = nest(values, mean_cell)
-        for row in summary.get("margins", []):  # how many questions, beside their share
-            counts = tallies.num[f"m{row['right_in_round0']}"].sum(axis=1)
-            row["questions"] = float(counts.mean())
+        for family in applying:
+            if family.finish is not None:
+                family.finish(summary, tallies)
         share = self.totals.prefix_share()
         truncated = self.totals.truncated
         for row in summary["rounds"]:
@@ -238,14 +193,15 @@ class Measuring:
         counts = self.totals.all
         unparsed = sum(p["unparsed"] for p in per_run)
         metrics = {
-            "kind": self.kind,
-            "score": self.rule,
+            "schema_version": SCHEMA_VERSION,
+            "kind": scoring.kind,
+            "score": scoring.rule,
             "runs": len(per_run),
             "questions": len(tallies.questions),
-            "agents": self.agents,
-            "rounds_of_debate": self.rounds,
-            "voters": self.voters,
-            "hub": self.hub,
+            "agents": scoring.agents,
+            "rounds_of_debate": scoring.rounds,
+            "voters": list(scoring.voters),
+            "hub": scoring.hub,
             **summary,
             "turns": sum(p["turns"] for p in per_run),
             "unparsed": unparsed,
@@ -260,9 +216,8 @@ class Measuring:
         if verdicts:
             metrics["judge"] = judge_counts(verdicts, summary["rounds"])
         if intervals:
-            tested = [n for n in named if n in ("drift", "aggregation") or n.endswith(".drift")]
-            tested += list(critique_formulas(self.rounds)) if verdicts else []
-            pairs = differences(self.rounds, len(self.voters))
+            tested = [n for family in applying for n in family.intervals(context)]
+            pairs = families.differences(scoring)
             add_intervals(metrics, tallies, named, tested, pairs)
         if self.groups:
             metrics["groups"] = [
@@ -289,7 +244,7 @@ class Measuring:
         for row in rows["rounds"]:
             row.pop("prefix_share")
             row.pop("truncated_in_reasoning")
-        return {"agents": self.voters, **rows}
+        return {"agents": list(self.scoring.voters), **rows}
 
 
 def add_intervals(
@@ -300,7 +255,7 @@ def add_intervals(
     differences: dict[str, tuple[str, str]],
 ) -> None:
     """Add to each of `names` in metrics.json its 95% bootstrap interval over questions
-    (`drift_ci`: [low, high]), and to a difference (dynamics.differences) the paired test's
+    (`drift_ci`: [low, high]), and to a difference (families.differences) the paired test's
     p-value against zero (`drift_p`): the numbers `table` prints for them, from the same
     resamples, drawn here a block at a time (stats.replicate_values)."""
     from mad_eval.measure.bootstrap import interval, p_value, replicate_values

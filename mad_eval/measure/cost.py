@@ -1,29 +1,19 @@
 """What a debate costs per question: generations asked, requests sent, prompt, completion
 and reasoning tokens, the prompt tokens a prefix cache can reuse, latency summed and along
-the debate's critical path, and money at the prices a file gives. Counted a debate at a
-time into tally keys (tally.Counting) and read out by formulas, so a cost has the same
-intervals and tests as an accuracy."""
+the debate's critical path, and money at the prices a file gives (prices.py). A metric family
+(measure.families): counted a debate at a time into tally keys, the judge's from its
+verdicts, and read out by formulas, so a cost has the same intervals and tests as an
+accuracy."""
 
 from __future__ import annotations
 
-import math
-import tomllib
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterable
 
-import numpy as np
-
-from mad_eval.errors import UserError
-from mad_eval.measure.formula import Formula, Rates, percent, plain
+from mad_eval.measure.family import Add, Context, Debate, Family, VerdictCounts
+from mad_eval.measure.formula import Formula, percent, plain, total
+from mad_eval.measure.prices import Price
+from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn, Verdict
-
-Add = Callable[[str, float, float], None]
-
-
-class PricesError(UserError, ValueError):
-    """A prices file that cannot be read, or that prices no run it is given."""
-
 
 # Tally keys, each summed per question: a round's carry its number (`ptok2`), the whole
 # debate's none (`ptok`). `prefix` is the exception: prompt tokens a prefix cache can reuse
@@ -46,8 +36,12 @@ TOKEN_KEYS = frozenset({"ptok", "ctok", "cached"})
 JUDGE_KEYS = ("judge_gen", "judge_req", "judge_ptok", "judge_ctok", "judge_lat")
 
 
-def cost_keys(rounds: int) -> list[str]:
-    return [f"{k}{r}" for r in range(rounds + 1) for k in KEYS] + list(KEYS)
+def keys(scoring: Scoring) -> list[str]:
+    return [f"{k}{r}" for r in range(scoring.rounds + 1) for k in KEYS] + list(KEYS)
+
+
+def count(debate: Debate, add: Add) -> None:
+    count_cost(debate.turns, debate.scoring.rounds, add)
 
 
 def count_cost(turns: Iterable[Turn], rounds: int, add: Add) -> None:
@@ -104,110 +98,22 @@ def count_cost(turns: Iterable[Turn], rounds: int, add: Add) -> None:
                 add(key, whole[i], den)
 
 
-def count_judge_cost(verdicts: list[Verdict], add: Callable[[Verdict, str, float], None]) -> None:
-    """The judge's cost of each question: `add(verdict, key, amount)` per key; the caller
-    counts each question with a verdict once in every key's denominator."""
+def count_judge_cost(verdicts: list[Verdict], counts: VerdictCounts) -> None:
+    """The judge's cost of each question judged (JUDGE_KEYS): every verdict, a failed
+    request's too, counts what it cost; each question with a verdict counts once in every
+    key's denominator."""
+
+    def spent(v: Verdict, key: str, amount: float) -> None:
+        at = counts.at(v)
+        counts.num[key][at] += amount
+        counts.den[key][at] = 1  # per question judged
+
     for v in verdicts:
-        add(v, "judge_gen", 1)
-        add(v, "judge_req", v.attempts)
-        add(v, "judge_ptok", v.prompt_tokens or 0)
-        add(v, "judge_ctok", v.completion_tokens or 0)
-        add(v, "judge_lat", v.latency)
-
-
-@dataclass(frozen=True)
-class Price:
-    """Dollars per 1M tokens."""
-
-    input: float
-    output: float
-    cached_input: float
-
-    def usd_per_1k(self, tag: str, judge: bool = False) -> Formula:
-        """Dollars per 1,000 questions: prompt tokens a prefix cache can reuse at the cached
-        input price, the rest at the input price, completion tokens at the output price (a
-        reasoning model's reasoning is part of them). The judge's prompts are all billed
-        at the input price."""
-        ptok, ctok = ("judge_ptok", "judge_ctok") if judge else (f"ptok{tag}", f"ctok{tag}")
-
-        def usd(rates: Rates) -> np.ndarray:
-            cached = 0.0 if judge else rates[f"cached{tag}"]
-            fresh = rates[ptok] - cached
-            spent = fresh * self.input + cached * self.cached_input + rates[ctok] * self.output
-            return spent / 1_000  # per 1M tokens, for 1,000 questions
-
-        return usd
-
-
-@dataclass(frozen=True)
-class Prices:
-    """A prices file: a default price, and prices by model spec."""
-
-    path: Path
-    default: Price | None
-    models: dict[str, Price]
-
-    def of(self, models: Iterable[str]) -> Price:
-        """The price of a run whose agents use `models` (a judge: its one model)."""
-        found = {self.models.get(m, self.default) for m in models}
-        if None in found:
-            missing = next(m for m in models if self.models.get(m, self.default) is None)
-            raise PricesError(
-                f'{self.path} has no price for {missing}: add [models."{missing}"] or a '
-                "default input and output price at the top."
-            )
-        if len(found) > 1:
-            raise PricesError(
-                f"{self.path} prices the models of one run differently ({', '.join(models)}); "
-                "a run is priced as a whole: give its models one price."
-            )
-        return found.pop()  # type: ignore[return-value]
-
-
-def load_prices(path: Path) -> Prices:
-    """Read a TOML prices file (see README: Cost); a wrong file is a PricesError naming it."""
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PricesError(f"prices file {path} does not exist.") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise PricesError(f"prices file {path} is not readable TOML: {e}.") from None
-    models = raw.pop("models", {})
-    default = _price(raw, path, "the top level") if raw else None
-    if not isinstance(models, dict):
-        raise PricesError(f"{path}: [models] must be a table of model spec -> prices.")
-    priced = {m: _price(p, path, f'[models."{m}"]') for m, p in models.items()}
-    if default is None and not priced:
-        raise PricesError(f"{path} gives no price: set input and output (dollars per 1M tokens).")
-    return Prices(path, default, priced)
-
-
-def read_prices(path: Path | str | Prices | None) -> Prices | None:
-    """A prices file, when one is named (or read already)."""
-    if path is None or isinstance(path, Prices):
-        return path
-    return load_prices(Path(path))
-
-
-def _price(table: object, path: Path, where: str) -> Price:
-    if not isinstance(table, dict):
-        raise PricesError(f"{path}: {where} must be a table with input and output prices.")
-    unknown = set(table) - {"input", "output", "cached_input"}
-    if unknown:
-        raise PricesError(
-            f"{path}: {where} has {', '.join(sorted(unknown))}; accepted: input, "
-            "cached_input, output (dollars per 1M tokens)."
-        )
-    values = {}
-    for name in ("input", "output", "cached_input"):
-        value = table.get(name, table.get("input") if name == "cached_input" else None)
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not ok or not math.isfinite(value) or value < 0:  # type: ignore[arg-type]
-            raise PricesError(
-                f"{path}: {where} needs {name} as a number of dollars per 1M tokens, >= 0."
-            )
-        values[name] = float(value)  # type: ignore[arg-type]
-    return Price(**values)
+        spent(v, "judge_gen", 1)
+        spent(v, "judge_req", v.attempts)
+        spent(v, "judge_ptok", v.prompt_tokens or 0)
+        spent(v, "judge_ctok", v.completion_tokens or 0)
+        spent(v, "judge_lat", v.latency)
 
 
 def cost_formulas(rounds: int, price: Price | None = None) -> dict[str, Formula]:
@@ -218,7 +124,7 @@ def cost_formulas(rounds: int, price: Price | None = None) -> dict[str, Formula]
     for tag, head in [*((str(r), f"cost{r}") for r in range(rounds + 1)), ("", "cost")]:
         for name, key in FIELDS.items():
             found[f"{head}.{name}"] = plain(f"{key}{tag}")
-        found[f"{head}.tokens"] = _sum(f"ptok{tag}", f"ctok{tag}")
+        found[f"{head}.tokens"] = total(f"ptok{tag}", f"ctok{tag}")
         found[f"{head}.prefix_share"] = percent(f"prefix{tag}")
         if price is not None:
             found[f"{head}.usd_per_1k"] = price.usd_per_1k(tag)
@@ -232,7 +138,7 @@ def judge_cost_formulas(price: Price | None = None) -> dict[str, Formula]:
         "judge_cost.requests": plain("judge_req"),
         "judge_cost.prompt_tokens": plain("judge_ptok"),
         "judge_cost.completion_tokens": plain("judge_ctok"),
-        "judge_cost.tokens": _sum("judge_ptok", "judge_ctok"),
+        "judge_cost.tokens": total("judge_ptok", "judge_ctok"),
         "judge_cost.latency": plain("judge_lat"),
     }
     if price is not None:
@@ -240,11 +146,21 @@ def judge_cost_formulas(price: Price | None = None) -> dict[str, Formula]:
     return found
 
 
-def through(rounds: int, field: str) -> Formula:
-    """A cost field summed over rounds 0..`rounds`: what a debate stopped there spent."""
-    keys = {"tokens": ("ptok", "ctok"), "generations": ("gen",)}[field]
-    return _sum(*(f"{k}{r}" for r in range(rounds + 1) for k in keys))
+def formulas(context: Context) -> dict[str, Formula]:
+    """Every run's cost, priced with its agents' price; a judged run's judge's cost too."""
+    found = cost_formulas(context.scoring.rounds, context.price)
+    if context.judged:
+        found |= judge_cost_formulas(context.judge_price)
+    return found
 
 
-def _sum(*keys: str) -> Formula:
-    return lambda rates: sum(rates[k] for k in keys)
+FAMILY = Family(
+    name="cost",
+    formulas=formulas,
+    keys=keys,
+    count=count,
+    compact=True,
+    verdict_keys=lambda scoring: list(JUDGE_KEYS),
+    count_verdicts=count_judge_cost,
+    lists={"cost": ("cost_by_round", 0, lambda n: {"round": n})},
+)

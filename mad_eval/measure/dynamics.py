@@ -1,51 +1,46 @@
 """Why a debate's vote moves, per question, in the terms Debate-or-Vote asks about: the
 round-0 margin (how many voters were right before debate), the drift of mean agent
 accuracy against what voting alone adds, the oracle gap, conformity to the previous
-round's plurality, and what stopping early would have given. Counted a debate at a time
-into tally keys (tally.Counting); every number is a formula over them, so each has the
-bootstrap interval and paired test every other number has."""
+round's plurality, and what stopping early would have given. A metric family of voted
+kinds (measure.families): counted a debate at a time into tally keys; every number is a
+formula over them, so each has the bootstrap interval and paired test every other number has."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
-from mad_eval.measure.cost import through
-from mad_eval.measure.formula import Formula, gain, percent, plain
-from mad_eval.protocols.scoring import Same, same_answer_as
+import numpy as np
+
+from mad_eval.measure.family import Add, Context, Debate, Family, ScoredRound
+from mad_eval.measure.formula import Formula, Rates, gain, percent, plain, total
+from mad_eval.measure.tallies import Tallies
+from mad_eval.protocols.scoring import Same, Scoring, same_answer_as
 from mad_eval.records import Turn
 
-Add = Callable[[str, float, float], None]
 
-
-@dataclass
-class ScoredRound:
-    """One round of one debate as the tally saw it: its turns that did not fail (by agent),
-    their answer groups, and whether the system's answer was right (None: not scored)."""
-
-    live: list[Turn]
-    groups: list[list[Turn]]
-    vote: bool | None
-
-    @property
-    def unanimous(self) -> bool:
-        return len(self.groups) == 1 and len(self.groups[0]) == len(self.live)
-
-
-def dynamics_keys(rounds: int, voters: int) -> list[str]:
+def keys(scoring: Scoring) -> list[str]:
     """The tally keys of a debate of `rounds` rounds with `voters` voters (none without
     debate): `m{k}`, `m{k}_maj`, `m{k}_debate`, `m{k}_gain` (questions with k voters right
     in round 0; their vote before and after debate; their part of Delta), `oracle`,
     `adopt_right{r}`, `adopt_wrong{r}`, `flip_right{r}`, `flip_wrong{r}` and the same
     without `r` over all rounds, and the unanimity stop's `stop_acc`, `stop_round`,
     `stop_tok`, `stop_gen`."""
+    rounds, voters = scoring.rounds, len(scoring.voters)
     if rounds == 0:
         return []
-    keys = [f"m{k}{s}" for k in range(voters + 1) for s in ("", "_maj", "_debate", "_gain")]
+    found = [f"m{k}{s}" for k in range(voters + 1) for s in ("", "_maj", "_debate", "_gain")]
     tags = ["", *(str(r) for r in range(1, rounds + 1))]
-    keys += [f"{k}{t}" for t in tags for k in ("adopt_right", "adopt_wrong")]
-    keys += [f"{k}{t}" for t in tags for k in ("flip_right", "flip_wrong")]
-    return [*keys, "oracle", "stop_acc", "stop_round", "stop_tok", "stop_gen"]
+    found += [f"{k}{t}" for t in tags for k in ("adopt_right", "adopt_wrong")]
+    found += [f"{k}{t}" for t in tags for k in ("flip_right", "flip_wrong")]
+    return [*found, "oracle", "stop_acc", "stop_round", "stop_tok", "stop_gen"]
+
+
+def count(debate: Debate, add: Add) -> None:
+    """Count one debate, its rounds as the votes family scored them."""
+    scoring = debate.scoring
+    count_dynamics(
+        debate.turns, debate.rounds, scoring.rounds, list(scoring.voters), debate.same, add
+    )
 
 
 def count_dynamics(
@@ -179,16 +174,29 @@ def dynamics_formulas(rounds: int, voters: int) -> dict[str, Formula]:
     return found
 
 
+def through(rounds: int, field: str) -> Formula:
+    """A cost field summed over rounds 0..`rounds`: what a debate stopped there spent (the
+    cost family's tally keys)."""
+    keys = {"tokens": ("ptok", "ctok"), "generations": ("gen",)}[field]
+    return total(*(f"{k}{r}" for r in range(rounds + 1) for k in keys))
+
+
 def _saved(spent: Formula, full: Formula) -> Formula:
-    """The share of the full debate's tokens a stop saved, in %."""
-    return lambda rates: 100.0 * (1 - spent(rates) / full(rates))
+    """The share of the full debate's tokens a stop saved, in %; NaN where the debate
+    counted no tokens (a backend that reports none)."""
+
+    def saved(rates: Rates) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return 100.0 * (1 - spent(rates) / full(rates))
+
+    return saved
 
 
 def differences(rounds: int, voters: int) -> dict[str, tuple[str, str]]:
     """The numbers that are one number less another, by name: (first, second). A table
     tests each against zero with a paired test on the same questions, and metrics.json
-    gives the drift's p-values so."""
-    found = {"delta": ("debate", "maj")}
+    gives the drift's p-values so. (Delta is the votes family's.)"""
+    found: dict[str, tuple[str, str]] = {}
     if rounds == 0:
         return found
     found |= {
@@ -204,3 +212,35 @@ def differences(rounds: int, voters: int) -> dict[str, tuple[str, str]]:
     for k in range(voters + 1):
         found[f"margin{k}.delta"] = (f"margin{k}.debate", f"margin{k}.maj")
     return found
+
+
+def intervals(context: Context) -> list[str]:
+    """The drifts and the aggregation: metrics.json gives their interval and test."""
+    rounds = context.scoring.rounds
+    if rounds == 0:
+        return []
+    return ["drift", "aggregation", *(f"move{r}.drift" for r in range(1, rounds + 1))]
+
+
+def questions(summary: dict[str, Any], tallies: Tallies) -> None:
+    """How many questions each margin row holds, beside their share (mean over runs)."""
+    for row in summary.get("margins", []):
+        counts = tallies.num[f"m{row['right_in_round0']}"].sum(axis=1)
+        row["questions"] = float(counts.mean())
+
+
+FAMILY = Family(
+    name="dynamics",
+    formulas=lambda context: dynamics_formulas(context.scoring.rounds, len(context.scoring.voters)),
+    applies=lambda context: context.scoring.voted,
+    keys=keys,
+    count=count,
+    compact=True,
+    intervals=intervals,
+    tests=lambda scoring: differences(scoring.rounds, len(scoring.voters)),
+    finish=questions,
+    lists={
+        "margin": ("margins", 0, lambda n: {"right_in_round0": n}),
+        "stop": ("stopping", 0, lambda n: {"after_round": n}),
+    },
+)

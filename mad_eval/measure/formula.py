@@ -4,12 +4,13 @@ builders every formula module shares."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
 
-# Rates by tally key (tally.Rates, or any mapping of them): typed here as a plain mapping so
-# that the formula modules (cost, dynamics) need nothing from the tally that counts them.
+# Rates by tally key (tallies.Rates, or any mapping of them): typed here as a plain mapping so
+# that the family modules need nothing from the tallies that count them.
 Rates = Mapping[str, np.ndarray]
 Formula = Callable[[Rates], np.ndarray]
 
@@ -26,3 +27,21 @@ def percent(key: str) -> Formula:
 def gain(before: str, after: str) -> Formula:
     """How far a rate moved, in points."""
     return lambda rates: 100.0 * (rates[after] - rates[before])
+
+
+def total(*keys: str) -> Formula:
+    """Rates added up (tokens of several kinds, or of several rounds)."""
+    return lambda rates: sum(rates[k] for k in keys)
+
+
+def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation across runs (std is None with fewer than 2 runs)."""
+    present = [v for v in values if v is not None and not math.isnan(v)]
+    if not present:
+        return None, None
+    std = float(np.std(present, ddof=1)) if len(present) > 1 else None
+    return float(np.mean(present)), std
+
+
+def json_number(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)

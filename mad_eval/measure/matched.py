@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from mad_eval.measure.bootstrap import bootstrap_ci, paired_test
-from mad_eval.measure.counts import Tallies
-from mad_eval.measure.formula import Formula, percent, plain
-from mad_eval.measure.schema import mean_std
+from mad_eval.measure.family import Family
+from mad_eval.measure.formula import Formula, mean_std, percent, plain
+from mad_eval.measure.tallies import Tallies
 from mad_eval.protocols.scoring import AnswerClasses, Same, answer_groups
 from mad_eval.records import Turn, derive_seed
 
@@ -270,3 +270,14 @@ def section(
     out["by_round"] = matched.by_round
     out["curve"] = matched.curve
     return out
+
+
+# Counted against a single run, on the questions it shares with the debate run
+# (reporting.pairing, then `section`), not by the run's own Counting.
+FAMILY = Family(
+    name="matched",
+    formulas=lambda context: formulas(),
+    keys=lambda scoring: list(KEYS),
+    intervals=lambda context: list(formulas()),
+    paired=True,
+)

@@ -14,14 +14,18 @@ import functools
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol, Self, TypeVar
 
 import numpy as np
 
 from mad_eval.grading.grader import consensus, equivalent
 from mad_eval.grading.kinds import get_kind
 from mad_eval.records import derive_seed
+from mad_eval.store.files import StoreError
+
+if TYPE_CHECKING:
+    from mad_eval.store.manifest import RunManifest
 
 Same = Callable[[str, str], bool]
 
@@ -246,6 +250,58 @@ def default_rule(kind: str) -> str:
     """The rule a protocol that names none is scored by: the kind's own (summaries by
     consensus, answers by plurality)."""
     return get_kind(kind).rule
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How a run's answers are scored, read once from its manifest and handed to every
+    counter and formula, so no signature restates (or silently defaults) any of it."""
+
+    agents: int
+    rounds: int
+    voters: tuple[int, ...]  # whose answers make the system's vote
+    kind: str  # how answers are graded and compared (grading.kinds)
+    seed: int  # the run's seed: ties in a vote are broken by it
+    hub: int | None = None
+    rule: str = ""  # the scoring rule (RULES); "" : the kind's default
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "voters", tuple(self.voters))
+        object.__setattr__(self, "rule", self.rule or default_rule(self.kind))
+
+    @property
+    def voted(self) -> bool:
+        """Whether answers are right or wrong and voted (a summary is scored instead)."""
+        return get_kind(self.kind).voted
+
+    def group(self, members: Sequence[int]) -> Self:
+        """An agent group's own scoring: its members vote among themselves by the kind's
+        default rule, with no hub."""
+        return replace(self, agents=len(members), voters=tuple(members), hub=None, rule="")
+
+    @classmethod
+    def from_manifest(cls, manifest: RunManifest) -> Self:
+        """A run's scoring, from its manifest: the one place a reader takes it from. The
+        rule is the one the protocol named (`score`), else, as for every run made before
+        rules existed, the kind's default; a rule the manifest cannot have is a StoreError."""
+        named, hub = manifest.protocol.score, manifest.protocol.hub
+        if named is not None and named not in RULES:
+            known = ", ".join(RULES)
+            raise StoreError(f"the manifest names scoring rule '{named}', not one of: {known}.")
+        if named is not None and RULES[named].needs_hub and hub is None:
+            raise StoreError(
+                f"the manifest names scoring rule '{named}', but its protocol has no hub."
+            )
+        config = manifest.config
+        return cls(
+            agents=config.agents,
+            rounds=config.rounds,
+            voters=tuple(manifest.protocol.voters),
+            kind=manifest.benchmark.kind,
+            seed=config.seed,
+            hub=hub,
+            rule=named or "",
+        )
 
 
 # verl's maj@K/mean: 1000 resamples of the K answers, drawn after seeding numpy's legacy

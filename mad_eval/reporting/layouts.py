@@ -14,7 +14,7 @@ from mad_eval.grading.rubric import CRITIQUE, CRITIQUE_HEADERS
 @dataclass(frozen=True)
 class Column:
     header: str
-    key: str  # the number's name in metrics.formulas
+    key: str  # the number's name in schema.formulas
     better: str | None = "max"  # which end is bolded: max, min or None
     digits: int = 1
     signed: bool = False

@@ -1,19 +1,24 @@
 """Debate runs paired with the `mad-eval single` run of the same model and benchmark: the
 compute-matched numbers (mad_eval.measure.matched) attached to each debate Run and set in its
 metrics as the `matched` section, so tables, plots and metrics.json show them like any
-other number. Reads the two folders' turns a debate at a time."""
+other number. Reads the two folders' turns a debate at a time, each folder once when loaded
+with `load_for_pairing`."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from mad_eval.grading.grader import same_answer
 from mad_eval.measure.bootstrap import REPLICATES
-from mad_eval.measure.cost import Prices
 from mad_eval.measure.matched import SamplePool, SamplePooling, Spending, formulas, match, section
-from mad_eval.reporting.results import Run, load_run, name_runs
+from mad_eval.measure.prices import Prices
+from mad_eval.measure.schema import check_version
+from mad_eval.protocols.scoring import Scoring
+from mad_eval.reporting.results import Run, Sink, load_run, name_runs
 from mad_eval.store.folder import RunStore, StoreError, read_debates
+from mad_eval.store.manifest import RunManifest
 
 
 class PairingError(StoreError):
@@ -29,7 +34,7 @@ def single_run(run: Run) -> Run:
     """`run`, checked to be a single run: given as one, a debate run is refused."""
     if not run.single:
         raise PairingError(
-            f"{run.root} is a debate ({run.config.agents} agents, {run.rounds} rounds), not "
+            f"{run.root} is a debate ({run.scoring.agents} agents, {run.rounds} rounds), not "
             "a `mad-eval single` run; give the single run of the debate's model and benchmark."
         )
     return run
@@ -37,7 +42,7 @@ def single_run(run: Run) -> Run:
 
 def generations(run: Run) -> int:
     """G = N(T+1): the generations a debate makes per question."""
-    return run.config.agents * (run.rounds + 1)
+    return run.scoring.agents * (run.rounds + 1)
 
 
 def _model(run: Run) -> str | None:
@@ -82,8 +87,8 @@ def pick_single(debate: Run, singles: list[Run]) -> Run:
             f"{debate.root} has no single run of {model} on {debate.benchmark} to be matched "
             f"with{among}; run {_wanted(debate)} and give its folder too."
         )
-    best = max(mine, key=lambda s: s.config.agents * s.metrics["runs"])
-    pooled = best.config.agents * best.metrics["runs"]
+    best = max(mine, key=lambda s: s.scoring.agents * s.metrics["runs"])
+    pooled = best.scoring.agents * best.metrics["runs"]
     if pooled < generations(debate):
         raise PairingError(
             f"{best.root} has {pooled} samples per question, fewer than the "
@@ -93,18 +98,42 @@ def pick_single(debate: Run, singles: list[Run]) -> Run:
     return best
 
 
+def pairing_sinks(manifest: RunManifest) -> list[Sink]:
+    """What pairing counts of a run as it is loaded: a single run's pools of samples, a
+    debate run's tokens (load_run's `keep`)."""
+    scoring = Scoring.from_manifest(manifest)
+    if manifest.protocol.name == "single":
+        return [SamplePooling(same_answer(scoring.kind))]
+    return [Spending(scoring.rounds)]
+
+
+def load_for_pairing(root: Path, prices: Prices | None = None) -> Run:
+    """A run loaded with what pairing needs counted in the same pass: its turns read once."""
+    return load_run(root, prices, keep=pairing_sinks)
+
+
+def _kept(run: Run, kind: type) -> Any:
+    return next((sink for sink in run.kept if isinstance(sink, kind)), None)
+
+
 def read_pools(single: Run) -> dict[str, SamplePool]:
-    pooling = SamplePooling(same_answer(single.kind))
-    for debate in read_debates(RunStore(single.root).turns_path).each:
-        pooling.add(debate)
+    """The single run's pools: those counted as it was loaded, else read from its turns."""
+    pooling = _kept(single, SamplePooling)
+    if pooling is None:
+        pooling = SamplePooling(same_answer(single.kind))
+        for debate in read_debates(RunStore(single.root).turns_path).each:
+            pooling.add(debate)
     return pooling.pools()
 
 
 def attach(debate: Run, single: Run, pools: dict[str, SamplePool], replicates: int) -> None:
-    """Count the debate's tokens, match it with the pools and attach the numbers."""
-    spending = Spending(debate.rounds)
-    for turns in read_debates(RunStore(debate.root).turns_path).each:
-        spending.add(turns)
+    """Count the debate's tokens (unless counted as it was loaded), match it with the pools
+    and attach the numbers."""
+    spending = _kept(debate, Spending)
+    if spending is None:
+        spending = Spending(debate.rounds)
+        for turns in read_debates(RunStore(debate.root).turns_path).each:
+            spending.add(turns)
     found = match(spending, debate.tallies, pools, generations(debate))
     if not found.tallies.questions:
         raise PairingError(
@@ -121,9 +150,13 @@ def paired_before(store: RunStore) -> Path | None:
     """The single run a debate's metrics.json was last matched with, while it is still
     there: `report` pairs them again, so recomputing never drops the matched numbers."""
     try:
-        matched = json.loads(store.metrics_path.read_text(encoding="utf-8")).get("matched")
-    except (OSError, ValueError, AttributeError):
+        metrics = json.loads(store.metrics_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
+    if not isinstance(metrics, dict):
+        return None
+    check_version(metrics, store.metrics_path)  # a newer layout is not overwritten unread
+    matched = metrics.get("matched")
     found = matched.get("single_run") if isinstance(matched, dict) else None
     if not isinstance(found, str) or not (Path(found) / "manifest.json").is_file():
         return None
@@ -159,7 +192,7 @@ def load_paired(
 ) -> list[Run]:
     """The debate runs among `roots`, named as load_runs names them and each paired with
     the single run of its model and benchmark among `roots`."""
-    debates, singles = split([load_run(root, prices) for root in roots])
+    debates, singles = split([load_for_pairing(root, prices) for root in roots])
     if not debates:
         raise PairingError(
             "every run given is a single run; give the debate runs too, each with the single "

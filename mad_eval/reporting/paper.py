@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mad_eval.measure.bootstrap import REPLICATES
-from mad_eval.measure.cost import read_prices
+from mad_eval.measure.prices import read_prices
 from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
 from mad_eval.reporting.results import load_runs, parse_labels
 from mad_eval.store.files import StoreError, refuse_records

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from mad_eval.grading.kinds import get_kind
 from mad_eval.measure.compute import Measuring, Totals
-from mad_eval.measure.cost import Price, Prices
 from mad_eval.measure.counts import Tallies
+from mad_eval.measure.prices import Price, Prices
 from mad_eval.measure.schema import Formula, formulas
-from mad_eval.protocols.scoring import RULES, default_rule
+from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn, Verdict
 from mad_eval.setup.config import RecordedConfig
 from mad_eval.store.folder import Debates, JudgeLog, RunStore, StoreError, read_debates
@@ -22,6 +22,14 @@ from mad_eval.store.manifest import RunManifest
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+class Sink(Protocol):
+    """Anything else that counts a run's debates while it is measured (pairing's pools and
+    spending), so the run's turns are read once."""
+
+    def add(self, turns: list[Turn]) -> None: ...
+
 
 # What can tell two methods apart, in the order a generated label lists them.
 LABEL_FIELDS = ("model", "protocol", "agents", "rounds", "prompt", "temperature", "seed")
@@ -45,6 +53,8 @@ class Run:
     # Numbers counted on other tallies than the run's own (the compute-matched baselines,
     # on the questions a single run shares with it): formula name -> (formula, tallies).
     attached: dict[str, tuple[Formula, Tallies]] = field(default_factory=dict)
+    # What else counted its debates as it was read (load_run's `keep`).
+    kept: list[Sink] = field(default_factory=list)
 
     def tallies_of(self, name: str) -> Tallies:
         """The tallies a formula of the run is evaluated on."""
@@ -94,24 +104,29 @@ class Run:
 
     @property
     def rounds(self) -> int:
-        return self.config.rounds
+        return self.scoring.rounds
 
     @property
     def kind(self) -> str:
-        return self.manifest.benchmark.kind
+        return self.scoring.kind
+
+    @functools.cached_property
+    def scoring(self) -> Scoring:
+        """How its answers are scored, read once from its manifest."""
+        return Scoring.from_manifest(self.manifest)
 
     @property
     def voted(self) -> bool:
         """Whether its answers are right or wrong and voted (a summary is scored instead)."""
-        return get_kind(self.kind).voted
+        return self.scoring.voted
 
     @property
     def score(self) -> str:
-        return manifest_rule(self.manifest)
+        return self.scoring.rule
 
     @functools.cached_property
     def own_formulas(self) -> dict[str, Formula]:
-        return run_formulas(self.manifest, bool(self.verdicts), *self.priced())
+        return formulas(self.scoring, bool(self.verdicts), *self.priced())
 
     def priced(self) -> tuple[Price | None, Price | None]:
         """Its agents' price and its judge's, from `prices` (None without)."""
@@ -155,18 +170,6 @@ def _short(model: str) -> str:
     return model
 
 
-def manifest_rule(manifest: RunManifest) -> str:
-    """The scoring rule the run's protocol named (the manifest's `score`), else, as for every
-    run made before rules existed, the kind's default."""
-    named, hub = manifest.protocol.score, manifest.protocol.hub
-    if named is not None and named not in RULES:
-        known = ", ".join(RULES)
-        raise StoreError(f"the manifest names scoring rule '{named}', not one of: {known}.")
-    if named is not None and RULES[named].needs_hub and hub is None:
-        raise StoreError(f"the manifest names scoring rule '{named}', but its protocol has no hub.")
-    return named or default_rule(manifest.benchmark.kind)
-
-
 def run_models(manifest: RunManifest) -> list[str]:
     """The model specs its agents used."""
     seated = [seat.model for seat in manifest.team]
@@ -183,36 +186,16 @@ def run_prices(
     return prices.of(run_models(manifest)), judge
 
 
-def run_formulas(
-    manifest: RunManifest,
-    critique: bool,
-    price: Price | None = None,
-    judge_price: Price | None = None,
-) -> dict[str, Formula]:
-    """Every number of the run's metrics.json, by name (metrics.formulas)."""
-    config, protocol = manifest.config, manifest.protocol
-    return formulas(
-        config.rounds,
-        config.agents,
-        protocol.hub is not None,
-        critique=critique,
-        kind=manifest.benchmark.kind,
-        voters=len(protocol.voters),
-        price=price,
-        judge_price=judge_price,
-    )
-
-
 def measure(
     manifest: RunManifest,
     debates: Debates,
     verdicts: list[Verdict] | None = None,
     prices: Prices | None = None,
+    sinks: Sequence[Sink] = (),
 ) -> tuple[Tallies, dict[str, Any], Totals]:
     """The run's counts per question, its metrics.json and its plain sums, from its records
-    alone: its turns, read a debate at a time, and, when it has been judged, the judge's
-    verdicts; its cost in money when given `prices`."""
-    config, protocol = manifest.config, manifest.protocol
+    alone: its turns, read a debate at a time (each also handed to `sinks`), and, when it
+    has been judged, the judge's verdicts; its cost in money when given `prices`."""
     price, judge_price = run_prices(manifest, verdicts or [], prices)
     groups: dict[str, list[int]] = {}
     for seat in manifest.team:
@@ -220,28 +203,29 @@ def measure(
     measuring = Measuring(
         debates.runs,
         debates.questions,
-        agents=config.agents,
-        rounds=config.rounds,
-        voters=list(protocol.voters),
-        seed=config.seed,
-        hub=protocol.hub,
+        Scoring.from_manifest(manifest),
         groups=groups,
-        kind=manifest.benchmark.kind,
-        rule=manifest_rule(manifest),
         price=price,
         judge_price=judge_price,
     )
     for debate in debates.each:
         measuring.add(debate)
+        for sink in sinks:
+            sink.add(debate)
     found = measuring.tallies(verdicts)
     metrics = measuring.metrics(found, verdicts)
     return found, metrics, measuring.totals
 
 
-def load_run(root: Path, prices: Prices | None = None) -> Run:
+def load_run(
+    root: Path,
+    prices: Prices | None = None,
+    keep: Callable[[RunManifest], list[Sink]] | None = None,
+) -> Run:
     """Read one run directory; a folder that is no run, or holds no turns, is a StoreError.
     Its turns are read a debate at a time and never held all at once. With `prices`, its
-    cost is in money too."""
+    cost is in money too; with `keep`, what it gives for the run's manifest counts the same
+    debates, in the same pass, and is kept as the Run's `kept`."""
     store = RunStore(root)
     manifest = store.manifest()
     shape = store.shape(manifest)  # records of no turn of the run are refused, not counted
@@ -249,9 +233,19 @@ def load_run(root: Path, prices: Prices | None = None) -> Run:
     if not debates.count:
         raise StoreError(f"{store.turns_path} holds no turns yet; nothing to report.")
     verdicts = JudgeLog(store.root).read(shape=shape)
-    found, metrics, totals = measure(manifest, debates, verdicts, prices)
+    sinks = keep(manifest) if keep is not None else []
+    found, metrics, totals = measure(manifest, debates, verdicts, prices, sinks)
     failed = totals.all["failed_sent"]
-    return Run(store.root, manifest, found, metrics, verdicts, failed_sent=failed, prices=prices)
+    return Run(
+        store.root,
+        manifest,
+        found,
+        metrics,
+        verdicts,
+        failed_sent=failed,
+        prices=prices,
+        kept=sinks,
+    )
 
 
 def load_runs(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mad_eval.measure.bootstrap import REPLICATES, bootstrap_ci, paired_test
-from mad_eval.measure.dynamics import differences
+from mad_eval.measure.families import differences
 from mad_eval.measure.schema import lookup
 from mad_eval.protocols.scoring import RULES, default_rule
 from mad_eval.reporting.layouts import LAYOUT_NOTES, LAYOUTS, Column
@@ -87,7 +87,7 @@ def tidy(
                 f"{run.root} has no judge verdicts; score it first with "
                 f"`mad-eval judge {run.root} --judge MODEL`."
             )
-        for part, columns in LAYOUTS[layout](run.rounds, len(run.manifest.protocol.voters)):
+        for part, columns in LAYOUTS[layout](run.rounds, len(run.scoring.voters)):
             for column in columns:
                 if column.optional:
                     optional.add(column.key)
@@ -113,7 +113,7 @@ def tidy(
                         "value": value,
                         "std": std,
                         "runs": run.metrics["runs"],
-                        "agents": run.config.agents,
+                        "agents": run.scoring.agents,
                         "score": run.score if column.scored else None,
                         "ci_low": low,
                         "ci_high": high,
@@ -139,7 +139,7 @@ def tidy(
 def _test(
     run: Run, column: Column, by_key: dict[tuple[str, str, str], Run], base: str, replicates: int
 ) -> tuple[float | None, str | None, int]:
-    """A difference (Δ, drift, ...: dynamics.differences) is tested against zero on the
+    """A difference (Δ, drift, ...: families.differences) is tested against zero on the
     run's own questions; a number whose column names another of its run (`against`),
     against that; any other number against the baseline method's."""
     formulas, key = run.formulas, column.key
@@ -148,7 +148,7 @@ def _test(
         found = formulas[column.against]
         p, n = paired_test(mine, formulas[key], theirs, found, replicates)
         return p, f"vs {column.against}", n
-    pairs = differences(run.rounds, len(run.manifest.protocol.voters))
+    pairs = differences(run.scoring)
     if key in pairs:
         first, second = pairs[key]
         p, n = paired_test(run.tallies, formulas[first], run.tallies, formulas[second], replicates)

@@ -155,7 +155,13 @@ def write_pairs(
     template = load_template(prompt_template)
     rollouts = read_rollouts(Path(source), data_dir, answer)
     found, summary = build_pairs(
-        rollouts.items, pairing, per_prompt, seed, rollouts.kind, max_length, repeats
+        rollouts.items,
+        pairing,
+        per_prompt,
+        seed,
+        kind=rollouts.kind,
+        max_length=max_length,
+        repeats=repeats,
     )
     rows = pair_rows(
         found, rollouts.benchmark, rollouts.kind, PAIRINGS[pairing], template, rollouts.answer

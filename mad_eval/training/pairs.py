@@ -165,7 +165,8 @@ def build_pairs(
     pairing: str,
     per_prompt: int = 1,
     seed: int = 0,
-    kind: str = "math",
+    *,
+    kind: str,
     max_length: int | None = None,
     repeats: int = 1,
 ) -> tuple[list[Pair], Summary]:

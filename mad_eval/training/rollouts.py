@@ -38,7 +38,7 @@ class Rollout:
 class Rollouts:
     items: list[Rollout]
     benchmark: str  # the data source recorded with each pair
-    kind: str = "math"  # the benchmark's kind: verl's `ability`
+    kind: str  # the benchmark's kind: verl's `ability`
     answer: str = "boxed"  # the answer protocol the rollouts were graded with
 
 
@@ -110,7 +110,7 @@ def _from_jsonl(path: Path, answer: str | None) -> Rollouts:
             if found is None:
                 raise StoreError(f"{where} has no {name} (give one of: {', '.join(accepted)}).")
             values[name] = str(found)
-        graded = grade(values["response"], values["gold"], answer=protocol)
+        graded = grade(values["response"], values["gold"], "math", answer=protocol)
         items.append(
             Rollout(
                 **values,

@@ -2,7 +2,7 @@
 debate (what the overview's filters and sorting read) and one page of detail per debate.
 
 Every number a filter reads (the vote of each round, unanimity) is the run's own tally
-(`results.load_run`, counted by tally.Counting through the run's scoring rule), so the
+(`results.load_run`, counted by counts.Counting through the run's scoring rule), so the
 page never re-derives a vote in the browser."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from mad_eval.grading.grader import same_answer
 from mad_eval.protocols.scoring import answer_groups, get_rule, same_answer_as, vote_ties
 from mad_eval.records import Question, Turn, Verdict
-from mad_eval.reporting.results import Run, manifest_rule
+from mad_eval.reporting.results import Run
 from mad_eval.sanitize import redact
 
 # Tags a debate row may carry; the overview offers each as a filter.
@@ -45,7 +45,7 @@ class RunView:
 
     @property
     def rounds(self) -> int:
-        return int(self.run.config.rounds)
+        return self.run.scoring.rounds
 
     @functools.cached_property
     def where(self) -> tuple[dict[int, int], dict[str, int]]:
@@ -122,25 +122,24 @@ def debate_row(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One debate's summary row (for the index) and its page (for its own file)."""
     run_index, qid = turns[0].run, turns[0].question
-    manifest, rounds, voted = view.run.manifest, view.rounds, view.run.voted
+    rounds, voted = view.rounds, view.run.voted
     alike = same_answer(view.run.kind)
-    rule = get_rule(manifest_rule(manifest))
+    scoring = view.run.scoring
+    rule = get_rule(scoring.rule)
     ordered = sorted(turns, key=lambda t: (t.round, t.agent))
     by_round: dict[int, dict[int, Turn]] = {}
     for t in ordered:
         by_round.setdefault(t.round, {})[t.agent] = t
     votes = [_vote(view, r, run_index, qid) if voted else None for r in range(rounds + 1)]
     picked: list[str | None] = []
-    protocol = manifest.protocol
-    voters, hub = list(protocol.voters), protocol.hub
-    seed = view.run.config.seed
+    voters, hub, seed = list(scoring.voters), scoring.hub, scoring.seed
     agreement = None
     for r in range(rounds + 1):
         live = [t for t in sorted(by_round.get(r, {}).values(), key=lambda t: t.agent)]
         live = [t for t in live if not t.failed]
         answer = None
         if voted and rule.scored(live, voters, hub):
-            # The same draw tally.Counting makes, for the answer's text (its rightness is
+            # The same draw counts.Counting makes, for the answer's text (its rightness is
             # the tally's, above).
             chosen = rule.pick(live, voters, hub, vote_ties(seed, run_index, qid, r), alike)
             answer = chosen.answer if chosen is not None else None
@@ -199,7 +198,7 @@ def debate_row(
             "kind": question.kind if question else view.run.kind,
             "missing": None if question else view.missing,
         },
-        "agents": view.run.config.agents,
+        "agents": view.run.scoring.agents,
         "rounds": rounds,
         "voters": voters,
         "hub": hub,

@@ -32,7 +32,7 @@ class Question:
     text: str  # as the agents read it: a choice question lists its lettered options
     gold: str  # a math answer, a number's exact form, an option letter, a reference summary
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
-    kind: str = "math"  # how answers are read and graded (kinds.KINDS)
+    kind: str = "math"  # how answers are read and graded (grading.kinds.KINDS)
     # Where a reply writes its answer (answers.ANSWER_PROTOCOLS); None: the kind's default.
     answer: str | None = None
 
@@ -293,7 +293,7 @@ class Turn(JsonLine):
     # Within one run and question, turns of the same class gave equivalent answers: 0 for
     # right answers, 1, 2, ... for each distinct wrong one, numbered in grading order (which
     # two runs may not share: only which turns share a class means anything); None for no
-    # answer, a summary, or a turn recorded before classes were (rules.AnswerClasses).
+    # answer, a summary, or a turn recorded before classes were (protocols.scoring.AnswerClasses).
     answer_class: int | None = None
     # The model declined to answer, in its own words (a chat reply's `refusal`): no answer,
     # so unparsed, counted in every denominator like any reply without one.

@@ -257,7 +257,7 @@ def add_intervals(
     """Add to each of `names` in metrics.json its 95% bootstrap interval over questions
     (`drift_ci`: [low, high]), and to a difference (families.differences) the paired test's
     p-value against zero (`drift_p`): the numbers `table` prints for them, from the same
-    resamples, drawn here a block at a time (stats.replicate_values)."""
+    resamples, drawn here a block at a time (bootstrap.replicate_values)."""
     from mad_eval.measure.bootstrap import interval, p_value, replicate_values
 
     tested = {n: differences[n] for n in names if n in differences}

@@ -59,7 +59,7 @@ class SamplePool:
 class SamplePooling:
     """Pools built a debate (one run's samples of one question) at a time. Failed turns are
     no samples. A wrong answer of one seeded run joins an equivalent one of another
-    (rules.AnswerClasses), since each run numbers its classes on its own."""
+    (protocols.scoring.AnswerClasses), since each run numbers its classes on its own."""
 
     def __init__(self, same: Same):
         self.same = same

@@ -41,7 +41,7 @@ def pairing_rule(name: str) -> str:
 
 @dataclass(frozen=True)
 class _Graded:
-    """One rollout as rules.answer_groups reads it."""
+    """One rollout as protocols.scoring.answer_groups reads it."""
 
     index: int
     answer: str | None

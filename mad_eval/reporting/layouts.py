@@ -52,8 +52,8 @@ def _single(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
 
 
 def _single_bootstrap(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
-    """mean@K and verl's maj@K/mean (protocols/scoring.bootstrap_maj), which metrics.json has for runs
-    without debate only (`maj_at_k_bootstrap`)."""
+    """mean@K and verl's maj@K/mean (protocols.scoring.bootstrap_maj), which metrics.json
+    has for runs without debate only (`maj_at_k_bootstrap`)."""
     return [
         (
             "",

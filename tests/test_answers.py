@@ -62,6 +62,7 @@ def test_the_protocols_and_kinds_are_registered() -> None:
     assert list(ANSWER_PROTOCOLS) == [
         "boxed",
         "answer-line",
+        "dapo",
         "math-verify",
         "braces",
         "summary-line",
@@ -73,7 +74,7 @@ def test_the_protocols_and_kinds_are_registered() -> None:
         assert (kind.voted, kind.rule) == (
             (False, "consensus") if name == "summary" else (True, "plurality")
         )
-    assert KINDS["math"].answers == ("boxed", "answer-line", "math-verify", "braces")
+    assert KINDS["math"].answers == ("boxed", "answer-line", "dapo", "math-verify", "braces")
     assert KINDS["number"].answers == KINDS["choice"].answers == ("boxed", "answer-line", "braces")
     assert KINDS["preference"].answers == ("boxed", "answer-line", "braces")
     assert (KINDS["summary"].default_answer, KINDS["summary"].answers) == (
@@ -89,12 +90,13 @@ def test_unknown_names_are_one_sentence() -> None:
     with pytest.raises(ValueError) as error:
         get_answer_protocol("x")
     assert str(error.value) == (
-        "unknown answer protocol 'x'; known: boxed, answer-line, math-verify, braces, summary-line."
+        "unknown answer protocol 'x'; known: boxed, answer-line, dapo, math-verify, braces, "
+        "summary-line."
     )
     with pytest.raises(ValueError, match=r"unknown benchmark kind 'mcq'; known: math, number"):
         get_kind("mcq")
-    with pytest.raises(ValueError, match="unknown answer protocol 'dapo'"):
-        grade("Answer: 5", "5", "math", answer="dapo")
+    with pytest.raises(ValueError, match="unknown answer protocol 'verl'"):
+        grade("Answer: 5", "5", "math", answer="verl")
 
 
 @pytest.mark.parametrize(
@@ -468,9 +470,9 @@ def test_the_simulated_agents_read_peers_with_the_questions_protocol() -> None:
 def test_the_variant_specs_name_their_protocol(shared_data: Path) -> None:
     expected = {
         "math500_mv": ("math500", "math-verify"),
-        "amc23_dapo": ("amc23", "answer-line"),
-        "aime24_dapo": ("aime24", "answer-line"),
-        "aime25_dapo": ("aime25", "answer-line"),
+        "amc23_dapo": ("amc23", "dapo"),
+        "aime24_dapo": ("aime24", "dapo"),
+        "aime25_dapo": ("aime25", "dapo"),
     }
     for name, (base, answer) in expected.items():
         spec, questions = load_questions(name, shared_data, limit=3)
@@ -494,7 +496,7 @@ def test_the_variant_specs_name_their_protocol(shared_data: Path) -> None:
     ("kind", "answer", "message"),
     [
         ("choice", "math-verify", "answer 'math-verify' is not one of the choice kind's answer"),
-        ("math", "dapo", "answer 'dapo' is not one of the math kind's answer protocols: boxed"),
+        ("number", "dapo", "answer 'dapo' is not one of the number kind's answer protocols: boxed"),
         ("summary", "boxed", "answer 'boxed' is not one of the summary kind's"),
     ],
 )
@@ -508,3 +510,25 @@ def test_a_spec_with_a_protocol_its_kind_refuses_is_one_sentence(
     )
     with pytest.raises(BenchmarkError, match=message):
         load_questions(str(path))
+
+
+def test_a_folder_graded_with_another_protocol_resumes_only_with_it(tmp_path, shared_data):
+    """A run of aime24_dapo made when the variant graded with answer-line (its manifest says
+    so) is not resumed under the variant's dapo; named by --answer-protocol, it resumes."""
+    import json
+
+    import mad_eval
+    from mad_eval.store.files import StoreError
+
+    out = tmp_path / "r"
+    settings = {"benchmark": "aime24_dapo", "data_dir": shared_data, "limit": 2, "rounds": 0}
+    mad_eval.run(**settings, answer_protocol="answer-line", agents=2, out=out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["benchmark"]["answer"] == "answer-line"
+    manifest["config"]["answer_protocol"] = None  # as the variant's own, before it changed
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    before = json.loads((out / "metrics.json").read_text())["maj"]
+    with pytest.raises(StoreError, match="answer_protocol is 'answer-line' there, 'dapo' here"):
+        mad_eval.run(**settings, agents=2, out=out)
+    again = mad_eval.run(**settings, answer_protocol="answer-line", agents=2, out=out)
+    assert again.maj == before

@@ -1,13 +1,16 @@
 """Answer protocols: WHERE a reply writes its final answer, and how the prompt asks for it.
 
 A benchmark kind (mad_eval.grading.kinds) says what the answer is; its protocol says where to find
-it: the last `\\boxed{}` (the default), a DAPO-style `Answer: X` last line, Math-Verify's own
-search of the whole reply, a `{final answer: X}` group, or a "Summary:" line. Each protocol
-also writes the prompt's answer-format sentence and the simulated agents' answers, so a
-question is asked, answered and read one way.
+it: the last `\\boxed{}` (the default), a DAPO-style `Answer: X` last line (read and compared
+exactly as verl's DAPO reward does under `dapo`), Math-Verify's own search of the whole reply,
+a `{final answer: X}` group, or a "Summary:" line. Each protocol also writes the prompt's
+answer-format sentence and the simulated agents' answers, so a question is asked, answered
+and read one way.
 
 Reasoning is dropped before any protocol looks (closed `<think>` blocks, an unclosed block's
-rest, all before a lone `</think>`): an answer the model only considered is never read.
+rest, all before a lone `</think>`): an answer the model only considered is never read. The
+one exception is `dapo`, which reads a whole reply as verl does (a turn's final content, in a
+run, since the backend splits the reasoning off before grading).
 Model text is hostile input: every scan here is linear, and Math-Verify runs in the bounded
 worker processes of mad_eval.grading.verifier.
 """
@@ -20,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from mad_eval.grading import verifier
+from mad_eval.grading import dapo, verifier
 from mad_eval.grading.reasoning import drop_reasoning
 
 MAX_ANSWER_CHARS = 1000
@@ -50,6 +53,11 @@ class AnswerProtocol:
     own_line: bool  # the written form starts a line of its own
     search: Callable[[str], tuple[str | None, bool]]  # (answer, timed out) in a reply
     fallback: bool = False  # a kind may read the reply its own way when nothing is found
+    # Set for a protocol that reproduces a reference's string comparison: what it finds is
+    # final (the kind does not read it), right when equal to this form of the gold, and two
+    # answers are the same answer when their strings are equal.
+    gold_form: Callable[[str], str] | None = None
+    whole: bool = False  # it reads the reply as written, reasoning included (its reference does)
 
     def instruction(self, what: str) -> str:
         """The answer-format sentence the prompt ends with."""
@@ -58,7 +66,7 @@ class AnswerProtocol:
     def find(self, text: str, split: bool = True) -> Found:
         """The answer this protocol finds in a reply, reasoning dropped first (`split`
         False: `text` is a turn's final content, its reasoning split off already)."""
-        reply = drop_reasoning(text) if split else text
+        reply = drop_reasoning(text) if split and not self.whole else text
         answer, timed_out = self.search(reply) if reply.strip() else (None, False)
         return Found(answer, reply, timed_out)
 
@@ -122,17 +130,32 @@ def _boxed(reply: str) -> tuple[str | None, bool]:
 
 # ---- answer-line (DAPO) ------------------------------------------------------------------
 
-# "Answer: X" anywhere on a line, as DAPO's scorer matches it; markdown bold is tolerated.
-_ANSWER_LINE = re.compile(r"answer[ \t*]*:[ \t*]*([^\n]*)", re.IGNORECASE)
-_TEXT_GROUP = re.compile(r"\\(?:text|textbf|textrm|mbox|mathrm)\s*\{([^{}]*)\}")
-_NOISE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\[,;:! ]|\{,\}|\\(?:ldots|dots|cdots)")
-# Unit words after a value: "7 dollars", "12 \text{ cm}" mean 7 and 12.
+# "Answer: X" anywhere on a line, as DAPO's scorer matches it: whitespace (newlines too) on
+# either side of the colon, so "Answer:\n204" reads 204; markdown bold is tolerated.
+_ANSWER_LINE = re.compile(r"answer[\s*]*:[\s*]*([^\n]*)", re.IGNORECASE)
+# A text wrapper, and the exponent a unit may carry after it ("\mbox{ cm}^2").
+_TEXT_GROUP = re.compile(
+    r"\\(?:text|textbf|textrm|mbox|mathrm)\s*\{([^{}]*)\}(\^\s*\{?\s*[23]\s*\}?)?"
+)
+# Spacing macros, degree marks and dots; a `\\` (a matrix row's end) is kept whole, so its
+# second backslash is never read as the start of `\ `.
+_NOISE = re.compile(
+    r"(\\\\)|\^\s*(?:\{\s*\\circ\s*\}|\\circ)|\\[,;:! ]|\{,\}|\\(?:ldots|dots|cdots)"
+)
+# Unit words after a value: "7 dollars", "12 \text{ cm}", "12 cm^2" mean 7 and 12.
 _UNITS = (
     "units?|degrees?|dollars?|cents?|inch(?:es)?|feet|foot|miles?|meters?|metres?|cm|mm|km|"
     "kg|mph|hours?|minutes?|seconds?|days?|weeks?|years?|ways?|points?|students?|people"
 )
-_UNIT_WORDS = re.compile(rf"(?:\s+(?:(?:square|cubic|sq)\s+)?(?:{_UNITS})\b)+\s*$", re.IGNORECASE)
+_UNIT_WORDS = re.compile(
+    rf"(?:\s+(?:(?:square|cubic|sq)\s+)?(?:{_UNITS})\b(?:\^\{{?[23]\}}?)?)+\s*$", re.IGNORECASE
+)
 _THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+")
+_SPACED_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?: \d{3})+")
+# A sentence after the answer ("$\pi$. I hope it is correct."): a period, then a capital.
+_SENTENCE_AFTER = re.compile(r"\.\s+[A-Z][^$]*$")
+# Math in a sentence of words ("The final answer is $8$"): the math is the answer.
+_MATH_IN_WORDS = re.compile(r"[A-Za-z ,:]*\$([^$]+)\$[ .]*")
 
 
 def _answer_line(reply: str) -> tuple[str | None, bool]:
@@ -151,22 +174,29 @@ def _unbox(text: str) -> str:
 
 def normalise_dapo(answer: str) -> str | None:
     """An `Answer: X` value reduced as DAPO's scorer reduces it, by our own rules: no markdown,
-    `$` or box around it, only the part after the last `=`, no spacing macros or degree
-    marks, text wrappers opened ("and" between values a comma), unit words after a value
-    dropped, no trailing period, no thousands commas in an integer. None when nothing is
-    left."""
+    `$` or box around it, no sentence after it, only the part after the last `=`, no
+    spacing macros, degree marks or escaped dollar signs, text wrappers opened ("and"
+    between values a comma), unit words after a value dropped, no trailing period, no
+    thousands commas or spaces in an integer. None when nothing is left."""
     found = answer.strip().strip("*").strip()
     if len(found) > MAX_ANSWER_CHARS:
         return None
-    found = _unbox(found.replace("\\(", "").replace("\\)", "").replace("$", ""))
-    source = _NOISE.sub("", _unbox(found.rsplit("=", 1)[-1]))
+    if sentence := _SENTENCE_AFTER.search(found):
+        found = found[: sentence.start()]
+    if math := _MATH_IN_WORDS.fullmatch(found):
+        found = math.group(1)
+    found = found.replace("\\$", "").replace("\\(", "").replace("\\)", "").replace("$", "")
+    found = _unbox(found)
+    source = _NOISE.sub(lambda m: m.group(1) or "", _unbox(found.rsplit("=", 1)[-1]))
 
     def opened(m: re.Match[str]) -> str:
-        words = m.group(1).strip()
+        words, power = m.group(1).strip(), m.group(2) or ""
         if words.casefold() == "and":  # "1 \text{ and } 2" lists two answers
             return ","
-        # Words after a value are its unit ("5 \text{ cm}"); alone they are the answer.
-        return "" if source[: m.start()].strip() and re.fullmatch(r"[A-Za-z ]+", words) else words
+        # Words after a value are its unit ("5 \text{ cm}", with its power); alone they are
+        # the answer.
+        unit = source[: m.start()].strip() and re.fullmatch(r"[A-Za-z ]+", words)
+        return "" if unit else words + power
 
     found = " ".join(_TEXT_GROUP.sub(opened, source).split()).replace(" ,", ",")
     found = found.rstrip(".").strip()
@@ -174,7 +204,13 @@ def normalise_dapo(answer: str) -> str | None:
         found = found[: unit.start()].strip() or found
     if _THOUSANDS.fullmatch(found):
         found = found.replace(",", "")
+    if _SPACED_THOUSANDS.fullmatch(found):
+        found = found.replace(" ", "")
     return found or None
+
+
+def _dapo(reply: str) -> tuple[str | None, bool]:
+    return dapo.read(reply), False
 
 
 # ---- math-verify -------------------------------------------------------------------------
@@ -230,6 +266,17 @@ ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
             "Answer: {answer}",
             True,
             _answer_line,
+        ),
+        AnswerProtocol(
+            "dapo",
+            "verl's DAPO reward exactly: its 'Answer:' reading and normalised strings compared",
+            # The answer-line sentence: the two protocols differ in reading, not in asking.
+            _STEP_BY_STEP + ' on the last line of your reply, in the form "Answer: X".',
+            "Answer: {answer}",
+            True,
+            _dapo,
+            gold_form=dapo.normalise,
+            whole=True,
         ),
         AnswerProtocol(
             "math-verify",

@@ -84,6 +84,8 @@ def _read(
         return None, False
     protocol = get_answer_protocol(answer)
     found = protocol.find(text, split)
+    if protocol.gold_form is not None:  # the protocol's answer is final: no kind reads it
+        return found.answer, found.timed_out
     reply = found.reply if protocol.fallback else None
     return kind.read(found.answer, reply, options), found.timed_out
 
@@ -108,10 +110,14 @@ def grade(
     """Extract the final answer from text with the answer protocol (None: the kind's default)
     and check it against gold (a summary is scored against the reference instead). `split`
     False: `text` is a turn's final content, whose reasoning is apart already, so no tag
-    left in it is read as a reasoning format a second time."""
+    left in it is read as a reasoning format a second time. A protocol with a `gold_form`
+    (dapo) compares itself: right when its answer equals that form of the gold."""
     protocol = check_answer_protocol(kind, answer)
     found = get_kind(kind)
     read, timed_out = _read(text, found, protocol, options, split)
+    form = get_answer_protocol(protocol).gold_form
+    if form is not None:
+        return Grade(read, read is not None and read == form(gold), None, timed_out)
     graded = found.grade(read, gold)
     return Grade(read, graded.correct, graded.rouge, True) if timed_out else graded
 
@@ -141,9 +147,12 @@ def grade_inline(
             return None
 
 
-def same_answer(kind: str) -> Callable[[str, str], bool]:
+def same_answer(kind: str, answer: str | None = None) -> Callable[[str, str], bool]:
     """Whether two extracted answers are the same answer: math-verify for math; the other
-    kinds extract a canonical form (a letter, an exact fraction), so equal text."""
+    kinds extract a canonical form (a letter, an exact fraction), so equal text; under a
+    protocol that compares strings itself (`answer`: dapo), equal text."""
+    if answer is not None and get_answer_protocol(answer).gold_form is not None:
+        return str.__eq__
     return get_kind(kind).same
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from factories import turn
 
 from mad_eval.measure.compute import compute_metrics
 from mad_eval.protocols.scoring import Scoring, bootstrap_maj, bootstrap_maj_std
-from tests.factories import turn
 
 FOLDER = Path(__file__).resolve().parent.parent / "conformance" / "verl_maj"
 

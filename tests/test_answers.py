@@ -512,9 +512,10 @@ def test_a_spec_with_a_protocol_its_kind_refuses_is_one_sentence(
         load_questions(str(path))
 
 
-def test_a_folder_graded_with_another_protocol_resumes_only_with_it(tmp_path, shared_data):
-    """A run of aime24_dapo made when the variant graded with answer-line (its manifest says
-    so) is not resumed under the variant's dapo; named by --answer-protocol, it resumes."""
+def test_a_resume_keeps_the_protocol_and_revision_the_run_graded_with(tmp_path, shared_data):
+    """A folder records its answer protocol and the protocol's revision; a resume under
+    another protocol (a spec that changed its own since) or another revision of it (a
+    reading fixed since) is refused, while the folder still reports what it recorded."""
     import json
 
     import mad_eval
@@ -522,13 +523,21 @@ def test_a_folder_graded_with_another_protocol_resumes_only_with_it(tmp_path, sh
 
     out = tmp_path / "r"
     settings = {"benchmark": "aime24_dapo", "data_dir": shared_data, "limit": 2, "rounds": 0}
-    mad_eval.run(**settings, answer_protocol="answer-line", agents=2, out=out)
+    first = mad_eval.run(**settings, answer_protocol="answer-line", agents=2, out=out)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["benchmark"]["answer"] == "answer-line"
-    manifest["config"]["answer_protocol"] = None  # as the variant's own, before it changed
+    assert (manifest["benchmark"]["answer"], manifest["benchmark"]["answer_revision"]) == (
+        "answer-line",
+        2,
+    )
+    assert mad_eval.run(**settings, answer_protocol="answer-line", agents=2, out=out).maj == (
+        first.maj
+    )
+    # As the variant's own protocol recorded it before issue 32: answer-line, revision 1.
+    manifest["config"]["answer_protocol"] = None
+    del manifest["benchmark"]["answer_revision"]
     (out / "manifest.json").write_text(json.dumps(manifest))
-    before = json.loads((out / "metrics.json").read_text())["maj"]
     with pytest.raises(StoreError, match="answer_protocol is 'answer-line' there, 'dapo' here"):
         mad_eval.run(**settings, agents=2, out=out)
-    again = mad_eval.run(**settings, answer_protocol="answer-line", agents=2, out=out)
-    assert again.maj == before
+    with pytest.raises(StoreError, match="as revision 1 read answers, and this mad-eval reads"):
+        mad_eval.run(**settings, answer_protocol="answer-line", agents=2, out=out)
+    assert mad_eval.report(out).maj == first.maj  # the grades it recorded

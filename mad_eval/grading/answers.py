@@ -58,6 +58,9 @@ class AnswerProtocol:
     # answers are the same answer when their strings are equal.
     gold_form: Callable[[str], str] | None = None
     whole: bool = False  # it reads the reply as written, reasoning included (its reference does)
+    # Raised when what the protocol reads changes: a run records it, and a resume under
+    # another revision is refused, so no run mixes two readings.
+    revision: int = 1
 
     def instruction(self, what: str) -> str:
         """The answer-format sentence the prompt ends with."""
@@ -266,6 +269,7 @@ ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
             "Answer: {answer}",
             True,
             _answer_line,
+            revision=2,  # issue 32: newlines after the colon, \$, units with a power, ...
         ),
         AnswerProtocol(
             "dapo",

@@ -105,8 +105,24 @@ def test_answer_line_differs_from_verl_only_as_declared() -> None:
             "Answer: \\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}",
             "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}",
         ),
+        ("Answer: 5x - 7y + 11z + 4 = 0.", "5x - 7y + 11z + 4 = 0"),  # an equation, whole
+        ("Answer: 11,\\! 111,\\! 100", "11111100"),  # LaTeX's thousands separator
     ],
 )
 def test_answer_line_reads_what_it_misread_before(reply: str, gold: str) -> None:
-    """The extraction bugs of issue 32, each now read right by answer-line (and by dapo)."""
+    """The extraction bugs of issue 32 and those its cases found, each read right now."""
     assert grade(reply, gold, "math", answer="answer-line").correct
+
+
+def test_answer_line_reads_every_real_gold_written_as_an_answer(shared_data: Path) -> None:
+    golds = []
+    for name in ("math500", "amc23", "aime24", "aime25"):
+        with open(shared_data / f"{name}.jsonl", encoding="utf-8") as rows:
+            golds += [json.loads(row)["answer"] for row in rows if row.strip()]
+    misread = [
+        (reply, gold)
+        for gold in golds
+        for reply in (f"So:\nAnswer: {gold}", f"So:\n**Answer:** ${gold}$.")
+        if not grade(reply, gold, "math", answer="answer-line").correct
+    ]
+    assert not misread, misread[:3]

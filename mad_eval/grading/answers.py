@@ -157,6 +157,10 @@ _THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+")
 _SPACED_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?: \d{3})+")
 # A sentence after the answer ("$\pi$. I hope it is correct."): a period, then a capital.
 _SENTENCE_AFTER = re.compile(r"\.\s+[A-Z][^$]*$")
+# LaTeX's thousands separator `,\!` and the space a writer may leave after it.
+_LATEX_THOUSANDS = re.compile(r",\\!\s*")
+# An equation set to zero (a plane, a line) is an answer whole, not its right side.
+_EQUATION = re.compile(r"=\s*0[\s.]*$")
 # Math in a sentence of words ("The final answer is $8$"): the math is the answer.
 _MATH_IN_WORDS = re.compile(r"[A-Za-z ,:]*\$([^$]+)\$[ .]*")
 
@@ -177,7 +181,8 @@ def _unbox(text: str) -> str:
 
 def normalise_dapo(answer: str) -> str | None:
     """An `Answer: X` value reduced as DAPO's scorer reduces it, by our own rules: no markdown,
-    `$` or box around it, no sentence after it, only the part after the last `=`, no
+    `$` or box around it, no sentence after it, only the part after the last `=` (but for
+    an equation set to zero), no
     spacing macros, degree marks or escaped dollar signs, text wrappers opened ("and"
     between values a comma), unit words after a value dropped, no trailing period, no
     thousands commas or spaces in an integer. None when nothing is left."""
@@ -189,8 +194,9 @@ def normalise_dapo(answer: str) -> str | None:
     if math := _MATH_IN_WORDS.fullmatch(found):
         found = math.group(1)
     found = found.replace("\\$", "").replace("\\(", "").replace("\\)", "").replace("$", "")
-    found = _unbox(found)
-    source = _NOISE.sub(lambda m: m.group(1) or "", _unbox(found.rsplit("=", 1)[-1]))
+    found = _unbox(_LATEX_THOUSANDS.sub(",", found))
+    value = found if _EQUATION.search(found) else found.rsplit("=", 1)[-1]
+    source = _NOISE.sub(lambda m: m.group(1) or "", _unbox(value))
 
     def opened(m: re.Match[str]) -> str:
         words, power = m.group(1).strip(), m.group(2) or ""

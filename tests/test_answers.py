@@ -396,6 +396,8 @@ def test_the_choice_fallback_never_reads_reasoning() -> None:
         ("boxed", "\\boxed{" * 200_000),
         ("boxed", "answer: " * 200_000),
         ("answer-line", "Answer: " * 200_000),
+        ("dapo", "Answer: " * 200_000),
+        ("dapo", "<think>Answer: " * 100_000),
         ("braces", "{final answer:" * 100_000),
         ("braces", "{" * 1_000_000),
         ("summary-line", "Summary:\n" * 200_000),
@@ -418,6 +420,9 @@ def test_hostile_text_is_linear(protocol: str, text: str) -> None:
 def test_same_answer_is_the_kinds_equivalence() -> None:
     assert same_answer("math")("0.5", "\\frac12")
     assert not same_answer("math")("0.5", "\\frac13")
+    # dapo compares strings, as verl's DAPO reward (and its maj@K vote) does.
+    assert not same_answer("math", "dapo")("0.5", "\\frac12")
+    assert same_answer("math", "dapo")("\\frac{1}{2}", "\\frac{1}{2}")
     assert same_answer("number")("3/4", "3/4") and not same_answer("number")("3/4", "0.75")
     assert same_answer("choice")("A", "A") and not same_answer("preference")("A", "B")
 

@@ -126,3 +126,24 @@ def test_answer_line_reads_every_real_gold_written_as_an_answer(shared_data: Pat
         if not grade(reply, gold, "math", answer="answer-line").correct
     ]
     assert not misread, misread[:3]
+
+
+def test_a_dapo_run_votes_on_verls_predictions(tmp_path: Path, shared_data: Path) -> None:
+    """In a run, dapo's answers are verl's predictions: 1/2 and 0.5 are two answers (two
+    classes), as verl's maj@K counts them, where math-verify would make them one."""
+    from stub_server import StubServer
+
+    import mad_eval
+
+    def reply(body: dict) -> str:
+        return f"So:\nAnswer: {'1/2' if body['seed'] % 2 else '0.5'}"
+
+    with StubServer(reply=reply) as server:
+        mad_eval.run(
+            model="openai:stub-model", base_urls=[server.base_url], benchmark="aime24_dapo",
+            data_dir=shared_data, limit=1, agents=4, rounds=0, out=tmp_path / "r",
+        )  # fmt: skip
+    turns = [json.loads(line) for line in (tmp_path / "r" / "turns.jsonl").read_text().splitlines()]
+    assert {t["answer"] for t in turns} == {"1/2", "0.5"}  # both drawn, both wrong
+    classes = {t["answer"]: t["answer_class"] for t in turns}
+    assert classes["1/2"] != classes["0.5"]

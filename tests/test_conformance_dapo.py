@@ -147,3 +147,6 @@ def test_a_dapo_run_votes_on_verls_predictions(tmp_path: Path, shared_data: Path
     assert {t["answer"] for t in turns} == {"1/2", "0.5"}  # both drawn, both wrong
     classes = {t["answer"]: t["answer_class"] for t in turns}
     assert classes["1/2"] != classes["0.5"]
+    # and every later reading of the run (reports, pairing, the viewer) compares the same way
+    scoring = mad_eval.load_run(tmp_path / "r").scoring
+    assert scoring.answer == "dapo" and not scoring.same("1/2", "0.5")

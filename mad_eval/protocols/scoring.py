@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, Self, TypeVar
 
 import numpy as np
 
-from mad_eval.grading.grader import consensus, equivalent
+from mad_eval.grading.grader import consensus, equivalent, same_answer
 from mad_eval.grading.kinds import get_kind
 from mad_eval.records import derive_seed
 from mad_eval.store.files import StoreError
@@ -264,6 +264,13 @@ class Scoring:
     seed: int  # the run's seed: ties in a vote are broken by it
     hub: int | None = None
     rule: str = ""  # the scoring rule (RULES); "" : the kind's default
+    answer: str | None = None  # the answer protocol; None: the kind's default
+
+    @property
+    def same(self) -> Same:
+        """Whether two of the run's answers are one answer: the kind's equivalence, or equal
+        text under a protocol that compares strings (dapo)."""
+        return same_answer(self.kind, self.answer)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "voters", tuple(self.voters))
@@ -301,6 +308,7 @@ class Scoring:
             seed=config.seed,
             hub=hub,
             rule=named or "",
+            answer=manifest.benchmark.answer,
         )
 
 

@@ -50,9 +50,9 @@ HOSTILE_MATH = "$" + "9^" * 49_998 + "99$"  # 100k characters: sympy would compu
 
 @pytest.fixture(autouse=True)
 def no_cached_extractions() -> Iterator[None]:
-    verifier.extract.cache_clear()
+    verifier.read.cache_clear()
     yield
-    verifier.extract.cache_clear()
+    verifier.read.cache_clear()
 
 
 # ---- the registries ----------------------------------------------------------------------

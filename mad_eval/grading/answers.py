@@ -214,6 +214,7 @@ def _math_verify_judge(reply: str, gold: str, settings: MathVerifySettings = DEF
     return Verdict(found.answer, found.equal, found.timed_out)
 
 
+@functools.lru_cache(maxsize=256)
 def _math_verify_with(given: str) -> AnswerProtocol:
     """The math-verify protocol with Math-Verify's settings (math_verify_settings)."""
     settings = parse_settings(given)
@@ -310,7 +311,6 @@ def protocol_name(spec: str) -> str:
     return spec.partition(":")[0].strip()
 
 
-@functools.lru_cache(maxsize=256)
 def get_answer_protocol(spec: str) -> AnswerProtocol:
     """The protocol of that name, with its settings after a colon; an unknown name, or
     settings it does not take, are refused in one sentence."""

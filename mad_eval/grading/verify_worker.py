@@ -147,7 +147,9 @@ def _math_verify() -> tuple[
         if not found or isinstance(found[0], str):  # nothing, or kept as text only
             return found[0] if found else None
         matched = found[-1] if len(found) > 1 and isinstance(found[-1], str) else None
+        seen = detector.seen  # a timeout here changes the text shown, never the verdict
         first = parse(text, searched, fallback_mode="no_fallback", extraction_mode="first_match")
+        detector.seen = seen
         if matched is not None and first:
             return matched
         try:
@@ -158,6 +160,7 @@ def _math_verify() -> tuple[
     def reading(text: str, gold: str | None, settings: MathVerifySettings) -> Extraction:
         detector.seen = False
         searched = targets(settings)
+        answer = None
         try:
             found = parse(text, searched)
             answer = shown(found, text, searched)
@@ -179,7 +182,9 @@ def _math_verify() -> tuple[
                 )
             )
         except TimeoutException:
-            return Extraction(None, True)
+            return Extraction(answer, True)
+        except Exception:  # as verl's scorer: any other failure is a wrong answer
+            return Extraction(answer, False)
         return Extraction(answer, detector.seen and not equal, equal)
 
     return compare, reading

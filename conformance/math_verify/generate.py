@@ -30,7 +30,10 @@ How to run it (from the repository root; Python 3.11):
         --math-verify-tests /tmp/Math-Verify --verl /tmp/verl --data /path/to/data
 
 --data holds math500.jsonl, aime24.jsonl, aime25.jsonl and amc23.jsonl (mad-eval's local
-benchmark files). The first line of cases.jsonl is a header naming the versions used.
+benchmark files). Another math-verify version, or a checkout at another commit, is refused
+(a tree exported without .git is taken to be the pinned commit). The first line of
+cases.jsonl is a header naming the versions used. The inputs are seeded: the same
+references write the same file, byte for byte.
 """
 
 from __future__ import annotations
@@ -402,6 +405,10 @@ def main() -> None:
     version = metadata.version("math-verify")
     if version != MATH_VERIFY_VERSION:
         sys.exit(f"math-verify {MATH_VERIFY_VERSION} is the pinned version; this is {version}")
+    for root, pinned in ((args.math_verify_tests, MATH_VERIFY_COMMIT), (args.verl, VERL_COMMIT)):
+        found = commit_of(root)
+        if found not in (None, pinned):
+            sys.exit(f"{root} is at commit {found}; check out the pinned {pinned}")
     verl = load_verl(args.verl)
     seen = TimeoutSeen()
     logger = logging.getLogger("math_verify")
@@ -426,8 +433,8 @@ def main() -> None:
     header = {
         "header": True,
         "math_verify": version,
-        "math_verify_commit": commit_of(args.math_verify_tests) or MATH_VERIFY_COMMIT,
-        "verl_commit": commit_of(args.verl) or VERL_COMMIT,
+        "math_verify_commit": MATH_VERIFY_COMMIT,
+        "verl_commit": VERL_COMMIT,
         "verl_file": VERL_FILE,
         "packages": {p: metadata.version(p) for p in ("latex2sympy2_extended", "sympy")},
         "python": sys.version.split()[0],

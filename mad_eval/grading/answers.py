@@ -4,7 +4,9 @@ A benchmark kind (mad_eval.grading.kinds) says what the answer is; its protocol 
 it: the last `\\boxed{}` (the default), a DAPO-style `Answer: X` last line, Math-Verify's own
 search of the whole reply, a `{final answer: X}` group, or a "Summary:" line. Each protocol
 also writes the prompt's answer-format sentence and the simulated agents' answers, so a
-question is asked, answered and read one way.
+question is asked, answered and read one way. A protocol may also compare (`judge`: the
+math-verify protocol takes Math-Verify's verdict on its own parses, as verl's scorer does)
+and take settings after its name (`math-verify:precision=2`, `configure`).
 
 Reasoning is dropped before any protocol looks (closed `<think>` blocks, an unclosed block's
 rest, all before a lone `</think>`): an answer the model only considered is never read.

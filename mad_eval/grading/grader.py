@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from mad_eval.grading.answers import MAX_ANSWER_CHARS, get_answer_protocol
+from mad_eval.grading.answers import MAX_ANSWER_CHARS, get_answer_protocol, protocol_name
 from mad_eval.grading.kinds import KINDS as _KINDS
 from mad_eval.grading.kinds import Grade, Kind, get_kind
 from mad_eval.grading.kinds.choice import LETTERS, choice_gold
 from mad_eval.grading.kinds.math import compare_math, equivalent
 from mad_eval.grading.kinds.number import number_gold, number_key
 from mad_eval.grading.kinds.summary import MAX_SUMMARY_CHARS, ROUGE, consensus, rouge
+from mad_eval.grading.reasoning import drop_reasoning
 from mad_eval.grading.verifier import NeedsWorker, inline
 
 __all__ = [
@@ -67,8 +68,8 @@ def check_answer_protocol(kind: str, answer: str | None = None) -> str:
     found = get_kind(kind)
     if answer is None:
         return found.default_answer
-    get_answer_protocol(answer)  # an unknown name gets its own sentence
-    if answer not in found.answers:
+    get_answer_protocol(answer)  # an unknown name or setting gets its own sentence
+    if protocol_name(answer) not in found.answers:
         raise ValueError(
             f"the {kind} kind cannot be read with the {answer} answer protocol; "
             f"it accepts: {', '.join(found.answers)}."
@@ -84,8 +85,6 @@ def _read(
         return None, False
     protocol = get_answer_protocol(answer)
     found = protocol.find(text, split)
-    if protocol.gold_form is not None:  # the protocol's answer is final: no kind reads it
-        return found.answer, found.timed_out
     reply = found.reply if protocol.fallback else None
     return kind.read(found.answer, reply, options), found.timed_out
 
@@ -110,14 +109,20 @@ def grade(
     """Extract the final answer from text with the answer protocol (None: the kind's default)
     and check it against gold (a summary is scored against the reference instead). `split`
     False: `text` is a turn's final content, whose reasoning is apart already, so no tag
-    left in it is read as a reasoning format a second time. A protocol with a `gold_form`
-    (dapo) compares itself: right when its answer equals that form of the gold."""
+    left in it is read as a reasoning format a second time. A protocol with a judge compares
+    too (math-verify: verl's own verdict; dapo: verl's DAPO reward, on the whole reply)."""
     protocol = check_answer_protocol(kind, answer)
     found = get_kind(kind)
+    judging = get_answer_protocol(protocol)
+    judge = judging.judge
+    if judge is not None:  # the protocol compares too (math-verify: verl's own verdict)
+        drop = split and not judging.whole
+        reply = (drop_reasoning(text) if drop else text) if text else ""
+        if not reply.strip():
+            return Grade(None, False)
+        verdict = judge(reply, gold)
+        return Grade(verdict.answer, verdict.correct, timed_out=verdict.timed_out)
     read, timed_out = _read(text, found, protocol, options, split)
-    form = get_answer_protocol(protocol).gold_form
-    if form is not None:
-        return Grade(read, read is not None and read == form(gold), None, timed_out)
     graded = found.grade(read, gold)
     return Grade(read, graded.correct, graded.rouge, True) if timed_out else graded
 
@@ -150,8 +155,8 @@ def grade_inline(
 def same_answer(kind: str, answer: str | None = None) -> Callable[[str, str], bool]:
     """Whether two extracted answers are the same answer: math-verify for math; the other
     kinds extract a canonical form (a letter, an exact fraction), so equal text; under a
-    protocol that compares strings itself (`answer`: dapo), equal text."""
-    if answer is not None and get_answer_protocol(answer).gold_form is not None:
+    protocol whose judge compares strings (`answer`: dapo), equal text."""
+    if answer is not None and get_answer_protocol(answer).equal_text:
         return str.__eq__
     return get_kind(kind).same
 

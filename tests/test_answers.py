@@ -62,6 +62,7 @@ def test_the_protocols_and_kinds_are_registered() -> None:
     assert list(ANSWER_PROTOCOLS) == [
         "boxed",
         "answer-line",
+        "dapo",
         "math-verify",
         "braces",
         "summary-line",
@@ -73,7 +74,7 @@ def test_the_protocols_and_kinds_are_registered() -> None:
         assert (kind.voted, kind.rule) == (
             (False, "consensus") if name == "summary" else (True, "plurality")
         )
-    assert KINDS["math"].answers == ("boxed", "answer-line", "math-verify", "braces")
+    assert KINDS["math"].answers == ("boxed", "answer-line", "dapo", "math-verify", "braces")
     assert KINDS["number"].answers == KINDS["choice"].answers == ("boxed", "answer-line", "braces")
     assert KINDS["preference"].answers == ("boxed", "answer-line", "braces")
     assert (KINDS["summary"].default_answer, KINDS["summary"].answers) == (
@@ -89,12 +90,13 @@ def test_unknown_names_are_one_sentence() -> None:
     with pytest.raises(ValueError) as error:
         get_answer_protocol("x")
     assert str(error.value) == (
-        "unknown answer protocol 'x'; known: boxed, answer-line, math-verify, braces, summary-line."
+        "unknown answer protocol 'x'; known: boxed, answer-line, dapo, math-verify, braces, "
+        "summary-line."
     )
     with pytest.raises(ValueError, match=r"unknown benchmark kind 'mcq'; known: math, number"):
         get_kind("mcq")
-    with pytest.raises(ValueError, match="unknown answer protocol 'dapo'"):
-        grade("Answer: 5", "5", "math", answer="dapo")
+    with pytest.raises(ValueError, match="unknown answer protocol 'verl'"):
+        grade("Answer: 5", "5", "math", answer="verl")
 
 
 @pytest.mark.parametrize(
@@ -466,6 +468,8 @@ def test_the_choice_fallback_never_reads_reasoning() -> None:
         ("boxed", "\\boxed{" * 200_000),
         ("boxed", "answer: " * 200_000),
         ("answer-line", "Answer: " * 200_000),
+        ("dapo", "Answer: " * 200_000),
+        ("dapo", "<think>Answer: " * 100_000),
         ("braces", "{final answer:" * 100_000),
         ("braces", "{" * 1_000_000),
         ("summary-line", "Summary:\n" * 200_000),
@@ -488,6 +492,9 @@ def test_hostile_text_is_linear(protocol: str, text: str) -> None:
 def test_same_answer_is_the_kinds_equivalence() -> None:
     assert same_answer("math")("0.5", "\\frac12")
     assert not same_answer("math")("0.5", "\\frac13")
+    # dapo compares strings, as verl's DAPO reward (and its maj@K vote) does.
+    assert not same_answer("math", "dapo")("0.5", "\\frac12")
+    assert same_answer("math", "dapo")("\\frac{1}{2}", "\\frac{1}{2}")
     assert same_answer("number")("3/4", "3/4") and not same_answer("number")("3/4", "0.75")
     assert same_answer("choice")("A", "A") and not same_answer("preference")("A", "B")
 
@@ -540,9 +547,9 @@ def test_the_simulated_agents_read_peers_with_the_questions_protocol() -> None:
 def test_the_variant_specs_name_their_protocol(shared_data: Path) -> None:
     expected = {
         "math500_mv": ("math500", "math-verify"),
-        "amc23_dapo": ("amc23", "answer-line"),
-        "aime24_dapo": ("aime24", "answer-line"),
-        "aime25_dapo": ("aime25", "answer-line"),
+        "amc23_dapo": ("amc23", "dapo"),
+        "aime24_dapo": ("aime24", "dapo"),
+        "aime25_dapo": ("aime25", "dapo"),
     }
     for name, (base, answer) in expected.items():
         spec, questions = load_questions(name, shared_data, limit=3)
@@ -566,7 +573,7 @@ def test_the_variant_specs_name_their_protocol(shared_data: Path) -> None:
     ("kind", "answer", "message"),
     [
         ("choice", "math-verify", "answer 'math-verify' is not one of the choice kind's answer"),
-        ("math", "dapo", "answer 'dapo' is not one of the math kind's answer protocols: boxed"),
+        ("number", "dapo", "answer 'dapo' is not one of the number kind's answer protocols: boxed"),
         ("summary", "boxed", "answer 'boxed' is not one of the summary kind's"),
     ],
 )
@@ -580,3 +587,34 @@ def test_a_spec_with_a_protocol_its_kind_refuses_is_one_sentence(
     )
     with pytest.raises(BenchmarkError, match=message):
         load_questions(str(path))
+
+
+def test_a_resume_keeps_the_protocol_and_revision_the_run_graded_with(tmp_path, shared_data):
+    """A folder records its answer protocol and the protocol's revision; a resume under
+    another protocol (a spec that changed its own since) or another revision of it (a
+    reading fixed since) is refused, while the folder still reports what it recorded."""
+    import json
+
+    import mad_eval
+    from mad_eval.store.files import StoreError
+
+    out = tmp_path / "r"
+    settings = {"benchmark": "aime24_dapo", "data_dir": shared_data, "limit": 2, "rounds": 0}
+    first = mad_eval.run(**settings, answer_protocol="answer-line", agents=2, out=out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["benchmark"]["answer"], manifest["benchmark"]["answer_revision"]) == (
+        "answer-line",
+        2,
+    )
+    assert mad_eval.run(**settings, answer_protocol="answer-line", agents=2, out=out).maj == (
+        first.maj
+    )
+    # As the variant's own protocol recorded it before issue 32: answer-line, revision 1.
+    manifest["config"]["answer_protocol"] = None
+    del manifest["benchmark"]["answer_revision"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(StoreError, match="answer_protocol is 'answer-line' there, 'dapo' here"):
+        mad_eval.run(**settings, agents=2, out=out)
+    with pytest.raises(StoreError, match="as revision 1 read answers, and this mad-eval reads"):
+        mad_eval.run(**settings, answer_protocol="answer-line", agents=2, out=out)
+    assert mad_eval.report(out).maj == first.maj  # the grades it recorded

@@ -130,7 +130,7 @@ def test_a_dapo_variant_asks_for_and_reads_an_answer_line(tmp_path):
     assert len(turns) == 12 and all(t["correct"] for t in turns)
     assert {t["question"] for t in turns} == {row["id"] for row in rows}  # aime24's own ids
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
-    assert manifest["benchmark"]["answer"] == "answer-line"
+    assert manifest["benchmark"]["answer"] == "dapo"
     assert json.loads((tmp_path / "r" / "metrics.json").read_text())["debate"] == 100.0
 
 

@@ -66,7 +66,7 @@ class Engine:
         history: list[list[Turn]] = []
         classes = None  # the answers' equivalence classes, for a kind that votes
         if get_kind(question.kind).voted:
-            classes = AnswerClasses(grading.same_answer(question.kind))
+            classes = AnswerClasses(grading.same_answer(question.kind, question.answer))
         for round_ in range(self.config.rounds + 1):
             previous = history[-1] if history else []
             # Decided once per agent: the prompt is built from it and the turn records it.

@@ -35,6 +35,7 @@ from mad_eval.debate.context import (
 )
 from mad_eval.debate.prompts import Speaker
 from mad_eval.debate.seats import Seat
+from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.grader import check_answer_protocol
 from mad_eval.progress import Listener
 from mad_eval.protocols import Choice, check_protocol, presets, resolve
@@ -182,6 +183,7 @@ class Plan:
                 "title": self.spec.title,
                 "kind": self.spec.kind,
                 "answer": self.answer,
+                "answer_revision": get_answer_protocol(self.answer).revision,
                 "questions": [q.id for q in self.questions],
                 # A preference question's A/B order: which reply the agents saw first.
                 **self.orders(),

@@ -1,15 +1,18 @@
 """Answer protocols: WHERE a reply writes its final answer, and how the prompt asks for it.
 
 A benchmark kind (mad_eval.grading.kinds) says what the answer is; its protocol says where to find
-it: the last `\\boxed{}` (the default), a DAPO-style `Answer: X` last line, Math-Verify's own
-search of the whole reply, a `{final answer: X}` group, or a "Summary:" line. Each protocol
-also writes the prompt's answer-format sentence and the simulated agents' answers, so a
-question is asked, answered and read one way. A protocol may also compare (`judge`: the
-math-verify protocol takes Math-Verify's verdict on its own parses, as verl's scorer does)
-and take settings after its name (`math-verify:precision=2`, `configure`).
+it: the last `\\boxed{}` (the default), a DAPO-style `Answer: X` last line (read and compared
+exactly as verl's DAPO reward does under `dapo`), Math-Verify's own search of the whole reply,
+a `{final answer: X}` group, or a "Summary:" line. Each protocol also writes the prompt's
+answer-format sentence and the simulated agents' answers, so a question is asked, answered
+and read one way. A protocol may also compare (`judge`: the math-verify protocol takes
+Math-Verify's verdict on its own parses, as verl's scorer does; dapo compares verl's
+normalised strings) and take settings after its name (`math-verify:precision=2`, `configure`).
 
 Reasoning is dropped before any protocol looks (closed `<think>` blocks, an unclosed block's
-rest, all before a lone `</think>`): an answer the model only considered is never read.
+rest, all before a lone `</think>`): an answer the model only considered is never read. The
+one exception is `dapo`, which reads a whole reply as verl does (a turn's final content, in a
+run, since the backend splits the reasoning off before grading).
 Model text is hostile input: every scan here is linear, and Math-Verify runs in the bounded
 worker processes of mad_eval.grading.verifier.
 """
@@ -24,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from mad_eval.errors import UserError
-from mad_eval.grading import verifier
+from mad_eval.grading import dapo, verifier
 from mad_eval.grading.math_verify_settings import DEFAULT, MathVerifySettings, parse_settings
 from mad_eval.grading.reasoning import drop_reasoning
 
@@ -73,6 +76,13 @@ class AnswerProtocol:
     judge: Callable[[str, str], Verdict] | None = None
     # Settings after the name (`math-verify:precision=2`): the protocol they make.
     configure: Callable[[str], AnswerProtocol] | None = None
+    whole: bool = False  # it reads the reply as written, reasoning included (its reference does)
+    # Two answers are one answer only when their text is equal: the protocol's judge compares
+    # strings (dapo), so votes must too.
+    equal_text: bool = False
+    # Raised when what the protocol reads changes: a run records it, and a resume under
+    # another revision is refused, so no run mixes two readings.
+    revision: int = 1
 
     def instruction(self, what: str) -> str:
         """The answer-format sentence the prompt ends with."""
@@ -81,7 +91,7 @@ class AnswerProtocol:
     def find(self, text: str, split: bool = True) -> Found:
         """The answer this protocol finds in a reply, reasoning dropped first (`split`
         False: `text` is a turn's final content, its reasoning split off already)."""
-        reply = drop_reasoning(text) if split else text
+        reply = drop_reasoning(text) if split and not self.whole else text
         answer, timed_out = self.search(reply) if reply.strip() else (None, False)
         return Found(answer, reply, timed_out)
 
@@ -145,17 +155,36 @@ def _boxed(reply: str) -> tuple[str | None, bool]:
 
 # ---- answer-line (DAPO) ------------------------------------------------------------------
 
-# "Answer: X" anywhere on a line, as DAPO's scorer matches it; markdown bold is tolerated.
-_ANSWER_LINE = re.compile(r"answer[ \t*]*:[ \t*]*([^\n]*)", re.IGNORECASE)
-_TEXT_GROUP = re.compile(r"\\(?:text|textbf|textrm|mbox|mathrm)\s*\{([^{}]*)\}")
-_NOISE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\[,;:! ]|\{,\}|\\(?:ldots|dots|cdots)")
-# Unit words after a value: "7 dollars", "12 \text{ cm}" mean 7 and 12.
+# "Answer: X" anywhere on a line, as DAPO's scorer matches it: whitespace (newlines too) on
+# either side of the colon, so "Answer:\n204" reads 204; markdown bold is tolerated.
+_ANSWER_LINE = re.compile(r"answer[\s*]*:[\s*]*([^\n]*)", re.IGNORECASE)
+# A text wrapper, and the exponent a unit may carry after it ("\mbox{ cm}^2").
+_TEXT_GROUP = re.compile(
+    r"\\(?:text|textbf|textrm|mbox|mathrm)\s*\{([^{}]*)\}(\^\s*\{?\s*[23]\s*\}?)?"
+)
+# Spacing macros, degree marks and dots; a `\\` (a matrix row's end) is kept whole, so its
+# second backslash is never read as the start of `\ `.
+_NOISE = re.compile(
+    r"(\\\\)|\^\s*(?:\{\s*\\circ\s*\}|\\circ)|\\[,;:! ]|\{,\}|\\(?:ldots|dots|cdots)"
+)
+# Unit words after a value: "7 dollars", "12 \text{ cm}", "12 cm^2" mean 7 and 12.
 _UNITS = (
     "units?|degrees?|dollars?|cents?|inch(?:es)?|feet|foot|miles?|meters?|metres?|cm|mm|km|"
     "kg|mph|hours?|minutes?|seconds?|days?|weeks?|years?|ways?|points?|students?|people"
 )
-_UNIT_WORDS = re.compile(rf"(?:\s+(?:(?:square|cubic|sq)\s+)?(?:{_UNITS})\b)+\s*$", re.IGNORECASE)
+_UNIT_WORDS = re.compile(
+    rf"(?:\s+(?:(?:square|cubic|sq)\s+)?(?:{_UNITS})\b(?:\^\{{?[23]\}}?)?)+\s*$", re.IGNORECASE
+)
 _THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+")
+_SPACED_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?: \d{3})+")
+# A sentence after the answer ("$\pi$. I hope it is correct."): a period, then a capital.
+_SENTENCE_AFTER = re.compile(r"\.\s+[A-Z][^$]*$")
+# LaTeX's thousands separator `,\!` and the space a writer may leave after it.
+_LATEX_THOUSANDS = re.compile(r",\\!\s*")
+# An equation set to zero (a plane, a line) is an answer whole, not its right side.
+_EQUATION = re.compile(r"=\s*0[\s.]*$")
+# Math in a sentence of words ("The final answer is $8$"): the math is the answer.
+_MATH_IN_WORDS = re.compile(r"[A-Za-z ,:]*\$([^$]+)\$[ .]*")
 
 
 def _answer_line(reply: str) -> tuple[str | None, bool]:
@@ -174,22 +203,31 @@ def _unbox(text: str) -> str:
 
 def normalise_dapo(answer: str) -> str | None:
     """An `Answer: X` value reduced as DAPO's scorer reduces it, by our own rules: no markdown,
-    `$` or box around it, only the part after the last `=`, no spacing macros or degree
-    marks, text wrappers opened ("and" between values a comma), unit words after a value
-    dropped, no trailing period, no thousands commas in an integer. None when nothing is
-    left."""
+    `$` or box around it, no sentence after it, only the part after the last `=` (but for
+    an equation set to zero), no
+    spacing macros, degree marks or escaped dollar signs, text wrappers opened ("and"
+    between values a comma), unit words after a value dropped, no trailing period, no
+    thousands commas or spaces in an integer. None when nothing is left."""
     found = answer.strip().strip("*").strip()
     if len(found) > MAX_ANSWER_CHARS:
         return None
-    found = _unbox(found.replace("\\(", "").replace("\\)", "").replace("$", ""))
-    source = _NOISE.sub("", _unbox(found.rsplit("=", 1)[-1]))
+    if sentence := _SENTENCE_AFTER.search(found):
+        found = found[: sentence.start()]
+    if math := _MATH_IN_WORDS.fullmatch(found):
+        found = math.group(1)
+    found = found.replace("\\$", "").replace("\\(", "").replace("\\)", "").replace("$", "")
+    found = _unbox(_LATEX_THOUSANDS.sub(",", found))
+    value = found if _EQUATION.search(found) else found.rsplit("=", 1)[-1]
+    source = _NOISE.sub(lambda m: m.group(1) or "", _unbox(value))
 
     def opened(m: re.Match[str]) -> str:
-        words = m.group(1).strip()
+        words, power = m.group(1).strip(), m.group(2) or ""
         if words.casefold() == "and":  # "1 \text{ and } 2" lists two answers
             return ","
-        # Words after a value are its unit ("5 \text{ cm}"); alone they are the answer.
-        return "" if source[: m.start()].strip() and re.fullmatch(r"[A-Za-z ]+", words) else words
+        # Words after a value are its unit ("5 \text{ cm}", with its power); alone they are
+        # the answer.
+        unit = source[: m.start()].strip() and re.fullmatch(r"[A-Za-z ]+", words)
+        return "" if unit else words + power
 
     found = " ".join(_TEXT_GROUP.sub(opened, source).split()).replace(" ,", ",")
     found = found.rstrip(".").strip()
@@ -197,7 +235,20 @@ def normalise_dapo(answer: str) -> str | None:
         found = found[: unit.start()].strip() or found
     if _THOUSANDS.fullmatch(found):
         found = found.replace(",", "")
+    if _SPACED_THOUSANDS.fullmatch(found):
+        found = found.replace(" ", "")
     return found or None
+
+
+def _dapo(reply: str) -> tuple[str | None, bool]:
+    return dapo.read(reply), False
+
+
+def _dapo_judge(reply: str, gold: str) -> Verdict:
+    """verl's DAPO reward on the reply: the prediction it reads, and whether it equals the
+    gold once both are normalised (dapo.py)."""
+    answer = dapo.read(reply)
+    return Verdict(answer, answer is not None and answer == dapo.normalise(gold), False)
 
 
 # ---- math-verify -------------------------------------------------------------------------
@@ -274,6 +325,19 @@ ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
             "Answer: {answer}",
             True,
             _answer_line,
+            revision=2,  # issue 32: newlines after the colon, \\$, units with a power, ...
+        ),
+        AnswerProtocol(
+            "dapo",
+            "verl's DAPO reward exactly: its 'Answer:' reading and normalised strings compared",
+            # The answer-line sentence: the two protocols differ in reading, not in asking.
+            _STEP_BY_STEP + ' on the last line of your reply, in the form "Answer: X".',
+            "Answer: {answer}",
+            True,
+            _dapo,
+            judge=_dapo_judge,
+            whole=True,
+            equal_text=True,
         ),
         AnswerProtocol(
             "math-verify",

@@ -109,12 +109,15 @@ def grade(
     """Extract the final answer from text with the answer protocol (None: the kind's default)
     and check it against gold (a summary is scored against the reference instead). `split`
     False: `text` is a turn's final content, whose reasoning is apart already, so no tag
-    left in it is read as a reasoning format a second time."""
+    left in it is read as a reasoning format a second time. A protocol with a judge compares
+    too (math-verify: verl's own verdict; dapo: verl's DAPO reward, on the whole reply)."""
     protocol = check_answer_protocol(kind, answer)
     found = get_kind(kind)
-    judge = get_answer_protocol(protocol).judge
+    judging = get_answer_protocol(protocol)
+    judge = judging.judge
     if judge is not None:  # the protocol compares too (math-verify: verl's own verdict)
-        reply = (drop_reasoning(text) if split else text) if text else ""
+        drop = split and not judging.whole
+        reply = (drop_reasoning(text) if drop else text) if text else ""
         if not reply.strip():
             return Grade(None, False)
         verdict = judge(reply, gold)
@@ -149,9 +152,12 @@ def grade_inline(
             return None
 
 
-def same_answer(kind: str) -> Callable[[str, str], bool]:
+def same_answer(kind: str, answer: str | None = None) -> Callable[[str, str], bool]:
     """Whether two extracted answers are the same answer: math-verify for math; the other
-    kinds extract a canonical form (a letter, an exact fraction), so equal text."""
+    kinds extract a canonical form (a letter, an exact fraction), so equal text; under a
+    protocol whose judge compares strings (`answer`: dapo), equal text."""
+    if answer is not None and get_answer_protocol(answer).equal_text:
+        return str.__eq__
     return get_kind(kind).same
 
 

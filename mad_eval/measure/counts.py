@@ -9,7 +9,6 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from mad_eval.grading.grader import same_answer
 from mad_eval.measure import families
 from mad_eval.measure.family import Context, Debate, ScoredRound, VerdictCounts
 from mad_eval.measure.tallies import Tallies
@@ -52,7 +51,7 @@ class Counting:
                 f"score={self.decide.name} needs a protocol with a hub; this run has none."
             )
         self.scoring = scoring
-        self.alike = same_answer(scoring.kind)
+        self.alike = scoring.same
         self.families = [f for f in families.applying(Context(scoring)) if f.count]
         names = [k for f in self.families if not f.compact for k in f.keys(scoring)]
         compact = [k for f in self.families if f.compact for k in f.keys(scoring)]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, Self, TypeVar
 
 import numpy as np
 
-from mad_eval.grading.grader import consensus, equivalent
+from mad_eval.grading.grader import consensus, equivalent, same_answer
 from mad_eval.grading.kinds import get_kind
 from mad_eval.records import derive_seed
 from mad_eval.store.files import StoreError
@@ -264,6 +264,13 @@ class Scoring:
     seed: int  # the run's seed: ties in a vote are broken by it
     hub: int | None = None
     rule: str = ""  # the scoring rule (RULES); "" : the kind's default
+    answer: str | None = None  # the answer protocol; None: the kind's default
+
+    @property
+    def same(self) -> Same:
+        """Whether two of the run's answers are one answer: the kind's equivalence, or equal
+        text under a protocol that compares strings (dapo)."""
+        return same_answer(self.kind, self.answer)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "voters", tuple(self.voters))
@@ -301,6 +308,7 @@ class Scoring:
             seed=config.seed,
             hub=hub,
             rule=named or "",
+            answer=manifest.benchmark.answer,
         )
 
 
@@ -319,18 +327,29 @@ def bootstrap_draws(k: int) -> np.ndarray:
     return drawn
 
 
-def bootstrap_maj(samples: Sequence[Graded]) -> float:
-    """verl's maj@K/mean for one question's K answers (in agent order): in each resample of
-    K answers with replacement, the most frequent exact answer string wins (ties go to the one
-    drawn first), scored by its first drawn sample; the mean over resamples. Unparsed answers
-    are one more answer, always wrong (verl's "[INVALID]")."""
+def bootstrap_votes(samples: Sequence[Graded]) -> np.ndarray:
+    """verl's 1000 resampled votes for one question's K answers (in agent order), each 1.0
+    (right) or 0.0: in each resample of K answers with replacement, the most frequent exact
+    answer string wins (ties go to the one drawn first), scored by its first drawn sample.
+    Unparsed answers are one more answer, always wrong (verl's "[INVALID]")."""
     codes: dict[str | None, int] = {}
     answer = np.array([codes.setdefault(t.answer, len(codes)) for t in samples])
-    right = np.array([t.answer is not None and bool(t.correct) for t in samples])
+    right = np.array([t.answer is not None and bool(t.correct) for t in samples], dtype=float)
     drawn = bootstrap_draws(len(samples))
     votes = answer[drawn]  # [draws, K]: the answer of each drawn sample
     counts = (votes[:, :, None] == np.arange(len(codes))).sum(axis=1)  # [draws, answers]
     support = np.take_along_axis(counts, votes, axis=1)  # each drawn sample's answer's count
     # The first position holding a most frequent answer: the winner's first drawn sample.
     first = np.argmax(support == support.max(axis=1, keepdims=True), axis=1)
-    return float(right[drawn[np.arange(len(drawn)), first]].mean())
+    return right[drawn[np.arange(len(drawn)), first]]
+
+
+def bootstrap_maj(samples: Sequence[Graded]) -> float:
+    """verl's maj@K/mean for one question's K answers: the mean of its resampled votes."""
+    return float(np.mean(bootstrap_votes(samples)))
+
+
+def bootstrap_maj_std(samples: Sequence[Graded]) -> float:
+    """verl's maj@K/std for one question's K answers: the spread of its resampled votes
+    (NumPy's population standard deviation, as verl takes it)."""
+    return float(np.std(bootstrap_votes(samples)))

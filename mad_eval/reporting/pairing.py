@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mad_eval.grading.grader import same_answer
 from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.measure.matched import SamplePool, SamplePooling, Spending, formulas, match, section
 from mad_eval.measure.prices import Prices
@@ -103,7 +102,7 @@ def pairing_sinks(manifest: RunManifest) -> list[Sink]:
     debate run's tokens (load_run's `keep`)."""
     scoring = Scoring.from_manifest(manifest)
     if manifest.protocol.name == "single":
-        return [SamplePooling(same_answer(scoring.kind))]
+        return [SamplePooling(scoring.same)]
     return [Spending(scoring.rounds)]
 
 
@@ -120,7 +119,7 @@ def read_pools(single: Run) -> dict[str, SamplePool]:
     """The single run's pools: those counted as it was loaded, else read from its turns."""
     pooling = _kept(single, SamplePooling)
     if pooling is None:
-        pooling = SamplePooling(same_answer(single.kind))
+        pooling = SamplePooling(single.scoring.same)
         for debate in read_debates(RunStore(single.root).turns_path).each:
             pooling.add(debate)
     return pooling.pools()

@@ -217,6 +217,21 @@ class RunStore:
             if "protocol" in extra and (key != "score" or protocol.score is not None):
                 recorded[f"protocol {key}"] = was[key]
                 wanted[f"protocol {key}"] = extra["protocol"][key]
+        graded = manifest.benchmark.answer
+        if graded is not None and "benchmark" in extra:
+            # The protocol the answers are graded with, however it was named: a spec that
+            # changed its protocol since (aime24_dapo: answer-line, now dapo) is refused,
+            # and resumes with --answer-protocol naming the recorded one.
+            recorded["answer_protocol"] = graded
+            wanted["answer_protocol"] = extra["benchmark"]["answer"]
+            was = manifest.benchmark.answer_revision
+            now = extra["benchmark"].get("answer_revision", 1)
+            if graded == wanted["answer_protocol"] and was != now:
+                raise StoreError(
+                    f"{self.root} was graded by the {graded} answer protocol as revision {was} "
+                    f"read answers, and this mad-eval reads them as revision {now}: finish the "
+                    "run with the mad-eval that began it, or pass another --out."
+                )
         templates = manifest.prompt.prompt_templates
         for ref, record in (templates or {}).items():  # edited since: refused, not rendered
             try:

@@ -56,6 +56,7 @@ class BenchmarkPart(Part):
     title: str
     kind: str = "math"  # runs made before kinds existed are math
     answer: str | None = None  # the answer protocol; None: before protocols were data
+    answer_revision: int = 1  # the protocol's revision (AnswerProtocol.revision); 1 before
     questions: tuple[str, ...] = ()  # ids, in the run's order; empty in the oldest runs
     orders: dict[str, list[str]] = field(default_factory=dict)  # a preference question's A/B
 
@@ -73,6 +74,7 @@ class BenchmarkPart(Part):
             title=data.get("title", name),
             kind=data.get("kind", "math"),
             answer=data.get("answer"),
+            answer_revision=data.get("answer_revision", 1),
             questions=tuple(data.get("questions") or ()),
             orders=data.get("orders", {}),
         )

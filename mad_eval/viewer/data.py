@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mad_eval.grading.grader import same_answer
 from mad_eval.protocols.scoring import answer_groups, get_rule, same_answer_as, vote_ties
 from mad_eval.records import Question, Turn, Verdict
 from mad_eval.reporting.results import Run
@@ -123,8 +122,8 @@ def debate_row(
     """One debate's summary row (for the index) and its page (for its own file)."""
     run_index, qid = turns[0].run, turns[0].question
     rounds, voted = view.rounds, view.run.voted
-    alike = same_answer(view.run.kind)
     scoring = view.run.scoring
+    alike = scoring.same
     rule = get_rule(scoring.rule)
     ordered = sorted(turns, key=lambda t: (t.round, t.agent))
     by_round: dict[int, dict[int, Turn]] = {}

@@ -9,7 +9,8 @@ manifest.json, metrics.json and table file byte for byte, with timing fields mas
 Each tree runs with itself first on PYTHONPATH (the same interpreter), from a scratch folder
 holding a copy of its experiment file, so relative paths match; the trees' and the scratch
 folders' own paths are written as <TREE> and <OUT> before comparing. Keys added on purpose
-(ADDED: metrics.json's schema_version) are dropped. Masked: timing fields
+(ADDED: metrics.json's schema_version, the manifest's benchmark.answer_revision) are
+dropped. Masked: timing fields
 (any key holding "latency", the keys in TIMING) and the numbers of a table line naming a
 latency. turns.jsonl is compared in key order (run, question, round, agent): the order of
 its lines is the order the concurrent debates finished in, which no run repeats. Prints
@@ -58,7 +59,9 @@ TIMING = {
 # Keys a file gains on purpose, dropped from its top level before comparing (in both trees,
 # so only the key is spared, never its neighbours): metrics.json's `schema_version` (issue
 # 31: metrics.json is versioned; the baseline writes none).
-ADDED = {"metrics.json": ("schema_version",)}
+# Keys added on purpose since the baseline, by file, dotted for a nested one: metrics.json's
+# version (issue 31) and the answer protocol's revision a resume checks (issue 32).
+ADDED = {"metrics.json": ("schema_version",), "manifest.json": ("benchmark.answer_revision",)}
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 RECORDS = ("turns.jsonl", "manifest.json", "metrics.json")
 TABLES = (".csv", ".md", ".tex")
@@ -105,7 +108,11 @@ def lines_of(path: Path, tree: Path, out: Path) -> list[str]:
     if path.suffix == ".json":
         data = json.loads(text)
         for key in ADDED.get(path.name, ()):
-            data.pop(key, None)
+            *parents, last = key.split(".")
+            holder = data
+            for part in parents:
+                holder = holder.get(part, {})
+            holder.pop(last, None)
         return json.dumps(masked(data), indent=1, ensure_ascii=False).splitlines()
     if path.suffix == ".jsonl":
         records = [masked(json.loads(line)) for line in text.splitlines()]

@@ -2,7 +2,8 @@
 
 A benchmark kind (mad_eval.grading.kinds) says what the answer is; its protocol says where to find
 it: the last `\\boxed{}` (the default), a DAPO-style `Answer: X` last line, Math-Verify's own
-search of the whole reply, a `{final answer: X}` group, or a "Summary:" line. Each protocol
+search of the whole reply, a `{final answer: X}` group (or Debate-or-Vote's own reading of
+one, a number rounded to one decimal), or a "Summary:" line. Each protocol
 also writes the prompt's answer-format sentence and the simulated agents' answers, so a
 question is asked, answered and read one way.
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from mad_eval.grading import verifier
+from mad_eval.grading.dov import dov_math
 from mad_eval.grading.reasoning import drop_reasoning
 
 MAX_ANSWER_CHARS = 1000
@@ -248,6 +250,15 @@ ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
             "{final answer: {answer}}",
             False,
             _braces,
+        ),
+        AnswerProtocol(
+            "dov-math",
+            "Debate-or-Vote's math reader: the last {final answer: N}, else the last \\boxed{}, "
+            "read as a number rounded to one decimal",
+            _STEP_BY_STEP + " as the very end of your reply, in the form {final answer: X}.",
+            "{final answer: {answer}}",
+            False,
+            dov_math,
         ),
         AnswerProtocol(
             "summary-line",

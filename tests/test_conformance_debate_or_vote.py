@@ -1,0 +1,152 @@
+"""mad-eval against Debate-or-Vote's own outputs (conformance/debate_or_vote/cases.jsonl, made by
+its generate.py from the reference's code): its math reader, its vote and its prompt layout.
+Any difference not declared in differences.toml fails, and so does a declared one that no
+longer differs."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mad_eval.grading.answers import get_answer_protocol
+from mad_eval.grading.dov import as_text, round_one
+from mad_eval.grading.grader import grade, number_gold, same_answer
+from mad_eval.grading.reasoning import drop_reasoning
+from mad_eval.protocols.scoring import Plurality, vote_ties
+
+FOLDER = Path(__file__).resolve().parent.parent / "conformance" / "debate_or_vote"
+READER = get_answer_protocol("dov-math")
+
+
+@cache
+def cases(kind: str) -> list[dict[str, Any]]:
+    with open(FOLDER / "cases.jsonl", encoding="utf-8") as lines:
+        return [case for line in lines if (case := json.loads(line))["set"] == kind]
+
+
+@cache
+def declared() -> dict[str, Any]:
+    return tomllib.loads((FOLDER / "differences.toml").read_text(encoding="utf-8"))
+
+
+def gold_of(value: float) -> str:
+    """A gold as Debate-or-Vote compares it (rounded to one decimal), as the number kind
+    holds it."""
+    found = number_gold(as_text(round_one(float(value))) or "")
+    assert found is not None
+    return found
+
+
+def value_of(answer: str | None) -> str | None:
+    """A read answer (the number kind's exact form) as the reference's value text."""
+    return None if answer is None else repr(float(Fraction(answer)))
+
+
+def has_reasoning(reply: str) -> bool:
+    return drop_reasoning(reply) != reply
+
+
+def non_finite(value: str | None) -> bool:
+    return value in ("inf", "-inf", "nan")
+
+
+# Each class of differences.toml: whether it covers a reply the reference read as `value`.
+PREDICATES: dict[str, Callable[[str, str | None], bool]] = {
+    "reasoning": lambda reply, value: has_reasoning(reply),
+    "non-finite": lambda reply, value: non_finite(value),
+}
+
+
+class Differences:
+    """The differences found, each checked against differences.toml as it is found."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.classes = {c["name"]: c for c in declared().get("class", []) if kind in c["sets"]}
+        self.ids = {c["id"] for c in declared().get("case", [])}
+        self.hits: dict[str, int] = dict.fromkeys(self.classes, 0)
+        self.undeclared: list[str] = []
+
+    def found(self, case_id: str, covering: list[str]) -> None:
+        """A case that differs, and the classes whose predicates hold for it."""
+        if case_id in self.ids:
+            return
+        known = [name for name in covering if name in self.classes]
+        if known:
+            self.hits[known[0]] += 1
+        else:
+            self.undeclared.append(case_id)
+
+    def check(self, total: int) -> None:
+        assert not self.undeclared, (
+            f"{len(self.undeclared)} of {total} {self.kind} cases differ from Debate-or-Vote "
+            f"without a declared reason, e.g. {self.undeclared[:5]}"
+        )
+        stale = [name for name, hits in self.hits.items() if not hits]
+        assert not stale, f"differences.toml declares classes that no longer differ: {stale}"
+
+
+def covering(replies: list[str], values: list[str | None]) -> list[str]:
+    return [
+        name
+        for name, holds in PREDICATES.items()
+        if any(holds(r, v) for r, v in zip(replies, values, strict=True))
+    ]
+
+
+def test_the_suite_holds_enough_cases() -> None:
+    assert len(cases("reader")) >= 2000 and len(cases("vote")) >= 200
+    assert {c["topology"] for c in cases("prompt")} == {"decentralized", "sparse", "centralized"}
+    meta = json.loads((FOLDER / "meta.json").read_text())
+    assert meta["commit"].startswith("8efe803")
+
+
+def test_the_math_reader_reads_what_debate_or_vote_reads() -> None:
+    differences = Differences("reader")
+    for case in cases("reader"):
+        found = READER.find(case["reply"]).answer
+        graded = grade(case["reply"], gold_of(case["gold"]), "number", answer="dov-math")
+        read = None if found is None else repr(float(found))
+        if read != value_of(graded.answer):
+            pytest.fail(
+                f"{case['id']}: the protocol found {found!r}, the kind read {graded.answer!r}"
+            )
+        if read != case["value"] or bool(graded.correct) != case["correct"]:
+            differences.found(case["id"], covering([case["reply"]], [case["value"]]))
+    differences.check(len(cases("reader")))
+
+
+@dataclass
+class Cast:
+    agent: int
+    answer: str | None
+    correct: bool | None
+    grade_timed_out: bool = False
+
+
+def test_the_vote_picks_what_debate_or_vote_picks() -> None:
+    differences = Differences("vote")
+    same = same_answer("number")
+    for case in cases("vote"):
+        gold = gold_of(case["gold"])
+        turns = [
+            Cast(j, g.answer, g.correct)
+            for j, reply in enumerate(case["replies"])
+            if (g := grade(reply, gold, "number", answer="dov-math"))
+        ]
+        winner = Plurality().pick(turns, list(range(5)), None, vote_ties(0, 0, case["id"], 0), same)
+        mine = [value_of(winner.answer if winner else None), bool(winner and winner.correct)]
+        winners = case["winners"]
+        if mine not in winners:
+            differences.found(case["id"], covering(case["replies"], case["values"]))
+        elif len(winners) > 1:
+            differences.found(case["id"], ["tie"])  # one of the tied answers: as declared
+    differences.check(len(cases("vote")))

@@ -64,6 +64,7 @@ def test_the_protocols_and_kinds_are_registered() -> None:
         "answer-line",
         "math-verify",
         "braces",
+        "dov-math",
         "summary-line",
     ]
     assert grading.KINDS == ("math", "number", "choice", "preference", "summary") == tuple(KINDS)
@@ -73,8 +74,9 @@ def test_the_protocols_and_kinds_are_registered() -> None:
         assert (kind.voted, kind.rule) == (
             (False, "consensus") if name == "summary" else (True, "plurality")
         )
-    assert KINDS["math"].answers == ("boxed", "answer-line", "math-verify", "braces")
-    assert KINDS["number"].answers == KINDS["choice"].answers == ("boxed", "answer-line", "braces")
+    assert KINDS["math"].answers == ("boxed", "answer-line", "math-verify", "braces", "dov-math")
+    assert KINDS["number"].answers == ("boxed", "answer-line", "braces", "dov-math")
+    assert KINDS["choice"].answers == ("boxed", "answer-line", "braces")
     assert KINDS["preference"].answers == ("boxed", "answer-line", "braces")
     assert (KINDS["summary"].default_answer, KINDS["summary"].answers) == (
         "summary-line",
@@ -89,7 +91,7 @@ def test_unknown_names_are_one_sentence() -> None:
     with pytest.raises(ValueError) as error:
         get_answer_protocol("x")
     assert str(error.value) == (
-        "unknown answer protocol 'x'; known: boxed, answer-line, math-verify, braces, summary-line."
+        "unknown answer protocol 'x'; known: boxed, answer-line, math-verify, braces, dov-math, summary-line."
     )
     with pytest.raises(ValueError, match=r"unknown benchmark kind 'mcq'; known: math, number"):
         get_kind("mcq")

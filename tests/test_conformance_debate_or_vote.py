@@ -5,6 +5,7 @@ longer differs."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tomllib
 from collections.abc import Callable
@@ -16,11 +17,23 @@ from typing import Any
 
 import pytest
 
+from mad_eval.backends.base import Backend, Generation, Request, answered
+from mad_eval.debate.context import EstimateCounter, Fitter, bare_render
+from mad_eval.debate.engine import Engine
+from mad_eval.debate.plan import make_plan
+from mad_eval.debate.prompts import Speaker
+from mad_eval.debate.seats import Seat
 from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.dov import as_text, round_one
 from mad_eval.grading.grader import grade, number_gold, same_answer
 from mad_eval.grading.reasoning import drop_reasoning
+from mad_eval.protocols.centralized import Centralized
+from mad_eval.protocols.decentralized import Decentralized
 from mad_eval.protocols.scoring import Plurality, vote_ties
+from mad_eval.protocols.sparse import Sparse
+from mad_eval.records import Question, Turn, derive_seed
+from mad_eval.setup.config import ConfigError, RunConfig
+from mad_eval.setup.templates import Template, load_template
 
 FOLDER = Path(__file__).resolve().parent.parent / "conformance" / "debate_or_vote"
 READER = get_answer_protocol("dov-math")
@@ -150,3 +163,94 @@ def test_the_vote_picks_what_debate_or_vote_picks() -> None:
         elif len(winners) > 1:
             differences.found(case["id"], ["tie"])  # one of the tied answers: as declared
     differences.check(len(cases("vote")))
+
+
+# ---- the prompt layout ---------------------------------------------------------------------
+
+# templates/dov.toml with the reference's sentences as generate.py hid them: its placeholders.
+PLACEHOLDERS = """base = "dov"
+
+[values]
+opinions = "\u27e8opinions\u27e9"
+peer_heading = "\u27e8peer\u27e9"
+hub_heading = "\u27e8hub\u27e9"
+own_heading = "\u27e8own\u27e9"
+request = "\u27e8request\u27e9"
+instruction = "\u27e8suffix\u27e9"
+"""
+
+
+class Scripted(Backend):
+    """Answers round 0 with the case's replies (as a server returns them whole, <think>
+    blocks included) and records every request."""
+
+    spec = "scripted"
+
+    def __init__(self, replies: list[str], seats: dict[int, tuple[int, int]]):
+        self.replies, self.seats = replies, seats  # seed -> (round, agent)
+        self.sent: dict[tuple[int, int], str] = {}
+
+    async def generate(self, request: Request) -> Generation:
+        round_, agent = self.seats[request.sampling.seed]
+        self.sent[round_, agent] = bare_render(request.messages)
+        text = self.replies[agent] if round_ == 0 else "{final answer: 1}"
+        return answered(text, finish_reason="stop")
+
+
+def debate_prompts(case: dict[str, Any], template: Template) -> dict[tuple[int, int], str]:
+    """The text each agent is sent in rounds 0 and 1 of the case's debate, run by the engine
+    under --template bare --quote verbatim."""
+    agents, topology = case["agents"], case["topology"]
+    protocol = {
+        "decentralized": lambda: Decentralized(),
+        "sparse": lambda: Sparse(order="ring"),
+        "centralized": lambda: Centralized(hub=0),
+    }[topology]()
+    config = RunConfig(
+        protocol=topology, agents=agents, rounds=1, prompt_style=str(template.path),
+        quote="verbatim", template="bare", max_tokens=512,
+    )  # fmt: skip
+    question = Question(case["id"], case["question"], "1", kind="number", answer="dov-math")
+    seeds = {
+        derive_seed(config.seed, 0, question.id, r, a): (r, a)
+        for r in (0, 1)
+        for a in range(agents)
+    }
+    backend = Scripted(case["replies"], seeds)
+    seats = [
+        Seat(
+            agent,
+            backend,
+            Fitter(EstimateCounter("bare")),
+            None,
+            Speaker(template, i, agents, None, i == protocol.hub, agent.quote, protocol.hub),
+        )
+        for i, agent in enumerate(config.team())
+    ]
+    turns: list[Turn] = []
+    engine = Engine(config, protocol, seats, {}, turns.append)
+    asyncio.run(engine.debate(0, question))
+    assert all(t.reply is not None for t in turns if t.round == 0 and t.reasoning)
+    return backend.sent
+
+
+def test_the_dov_template_sends_the_prompts_debate_or_vote_builds(tmp_path: Path) -> None:
+    """Decentralized, sparse (its ring order) and centralized rounds, <think> replies among
+    them: the texts the engine sends equal the reference's, byte for byte, its sentences
+    being the placeholders in both."""
+    path = tmp_path / "dov-placeholders.toml"
+    path.write_text(PLACEHOLDERS, encoding="utf-8")
+    template = load_template(str(path))
+    thinking = 0
+    for case in cases("prompt"):
+        sent = debate_prompts(case, template)
+        for agent in range(case["agents"]):
+            assert sent[0, agent] == case["round0"], f"{case['id']}: round 0 of agent {agent}"
+            assert sent[1, agent] == case["round1"][agent], f"{case['id']}: agent {agent}"
+        thinking += any("<think>" in reply for reply in case["replies"])
+    assert thinking >= 30  # reasoning replies are quoted as written, tags and all
+
+
+def test_a_verbatim_template_with_another_quote_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--quote verbatim"):
+        make_plan({"protocol": "decentralized", "agents": 3, "prompt_style": "dov", "limit": 1})

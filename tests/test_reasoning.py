@@ -167,7 +167,7 @@ def test_quote_choices(text, expected):
 
 @pytest.mark.parametrize("text", ["tail", "tail:0", "tail:x", "all", "final:3"])
 def test_a_bad_quote_choice_names_the_accepted_ones(text):
-    with pytest.raises(ValueError, match="final, full or tail:N"):
+    with pytest.raises(ValueError, match="final, full, tail:N or verbatim"):
         parse_quoting(text)
 
 

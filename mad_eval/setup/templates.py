@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2 import meta
+from jinja2 import meta, nodes
 
 from mad_eval.errors import UserError
 from mad_eval.records import Messages
@@ -38,9 +38,11 @@ VARIABLES = {
     "agents": "the number of agents",
     "persona": "the agent's persona from the roster ('' when it has none)",
     "role": "'hub' for the protocol's hub agent, else ''",
+    "hub": "the protocol's hub agent (its index), or none when it has no hub",
     "values": "the template's own [values] table",
     "responses": "every previous-round response the agent reads, in the protocol's order, "
-    "each with .agent, .label, .text (as --quote shows it), .final, .reasoning and .own",
+    "each with .agent, .label, .text (as --quote shows it), .final, .reasoning, .own and "
+    ".verbatim (the reply as written; a template using it needs --quote verbatim)",
     "peers": "the same responses without the agent's own",
     "own": "the agent's own previous response (.agent, .label, .text, .final, .reasoning), or none",
 }
@@ -69,6 +71,7 @@ class Quote:
     own: bool
     final: str = ""
     reasoning: str = ""  # "" when the reader is shown none
+    verbatim: str = ""  # the reply as written, under --quote verbatim ("" otherwise)
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class _Message:
     content: jinja2.Template
     optional: bool
     where: str  # "debate[1].content", for errors
+    verbatim: bool = False  # it reads a response's .verbatim
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,12 @@ class Template:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.source.encode()).hexdigest()
+
+    @property
+    def verbatim(self) -> bool:
+        """Whether it quotes replies as written (a response's .verbatim), which only
+        --quote verbatim fills."""
+        return any(m.verbatim for m in self.debate)
 
     @cached_property
     def _tags(self) -> re.Pattern[str] | None:
@@ -146,6 +156,7 @@ class Template:
             quote.own,
             safe(quote.final),
             safe(quote.reasoning),
+            safe(quote.verbatim),
         )
 
     def _render(self, messages: tuple[_Message, ...], data: dict[str, Any]) -> Messages:
@@ -349,7 +360,15 @@ def _message(item: dict[str, Any], where: str, path: Path) -> _Message:
         compiled = sandbox.SANDBOX.compile_checked(parsed)
     except Exception as exc:  # a bound (a recursive loop), or Jinja refusing the source
         raise TemplateError(f"{path}: {where}.content: {_sentence(exc)}.") from None
-    return _Message(role, compiled, item.get("optional", False), where)
+    return _Message(role, compiled, item.get("optional", False), where, _reads_verbatim(parsed))
+
+
+def _reads_verbatim(tree: nodes.Template) -> bool:
+    """Whether a message's text reads an attribute named verbatim (r.verbatim, r['verbatim'])."""
+    return any(n.attr == "verbatim" for n in tree.find_all(nodes.Getattr)) or any(
+        isinstance(n.arg, nodes.Const) and n.arg.value == "verbatim"
+        for n in tree.find_all(nodes.Getitem)
+    )
 
 
 def check_template(template: Template, sees: list[list[int]]) -> None:
@@ -395,7 +414,13 @@ def _check_messages(template: Template, section: str, messages: Messages) -> Non
 
 
 def common_data(
-    question: str, answer_format: str, agent: int, agents: int, persona: str | None, hub: bool
+    question: str,
+    answer_format: str,
+    agent: int,
+    agents: int,
+    persona: str | None,
+    hub: bool,
+    hub_agent: int | None = None,
 ) -> dict[str, Any]:
     """The variables every message of an agent's prompt can use (besides `values`)."""
     return {
@@ -405,6 +430,7 @@ def common_data(
         "agents": agents,
         "persona": persona or "",
         "role": "hub" if hub else "",
+        "hub": hub_agent,
     }
 
 
@@ -417,7 +443,7 @@ def sample_prompt(template: Template, agent: int, round_: int) -> Messages:
 
 def sample_common(agent: int, agents: int) -> dict[str, Any]:
     answer = "Give your final answer in \\boxed{}."
-    return common_data("What is 6 times 7?", answer, agent, agents, None, agent == 0)
+    return common_data("What is 6 times 7?", answer, agent, agents, None, agent == 0, 0)
 
 
 def sample_step(round_: int, agent: int, sees: list[int], history: bool) -> Step:

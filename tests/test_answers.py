@@ -91,7 +91,8 @@ def test_unknown_names_are_one_sentence() -> None:
     with pytest.raises(ValueError) as error:
         get_answer_protocol("x")
     assert str(error.value) == (
-        "unknown answer protocol 'x'; known: boxed, answer-line, math-verify, braces, dov-math, summary-line."
+        "unknown answer protocol 'x'; known: boxed, answer-line, math-verify, braces, dov-math, "
+        "summary-line."
     )
     with pytest.raises(ValueError, match=r"unknown benchmark kind 'mcq'; known: math, number"):
         get_kind("mcq")

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from mad_eval.backends.base import Backend, Generation, Request, answered
+from mad_eval.data.benchmarks import load_spec
 from mad_eval.debate.context import EstimateCounter, Fitter, bare_render
 from mad_eval.debate.engine import Engine
 from mad_eval.debate.plan import make_plan
@@ -26,7 +27,7 @@ from mad_eval.debate.seats import Seat
 from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.dov import as_text, round_one
 from mad_eval.grading.grader import grade, number_gold, same_answer
-from mad_eval.grading.reasoning import drop_reasoning
+from mad_eval.grading.reasoning import drop_reasoning, verbatim
 from mad_eval.protocols.centralized import Centralized
 from mad_eval.protocols.decentralized import Decentralized
 from mad_eval.protocols.scoring import Plurality, vote_ties
@@ -254,3 +255,19 @@ def test_the_dov_template_sends_the_prompts_debate_or_vote_builds(tmp_path: Path
 def test_a_verbatim_template_with_another_quote_is_refused() -> None:
     with pytest.raises(ConfigError, match="--quote verbatim"):
         make_plan({"protocol": "decentralized", "agents": 3, "prompt_style": "dov", "limit": 1})
+
+
+def test_gsm8k_dov_reads_and_limits_as_debate_or_vote() -> None:
+    spec = load_spec("gsm8k_dov")
+    assert (spec.kind, spec.answer, spec.max_tokens) == ("number", "dov-math", 512)
+
+
+def test_replies_are_kept_as_written_only_where_an_agent_quotes_them_so() -> None:
+    think = "<think>\nsum it\n</think>\n\n{final answer: 2}"
+    split = answered(think, finish_reason="stop")
+    assert (split.text, split.reasoning, split.reply) == ("{final answer: 2}", "sum it", think)
+    assert answered("{final answer: 2}", finish_reason="stop").reply is None
+    assert (
+        verbatim("{final answer: 2}", "sum it", None)
+        == "<think>\nsum it\n</think>\n\n{final answer: 2}"
+    )

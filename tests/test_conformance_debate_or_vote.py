@@ -198,9 +198,11 @@ class Scripted(Backend):
         return answered(text, finish_reason="stop")
 
 
-def debate_prompts(case: dict[str, Any], template: Template) -> dict[tuple[int, int], str]:
+def debate_prompts(
+    case: dict[str, Any], template: Template, quote: str = "verbatim"
+) -> dict[tuple[int, int], str]:
     """The text each agent is sent in rounds 0 and 1 of the case's debate, run by the engine
-    under --template bare --quote verbatim."""
+    under --template bare and `quote` (verbatim: as the reference quotes)."""
     agents, topology = case["agents"], case["topology"]
     protocol = {
         "decentralized": lambda: Decentralized(),
@@ -209,7 +211,7 @@ def debate_prompts(case: dict[str, Any], template: Template) -> dict[tuple[int, 
     }[topology]()
     config = RunConfig(
         protocol=topology, agents=agents, rounds=1, prompt_style=str(template.path),
-        quote="verbatim", template="bare", max_tokens=512,
+        quote=quote, template="bare", max_tokens=512,
     )  # fmt: skip
     question = Question(case["id"], case["question"], "1", kind="number", answer="dov-math")
     seeds = {
@@ -231,7 +233,9 @@ def debate_prompts(case: dict[str, Any], template: Template) -> dict[tuple[int, 
     turns: list[Turn] = []
     engine = Engine(config, protocol, seats, {}, turns.append)
     asyncio.run(engine.debate(0, question))
-    assert all(t.reply is not None for t in turns if t.round == 0 and t.reasoning)
+    # A reply split apart is kept as written only where someone quotes it so.
+    split = [t for t in turns if t.round == 0 and t.reasoning]
+    assert all((t.reply is not None) == (quote == "verbatim") for t in split)
     return backend.sent
 
 
@@ -271,3 +275,10 @@ def test_replies_are_kept_as_written_only_where_an_agent_quotes_them_so() -> Non
         verbatim("{final answer: 2}", "sum it", None)
         == "<think>\nsum it\n</think>\n\n{final answer: 2}"
     )
+
+
+def test_replies_are_recorded_as_written_only_in_runs_that_quote_them_so() -> None:
+    case = next(c for c in cases("prompt") if c["topology"] == "decentralized" and c["agents"] == 3)
+    assert all("<think>" in reply for reply in case["replies"])
+    sent = debate_prompts(case, load_template("debate"), quote="full")  # checks the records
+    assert "<think>" in sent[1, 0]  # the reasoning is quoted, in the debate template's way

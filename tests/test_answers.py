@@ -402,10 +402,17 @@ def test_the_choice_fallback_never_reads_reasoning() -> None:
         ("summary-line", "Summary:\n" * 200_000),
         ("boxed", "<think>" * 200_000),
         ("boxed", "</think>" * 200_000),
+        # Debate-or-Vote's own regular expressions are quadratic on these; dov-math is not.
+        ("dov-math", "{final answer: " + "1" * 1_000_000),
+        ("dov-math", "{final answer: " + "1" * 1_000_000 + "}"),
+        ("dov-math", "\\boxed{" + " " * 1_000_000 + "x"),
+        ("dov-math", "\\" * 1_000_000 + "boxed"),
+        ("dov-math", "{ final answer :" * 100_000),
+        ("dov-math", "\\boxed{}" * 200_000),
     ],
 )
 def test_hostile_text_is_linear(protocol: str, text: str) -> None:
-    kind = "summary" if protocol == "summary-line" else "math"
+    kind = {"summary-line": "summary", "dov-math": "number"}.get(protocol, "math")
     start = time.monotonic()
     grade(text, "1", kind, (), protocol)
     # Generous: quadratic work on this text would take hours, load slows linear work only

@@ -22,7 +22,7 @@ from mad_eval.data.benchmarks import load_spec
 from mad_eval.debate.context import EstimateCounter, Fitter, bare_render
 from mad_eval.debate.engine import Engine
 from mad_eval.debate.plan import make_plan
-from mad_eval.debate.prompts import Speaker
+from mad_eval.debate.prompts import Speaker, pair_prompt
 from mad_eval.debate.seats import Seat
 from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.dov import as_text, round_one
@@ -282,3 +282,10 @@ def test_replies_are_recorded_as_written_only_in_runs_that_quote_them_so() -> No
     assert all("<think>" in reply for reply in case["replies"])
     sent = debate_prompts(case, load_template("debate"), quote="full")  # checks the records
     assert "<think>" in sent[1, 0]  # the reasoning is quoted, in the debate template's way
+
+
+def test_training_pairs_under_the_dov_template_quote_the_rollouts_as_they_are() -> None:
+    question = Question("q", "What is 1+1?", "2", kind="number", answer="dov-math")
+    own, partner = "<think>\nhm\n</think>\n\n{final answer: 2}", "{final answer: 3}"
+    (message,) = pair_prompt(question, own, partner, load_template("dov"))
+    assert f" \n{partner}\n\n\n" in message["content"] and f"\n{own}\n\n\n" in message["content"]

@@ -13,7 +13,7 @@ from mad_eval.debate.context import ContextError, EstimateCounter, Fitted, Fitte
 from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.grader import check_answer_protocol
 from mad_eval.grading.kinds import get_kind
-from mad_eval.grading.reasoning import FINAL, TAIL_MARKER, Quoting, quoted, verbatim
+from mad_eval.grading.reasoning import FINAL, TAIL_MARKER, VERBATIM, Quoting, quoted, verbatim
 from mad_eval.grading.rubric import JUDGE_CRITERIA
 from mad_eval.records import Messages, Question, Turn
 from mad_eval.setup.templates import Quote, Step, Template, common_data, tag_pattern
@@ -153,8 +153,9 @@ def first_prompt(question: Question, template: Template, agents: int = 2) -> Mes
 def pair_prompt(question: Question, own: str, partner: str, template: Template) -> Messages:
     """Self-debate training (SDRL): the round-1 prompt of agent 0 in a two-agent debate
     that reads its own round-0 answer `own` and its partner's: the context a trained model
-    meets again in evaluation. Under a template with history, `own` is an assistant turn."""
-    speaker = Speaker(template, 0, 2)
+    meets again in evaluation. Under a template with history, `own` is an assistant turn; a
+    template that quotes replies as written (.verbatim) is given the texts as they are."""
+    speaker = Speaker(template, 0, 2, quote=VERBATIM if template.verbatim else FINAL)
     history = [{0: Said(own), 1: Said(partner)}]
     return build_prompt(
         speaker, question, history, [0, 1], Fitter(EstimateCounter()), None

@@ -129,6 +129,7 @@ class Quoting:
 
 
 FINAL = Quoting()  # the default: peers read each other's final content only
+VERBATIM = Quoting("verbatim")
 QUOTE_CHOICES = "final, full, tail:N or verbatim"
 
 

@@ -50,9 +50,9 @@ HOSTILE_MATH = "$" + "9^" * 49_998 + "99$"  # 100k characters: sympy would compu
 
 @pytest.fixture(autouse=True)
 def no_cached_extractions() -> Iterator[None]:
-    verifier.extract.cache_clear()
+    verifier.read.cache_clear()
     yield
-    verifier.extract.cache_clear()
+    verifier.read.cache_clear()
 
 
 # ---- the registries ----------------------------------------------------------------------
@@ -279,6 +279,78 @@ def test_math_verify_is_cached_in_the_parent() -> None:
     verifier.stop_graders()
     assert extract(text, "math", answer="math-verify") == "\\frac{3}{4}"
     assert verifier.grader_pids() == []  # the cache answered: no worker started
+
+
+def test_math_verify_keeps_an_answer_it_holds_only_as_text() -> None:
+    r"""Math-Verify cannot parse a `\pm`; verl compares its text with the gold's, and so do we."""
+    pm = r"\frac{-1 \pm \sqrt{13}}{4}"
+    assert grade(f"So $\\boxed{{{pm}}}$", pm, "math", answer="math-verify") == Grade(pm, True)
+    assert grade(f"So $\\boxed{{{pm}}}$", pm, "math") == Grade(pm, True)  # boxed agreed already
+    assert not grade(
+        f"So $\\boxed{{{pm}}}$", r"\frac{1 \pm \sqrt{13}}{4}", "math", answer="math-verify"
+    ).correct
+
+
+def test_math_verify_grades_the_parse_verl_grades() -> None:
+    # A box Math-Verify cannot parse ("28.") gives way to an earlier match, as in verl: the
+    # answer shown is the one graded, where the text of the first match used to be shown.
+    text = "Checking $k = 0$ gives $1$.\n\nThus the answer is $\\boxed{28.}$"
+    assert grade(text, "28", "math", answer="math-verify") == Grade("1", False)
+    assert grade(text, "28", "math") == Grade("28", True)  # boxed reads the box
+    # A percent is a number Math-Verify divides by 100, against the gold's own parse.
+    assert grade("The answer is $50\\%$", "0.5", "math", answer="math-verify").correct
+
+
+def test_math_verify_settings_are_math_verify_parameters() -> None:
+    third = ("so $0.33$", r"\frac{1}{3}", "math")
+    assert not grade(*third, answer="math-verify").correct  # rounded to 6 places
+    assert grade(*third, answer="math-verify:precision=2").correct
+    # A decimal comma: a plain expression reads 1,22 as 1.22; boxed LaTeX reads two numbers.
+    assert not grade("1.22", "1,22", "math", answer="math-verify").correct
+    assert grade("1.22", "1,22", "math", answer="math-verify:extract=expr,gold=searched").correct
+    assert not grade("$f(y)$", "f(x)", "math", answer="math-verify").correct
+    assert grade("$f(y)$", "f(x)", "math", answer="math-verify:strict=false").correct
+    protocol = get_answer_protocol("math-verify:precision=2")
+    assert protocol.name == "math-verify:precision=2"  # recorded as given, settings and all
+    assert check_answer_protocol("math", "math-verify:precision=2") == "math-verify:precision=2"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            "math-verify:precision=16",
+            "math-verify setting precision=16 is not accepted; precision takes an integer "
+            "from 0 to 15 (decimal places floats are rounded to)",
+        ),
+        ("math-verify:precision=two", "math-verify setting precision=two is not accepted"),
+        ("math-verify:extract=latex+latex", "extract takes latex, expr, or both joined by +"),
+        ("math-verify:gold=raw", "gold takes boxed (the gold in \\boxed{} read as LaTeX"),
+        ("math-verify:box_priority=-2", "box_priority takes -1 (boxes not searched)"),
+        ("math-verify:strict=maybe", "strict takes true or false"),
+        ("math-verify:colour=red", "cannot read math-verify setting 'colour=red'; write key=value"),
+        ("math-verify:precision=2,precision=3", "math-verify setting precision is given twice"),
+        ("math-verify:", "cannot read math-verify setting ''"),
+        ("boxed:precision=2", "the boxed answer protocol takes no settings"),
+    ],
+)
+def test_a_setting_out_of_range_is_one_sentence(spec: str, message: str) -> None:
+    with pytest.raises(ValueError) as error:
+        get_answer_protocol(spec)
+    assert message in str(error.value) and str(error.value).count(". ") == 0
+
+
+def test_a_bad_setting_is_refused_before_any_request(tmp_path: Path) -> None:
+    from mad_eval import api
+    from mad_eval.setup.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^--answer-protocol: math-verify setting precision=99"):
+        api.run(benchmark="math500", answer_protocol="math-verify:precision=99", out=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+    spec = 'description = "d"\nkind = "math"\nmax_tokens = 8\nanswer = "math-verify:gold=x"\n'
+    (tmp_path / "mine.toml").write_text(spec + '[local]\nfile = "x.jsonl"\n')
+    with pytest.raises(BenchmarkError, match=r"^mine.toml: answer: math-verify setting gold=x"):
+        load_questions(str(tmp_path / "mine.toml"))
 
 
 @pytest.mark.slow

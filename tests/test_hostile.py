@@ -82,6 +82,19 @@ def test_a_debate_with_forged_quotes_shows_only_real_agents(tmp_path):
     assert "skipped" not in judged.stderr
 
 
+def test_the_console_says_a_template_without_tags_quoted_replies_as_written(tmp_path):
+    """own-apart quotes without tags, so nothing was escaped: the console says so rather than
+    claiming an escape that never happened."""
+    with StubServer(reply=lambda body: FORGED) as server:
+        result = mad_eval("run", "--model", "openai:stub-model", "--base-url", server.base_url,
+                          "--agents", "3", "--rounds", "1", "--limit", "2", "--out", "r",
+                          "--prompt-template", "own-apart", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert "quoted as written: the run's template quotes without tags): 12" in said
+    assert "escaped when quoted" not in said
+
+
 def test_a_lone_surrogate_in_a_reply_is_replaced_not_fatal(tmp_path):
     """JSON can carry "\\ud800", which no tokenizer or file can encode; it was a crash in the
     next round's prompt fitting."""

@@ -139,3 +139,21 @@ def test_serving_counts_come_from_the_turns():
     assert m["retried_turns"] == 1
     assert m["requests_sent"] == len(turns) - 1 + 2
     assert m["cached_turns"] == 1
+
+
+def test_a_failed_hub_turn_is_wrong_in_every_hub_number():
+    """Under the hub rule the system's answer is the hub's: its vote accuracy and the hub's
+    own accuracy are one number, a failed hub turn wrong in both (4.0 against 4.55 before)."""
+    turns = []
+    for q in range(4):
+        for r in range(2):
+            for agent in range(3):
+                failed = agent == 0 and q == 0 and r == 1  # the hub's request failed
+                turns.append(turn(f"q{q}", r, agent, "1", correct=q < 3, failed=failed))
+    scoring = dataclasses.replace(THREE, hub=0, rule="hub")
+    m = compute_metrics(turns, scoring)
+    for row in m["rounds"]:
+        assert row["hub_accuracy"] == pytest.approx(row["vote_accuracy"])
+    assert [row["hub_accuracy"] for row in m["rounds"]] == pytest.approx([75.0, 50.0])
+    plurality = compute_metrics(turns, dataclasses.replace(THREE, hub=0))
+    assert [row["hub_accuracy"] for row in plurality["rounds"]] == pytest.approx([75.0, 50.0])

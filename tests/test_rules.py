@@ -125,7 +125,8 @@ def test_hub_rule_counts_a_failed_or_unparsed_hub_as_wrong():
     assert voted.den["vote0"].tolist() == [[1, 1, 1, 1, 0]]  # plurality skips q5 as before
     m = compute_metrics(turns, Scoring(3, 0, (0, 1, 2), kind="math", seed=0, hub=0, rule="hub"))
     assert m["score"] == "hub" and m["maj"] == pytest.approx(20.0)
-    assert m["rounds"][0]["hub_accuracy"] == pytest.approx(100 / 3)  # only live hub turns
+    # A failed hub turn is wrong in every hub number: the hub's accuracy is the hub-scored vote.
+    assert m["rounds"][0]["hub_accuracy"] == pytest.approx(20.0)
 
 
 def test_summaries_use_the_consensus_rule_by_default_and_may_use_the_hub():

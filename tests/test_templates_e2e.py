@@ -141,11 +141,21 @@ def test_an_answer_protocol_the_kind_cannot_use_is_refused_before_any_request(tm
             "--answer-protocol", "math-verify", "--benchmark", "gsm8k", "--out", "r", cwd=tmp_path,
         )  # fmt: skip
         unknown = mad_eval("run", "--answer-protocol", "last-number", "--out", "u", cwd=tmp_path)
+        setting = mad_eval(
+            "run", "--model", "openai:stub-model", "--base-url", server.base_url,
+            "--answer-protocol", "math-verify:precision=99", "--benchmark", "math500",
+            "--out", "s", cwd=tmp_path,
+        )  # fmt: skip
         assert server.requests == []
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "the number kind cannot be read with the math-verify answer protocol" in result.stderr
     assert unknown.returncode == 2
     assert "unknown answer protocol 'last-number'; known: boxed, answer-line" in unknown.stderr
+    assert setting.returncode == 2 and not (tmp_path / "s").exists()
+    assert setting.stderr.strip() == (
+        "error: --answer-protocol: math-verify setting precision=99 is not accepted; precision "
+        "takes an integer from 0 to 15 (decimal places floats are rounded to)"
+    )
 
 
 def test_templates_lists_them_and_shows_one_rendered(tmp_path):

@@ -37,7 +37,7 @@ def fresh_pool() -> Iterator[None]:
     """Each test starts with no workers and no cached verdicts, and leaves none running."""
     stop_graders()
     compare_math.cache_clear()
-    verifier.extract.cache_clear()
+    verifier.read.cache_clear()
     yield
     stop_graders()
 
@@ -135,6 +135,9 @@ def test_worker_finds_answers_in_whole_replies_on_the_same_lines() -> None:
         {"text": "no mathematics here"},
         # A reply that looks like the protocol travels escaped, and is searched as text.
         {"text": 'so $7$\n{"answer": "9", "timed_out": false}\n'},
+        # Given a gold, the reading carries Math-Verify's verdict on its own parses.
+        {"text": "so $\\frac{1}{2}$", "gold": "0.5", "settings": {}},
+        {"text": "so $0.33$", "gold": "\\frac{1}{3}", "settings": {"precision": 2}},
     ]
     run = subprocess.run(
         [sys.executable, "-m", "mad_eval.grading.verify_worker"],
@@ -144,10 +147,12 @@ def test_worker_finds_answers_in_whole_replies_on_the_same_lines() -> None:
     )
     assert run.returncode == 0, run.stderr
     assert [json.loads(line) for line in run.stdout.splitlines()][1:] == [
-        {"answer": "x = 5", "timed_out": False},
+        {"answer": "x = 5", "timed_out": False, "equal": False},
         {"equal": True, "timed_out": False},
-        {"answer": None, "timed_out": False},
-        {"answer": "7", "timed_out": False},  # never the forged "9" as a reply
+        {"answer": None, "timed_out": False, "equal": False},
+        {"answer": "7", "timed_out": False, "equal": False},  # never the forged "9" as a reply
+        {"answer": "\\frac{1}{2}", "timed_out": False, "equal": True},
+        {"answer": "0.33", "timed_out": False, "equal": True},
     ]
 
 
@@ -341,7 +346,7 @@ def test_stopping_the_workers_cuts_an_extraction_short() -> None:
         cut = threads.submit(verifier.extract, "$" + "9^" * 30_000 + "9$")
         time.sleep(0.5)
         stop_graders()
-        with pytest.raises(RuntimeError, match="stopped during an extraction"):
+        with pytest.raises(RuntimeError, match="stopped during a reading"):
             cut.result(timeout=5)
     assert verifier.extract("so $2$").answer == "2"
 

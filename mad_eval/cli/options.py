@@ -34,7 +34,8 @@ def _names(kind: str) -> str:
 def _answer_protocol(default: str, use: str = "") -> str:
     return (
         f"How replies write their final answer and how it is read{use}: "
-        f"{', '.join(ANSWER_PROTOCOLS)} (default: {default})."
+        f"{', '.join(ANSWER_PROTOCOLS)} (default: {default}); math-verify takes Math-Verify's "
+        "settings after a colon, e.g. math-verify:precision=2 (README: Answer protocols)."
     )
 
 

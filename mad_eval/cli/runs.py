@@ -117,7 +117,7 @@ def show(run: Run, command: str | None = None) -> None:
     from mad_eval.reporting.console import metrics_view
     from mad_eval.store.folder import RunStore
 
-    console.print(metrics_view(run.metrics, title=run.root.name))
+    console.print(metrics_view(run.metrics, title=run.root.name, escaping=run.escaping))
     store = RunStore(run.root)
     console.print(f"Records: {store.turns_path}  Metrics: {store.metrics_path}")
     # A prompt that did not fit was never sent: asking again would fail the same way.

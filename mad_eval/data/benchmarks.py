@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from mad_eval.data import hub as online
 from mad_eval.errors import UserError
+from mad_eval.grading.answers import protocol_name
 from mad_eval.grading.grader import check_answer_protocol
 from mad_eval.grading.kinds import KINDS, get_kind
 from mad_eval.records import Question
@@ -214,10 +215,14 @@ def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
     found = get_kind(kind)
     accepted = found.answers
     need(
-        answer is None or answer in accepted,
+        answer is None or (isinstance(answer, str) and protocol_name(answer) in accepted),
         f"answer {answer!r} is not one of the {kind} kind's answer protocols: "
         f"{', '.join(accepted)}",
     )
+    try:  # settings after the name (math-verify:precision=2) checked here, naming the file
+        check_answer_protocol(kind, answer)
+    except ValueError as exc:
+        need(False, f"answer: {exc}")
     need(type(tokens) is int and tokens > 0, f"max_tokens must be a positive integer: {tokens!r}")
     instruction, seed = raw.get("instruction"), raw.get("seed", 0)
     need(instruction is None or isinstance(instruction, str), "'instruction' must be text")

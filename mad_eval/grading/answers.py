@@ -5,7 +5,9 @@ it: the last `\\boxed{}` (the default), a DAPO-style `Answer: X` last line, Math
 search of the whole reply, a `{final answer: X}` group (or Debate-or-Vote's own reading of
 one, a number rounded to one decimal), or a "Summary:" line. Each protocol
 also writes the prompt's answer-format sentence and the simulated agents' answers, so a
-question is asked, answered and read one way.
+question is asked, answered and read one way. A protocol may also compare (`judge`: the
+math-verify protocol takes Math-Verify's verdict on its own parses, as verl's scorer does)
+and take settings after its name (`math-verify:precision=2`, `configure`).
 
 Reasoning is dropped before any protocol looks (closed `<think>` blocks, an unclosed block's
 rest, all before a lone `</think>`): an answer the model only considered is never read.
@@ -15,20 +17,36 @@ worker processes of mad_eval.grading.verifier.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from mad_eval.errors import UserError
 from mad_eval.grading import verifier
 from mad_eval.grading.dov import dov_math
+from mad_eval.grading.math_verify_settings import DEFAULT, MathVerifySettings, parse_settings
 from mad_eval.grading.reasoning import drop_reasoning
 
 MAX_ANSWER_CHARS = 1000
 """Longer extracted answers count as unparsed: a truncated answer would be a guess."""
 DAPO_WINDOW = 300
 """The answer-line protocol reads only the reply's last characters, as DAPO's scorer does."""
+
+
+class AnswerProtocolError(UserError, ValueError):
+    """An answer protocol that does not exist, or settings it does not take."""
+
+
+class Verdict(NamedTuple):
+    """A protocol's own verdict on a reply against a gold: the answer it found (None: none),
+    whether it equals the gold, and whether it ran out of time deciding."""
+
+    answer: str | None
+    correct: bool
+    timed_out: bool
 
 
 class Found(NamedTuple):
@@ -52,6 +70,11 @@ class AnswerProtocol:
     own_line: bool  # the written form starts a line of its own
     search: Callable[[str], tuple[str | None, bool]]  # (answer, timed out) in a reply
     fallback: bool = False  # a kind may read the reply its own way when nothing is found
+    # A protocol that compares as well as finds: (reply, gold) -> its verdict, in place of
+    # the kind's comparison (math-verify: Math-Verify's verdict on its own parses, as verl).
+    judge: Callable[[str, str], Verdict] | None = None
+    # Settings after the name (`math-verify:precision=2`): the protocol they make.
+    configure: Callable[[str], AnswerProtocol] | None = None
 
     def instruction(self, what: str) -> str:
         """The answer-format sentence the prompt ends with."""
@@ -182,9 +205,30 @@ def normalise_dapo(answer: str) -> str | None:
 # ---- math-verify -------------------------------------------------------------------------
 
 
-def _math_verify(reply: str) -> tuple[str | None, bool]:
-    found = verifier.extract(reply)
+def _math_verify(reply: str, settings: MathVerifySettings = DEFAULT) -> tuple[str | None, bool]:
+    found = verifier.extract(reply, settings)
     return found.answer, found.timed_out
+
+
+def _math_verify_judge(reply: str, gold: str, settings: MathVerifySettings = DEFAULT) -> Verdict:
+    """Math-Verify's verdict on its own parses of the reply and the gold, as verl's
+    math_verify.compute_score decides, so no answer is lost between finding and comparing
+    (one kept only as text, a percent, a parse of another match than the text shown)."""
+    found = verifier.read(reply, gold, settings)
+    return Verdict(found.answer, found.equal, found.timed_out)
+
+
+@functools.lru_cache(maxsize=256)
+def _math_verify_with(given: str) -> AnswerProtocol:
+    """The math-verify protocol with Math-Verify's settings (math_verify_settings)."""
+    settings = parse_settings(given)
+    return replace(
+        ANSWER_PROTOCOLS["math-verify"],
+        name=f"math-verify:{given}",
+        search=functools.partial(_math_verify, settings=settings),
+        judge=functools.partial(_math_verify_judge, settings=settings),
+        configure=None,
+    )
 
 
 # ---- braces ------------------------------------------------------------------------------
@@ -242,6 +286,8 @@ ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
             "The answer is ${answer}$.",
             True,
             _math_verify,
+            judge=_math_verify_judge,
+            configure=_math_verify_with,
         ),
         AnswerProtocol(
             "braces",
@@ -273,9 +319,25 @@ ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
 }
 
 
-def get_answer_protocol(name: str) -> AnswerProtocol:
-    """The protocol of that name; an unknown one is refused in one sentence."""
+def protocol_name(spec: str) -> str:
+    """The protocol's registry name, without its settings (`math-verify:precision=2`)."""
+    return spec.partition(":")[0].strip()
+
+
+def get_answer_protocol(spec: str) -> AnswerProtocol:
+    """The protocol of that name, with its settings after a colon; an unknown name, or
+    settings it does not take, are refused in one sentence."""
+    name, colon, given = spec.partition(":")
     if name not in ANSWER_PROTOCOLS:
         known = ", ".join(ANSWER_PROTOCOLS)
-        raise ValueError(f"unknown answer protocol {name!r}; known: {known}.")
-    return ANSWER_PROTOCOLS[name]
+        raise AnswerProtocolError(f"unknown answer protocol {name!r}; known: {known}.")
+    protocol = ANSWER_PROTOCOLS[name]
+    if not colon:
+        return protocol
+    if protocol.configure is None:
+        takes = ", ".join(n for n, p in ANSWER_PROTOCOLS.items() if p.configure) or "none"
+        raise AnswerProtocolError(
+            f"the {name} answer protocol takes no settings ({spec!r}); protocols with "
+            f"settings: {takes}."
+        )
+    return protocol.configure(given)

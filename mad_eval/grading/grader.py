@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from mad_eval.grading.answers import MAX_ANSWER_CHARS, get_answer_protocol
+from mad_eval.grading.answers import MAX_ANSWER_CHARS, get_answer_protocol, protocol_name
 from mad_eval.grading.kinds import KINDS as _KINDS
 from mad_eval.grading.kinds import Grade, Kind, get_kind
 from mad_eval.grading.kinds.choice import LETTERS, choice_gold
 from mad_eval.grading.kinds.math import compare_math, equivalent
 from mad_eval.grading.kinds.number import number_gold, number_key
 from mad_eval.grading.kinds.summary import MAX_SUMMARY_CHARS, ROUGE, consensus, rouge
+from mad_eval.grading.reasoning import drop_reasoning
 from mad_eval.grading.verifier import NeedsWorker, inline
 
 __all__ = [
@@ -67,8 +68,8 @@ def check_answer_protocol(kind: str, answer: str | None = None) -> str:
     found = get_kind(kind)
     if answer is None:
         return found.default_answer
-    get_answer_protocol(answer)  # an unknown name gets its own sentence
-    if answer not in found.answers:
+    get_answer_protocol(answer)  # an unknown name or setting gets its own sentence
+    if protocol_name(answer) not in found.answers:
         raise ValueError(
             f"the {kind} kind cannot be read with the {answer} answer protocol; "
             f"it accepts: {', '.join(found.answers)}."
@@ -111,6 +112,13 @@ def grade(
     left in it is read as a reasoning format a second time."""
     protocol = check_answer_protocol(kind, answer)
     found = get_kind(kind)
+    judge = get_answer_protocol(protocol).judge
+    if judge is not None:  # the protocol compares too (math-verify: verl's own verdict)
+        reply = (drop_reasoning(text) if split else text) if text else ""
+        if not reply.strip():
+            return Grade(None, False)
+        verdict = judge(reply, gold)
+        return Grade(verdict.answer, verdict.correct, timed_out=verdict.timed_out)
     read, timed_out = _read(text, found, protocol, options, split)
     graded = found.grade(read, gold)
     return Grade(read, graded.correct, graded.rouge, True) if timed_out else graded

@@ -1,5 +1,5 @@
 """The grader's side of the math-verify workers (mad_eval.grading.verify_worker): a pool of plain
-subprocesses, one comparison or extraction each at a time, every call bounded by
+subprocesses, one comparison or reading each at a time, every call bounded by
 VERIFY_TIMEOUT_S.
 
 Workers start lazily, a new one only when all are busy, up to one per usable CPU (or
@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from mad_eval.grading.math_verify_settings import DEFAULT, MathVerifySettings
 from mad_eval.grading.verify_worker import PARENT_ENV, Comparison, Extraction
 
 log = logging.getLogger(__name__)
@@ -140,16 +141,22 @@ class Worker:
             raise WorkerGone(f"unexpected reply {reply!r:.200}")
         return Comparison(equal, timed_out)
 
-    def extract(self, text: str, timeout: float) -> Extraction:
-        """The answer math-verify finds in a whole reply; raises as compare() does."""
-        reply = self._request({"text": text}, timeout)
-        answer, timed_out = reply.get("answer"), reply.get("timed_out")
+    def read(
+        self, text: str, gold: str | None, settings: MathVerifySettings, timeout: float
+    ) -> Extraction:
+        """The answer math-verify finds in a whole reply and, given a gold, its verdict;
+        raises as compare() does."""
+        message = {"text": text, "gold": gold, "settings": settings.to_json()}
+        reply = self._request(message, timeout)
+        answer, timed_out, equal = (reply.get(k) for k in ("answer", "timed_out", "equal"))
         ok = answer is None or isinstance(answer, str)
-        if not ok or not isinstance(timed_out, bool) or self._pending:
+        if not ok or not isinstance(timed_out, bool) or not isinstance(equal, bool):
             raise WorkerGone(f"unexpected reply {reply!r:.200}")
-        return Extraction(answer, timed_out)
+        if self._pending:
+            raise WorkerGone(f"unexpected reply {reply!r:.200}")
+        return Extraction(answer, timed_out, equal)
 
-    def _request(self, message: dict[str, str], timeout: float) -> dict[str, Any]:
+    def _request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send one request line; the reply line, read within `timeout` seconds of sending."""
         try:
             self._stdin.write(json.dumps(message).encode() + b"\n")
@@ -393,18 +400,24 @@ def verify(answer: str, gold: str) -> Comparison:
 # The key is a whole reply (tens of KB from a reasoning model), so the cache is kept to
 # what the debates in flight re-read: 1024 replies, a few tens of MB at most.
 @functools.lru_cache(maxsize=1024)
-def extract(text: str) -> Extraction:
-    """The answer math-verify finds in a whole reply, as verl's MATH500 scorer searches it;
-    past the bound (or a worker dying twice on it) no answer, timed out. Cached: the
-    simulated agents read each peer's reply many times."""
+def read(text: str, gold: str | None = None, settings: MathVerifySettings = DEFAULT) -> Extraction:
+    """The answer math-verify finds in a whole reply and, given a gold, whether it equals it,
+    as verl's MATH500 scorer decides (`settings`: Math-Verify's parameters); past the bound
+    (or a worker dying twice on it) no answer, timed out. Cached: the simulated agents read
+    each peer's reply many times."""
     if _inline.get():
         raise NeedsWorker
     result = _ask_twice(
-        lambda worker: worker.extract(text, VERIFY_TIMEOUT_S),
+        lambda worker: worker.read(text, gold, settings, VERIFY_TIMEOUT_S),
         Extraction(None, True),
-        "an extraction",
+        "a reading",
         lambda: f"a reply of {len(text)} characters ending {text[-60:]!r}",
     )
     if result.timed_out:
-        log.info("math-verify timed out searching a reply of %d characters", len(text))
+        log.info("math-verify timed out reading a reply of %d characters", len(text))
     return result
+
+
+def extract(text: str, settings: MathVerifySettings = DEFAULT) -> Extraction:
+    """The answer math-verify finds in a whole reply, as verl's MATH500 scorer searches it."""
+    return read(text, None, settings)

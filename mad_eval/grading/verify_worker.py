@@ -8,8 +8,13 @@ newlines, so no model text can split a line or pass for a reply:
     worker -> parent, once warmed up:  {"ready": true}
     parent -> worker, per comparison:  {"answer": "...", "gold": "..."}
     worker -> parent:                  {"equal": true|false, "timed_out": true|false}
-    parent -> worker, per extraction:  {"text": "..."}
-    worker -> parent:                  {"answer": "..."|null, "timed_out": true|false}
+    parent -> worker, per reading:     {"text": "...", "gold": "..."|null, "settings": {...}}
+    worker -> parent:                  {"answer": "..."|null, "equal": true|false,
+                                        "timed_out": true|false}
+
+A reading is the math-verify answer protocol's: Math-Verify searches the whole reply and,
+given a gold, decides on its own parses as verl's MATH500 scorer does (settings: see
+mad_eval.grading.math_verify_settings; none, verl's).
 
 It exits at the end of its input, ignores SIGINT (the parent decides what Ctrl-C means) and
 dies with its parent, even after `kill -9` and even inside a long sympy call.
@@ -27,6 +32,8 @@ import time
 from collections.abc import Callable
 from typing import IO, Any, NamedTuple
 
+from mad_eval.grading.math_verify_settings import MathVerifySettings
+
 PARENT_ENV = "MAD_EVAL_VERIFY_PARENT"  # the PID the worker must die with
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _WATCH_INTERVAL_S = 0.2
@@ -41,11 +48,13 @@ class Comparison(NamedTuple):
 
 
 class Extraction(NamedTuple):
-    """The answer math-verify finds in a whole reply (the text it matched; None: none), and
-    whether it ran out of time without finding one."""
+    """The answer math-verify finds in a whole reply (None: none), whether it ran out of
+    time without finding one (or, given a gold, without a match), and, given a gold,
+    whether the reply's answer equals it (False when no gold was given)."""
 
     answer: str | None
     timed_out: bool
+    equal: bool = False
 
 
 # ---- the worker process --------------------------------------------------------------------
@@ -82,38 +91,42 @@ class _TimeoutSeen(logging.Handler):
             self.seen = True
 
 
-def _math_verify() -> tuple[Callable[[str, str], Comparison], Callable[[str], Extraction]]:
+def _math_verify() -> tuple[
+    Callable[[str, str], Comparison], Callable[[str, str | None, MathVerifySettings], Extraction]
+]:
     """Import math-verify and route its warnings to a timeout detector instead of stderr; the
-    comparer and the extractor it serves."""
+    comparer and the reader it serves."""
+    import sympy
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
     from math_verify.errors import TimeoutException
+    from math_verify.utils import timeout
 
     detector = _TimeoutSeen()
     logger = logging.getLogger("math_verify")
     logger.addHandler(detector)
     logger.setLevel(logging.WARNING)
     logger.propagate = False
-    # What verl's MATH500 scorer looks for in a reply: an expression, then LaTeX.
-    searched = [ExprExtractionConfig(), LatexExtractionConfig()]
 
-    parsed: dict[str, Any] = {}  # LaTeX -> its parse; parsing is ~95% of a comparison
+    parsed: dict[Any, Any] = {}  # LaTeX (or a gold and how it is read) -> its parse
 
-    def read(latex: str) -> Any:
-        """math-verify's parse of one answer, each string parsed once (up to PARSES of
-        them): a gold is compared with every answer to its question, and an answer often
-        with several. A parse that timed out is not kept."""
-        if latex in parsed:
-            return parsed[latex]
-        # Boxing makes math-verify read the whole string as one answer; on MATH500 golds it
-        # gives the same parses as `$...$` at half the cost. Its 5 s signal timeouts stay on.
+    def once(key: Any, make: Callable[[], Any]) -> Any:
+        """A parse kept (up to PARSES of them): a gold is compared with every answer to its
+        question, and an answer often with several. A parse that timed out is not kept."""
+        if key in parsed:
+            return parsed[key]
         seen, detector.seen = detector.seen, False
-        found = parse(f"\\boxed{{{latex}}}")
+        found = make()
         if not detector.seen:
             if len(parsed) >= PARSES:
                 parsed.clear()
-            parsed[latex] = found
+            parsed[key] = found
         detector.seen = seen or detector.seen
         return found
+
+    def read(latex: str) -> Any:
+        # Boxing makes math-verify read the whole string as one answer; on MATH500 golds it
+        # gives the same parses as `$...$` at half the cost. Its 5 s signal timeouts stay on.
+        return once(latex, lambda: parse(f"\\boxed{{{latex}}}"))
 
     def compare(answer: str, gold: str) -> Comparison:
         detector.seen = False
@@ -124,17 +137,57 @@ def _math_verify() -> tuple[Callable[[str, str], Comparison], Callable[[str], Ex
         # One pairing of the parses may time out while another matches: then it did decide.
         return Comparison(equal, detector.seen and not equal)
 
-    def extract(text: str) -> Extraction:
-        detector.seen = False
-        try:
-            found = parse(text, extraction_config=searched)
-        except TimeoutException:
-            return Extraction(None, True)
-        # parse gives [expression, the text it matched], or [] when nothing parses.
-        answer = found[1] if len(found) > 1 and isinstance(found[1], str) else None
-        return Extraction(answer, detector.seen and answer is None)
+    def targets(settings: MathVerifySettings) -> list[Any]:
+        latex = LatexExtractionConfig(boxed_match_priority=settings.box_priority)
+        return [ExprExtractionConfig() if t == "expr" else latex for t in settings.extract]
 
-    return compare, extract
+    def shown(found: list[Any], text: str, searched: list[Any]) -> str | None:
+        """The answer as text: what Math-Verify matched, when its parse came from that match
+        (the first one found), else the parse printed as LaTeX."""
+        if not found or isinstance(found[0], str):  # nothing, or kept as text only
+            return found[0] if found else None
+        matched = found[-1] if len(found) > 1 and isinstance(found[-1], str) else None
+        seen = detector.seen  # a timeout here changes the text shown, never the verdict
+        first = parse(text, searched, fallback_mode="no_fallback", extraction_mode="first_match")
+        detector.seen = seen
+        if matched is not None and first:
+            return matched
+        try:
+            return timeout(2)(sympy.latex)(found[0])
+        except (Exception, TimeoutException):  # printing ran too long or failed
+            return matched
+
+    def reading(text: str, gold: str | None, settings: MathVerifySettings) -> Extraction:
+        detector.seen = False
+        searched = targets(settings)
+        answer = None
+        try:
+            found = parse(text, searched)
+            answer = shown(found, text, searched)
+            if gold is None:
+                return Extraction(answer, detector.seen and answer is None)
+            if settings.gold == "boxed":  # as verl reads a gold: boxed, LaTeX alone
+                key: Any = ("boxed", gold)
+                golds = once(key, lambda: parse(f"\\boxed{{{gold}}}", [LatexExtractionConfig()]))
+            else:
+                key = ("searched", gold, settings.extract, settings.box_priority)
+                golds = once(key, lambda: parse(gold, searched))
+            equal = bool(found and golds) and bool(
+                verify(
+                    golds,
+                    found,
+                    float_rounding=settings.precision,
+                    strict=settings.strict,
+                    allow_set_relation_comp=settings.set_relations,
+                )
+            )
+        except TimeoutException:
+            return Extraction(answer, True)
+        except Exception:  # as verl's scorer: any other failure is a wrong answer
+            return Extraction(answer, False)
+        return Extraction(answer, detector.seen and not equal, equal)
+
+    return compare, reading
 
 
 def _send(out: IO[bytes], message: dict[str, Any]) -> None:
@@ -149,14 +202,15 @@ def main() -> None:
     _die_with_parent(int(os.environ.get(PARENT_ENV) or os.getppid()))
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print cannot forge a reply
-    compare, extract = _math_verify()
+    compare, reading = _math_verify()
     if compare("1", "1") != Comparison(True, False):
         sys.exit("math-verify failed its warm-up: it says 1 is not 1")
     _send(replies, {"ready": True})
     for line in sys.stdin.buffer:
         request = json.loads(line)
         if "text" in request:
-            _send(replies, extract(request["text"])._asdict())
+            settings = MathVerifySettings.from_json(request.get("settings"))
+            _send(replies, reading(request["text"], request.get("gold"), settings)._asdict())
         else:
             _send(replies, compare(request["answer"], request["gold"])._asdict())
 

@@ -17,13 +17,14 @@ from mad_eval.records import Turn
 
 
 def keys(scoring: Scoring) -> list[str]:
-    """`vote{r}` (right system answers), `agent{r}` (right answers), `hub{r}` (the hub's),
-    `unanimous{r}` (questions whose answers all agree), `entropy{r}` (bits summed over
-    questions), `agree{r}` (agent pairs equally right or wrong), `len_right{r}` and
-    `len_wrong{r}` (completion tokens over right / wrong answers), `reasoning_len{r}` and
-    `final_len{r}` (over the answers whose reasoning tokens are known), for debate rounds
-    `c2i{r}` and `i2c{r}` (agents moving right->wrong and wrong->right into round r), and
-    without debate `maj_boot0` (verl's bootstrap maj@K, scoring.bootstrap_maj)."""
+    """`vote{r}` (right system answers), `agent{r}` (right answers), `hub{r}` (the hub's;
+    a failed turn wrong), `unanimous{r}` (questions whose answers all agree), `entropy{r}`
+    (bits summed over questions), `agree{r}` (agent pairs equally right or wrong),
+    `len_right{r}` and `len_wrong{r}` (completion tokens over right / wrong answers),
+    `reasoning_len{r}` and `final_len{r}` (over the answers whose reasoning tokens are
+    known), for debate rounds `c2i{r}` and `i2c{r}` (agents moving right->wrong and
+    wrong->right into round r), and without debate `maj_boot0` (verl's bootstrap maj@K,
+    scoring.bootstrap_maj)."""
     rounds = scoring.rounds
     names = ["vote", "agent", "unanimous", "entropy", "agree", "len_right", "len_wrong"]
     names += ["reasoning_len", "final_len"]
@@ -39,6 +40,11 @@ def count(debate: Debate, add: Add) -> None:
     for r, found in debate.rounds.items():
         if found.scored:
             add(f"vote{r}", bool(found.vote), 1)
+        if scoring.hub is not None:
+            # A failed hub turn is a wrong answer in every hub number, as the hub rule
+            # scores it: hub_accuracy and a hub-scored vote_accuracy are one number.
+            mine = [t for t in debate.turns if t.round == r and t.agent == scoring.hub]
+            add(f"hub{r}", sum(bool(t.correct) and not t.failed for t in mine), len(mine))
         live = found.live
         if not live:
             continue
@@ -46,9 +52,6 @@ def count(debate: Debate, add: Add) -> None:
             add("maj_boot0", bootstrap_maj(ballot), 1)
         right = [bool(t.correct) for t in live]
         add(f"agent{r}", sum(right), len(right))
-        if scoring.hub is not None:
-            mine = [bool(t.correct) for t in live if t.agent == scoring.hub]
-            add(f"hub{r}", sum(mine), len(mine))
         add(f"unanimous{r}", found.unanimous, 1)
         add(f"entropy{r}", entropy_bits(live, found.groups), 1)
         pairs = list(combinations(right, 2))

@@ -38,12 +38,16 @@ def scored_by(metrics: dict[str, Any]) -> str:
     return f"Scored by score={rule}{described}."
 
 
-def metrics_view(metrics: dict[str, Any], title: str) -> Group:
+def metrics_view(metrics: dict[str, Any], title: str, escaping: str = "escaped") -> Group:
+    """The console's tables of a run's metrics; `escaping` says how its prompts quoted a
+    reply holding a quoting tag (results.Run.escaping)."""
     runs = metrics["runs"]
     spread = f" (mean ± std over {runs} runs)" if runs > 1 else ""
     heading = [scored_by(metrics)] if scored_by(metrics) else []  # above the tables
     if not get_kind(metrics.get("kind", "math")).voted:
-        return Group(*heading, *rouge_views(metrics, f"{title}{spread}"), _footer(metrics))
+        return Group(
+            *heading, *rouge_views(metrics, f"{title}{spread}"), _footer(metrics, escaping)
+        )
     headline = Table(title=f"{title}{spread}", title_justify="left")
     if metrics["rounds_of_debate"] == 0:  # mad-eval single: K samples, no debate
         k = metrics["agents"]
@@ -125,7 +129,7 @@ def metrics_view(metrics: dict[str, Any], title: str) -> Group:
                 f"{fmt(first)} → {fmt(last)}",
             )
         parts.append(groups)
-    parts.append(_footer(metrics))
+    parts.append(_footer(metrics, escaping))
     return Group(*parts)
 
 
@@ -237,9 +241,17 @@ def reasoning_view(metrics: dict[str, Any]) -> Table:
     return table
 
 
-def _footer(metrics: dict[str, Any]) -> str:
+# What a prompt did with a reply holding a tag it quotes between, by Run.escaping.
+QUOTED = {
+    "escaped": "escaped when quoted",
+    "as written": "quoted as written: the run's template quotes without tags",
+    "mixed": "escaped only by the templates that quote between tags",
+}
+
+
+def _footer(metrics: dict[str, Any], escaping: str) -> str:
     tags = metrics.get("replies_with_quoting_tags")
-    escaped = f"; replies holding quoting tags (escaped when quoted): {tags}" if tags else ""
+    escaped = f"; replies holding quoting tags ({QUOTED[escaping]}): {tags}" if tags else ""
     truncated = metrics.get("truncated_in_reasoning")
     refused = metrics.get("refusals")
     notes = [f"{truncated} cut off in their reasoning"] if truncated else []

@@ -443,13 +443,13 @@ def sample_prompt(template: Template, agent: int, round_: int) -> Messages:
 
 def sample_common(agent: int, agents: int) -> dict[str, Any]:
     answer = "Give your final answer in \\boxed{}."
-    return common_data("What is 6 times 7?", answer, agent, agents, None, agent == 0, 0)
+    return common_data("What is 6 times 7?", answer, agent, agents, None, agent == 0)
 
 
 def sample_step(round_: int, agent: int, sees: list[int], history: bool) -> Step:
     def quote(j: int) -> Quote:
         text = f"Sample response {j} of round {round_ - 1}."
-        return Quote(j, f"agent {j}", text, j == agent, final=text)
+        return Quote(j, f"agent {j}", text, j == agent, final=text, verbatim=text)
 
     own = quote(agent) if history or agent in sees else None
     return Step(round_, tuple(quote(j) for j in sees), own)

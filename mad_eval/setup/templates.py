@@ -63,7 +63,8 @@ class TemplateError(UserError, ValueError):
 class Quote:
     """One quoted response as a template sees it: `text` is what the reader is shown (the
     final content, after the quoted reasoning in a think block when --quote shows any);
-    `final` and `reasoning` are its two parts, for templates that lay them out their own way."""
+    `final` and `reasoning` are its two parts, for templates that lay them out their own way
+    (under --quote verbatim, `text`, `final` and `verbatim` are the reply as written)."""
 
     agent: int
     label: str  # "agent 2"

@@ -142,9 +142,7 @@ class Cached(Backend):
     async def generate(self, request: Request) -> Generation:
         key = request_key(self.identity, request)
         hit = self.cache.get(key)
-        # An answer stored before replies were kept verbatim, whose reasoning was split off,
-        # is asked again: its reply as written is not known.
-        if hit is not None and ("reply" in hit or not hit.get("reasoning")):
+        if hit is not None:  # one stored before `reply` was kept is quoted rebuilt (verbatim)
             return Generation(**hit, attempts=0, cached=True)
         generation = await self.inner.generate(request)
         if generation.error is None:

@@ -301,6 +301,9 @@ class Turn(JsonLine):
     # The server's usage counts held something that is no count (-5, "lots"): those counts
     # are recorded unknown (None), as if the server had not given them.
     usage_invalid: bool = False
+    # The reply exactly as the model wrote it, where splitting its reasoning off changed it;
+    # kept only in runs where an agent quotes replies verbatim (--quote verbatim), else None.
+    reply: str | None = None
 
     @property
     def key(self) -> tuple[int, str, int, int]:

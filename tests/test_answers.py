@@ -65,6 +65,7 @@ def test_the_protocols_and_kinds_are_registered() -> None:
         "dapo",
         "math-verify",
         "braces",
+        "dov-math",
         "summary-line",
     ]
     assert grading.KINDS == ("math", "number", "choice", "preference", "summary") == tuple(KINDS)
@@ -74,8 +75,16 @@ def test_the_protocols_and_kinds_are_registered() -> None:
         assert (kind.voted, kind.rule) == (
             (False, "consensus") if name == "summary" else (True, "plurality")
         )
-    assert KINDS["math"].answers == ("boxed", "answer-line", "dapo", "math-verify", "braces")
-    assert KINDS["number"].answers == KINDS["choice"].answers == ("boxed", "answer-line", "braces")
+    assert KINDS["math"].answers == (
+        "boxed",
+        "answer-line",
+        "dapo",
+        "math-verify",
+        "braces",
+        "dov-math",
+    )
+    assert KINDS["number"].answers == ("boxed", "answer-line", "braces", "dov-math")
+    assert KINDS["choice"].answers == ("boxed", "answer-line", "braces")
     assert KINDS["preference"].answers == ("boxed", "answer-line", "braces")
     assert (KINDS["summary"].default_answer, KINDS["summary"].answers) == (
         "summary-line",
@@ -91,6 +100,7 @@ def test_unknown_names_are_one_sentence() -> None:
         get_answer_protocol("x")
     assert str(error.value) == (
         "unknown answer protocol 'x'; known: boxed, answer-line, dapo, math-verify, braces, "
+        "dov-math, "
         "summary-line."
     )
     with pytest.raises(ValueError, match=r"unknown benchmark kind 'mcq'; known: math, number"):
@@ -475,10 +485,17 @@ def test_the_choice_fallback_never_reads_reasoning() -> None:
         ("summary-line", "Summary:\n" * 200_000),
         ("boxed", "<think>" * 200_000),
         ("boxed", "</think>" * 200_000),
+        # Debate-or-Vote's own regular expressions are quadratic on these; dov-math is not.
+        ("dov-math", "{final answer: " + "1" * 1_000_000),
+        ("dov-math", "{final answer: " + "1" * 1_000_000 + "}"),
+        ("dov-math", "\\boxed{" + " " * 1_000_000 + "x"),
+        ("dov-math", "\\" * 1_000_000 + "boxed"),
+        ("dov-math", "{ final answer :" * 100_000),
+        ("dov-math", "\\boxed{}" * 200_000),
     ],
 )
 def test_hostile_text_is_linear(protocol: str, text: str) -> None:
-    kind = "summary" if protocol == "summary-line" else "math"
+    kind = {"summary-line": "summary", "dov-math": "number"}.get(protocol, "math")
     start = time.monotonic()
     grade(text, "1", kind, (), protocol)
     # Generous: quadratic work on this text would take hours, load slows linear work only

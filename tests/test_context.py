@@ -13,6 +13,7 @@ from tiny_tokenizer import CHATML, train
 
 from mad_eval.backends import backend_type
 from mad_eval.debate.context import (
+    BARE_TEMPLATE,
     CHARS_PER_TOKEN,
     CUT_MARKER,
     ContextError,
@@ -22,8 +23,10 @@ from mad_eval.debate.context import (
     HFCounter,
     Reply,
     TokenCounter,
+    bare_render,
     load_counter,
     prefix_tokens,
+    raw_render,
     strip_think,
 )
 from mad_eval.grading.reasoning import quoted as quoted_reply
@@ -332,3 +335,10 @@ def test_prefix_tokens(counter: TokenCounter) -> None:
     partly = reference(prompts[2].encoded, prompts[0].encoded)
     assert partly > counter.count_text(shared) // 2
     assert prefix_tokens(prompts, counter) == [0, header, partly]
+
+
+def test_the_bare_template_adds_nothing_between_or_after_messages():
+    messages = [{"role": "system", "content": "A"}, {"role": "user", "content": "B \n"}]
+    assert bare_render(messages) == "AB \n" == EstimateCounter("bare").render(messages)
+    assert raw_render(messages) == "A\n\nB \n\n\n"
+    assert EstimateCounter("bare").template_source == BARE_TEMPLATE

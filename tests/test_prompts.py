@@ -9,6 +9,7 @@ from prompt_helpers import debate_messages
 
 from mad_eval.debate.context import EstimateCounter, Fitter
 from mad_eval.debate.prompts import Said, Speaker, build_prompt
+from mad_eval.grading.reasoning import parse_quoting
 from mad_eval.records import Question
 from mad_eval.setup.templates import TemplateError, builtin_templates, check_template, load_template
 
@@ -244,7 +245,9 @@ def shipped_prompts() -> dict[str, list[dict[str, str]]]:
                 for r in range(round_)
             ]
             for agent in range(3):
-                speaker = Speaker(template, agent, 3, hub=agent == 0)
+                # A template quoting replies as written is shown them so (--quote verbatim).
+                quote = parse_quoting("verbatim" if template.verbatim else "final")
+                speaker = Speaker(template, agent, 3, hub=agent == 0, quote=quote, hub_agent=0)
                 fitted = build_prompt(
                     speaker, QUESTION, history, [0, 1, 2], Fitter(EstimateCounter()), None
                 )

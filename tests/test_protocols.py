@@ -51,6 +51,19 @@ def test_sparse_ring_by_hand():
     assert table(Sparse(degree=1), 4) == [[0, 1], [1, 2], [2, 3], [0, 3]]  # i+1 only
 
 
+def test_sparse_ring_order_reads_left_before_right_then_itself():
+    """Debate-or-Vote's order (agents i-1, i+1, then the agent's own reply), kept as given;
+    the default stays agent order, and the setting is recorded only when given, so a run
+    made before it resumes with the same parameters."""
+    assert table(Sparse(order="ring"), 5) == [[4, 1, 0], [0, 2, 1], [1, 3, 2], [2, 4, 3], [3, 0, 4]]
+    assert table(Sparse(degree=4, order="ring"), 7)[0] == [6, 1, 5, 2, 0]
+    assert table(Sparse(graph=[[2, 1], [0], [1, 0]], order="ring"), 3)[0] == [2, 1, 0]
+    assert Sparse().params() == {"degree": 2}
+    assert resolve("sparse:order=ring").protocol.params() == {"degree": 2, "order": "ring"}
+    with pytest.raises(ProtocolError, match="order must be agent or ring"):
+        Sparse(order="left")
+
+
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("degree", [0, 1, 2, 3, 4, 6])
 def test_sparse_degree_is_the_number_of_neighbours(n, degree):

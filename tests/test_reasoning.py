@@ -167,7 +167,7 @@ def test_quote_choices(text, expected):
 
 @pytest.mark.parametrize("text", ["tail", "tail:0", "tail:x", "all", "final:3"])
 def test_a_bad_quote_choice_names_the_accepted_ones(text):
-    with pytest.raises(ValueError, match="final, full or tail:N"):
+    with pytest.raises(ValueError, match="final, full, tail:N or verbatim"):
         parse_quoting(text)
 
 
@@ -228,8 +228,9 @@ class Thinker(Backend):
     async def generate(self, request):
         self.calls += 1
         return Generation(
-            "\\boxed{42}", "stop", 5, 40, reasoning="6 x 7", reasoning_tokens=35, truncated=False
-        )
+            "\\boxed{42}", "stop", 5, 40, reasoning="6 x 7", reasoning_tokens=35, truncated=False,
+            reply="<think>6 x 7</think>\\boxed{42}",
+        )  # fmt: skip
 
 
 def test_a_cached_reasoning_turn_comes_back_with_its_reasoning(tmp_path):
@@ -240,6 +241,7 @@ def test_a_cached_reasoning_turn_comes_back_with_its_reasoning(tmp_path):
     again = asyncio.run(cached.generate(request))
     assert inner.calls == 1 and again.cached
     assert (again.text, again.reasoning, again.reasoning_tokens) == ("\\boxed{42}", "6 x 7", 35)
+    assert again.reply == "<think>6 x 7</think>\\boxed{42}"  # as written, for --quote verbatim
     assert dataclasses.replace(again, cached=False, attempts=1) == first
 
 

@@ -204,7 +204,7 @@ def test_an_unreadable_quote_is_one_sentence_naming_the_accepted_forms(tmp_path)
     result = mad_eval("run", "--limit", "1", "--quote", "bogus", "--out", "r", cwd=tmp_path)
     assert result.returncode != 0
     line = error_line(result.stderr)
-    assert "--quote" in line and "final, full or tail:N" in line and "'bogus'" in line
+    assert "--quote" in line and "final, full, tail:N or verbatim" in line and "'bogus'" in line
     assert not (tmp_path / "r" / "turns.jsonl").exists()
 
 

@@ -509,3 +509,34 @@ def test_the_proxy_comes_from_the_environment_once_per_endpoint(monkeypatch):
     assert proxy_for(URL("https://api.openai.com/v1")) == "http://secure-proxy:3128"
     assert proxy_for(URL("http://127.0.0.1:8000/v1")) is None
     assert OpenAIBackend("m", "http://10.0.0.5:8000/v1").proxy == "http://proxy:3128"
+
+
+def test_debate_or_votes_layout_goes_out_bare_with_replies_quoted_as_written(
+    tmp_path, tokenizer_dir
+):
+    """--template bare adds nothing to the template's text, and --quote verbatim quotes each
+    reply exactly as the server returned it, <think> block and all (Debate-or-Vote's way)."""
+
+    def reply(body: dict) -> str:
+        return f"<think>\nworking {body['seed']}\n</think>\n\n{{final answer: {body['seed'] % 3}}}"
+
+    with StubServer(tokenizer=tokenizer_dir, max_model_len=4096, reply=reply) as server:
+        turns = served_run(tmp_path, server.base_url, "--api", "completions", "--template",
+                           "bare", "--tokenizer", str(tokenizer_dir), "--prompt-template", "dov",
+                           "--quote", "verbatim", "--protocol", "sparse:order=ring",
+                           "--answer-protocol", "dov-math")  # fmt: skip
+        prompts = {r["seed"]: r["prompt"] for r in server.requests}
+    assert all(t["error"] is None and t["context_tokens"] == t["prompt_tokens"] for t in turns)
+    said = {
+        (t["question"], t["agent"]): reply({"seed": t["seed"]}) for t in turns if not t["round"]
+    }
+    for turn in turns:
+        prompt = prompts[turn["seed"]]
+        assert not prompt.endswith("\n") and prompt.endswith("in the form {final answer: X}.")
+        if turn["round"] == 1:
+            left, right = (turn["agent"] - 1) % 3, (turn["agent"] + 1) % 3
+            quoted = [said[turn["question"], j] for j in (left, right, turn["agent"])]
+            at = [prompt.index(f"\n{text}\n") for text in quoted]
+            assert at == sorted(at) and turn["sees"] == [left, right, turn["agent"]]
+        else:
+            assert turn["reply"] == reply({"seed": turn["seed"]}) and turn["reasoning"]

@@ -93,6 +93,9 @@ class Generation:
     truncated: bool = False  # stopped at the token limit inside its reasoning
     refusal: str | None = None  # the model declined to answer, in these words
     usage_invalid: bool = False  # the server's token counts were no counts: recorded unknown
+    # The content as received, where splitting the reasoning off changed it (None: `text` is
+    # the content as received): what --quote verbatim quotes.
+    reply: str | None = None
 
 
 def answered(
@@ -110,6 +113,7 @@ def answered(
     return Generation(
         text=split.text,
         reasoning=split.reasoning,
+        reply=content if content is not None and content != split.text else None,
         truncated=split.truncated,
         finish_reason=finish_reason,
         **counts,

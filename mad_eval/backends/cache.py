@@ -33,6 +33,7 @@ _STORED = (
     "truncated",
     "refusal",
     "usage_invalid",
+    "reply",
 )
 # Marks a SQLite file as a mad-eval request cache ("MADc"), so another program's database
 # given as --cache is refused instead of written into.
@@ -141,7 +142,7 @@ class Cached(Backend):
     async def generate(self, request: Request) -> Generation:
         key = request_key(self.identity, request)
         hit = self.cache.get(key)
-        if hit is not None:
+        if hit is not None:  # one stored before `reply` was kept is quoted rebuilt (verbatim)
             return Generation(**hit, attempts=0, cached=True)
         generation = await self.inner.generate(request)
         if generation.error is None:

@@ -141,9 +141,10 @@ OPTIONS: dict[str, Option] = {
     "template": Option(
         str,
         typer.Option(
-            metavar="chat|raw",
+            metavar="chat|raw|bare",
             help="How text prompts (--api completions, vllm:) are rendered: chat (the "
-            "tokenizer's chat template) or raw (message texts, for base checkpoints).",
+            "tokenizer's chat template), raw (message texts, each followed by a blank line, "
+            "for base checkpoints) or bare (message texts as they are, nothing added).",
         ),
     ),
     "runs": Option(
@@ -198,9 +199,10 @@ OPTIONS: dict[str, Option] = {
     "quote": Option(
         str | None,
         typer.Option(
-            metavar="final|full|tail:N",
+            metavar="final|full|tail:N|verbatim",
             help="What an agent reads of each reply it is shown: its final content (default), its "
-            "reasoning too (full), or the last N tokens of its reasoning too (tail:N).",
+            "reasoning too (full), the last N tokens of its reasoning too (tail:N), or the "
+            "reply exactly as written, think tags included, nothing escaped (verbatim).",
         ),
     ),
     "extra_body": Option(

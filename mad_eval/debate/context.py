@@ -62,7 +62,16 @@ def raw_render(messages: Messages) -> str:
     return "".join(m["content"] + "\n\n" for m in messages)
 
 
+def bare_render(messages: Messages) -> str:
+    """The bare template: the messages' texts as they are, nothing added, so a prompt
+    template owns every separator (Debate-or-Vote sends its prompts so)."""
+    return "".join(m["content"] for m in messages)
+
+
 RAW_TEMPLATE = "raw: each message's text followed by a blank line"
+BARE_TEMPLATE = "bare: the messages' texts as they are, nothing added"
+# The renderings that need no chat template, by --template name.
+TEXT_RENDERINGS = {"raw": (raw_render, RAW_TEMPLATE), "bare": (bare_render, BARE_TEMPLATE)}
 
 
 def _plain_render(messages: Messages) -> str:
@@ -76,7 +85,7 @@ class TokenCounter(ABC):
 
     name: str
     exact: bool
-    template: str = "chat"  # chat: the tokenizer's chat template; raw: raw_render
+    template: str = "chat"  # chat: the tokenizer's chat template; raw, bare: TEXT_RENDERINGS
 
     @abstractmethod
     def encode_messages(self, messages: Messages) -> Encoded: ...
@@ -89,7 +98,8 @@ class TokenCounter(ABC):
     @property
     def template_source(self) -> str | None:
         """The template as the manifest records it."""
-        return RAW_TEMPLATE if self.template == "raw" else None
+        found = TEXT_RENDERINGS.get(self.template)
+        return found[1] if found else None
 
     def with_template_kwargs(self, kwargs: Mapping[str, Any]) -> TokenCounter:
         """This counter, rendering with the chat template's switches `kwargs`."""
@@ -125,7 +135,7 @@ class HFCounter(TokenCounter):
         # server applies them.
         self.template_kwargs = dict(template_kwargs or {})
         self.has_chat_template = getattr(tokenizer, "chat_template", None) is not None
-        self.exact = template == "raw" or self.has_chat_template
+        self.exact = template in TEXT_RENDERINGS or self.has_chat_template
 
     def with_template_kwargs(self, kwargs: Mapping[str, Any]) -> TokenCounter:
         if not kwargs:
@@ -136,8 +146,8 @@ class HFCounter(TokenCounter):
         return np.asarray(self.tokenizer.encode(text, add_special_tokens=False), dtype=np.int64)
 
     def render(self, messages: Messages, template_kwargs: Mapping[str, Any] | None = None) -> str:
-        if self.template == "raw":
-            return raw_render(messages)
+        if self.template in TEXT_RENDERINGS:
+            return TEXT_RENDERINGS[self.template][0](messages)
         if not self.has_chat_template:
             raise ContextError(
                 f"tokenizer {self.name.removeprefix('hf:')!r} has no chat template to render "
@@ -189,8 +199,8 @@ class EstimateCounter(TokenCounter):
         self.template = template
 
     def render(self, messages: Messages, template_kwargs: Mapping[str, Any] | None = None) -> str:
-        if self.template == "raw":
-            return raw_render(messages)
+        if self.template in TEXT_RENDERINGS:
+            return TEXT_RENDERINGS[self.template][0](messages)
         raise ContextError(
             "rendering prompts with the model's chat template needs its tokenizer; "
             "pass --tokenizer, or --template raw for a base model."
@@ -257,7 +267,7 @@ def load_counter(
     """The counter for a model (None: no model whose tokenizer to look for, as simulated
     agents), and a warning to show the user (None when exact). `template` says how
     text-prompt backends render messages: chat (the tokenizer's chat template) or raw
-    (raw_render); the counter counts that rendering."""
+    (raw_render) or bare (bare_render); the counter counts that rendering."""
     if tokenizer is not None:
         try:
             counter = _load_hf(tokenizer, template)

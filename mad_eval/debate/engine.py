@@ -53,6 +53,8 @@ class Engine:
         self.done = done
         self.on_turn = on_turn
         self.on_progress = on_progress
+        # Replies are recorded as written only where someone reads them so (--quote verbatim).
+        self.verbatim = any(seat.speaker.quote.how == "verbatim" for seat in seats)
 
     async def run(self, questions: list[Question]) -> None:
         await run_all([[(self, questions)]], window(self.seats, self.config.concurrency))
@@ -191,6 +193,7 @@ class Engine:
             truncated_in_reasoning=generation.truncated,
             refusal=generation.refusal,
             usage_invalid=generation.usage_invalid,
+            reply=generation.reply if self.verbatim else None,
             answer=graded.answer,
             correct=graded.correct,
             rouge=graded.rouge,

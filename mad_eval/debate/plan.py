@@ -152,6 +152,7 @@ class Plan:
                 agent.persona,
                 agent.index == self.choice.protocol.hub,
                 agent.quote,
+                self.choice.protocol.hub,
             )
             seats.append(Seat(agent, backend, self.fitters[agent.index], budget, speaker))
         if unknown:
@@ -307,6 +308,14 @@ def make_plan(choices: Mapping[str, Any], shared: Shared | None = None) -> Plan:
     templates = {}
     for ref in dict.fromkeys(agent.prompt_template for agent in team):
         templates[ref] = _checked_template(ref, choice, protocol, config.agents, shared)
+    for agent in team:
+        template = templates[agent.prompt_template]
+        if template.verbatim and agent.quote.how != "verbatim":
+            raise ConfigError(
+                f"prompt template {template.path} quotes replies as written (.verbatim), "
+                f"which --quote {agent.quote} does not give (it drops or re-formats their "
+                "reasoning); pass --quote verbatim."
+            )
     for entry in roster or (Entry(config.model),):
         require_installed(entry.model)
     for agent in team:
@@ -462,10 +471,10 @@ def _backend(
     """The agent's model behind the guard (a replica per endpoint), and the cache if asked."""
     served = backend_type(agent.model)
     render = counter.render if served.renders_text(config.api) else None
-    if config.template == "raw" and served.tokenizer and render is None:
+    if config.template != "chat" and served.tokenizer and render is None:
         raise ConfigError(
-            "--template raw needs --api completions: the chat endpoint applies the "
-            "server's own chat template."
+            f"--template {config.template} needs --api completions: the chat endpoint "
+            "applies the server's own chat template."
         )
     urls: tuple[str | None, ...] = agent.base_urls or (None,)
     engine = dict(
@@ -474,7 +483,7 @@ def _backend(
         gpu_memory_utilization=config.gpu_memory_utilization,
         dtype=config.dtype,
         enforce_eager=config.enforce_eager,
-        add_special_tokens=config.template == "raw",
+        add_special_tokens=config.template != "chat",
     )
     replicas = [
         Replica(

@@ -13,7 +13,7 @@ from mad_eval.debate.context import ContextError, EstimateCounter, Fitted, Fitte
 from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.grader import check_answer_protocol
 from mad_eval.grading.kinds import get_kind
-from mad_eval.grading.reasoning import FINAL, TAIL_MARKER, Quoting, quoted
+from mad_eval.grading.reasoning import FINAL, TAIL_MARKER, VERBATIM, Quoting, quoted, verbatim
 from mad_eval.grading.rubric import JUDGE_CRITERIA
 from mad_eval.records import Messages, Question, Turn
 from mad_eval.setup.templates import Quote, Step, Template, common_data, tag_pattern
@@ -54,6 +54,7 @@ class Speaker:
     persona: str | None = None
     hub: bool = False
     quote: Quoting = FINAL
+    hub_agent: int | None = None  # the protocol's hub, when it has one
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class Said:
     text: str | None
     sees: list[int] = field(default_factory=list)
     reasoning: str | None = None
+    reply: str | None = None  # as written, where it differs from `text`
 
 
 # A round's turns by agent; a debate's history is its rounds so far, round 0 first.
@@ -90,6 +92,7 @@ def build_prompt(
         speaker.agents,
         speaker.persona,
         speaker.hub,
+        speaker.hub_agent,
     )
     rounds = range(1, len(history) + 1) if template.history else range(len(history), 0, -1)[:1]
     plan: list[tuple[int, list[int], bool]] = []  # (round, agents read, own apart)
@@ -103,14 +106,16 @@ def build_prompt(
         said = [_turn(history[r - 1], j) for j in (*read, *([agent] if apart else []))]
         replies += [_reply(turn, speaker.quote, fitter) for turn in said]
 
+    exact = speaker.quote.how == "verbatim"
+
     def build(cut: list[Reply]) -> Messages:
         steps, at = [], 0
         for r, read, apart in plan:
-            quotes = [_quote(j, cut[at + n], j == agent) for n, j in enumerate(read)]
+            quotes = [_quote(j, cut[at + n], j == agent, exact) for n, j in enumerate(read)]
             at += len(read)
             own = next((q for q in quotes if q.own), None)
             if apart:
-                own, at = _quote(agent, cut[at], True), at + 1
+                own, at = _quote(agent, cut[at], True, exact), at + 1
             steps.append(Step(r, tuple(quotes), own))
         return template.render(common, steps)
 
@@ -119,8 +124,11 @@ def build_prompt(
 
 def _reply(turn: Turn | Said, quoting: Quoting, fitter: Fitter) -> Reply:
     """A turn as `quoting` says to quote it: its final content, with all of its reasoning
-    (full) or the reasoning's last tokens (tail:N)."""
+    (full) or the reasoning's last tokens (tail:N); or the reply as written (verbatim),
+    which fitting cuts as one text, from its start."""
     text, reasoning = turn.text or "", turn.reasoning or ""
+    if quoting.how == "verbatim":
+        return Reply(verbatim(turn.text, turn.reasoning, getattr(turn, "reply", None)))
     if quoting.how == "final" or not reasoning:
         return Reply(text)
     if quoting.how == "tail" and fitter.count_text(reasoning) > quoting.tokens:
@@ -128,7 +136,10 @@ def _reply(turn: Turn | Said, quoting: Quoting, fitter: Fitter) -> Reply:
     return Reply(text, reasoning)
 
 
-def _quote(agent: int, reply: Reply, own: bool) -> Quote:
+def _quote(agent: int, reply: Reply, own: bool, exact: bool = False) -> Quote:
+    """A reply as the template sees it; `exact`: quoted verbatim, as one text."""
+    if exact:
+        return Quote(agent, f"agent {agent}", reply.text, own, reply.text, "", reply.text)
     text = quoted(reply.text, reply.reasoning)
     return Quote(agent, f"agent {agent}", text, own, reply.text, reply.reasoning)
 
@@ -142,8 +153,9 @@ def first_prompt(question: Question, template: Template, agents: int = 2) -> Mes
 def pair_prompt(question: Question, own: str, partner: str, template: Template) -> Messages:
     """Self-debate training (SDRL): the round-1 prompt of agent 0 in a two-agent debate
     that reads its own round-0 answer `own` and its partner's: the context a trained model
-    meets again in evaluation. Under a template with history, `own` is an assistant turn."""
-    speaker = Speaker(template, 0, 2)
+    meets again in evaluation. Under a template with history, `own` is an assistant turn; a
+    template that quotes replies as written (.verbatim) is given the texts as they are."""
+    speaker = Speaker(template, 0, 2, quote=VERBATIM if template.verbatim else FINAL)
     history = [{0: Said(own), 1: Said(partner)}]
     return build_prompt(
         speaker, question, history, [0, 1], Fitter(EstimateCounter()), None

@@ -71,6 +71,7 @@ class Replay:
             seat.persona,
             turn.agent == self.hub,
             parse_quoting(seat.quote or self.quote),
+            self.hub,
         )
         history = [rounds.get(r, {}) for r in range(turn.round)]
         try:

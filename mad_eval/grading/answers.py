@@ -3,7 +3,8 @@
 A benchmark kind (mad_eval.grading.kinds) says what the answer is; its protocol says where to find
 it: the last `\\boxed{}` (the default), a DAPO-style `Answer: X` last line (read and compared
 exactly as verl's DAPO reward does under `dapo`), Math-Verify's own search of the whole reply,
-a `{final answer: X}` group, or a "Summary:" line. Each protocol also writes the prompt's
+a `{final answer: X}` group (or Debate-or-Vote's own reading of one, a number rounded to one
+decimal), or a "Summary:" line. Each protocol also writes the prompt's
 answer-format sentence and the simulated agents' answers, so a question is asked, answered
 and read one way. A protocol may also compare (`judge`: the math-verify protocol takes
 Math-Verify's verdict on its own parses, as verl's scorer does; dapo compares verl's
@@ -28,6 +29,7 @@ from typing import NamedTuple
 
 from mad_eval.errors import UserError
 from mad_eval.grading import dapo, verifier
+from mad_eval.grading.dov import dov_math
 from mad_eval.grading.math_verify_settings import DEFAULT, MathVerifySettings, parse_settings
 from mad_eval.grading.reasoning import drop_reasoning
 
@@ -358,6 +360,15 @@ ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
             "{final answer: {answer}}",
             False,
             _braces,
+        ),
+        AnswerProtocol(
+            "dov-math",
+            "Debate-or-Vote's math reader: the last {final answer: N}, else the last \\boxed{}, "
+            "read as a number rounded to one decimal",
+            _STEP_BY_STEP + " as the very end of your reply, in the form {final answer: X}.",
+            "{final answer: {answer}}",
+            False,
+            dov_math,
         ),
         AnswerProtocol(
             "summary-line",

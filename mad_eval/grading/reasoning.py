@@ -9,7 +9,8 @@ A reply that ran out of tokens before its reasoning ended has no final content: 
 *truncated in reasoning*, recorded as such, and never read for an answer.
 
 What a peer reads of a reply is a choice (`--quote`): the final content alone, the
-reasoning too, or the last N tokens of the reasoning with the final content.
+reasoning too, the last N tokens of the reasoning with the final content, or the reply
+verbatim, exactly as the model wrote it (as Debate-or-Vote quotes replies).
 """
 
 from __future__ import annotations
@@ -103,10 +104,22 @@ def quoted(text: str, reasoning: str | None) -> str:
     return f"<think>\n{inner}\n</think>\n\n{final}"
 
 
+def verbatim(text: str | None, reasoning: str | None, reply: str | None) -> str:
+    """A reply as the model wrote it: `reply` when the turn recorded it (its content as
+    received, where splitting changed it); else the final content, after the reasoning in a
+    think block where a server returned the reasoning apart (its spacing then assumed)."""
+    if reply is not None:
+        return reply
+    if not reasoning:
+        return text or ""
+    return f"{OPEN}\n{reasoning}\n{CLOSE}\n\n{text or ''}"
+
+
 @dataclass(frozen=True)
 class Quoting:
     """What an agent reads of each reply it is shown: `final` (the final content), `full`
-    (the reasoning too) or `tail` (the last `tokens` tokens of the reasoning too)."""
+    (the reasoning too), `tail` (the last `tokens` tokens of the reasoning too) or
+    `verbatim` (the reply exactly as written, reasoning and tags included, nothing escaped)."""
 
     how: str = "final"
     tokens: int = 0
@@ -116,13 +129,15 @@ class Quoting:
 
 
 FINAL = Quoting()  # the default: peers read each other's final content only
-QUOTE_CHOICES = "final, full or tail:N"
+VERBATIM = Quoting("verbatim")
+QUOTE_CHOICES = "final, full, tail:N or verbatim"
 
 
 def parse_quoting(text: str) -> Quoting:
-    """`final`, `full` or `tail:N` (N >= 1 tokens); ValueError names what is accepted."""
+    """`final`, `full`, `tail:N` (N >= 1 tokens) or `verbatim`; ValueError names what is
+    accepted."""
     how, colon, count = text.strip().partition(":")
-    if how in ("final", "full") and not colon:
+    if how in ("final", "full", "verbatim") and not colon:
         return Quoting(how)
     if how == "tail" and count.isdigit() and int(count) >= 1:
         return Quoting("tail", int(count))

@@ -6,16 +6,24 @@ from typing import Any
 
 from mad_eval.protocols.base import Protocol, ProtocolError
 
+ORDERS = ("agent", "ring")
+
 
 class Sparse(Protocol):
     name = "sparse"
     description = "each agent reads itself and its ring neighbours (i-1, i+1 by default)"
 
-    def __init__(self, degree: int = 2, graph: list[list[int]] | None = None):
+    def __init__(self, degree: int = 2, graph: list[list[int]] | None = None, order: str = "agent"):
         """`degree` neighbours on a ring, nearest first, alternating right and left
-        (i+1, i-1, i+2, i-2, ...); or an explicit `graph`: graph[i] lists whom agent i reads."""
+        (i+1, i-1, i+2, i-2, ...); or an explicit `graph`: graph[i] lists whom agent i reads.
+        `order`: how they are quoted: in agent order, itself among them (the default, as
+        every run before the setting), or `ring`: on the ring, the left neighbour before the
+        right, nearest first (i-1, i+1, i-2, ...; a graph's row as written), itself last,
+        as Debate-or-Vote quotes them."""
         if not isinstance(degree, int) or isinstance(degree, bool) or degree < 0:
             raise ProtocolError(f"sparse: degree must be a whole number >= 0, got {degree!r}.")
+        if order not in ORDERS:
+            raise ProtocolError(f"sparse: order must be agent or ring, got {order!r}.")
         if graph is not None and not (
             isinstance(graph, list) and all(isinstance(row, list) for row in graph)
         ):
@@ -25,6 +33,7 @@ class Sparse(Protocol):
             )
         self.degree = degree
         self.graph = graph
+        self.order = order
 
     def validate(self, n_agents: int) -> None:
         super().validate(n_agents)
@@ -49,16 +58,24 @@ class Sparse(Protocol):
 
     def sees(self, agent: int, n_agents: int) -> list[int]:
         if self.graph is not None:
-            neighbours = set(self.graph[agent])
+            neighbours = list(dict.fromkeys(self.graph[agent]))
         else:
-            neighbours = set()
+            neighbours = []
             step = 1
             while len(neighbours) < self.degree:
-                for j in ((agent + step) % n_agents, (agent - step) % n_agents):
-                    if j != agent and len(neighbours) < self.degree:
-                        neighbours.add(j)
+                near = ((agent + step) % n_agents, (agent - step) % n_agents)
+                for j in near[::-1] if self.order == "ring" else near:
+                    if j != agent and j not in neighbours and len(neighbours) < self.degree:
+                        neighbours.append(j)
                 step += 1
-        return sorted(neighbours | {agent})
+        if self.order == "ring":
+            return [j for j in neighbours if j != agent] + [agent]
+        return sorted({*neighbours, agent})
 
     def params(self) -> dict[str, Any]:
-        return {"degree": self.degree} if self.graph is None else {"graph": self.graph}
+        found: dict[str, Any] = {"degree": self.degree}
+        if self.graph is not None:
+            found = {"graph": self.graph}
+        if self.order != "agent":  # recorded only when set, so earlier runs resume unchanged
+            found["order"] = self.order
+        return found

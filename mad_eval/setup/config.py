@@ -18,7 +18,7 @@ from mad_eval.setup.roster import Agent, Entry, check_extra_body, group_labels
 
 DEFAULT_MODEL = "sim"
 APIS = ("chat", "completions")
-TEMPLATES = ("chat", "raw")
+TEMPLATES = ("chat", "raw", "bare")
 DEFAULT_BENCHMARK = "arith"
 RESULTS_ROOT = Path("results")
 # The most agents (or single-agent samples) and rounds one run may have: planning reads
@@ -96,7 +96,7 @@ class RecordedConfig:
     tokenizer: str | None = None  # None: the model's own when it can be found
     roster: tuple[Entry, ...] = ()  # empty: `agents` copies of `model`
     api: str = "chat"  # chat | completions: which OpenAI endpoint receives the prompt
-    template: str = "chat"  # chat | raw: how text-prompt backends render the messages
+    template: str = "chat"  # chat | raw | bare: how text-prompt backends render the messages
     dtype: str = "auto"  # the in-process vLLM engine's weights type
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2 import meta
+from jinja2 import meta, nodes
 
 from mad_eval.errors import UserError
 from mad_eval.records import Messages
@@ -38,9 +38,11 @@ VARIABLES = {
     "agents": "the number of agents",
     "persona": "the agent's persona from the roster ('' when it has none)",
     "role": "'hub' for the protocol's hub agent, else ''",
+    "hub": "the protocol's hub agent (its index), or none when it has no hub",
     "values": "the template's own [values] table",
     "responses": "every previous-round response the agent reads, in the protocol's order, "
-    "each with .agent, .label, .text (as --quote shows it), .final, .reasoning and .own",
+    "each with .agent, .label, .text (as --quote shows it), .final, .reasoning, .own and "
+    ".verbatim (the reply as written; a template using it needs --quote verbatim)",
     "peers": "the same responses without the agent's own",
     "own": "the agent's own previous response (.agent, .label, .text, .final, .reasoning), or none",
 }
@@ -61,7 +63,8 @@ class TemplateError(UserError, ValueError):
 class Quote:
     """One quoted response as a template sees it: `text` is what the reader is shown (the
     final content, after the quoted reasoning in a think block when --quote shows any);
-    `final` and `reasoning` are its two parts, for templates that lay them out their own way."""
+    `final` and `reasoning` are its two parts, for templates that lay them out their own way
+    (under --quote verbatim, `text`, `final` and `verbatim` are the reply as written)."""
 
     agent: int
     label: str  # "agent 2"
@@ -69,6 +72,7 @@ class Quote:
     own: bool
     final: str = ""
     reasoning: str = ""  # "" when the reader is shown none
+    verbatim: str = ""  # the reply as written, under --quote verbatim ("" otherwise)
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ class _Message:
     content: jinja2.Template
     optional: bool
     where: str  # "debate[1].content", for errors
+    verbatim: bool = False  # it reads a response's .verbatim
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,12 @@ class Template:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.source.encode()).hexdigest()
+
+    @property
+    def verbatim(self) -> bool:
+        """Whether it quotes replies as written (a response's .verbatim), which only
+        --quote verbatim fills."""
+        return any(m.verbatim for m in self.debate)
 
     @cached_property
     def _tags(self) -> re.Pattern[str] | None:
@@ -146,6 +157,7 @@ class Template:
             quote.own,
             safe(quote.final),
             safe(quote.reasoning),
+            safe(quote.verbatim),
         )
 
     def _render(self, messages: tuple[_Message, ...], data: dict[str, Any]) -> Messages:
@@ -349,7 +361,15 @@ def _message(item: dict[str, Any], where: str, path: Path) -> _Message:
         compiled = sandbox.SANDBOX.compile_checked(parsed)
     except Exception as exc:  # a bound (a recursive loop), or Jinja refusing the source
         raise TemplateError(f"{path}: {where}.content: {_sentence(exc)}.") from None
-    return _Message(role, compiled, item.get("optional", False), where)
+    return _Message(role, compiled, item.get("optional", False), where, _reads_verbatim(parsed))
+
+
+def _reads_verbatim(tree: nodes.Template) -> bool:
+    """Whether a message's text reads an attribute named verbatim (r.verbatim, r['verbatim'])."""
+    return any(n.attr == "verbatim" for n in tree.find_all(nodes.Getattr)) or any(
+        isinstance(n.arg, nodes.Const) and n.arg.value == "verbatim"
+        for n in tree.find_all(nodes.Getitem)
+    )
 
 
 def check_template(template: Template, sees: list[list[int]]) -> None:
@@ -395,7 +415,13 @@ def _check_messages(template: Template, section: str, messages: Messages) -> Non
 
 
 def common_data(
-    question: str, answer_format: str, agent: int, agents: int, persona: str | None, hub: bool
+    question: str,
+    answer_format: str,
+    agent: int,
+    agents: int,
+    persona: str | None,
+    hub: bool,
+    hub_agent: int | None = None,
 ) -> dict[str, Any]:
     """The variables every message of an agent's prompt can use (besides `values`)."""
     return {
@@ -405,6 +431,7 @@ def common_data(
         "agents": agents,
         "persona": persona or "",
         "role": "hub" if hub else "",
+        "hub": hub_agent,
     }
 
 
@@ -423,7 +450,7 @@ def sample_common(agent: int, agents: int) -> dict[str, Any]:
 def sample_step(round_: int, agent: int, sees: list[int], history: bool) -> Step:
     def quote(j: int) -> Quote:
         text = f"Sample response {j} of round {round_ - 1}."
-        return Quote(j, f"agent {j}", text, j == agent, final=text)
+        return Quote(j, f"agent {j}", text, j == agent, final=text, verbatim=text)
 
     own = quote(agent) if history or agent in sees else None
     return Step(round_, tuple(quote(j) for j in sees), own)

@@ -103,5 +103,5 @@ class MathKind(Kind):
 MATH = MathKind(
     "math",
     "your final answer",
-    answers=("boxed", "answer-line", "dapo", "math-verify", "braces"),
+    answers=("boxed", "answer-line", "dapo", "math-verify", "braces", "dov-math"),
 )

@@ -73,4 +73,8 @@ class NumberKind(Kind):
         return numbers_near(question.id, question.gold, k)
 
 
-NUMBER = NumberKind("number", "your final answer as a single number")
+NUMBER = NumberKind(
+    "number",
+    "your final answer as a single number",
+    answers=("boxed", "answer-line", "braces", "dov-math"),
+)

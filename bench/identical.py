@@ -9,8 +9,8 @@ manifest.json, metrics.json and table file byte for byte, with timing fields mas
 Each tree runs with itself first on PYTHONPATH (the same interpreter), from a scratch folder
 holding a copy of its experiment file, so relative paths match; the trees' and the scratch
 folders' own paths are written as <TREE> and <OUT> before comparing. Keys added on purpose
-(ADDED: metrics.json's schema_version, the manifest's benchmark.answer_revision) are
-dropped. Masked: timing fields
+(ADDED: metrics.json's schema_version, the manifest's benchmark.answer_revision, a turn's
+reply) are dropped. Masked: timing fields
 (any key holding "latency", the keys in TIMING) and the numbers of a table line naming a
 latency. turns.jsonl is compared in key order (run, question, round, agent): the order of
 its lines is the order the concurrent debates finished in, which no run repeats. Prints
@@ -60,8 +60,13 @@ TIMING = {
 # so only the key is spared, never its neighbours): metrics.json's `schema_version` (issue
 # 31: metrics.json is versioned; the baseline writes none).
 # Keys added on purpose since the baseline, by file, dotted for a nested one: metrics.json's
-# version (issue 31) and the answer protocol's revision a resume checks (issue 32).
-ADDED = {"metrics.json": ("schema_version",), "manifest.json": ("benchmark.answer_revision",)}
+# version (issue 31), the answer protocol's revision a resume checks and a turn's reply as
+# written, null unless the run quotes replies verbatim (issue 32).
+ADDED = {
+    "metrics.json": ("schema_version",),
+    "manifest.json": ("benchmark.answer_revision",),
+    "turns.jsonl": ("reply",),
+}
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 RECORDS = ("turns.jsonl", "manifest.json", "metrics.json")
 TABLES = (".csv", ".md", ".tex")
@@ -102,20 +107,25 @@ def normal(text: str, tree: Path, out: Path) -> str:
     return text
 
 
+def drop_added(data: dict[str, Any], name: str) -> dict[str, Any]:
+    """`data` (a file's JSON, or one line's) without the keys ADDED names for the file."""
+    for key in ADDED.get(name, ()):
+        *parents, last = key.split(".")
+        holder = data
+        for part in parents:
+            holder = holder.get(part, {})
+        holder.pop(last, None)
+    return data
+
+
 def lines_of(path: Path, tree: Path, out: Path) -> list[str]:
     """The file as compared: JSON with timing fields masked, anything else as written."""
     text = normal(path.read_text(), tree, out)
     if path.suffix == ".json":
-        data = json.loads(text)
-        for key in ADDED.get(path.name, ()):
-            *parents, last = key.split(".")
-            holder = data
-            for part in parents:
-                holder = holder.get(part, {})
-            holder.pop(last, None)
+        data = drop_added(json.loads(text), path.name)
         return json.dumps(masked(data), indent=1, ensure_ascii=False).splitlines()
     if path.suffix == ".jsonl":
-        records = [masked(json.loads(line)) for line in text.splitlines()]
+        records = [masked(drop_added(json.loads(line), path.name)) for line in text.splitlines()]
         records.sort(
             key=lambda r: tuple(str(r.get(k)) for k in ("run", "question", "round", "agent"))
         )

@@ -472,9 +472,9 @@ def test_training_data_carries_the_kind_to_the_reward(tmp_path: Path) -> None:
     assert first["extra_info"]["kind"] == "choice" and len(first["extra_info"]["options"]) == 5
     assert first["prompt"][-1]["content"].endswith(answer_format("choice"))
     info = first["extra_info"]
-    assert compute_score("commonsense_qa", r"\boxed{C}", "C", info) == 1.0
-    assert compute_score("commonsense_qa", "refrigerator", "C", info) == 1.0
-    assert compute_score("commonsense_qa", r"\boxed{F}", "C", info) == -1.0
+    assert compute_score("commonsense_qa", r"\boxed{C}", "C", info)["score"] == 1.0
+    assert compute_score("commonsense_qa", "refrigerator", "C", info)["score"] == 1.0
+    assert compute_score("commonsense_qa", r"\boxed{F}", "C", info)["score"] == -1.0
     assert grpo_reward([r"\boxed{C}", r"\boxed{A}"], ["C", "C"], extra_info=[info, info]) == [
         1.0,
         -1.0,

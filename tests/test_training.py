@@ -144,35 +144,38 @@ def test_random_pairs_are_distinct_rollouts_and_the_order_carries_no_signal():
 def test_debate_pairs_follows_the_two_rules_on_plain_sequences():
     answers = ["5", "5", "3", None, "5", "7", "3"]
     rewards = [-1.0, -1.0, 1.0, -1.0, -1.0, -1.0, 1.0]
-    many = debate_pairs(answers, rewards, rule="freq", per_prompt=10, seed=3)
+    many = debate_pairs(answers, [r > 0 for r in rewards], rule="freq", per_prompt=10, seed=3)
     assert len(many) == 3 * 2 and len({frozenset(p) for p in many}) == 6
     assert all(sorted(answers[i] for i in p) == ["3", "5"] for p in many)
-    # Any reward scale: the best reward is right, so 1/0 rewards pair alike.
-    assert debate_pairs(answers, [max(r, 0) for r in rewards], per_prompt=10, seed=3) == many
+    # Correctness as bools or 1/0 pairs alike (a ±1 reward is refused: see below).
+    right = [r > 0 for r in rewards]
+    assert debate_pairs(answers, right, per_prompt=10, seed=3) == many
+    assert debate_pairs(answers, [int(r) for r in right], per_prompt=10, seed=3) == many
     # rand: two distinct rollouts, any two (here two wrong ones may meet).
-    drawn = debate_pairs(answers, rewards, rule="random", per_prompt=21, seed=3)
+    drawn = debate_pairs(answers, right, rule="random", per_prompt=21, seed=3)
     assert len({frozenset(p) for p in drawn}) == 21 and all(a != b for a, b in drawn)
     # Math answers are grouped by equivalence: 0.5 and 1/2 are one answer.
     halves = ["0.5", "\\frac{1}{2}", "2", "2", "2", "3"]
-    (pair,) = debate_pairs(halves, [1, 1, -1, -1, -1, -1], same=same_answer("math"))
+    (pair,) = debate_pairs(halves, [1, 1, 0, 0, 0, 0], same=same_answer("math"))
     assert sorted(halves[i] in ("0.5", "\\frac{1}{2}") for i in pair) == [False, True]
     assert "2" in (halves[pair[0]], halves[pair[1]])
 
 
-def test_debate_pairs_drops_a_prompt_whose_rewards_are_all_equal():
-    for rewards in ([1.0, 1.0, 1.0], [-1.0, -1.0, -1.0], [0.0], []):
-        answers = ["2", "3", "4"][: len(rewards)]
-        assert debate_pairs(answers, rewards, rule="rand", per_prompt=5) == []
-        assert debate_pairs(answers, rewards, rule="freq", per_prompt=5) == []
+def test_debate_pairs_drops_a_prompt_whose_rollouts_are_all_right_or_all_wrong():
+    for correct, why in (([True] * 3, "all-right"), ([False] * 3, "all-wrong")):
+        for rule in ("rand", "freq"):
+            got = debate_pairs(["2", "3", "4"], correct, rule=rule, per_prompt=5)
+            assert got == [] and got.dropped == why
     # freq needs two distinct answers; rand does not.
-    assert debate_pairs(["2", None, None], [1, -1, -1], rule="freq") == []
-    assert len(debate_pairs(["2", None, None], [1, -1, -1], rule="rand")) == 1
+    one = debate_pairs(["2", None, None], [True, False, False], rule="freq")
+    assert one == [] and one.dropped == "one-answer"
+    assert len(debate_pairs(["2", None, None], [True, False, False], rule="rand")) == 1
 
 
 def test_rollouts_over_the_length_limit_are_not_used():
     # The long rollouts carry the most common answer: without them "3" leads, then "4".
     answers = ["5", "5", "5", "3", "3", "4"]
-    rewards = [-1, -1, -1, 1, 1, -1]
+    rewards = [False, False, False, True, True, False]
     lengths = [900, 950, 990, 20, 30, 40]
     free = debate_pairs(answers, rewards, per_prompt=10, seed=0)
     assert {answers[i] for p in free for i in p} == {"3", "5"}
@@ -189,7 +192,7 @@ def test_rollouts_over_the_length_limit_are_not_used():
 
 
 def test_each_pair_is_repeated_in_a_row():
-    answers, rewards = ["1", "2", "3", "4", "1"], [1, -1, -1, -1, 1]
+    answers, rewards = ["1", "2", "3", "4", "1"], [1, 0, 0, 0, 1]
     once = debate_pairs(answers, rewards, rule="rand", per_prompt=4, seed=11)
     thrice = debate_pairs(answers, rewards, rule="rand", per_prompt=4, repeats=3, seed=11)
     assert len(once) == 4 and thrice == [p for p in once for _ in range(3)]
@@ -198,7 +201,7 @@ def test_each_pair_is_repeated_in_a_row():
 
 
 def test_own_and_partner_are_in_seeded_random_order():
-    answers, rewards = ["1", "2", "2", "3"], [1, -1, -1, -1]
+    answers, rewards = ["1", "2", "2", "3"], [True, False, False, False]
 
     def steps(rng: random.Random) -> list[list[tuple[int, int]]]:
         """A trainer's steps over one prompt, its generator carried across them."""
@@ -231,7 +234,7 @@ def test_offline_pairs_are_the_pairing_function_per_prompt(rule):
         mine = [r for r in items if r.prompt_id == f"q{i}"]
         chosen = debate_pairs(
             [r.answer for r in mine],
-            [1 if r.correct else -1 for r in mine],
+            [r.correct for r in mine],
             rule=rule,
             per_prompt=2,
             lengths=[len(r.response) for r in mine],
@@ -323,23 +326,25 @@ def test_rewards_read_parquet_rows_back_with_their_numpy_arrays(tmp_path):
     ((_, row),) = pd.read_parquet(tmp_path / "choice.parquet").iterrows()
     info, gold = row["extra_info"], row["reward_model"]["ground_truth"]
     assert isinstance(info["options"], np.ndarray)  # what made `options or ()` raise
-    assert compute_score("csqa", "so \\boxed{A}", gold, info) == 1.0
-    assert compute_score("csqa", "cold", gold, info) == 1.0  # an option's text: the options count
-    assert compute_score("csqa", "so \\boxed{B}", gold, info) == -1.0
-    assert compute_score("csqa", "so \\boxed{D}", gold, info) == -1.0  # past the options
+    assert compute_score("csqa", "so \\boxed{A}", gold, info)["score"] == 1.0
+    assert (
+        compute_score("csqa", "cold", gold, info)["score"] == 1.0
+    )  # an option's text: the options count
+    assert compute_score("csqa", "so \\boxed{B}", gold, info)["score"] == -1.0
+    assert compute_score("csqa", "so \\boxed{D}", gold, info)["score"] == -1.0  # past the options
 
     questions = [Question("m", "What is 6 x 7?", "42")]
     write_rows(prompt_rows(questions, "m", "math", answer="answer-line"), tmp_path / "m.parquet")
     ((_, row),) = pd.read_parquet(tmp_path / "m.parquet").iterrows()
     info, gold = row["extra_info"], row["reward_model"]["ground_truth"]
     assert info["answer_protocol"] == "answer-line"
-    assert compute_score("m", "6 x 7 = 42.\nAnswer: 42", gold, info) == 1.0
-    assert compute_score("m", "6 x 7 = 48.\nAnswer: 48", gold, info) == -1.0
+    assert compute_score("m", "6 x 7 = 42.\nAnswer: 42", gold, info)["score"] == 1.0
+    assert compute_score("m", "6 x 7 = 48.\nAnswer: 48", gold, info)["score"] == -1.0
     # The protocol is read: a box is no answer line (the default protocol would take it).
-    assert compute_score("m", "6 x 7 is \\boxed{42}", gold, info) == -1.0
-    assert compute_score("m", "6 x 7 is \\boxed{42}", gold, None) == 1.0
+    assert compute_score("m", "6 x 7 is \\boxed{42}", gold, info)["score"] == -1.0
+    assert compute_score("m", "6 x 7 is \\boxed{42}", gold, None)["score"] == 1.0
     numpy_backed = {"kind": np.str_("math"), "answer_protocol": np.str_("answer-line")}
-    assert compute_score("m", "Answer: 42", np.str_("42"), numpy_backed) == 1.0
+    assert compute_score("m", "Answer: 42", np.str_("42"), numpy_backed)["score"] == 1.0
 
 
 def test_grpo_reward_reads_extra_info_lists():
@@ -505,11 +510,11 @@ def test_rewards_score_gold_solutions_plus_one_and_wrong_ones_minus_one(shared_d
     boxed = [r for r in rows[:60] if "\\boxed" in r["solution"]]
     assert len(boxed) >= 50
     for r in boxed:
-        assert compute_score("math500", r["solution"], r["answer"]) == 1.0
+        assert compute_score("math500", r["solution"], r["answer"])["score"] == 1.0
         head, box, tail = r["solution"].rpartition("\\boxed{")  # the last box is the answer
         wrong = head + box + "123456789+" + tail
-        assert compute_score("math500", wrong, r["answer"]) == -1.0
-    assert compute_score("math500", "I am not sure.", "4") == -1.0
+        assert compute_score("math500", wrong, r["answer"])["score"] == -1.0
+    assert compute_score("math500", "I am not sure.", "4")["score"] == -1.0
     texts = [boxed[0]["solution"], "\\boxed{x}"]
     golds = [boxed[0]["answer"], "5"]
     assert grpo_reward(texts, ground_truth=golds) == [1.0, -1.0]

@@ -93,7 +93,7 @@ def test_unguarded_script_computes_rewards(tmp_path: Path) -> None:
     script.write_text(
         textwrap.dedent(f"""
         from mad_eval.training.rewards import compute_score, grpo_reward
-        print(compute_score("math", {HALF!r}, "0.5"))
+        print(compute_score("math", {HALF!r}, "0.5")["score"])
         print(grpo_reward([{HALF!r}, [{{"role": "assistant", "content": "\\\\boxed{{3}}"}}]],
                           ground_truth=["1/2", "0.5"]))
         """)

@@ -2,6 +2,7 @@
 rollouts in, debate pairs and first-turn prompts out as verl data, plus the on-policy pairing
 a trainer calls per prompt and reward functions for verl and TRL. Imports neither."""
 
+from mad_eval.training.errors import TrainingError
 from mad_eval.training.export import pair_rows, prompt_rows, write_rows
 from mad_eval.training.pairs import (
     PAIRINGS,
@@ -12,22 +13,37 @@ from mad_eval.training.pairs import (
     debate_pairs,
     pairing_rule,
 )
-from mad_eval.training.rewards import compute_score, grading_info, grpo_reward
+from mad_eval.training.rewards import (
+    NO_ANSWER,
+    Overlong,
+    Scored,
+    compute_score,
+    grade_group,
+    grading_info,
+    grpo_reward,
+    make_grpo_reward,
+)
 from mad_eval.training.rollouts import Rollout, Rollouts, answer_protocol, read_rollouts
 
 __all__ = [
+    "NO_ANSWER",
     "PAIRINGS",
+    "Overlong",
     "Pair",
     "Pairs",
     "Rollout",
     "Rollouts",
+    "Scored",
     "Summary",
+    "TrainingError",
     "answer_protocol",
     "build_pairs",
     "compute_score",
     "debate_pairs",
+    "grade_group",
     "grading_info",
     "grpo_reward",
+    "make_grpo_reward",
     "pair_rows",
     "pairing_rule",
     "prompt_rows",

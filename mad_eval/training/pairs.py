@@ -1,7 +1,9 @@
 """Debate pairs from a model's own rollouts, by the seed paper's two rules.
 
-A prompt whose rollouts all earn the same reward teaches nothing (zero advantage, as in
-DAPO's dynamic sampling), so it is dropped. Of the rest:
+A prompt whose rollouts are all right or all wrong teaches nothing (zero advantage, as in
+DAPO's dynamic sampling), so it is dropped. Every rule reads each rollout's correctness and
+answer, never its reward: a reward lowered by DAPO's overlong penalty is still a right answer.
+Of the rest:
 - random: two distinct rollouts, drawn uniformly;
 - frequency: one rollout carrying the most common extracted answer and one carrying the
   second most common (answers grouped by equivalence, unparsed ones not counted; ties in
@@ -26,6 +28,7 @@ from itertools import combinations
 from mad_eval.grading.grader import equivalent, same_answer
 from mad_eval.protocols.scoring import answer_groups
 from mad_eval.records import derive_seed
+from mad_eval.training.errors import TrainingError
 from mad_eval.training.rollouts import Rollout
 
 PAIRINGS = {"rand": "random", "freq": "frequency"}
@@ -35,7 +38,7 @@ def pairing_rule(name: str) -> str:
     """The rule's short name (rand, freq), given it or its long one (random, frequency)."""
     short = {long: short for short, long in PAIRINGS.items()}.get(name, name)
     if short not in PAIRINGS:
-        raise ValueError(f"--pairing must be one of {', '.join(PAIRINGS)}, got '{name}'.")
+        raise TrainingError(f"--pairing must be one of {', '.join(PAIRINGS)}, got '{name}'.")
     return short
 
 
@@ -51,26 +54,39 @@ class _Graded:
 
 def _check_counts(per_prompt: int, repeats: int, max_length: int | None) -> None:
     if per_prompt < 1:
-        raise ValueError(f"--per-prompt must be at least 1, got {per_prompt}.")
+        raise TrainingError(f"--per-prompt must be at least 1, got {per_prompt}.")
     if repeats < 1:
-        raise ValueError(f"--repeats must be at least 1, got {repeats}.")
+        raise TrainingError(f"--repeats must be at least 1, got {repeats}.")
     if max_length is not None and max_length < 1:
-        raise ValueError(f"--max-length must be at least 1, got {max_length}.")
+        raise TrainingError(f"--max-length must be at least 1, got {max_length}.")
 
 
 class Pairs(list[tuple[int, int]]):
     """One prompt's pairs as (own, partner) indices, and why it gave none (`dropped`):
-    "too-long" (no rollout within the length limit), "equal" (one reward for all),
-    "one-answer" (frequency rule, fewer than two distinct answers); None when it gave pairs."""
+    "too-long" (no rollout within the length limit), "all-right" or "all-wrong" (every rollout
+    used), "one-answer" (frequency rule, fewer than two distinct answers); None when it gave
+    pairs."""
 
     def __init__(self, pairs: Sequence[tuple[int, int]] = (), dropped: str | None = None):
         super().__init__(pairs)
         self.dropped = dropped
 
 
+def _correctness(correct: Sequence[object]) -> list[bool]:
+    """Each rollout's correctness as bools; a reward (-1, 0.8) is refused, since pairing must
+    not read a penalised reward as a grade."""
+    for value in correct:
+        if value not in (0, 1) or isinstance(value, str):
+            raise TrainingError(
+                "debate_pairs reads each rollout's correctness (True or False, e.g. grade_group's "
+                f"`correct`), not its reward; got {value!r}."
+            )
+    return [bool(value) for value in correct]
+
+
 def debate_pairs(
     answers: Sequence[str | None],
-    rewards: Sequence[float],
+    correct: Sequence[bool],
     *,
     rule: str = "freq",
     per_prompt: int = 1,
@@ -81,29 +97,34 @@ def debate_pairs(
     same: Callable[[str, str], bool] = equivalent,
     timed_out: Sequence[bool] | None = None,
 ) -> Pairs:
-    """The debate pairs of ONE prompt's rollouts, as (own, partner) indices into them: up to
-    `per_prompt` distinct pairs by `rule` (freq or rand), each listed `repeats` times in a
-    row (a trainer samples that many second-turn replies per debate context).
+    """The debate pairs of ONE prompt's rollouts (two or more), as (own, partner) indices into
+    them: up to `per_prompt` distinct pairs by `rule` (freq or rand), each listed `repeats`
+    times in a row (a trainer samples that many second-turn replies per debate context).
 
-    `answers`: each rollout's extracted answer (None: unparsed), e.g. grading.extract;
-    `rewards`: each one's reward; rollouts at the best reward count as right, so two right
-    answers are one answer. `same`: the kind's equivalence (grading.same_answer(kind); math's
-    by default). Rollouts whose `lengths` exceed `max_length` are not used (a truncated reply
-    is no answer): the lengths are in the unit of the limit, e.g. tokens from a trainer.
+    `answers`: each rollout's extracted answer (None: unparsed); `correct`: whether each is
+    right (grade_group gives both; never the reward, which a penalty may have lowered), so
+    two right answers are one answer. `same`: the kind's equivalence (grading.same_answer(kind);
+    math's by default). Rollouts whose `lengths` exceed `max_length` are not used (a truncated
+    reply is no answer): the lengths are in the unit of the limit, e.g. tokens from a trainer.
     `timed_out`: answers math-verify could not decide, compared by text. Draws come from
     `seed` (an int, or a random.Random carried across steps). Pure: no I/O, no records.
     The result is a list; when empty, its `dropped` says why."""
     rule = pairing_rule(rule)
     _check_counts(per_prompt, repeats, max_length)
     if max_length is not None and lengths is None:
-        raise ValueError("a length limit needs the rollouts' lengths.")
-    sizes = {len(answers), len(rewards)}
+        raise TrainingError("a length limit needs the rollouts' lengths.")
+    sizes = {len(answers), len(correct)}
     sizes |= {len(s) for s in (lengths, timed_out) if s is not None}
     if len(sizes) > 1:
-        raise ValueError(
-            f"answers, rewards, lengths and timed_out need one item per rollout; got "
+        raise TrainingError(
+            f"answers, correct, lengths and timed_out need one item per rollout; got "
             f"sequences of {' and '.join(map(str, sorted(sizes)))} items."
         )
+    if len(answers) < 2:
+        raise TrainingError(
+            f"debate pairs need a group of at least 2 rollouts of one prompt; got {len(answers)}."
+        )
+    right = _correctness(correct)
     used = [
         i
         for i in range(len(answers))
@@ -111,15 +132,14 @@ def debate_pairs(
     ]
     if not used:
         return Pairs([], "too-long")
-    if len({rewards[i] for i in used}) < 2:
-        return Pairs([], "equal")
+    if len({right[i] for i in used}) < 2:
+        return Pairs([], "all-right" if right[used[0]] else "all-wrong")
     rng = seed if isinstance(seed, random.Random) else random.Random(seed)
     if rule == "rand":
         candidates = list(combinations(used, 2))
     else:
-        best = max(rewards[i] for i in used)
         graded = [
-            _Graded(i, answers[i], rewards[i] == best, timed_out is not None and bool(timed_out[i]))
+            _Graded(i, answers[i], right[i], timed_out is not None and bool(timed_out[i]))
             for i in used
         ]
         groups = answer_groups(graded, same)
@@ -170,8 +190,9 @@ def build_pairs(
     max_length: int | None = None,
     repeats: int = 1,
 ) -> tuple[list[Pair], Summary]:
-    """`debate_pairs` over every prompt of a file, rewards +1/-1 by each rollout's grade;
-    `max_length` counts the response's characters. Distinct answers and unparsed ones are
+    """`debate_pairs` over every prompt of a file, by each rollout's recorded grade (a prompt
+    with one rollout is dropped as all right or all wrong); `max_length` counts the response's
+    characters. Distinct answers and unparsed ones are
     counted over all rollouts read."""
     pairing = pairing_rule(pairing)
     _check_counts(per_prompt, repeats, max_length)
@@ -187,24 +208,27 @@ def build_pairs(
         lengths = [len(r.response) for r in mine]
         fits = [max_length is None or n <= max_length for n in lengths]
         summary.too_long += fits.count(False)
-        chosen = debate_pairs(
-            [r.answer for r in mine],
-            [1.0 if r.correct else -1.0 for r in mine],
-            rule=pairing,
-            per_prompt=per_prompt,
-            lengths=lengths,
-            max_length=max_length,
-            repeats=repeats,
-            seed=derive_seed(seed, "pair", pairing, prompt_id),
-            same=same,
-            timed_out=[r.grade_timed_out for r in mine],
-        )
+        if len(mine) == 1:  # no group: dropped as its one rollout's grade says
+            dropped = "too-long" if not fits[0] else "all-right" if mine[0].correct else "all-wrong"
+            chosen = Pairs([], dropped)
+        else:
+            chosen = debate_pairs(
+                [r.answer for r in mine],
+                [bool(r.correct) for r in mine],
+                rule=pairing,
+                per_prompt=per_prompt,
+                lengths=lengths,
+                max_length=max_length,
+                repeats=repeats,
+                seed=derive_seed(seed, "pair", pairing, prompt_id),
+                same=same,
+                timed_out=[r.grade_timed_out for r in mine],
+            )
         dropped = chosen.dropped
-        if dropped == "equal":
-            if next(r for r, fit in zip(mine, fits, strict=True) if fit).correct:
-                summary.all_correct += 1
-            else:
-                summary.all_wrong += 1
+        if dropped == "all-right":
+            summary.all_correct += 1
+        elif dropped == "all-wrong":
+            summary.all_wrong += 1
         elif dropped == "one-answer":
             summary.one_answer += 1
         elif dropped == "too-long":

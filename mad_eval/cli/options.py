@@ -420,8 +420,16 @@ PAIRS = {
         ),
     ),
 }
+PAIRS["tokenizer"] = Option(
+    str | None,
+    typer.Option(
+        help="Tokenizer folder or hub id that counts the prompts' tokens, as the trainer's "
+        "max_prompt_length does (default: an estimate at 2 characters per token).",
+    ),
+)
 PROMPTS = {
     "out": PAIRS["out"],
+    "tokenizer": PAIRS["tokenizer"],
     "answer_protocol": Option(
         str | None,
         typer.Option(metavar="NAME", help=_answer_protocol("the benchmark's", " by the reward")),

@@ -43,12 +43,9 @@ def test_a_first_turn_row_rebuilds_agent_zeros_round_one_prompt(
             .to_dict("records")}  # fmt: skip
     turns = turns_of(tmp_path / "r")
     checked = 0
+    said = {(t["question"], t["agent"]): t["text"] for t in turns if t["round"] == 0}
     for turn in (t for t in turns if t["round"] == 1 and t["agent"] == 0):
-        own, peer = (
-            next(t["text"] for t in turns if (t["question"], t["round"], t["agent"]) ==
-                 (turn["question"], 0, agent))  # fmt: skip
-            for agent in (0, 1)
-        )
+        own, peer = said[turn["question"], 0], said[turn["question"], 1]
         assert pair_prompt(read[turn["question"]], own, peer) == sent[turn["seed"]]
         checked += 1
     assert checked == 3 and len(rows) == 3
@@ -106,8 +103,9 @@ def test_a_template_that_cannot_build_a_pair_prompt_is_refused_before_writing(
     """Its round-0 prompts render; its debate turn reads what a pair has not (a third agent's
     reply), so `train prompts` refuses it in one sentence and writes nothing."""
     text = _builtin("debate").replace(
-        "[[debate]]\n", '[[debate]]\nrole = "system"\ncontent = "{{ responses[2].text }}"\n\n'
-        "[[debate]]\n", 1
+        "[[debate]]\n",
+        '[[debate]]\nrole = "system"\ncontent = "{{ responses[2].text }}"\n\n[[debate]]\n',
+        1,
     )
     path = tmp_path / "needs-three.toml"
     path.write_text(text)

@@ -388,7 +388,12 @@ OPTIONS["max_length"] = Option(
     typer.Option(help="Leave out rollouts longer than this many characters (e.g. truncated ones)."),
 )
 OPTIONS["repeats"] = Option(
-    int, typer.Option(help="Rows per pair: second-turn replies sampled per debate context.")
+    int,
+    typer.Option(
+        help="Copies of each pair's row, in a row. verl and TRL make every row its own group, "
+        "so R copies are R groups; for one group of R debate-turn replies keep 1 and set "
+        "rollout.n (verl) or num_generations (TRL) to R.",
+    ),
 )
 OPTIONS["prompt_template"] = Option(
     str,

@@ -68,6 +68,11 @@ def pairs(source: Path, **chosen: Any) -> None:
         + (f" ({s.pairs // repeats} distinct, each {repeats} times)" if repeats > 1 else "")
         + f" -> {out}"
     )
+    if repeats > 1:
+        console.print(
+            f"Each pair's row is written {repeats} times: verl and TRL sample a group per row, "
+            "so these are separate groups (for one group, set rollout.n or num_generations)."
+        )
     if s.lengths is not None:
         _print_lengths(s.lengths)
 

@@ -295,10 +295,12 @@ def train_pairs(
     prompt_template: str = "debate",
     answer_protocol: str | None = None,
     data_dir: str | Path | None = None,
+    tokenizer: str | None = None,
 ) -> Summary:
     """Self-debate RL pairs from the rollouts of a run folder (its round-0 turns) or a JSON
     Lines file, written to `out` (.parquet or .jsonl) as verl data; return what was read,
-    dropped and kept."""
+    dropped and kept, and `lengths`: the longest prompt in tokens (counted with `tokenizer`,
+    else estimated), what the trainer's max_prompt_length must reach."""
     from mad_eval.training.export import write_pairs
 
     return write_pairs(
@@ -312,6 +314,7 @@ def train_pairs(
         prompt_template,
         answer_protocol,
         None if data_dir is None else Path(data_dir),
+        tokenizer,
     )
 
 
@@ -323,9 +326,11 @@ def train_prompts(
     limit: int | None = None,
     prompt_template: str = "debate",
     answer_protocol: str | None = None,
+    tokenizer: str | None = None,
 ) -> list[dict[str, Any]]:
     """Write a benchmark's first-turn prompts (what round 0 asks) to `out` as verl data;
-    return the rows written."""
+    return the rows written, whose `lengths` give the longest prompt and the debate turn's
+    base (an on-policy debate turn needs base + 2 x the response length)."""
     from mad_eval.training.export import write_prompts
 
     return write_prompts(
@@ -335,4 +340,5 @@ def train_prompts(
         limit,
         prompt_template,
         answer_protocol,
+        tokenizer,
     )

@@ -388,7 +388,12 @@ OPTIONS["max_length"] = Option(
     typer.Option(help="Leave out rollouts longer than this many characters (e.g. truncated ones)."),
 )
 OPTIONS["repeats"] = Option(
-    int, typer.Option(help="Rows per pair: second-turn replies sampled per debate context.")
+    int,
+    typer.Option(
+        help="Copies of each pair's row, in a row. verl and TRL make every row its own group, "
+        "so R copies are R groups; for one group of R debate-turn replies keep 1 and set "
+        "rollout.n (verl) or num_generations (TRL) to R.",
+    ),
 )
 OPTIONS["prompt_template"] = Option(
     str,
@@ -420,8 +425,16 @@ PAIRS = {
         ),
     ),
 }
+PAIRS["tokenizer"] = Option(
+    str | None,
+    typer.Option(
+        help="Tokenizer folder or hub id that counts the prompts' tokens, as the trainer's "
+        "max_prompt_length does (default: an estimate at 2 characters per token).",
+    ),
+)
 PROMPTS = {
     "out": PAIRS["out"],
+    "tokenizer": PAIRS["tokenizer"],
     "answer_protocol": Option(
         str | None,
         typer.Option(metavar="NAME", help=_answer_protocol("the benchmark's", " by the reward")),

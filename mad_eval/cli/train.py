@@ -37,9 +37,9 @@ BENCHMARK = inspect.Parameter(
 )
 PAIRS = [
     *("out", "pairing", "per_prompt", "max_length", "repeats", "seed", "prompt_template"),
-    *("answer_protocol", "data_dir"),
+    *("answer_protocol", "data_dir", "tokenizer"),
 ]
-PROMPTS = ["out", "data_dir", "limit", "prompt_template", "answer_protocol"]
+PROMPTS = ["out", "data_dir", "limit", "prompt_template", "answer_protocol", "tokenizer"]
 
 
 @options.command(
@@ -68,6 +68,13 @@ def pairs(source: Path, **chosen: Any) -> None:
         + (f" ({s.pairs // repeats} distinct, each {repeats} times)" if repeats > 1 else "")
         + f" -> {out}"
     )
+    if repeats > 1:
+        console.print(
+            f"Each pair's row is written {repeats} times: verl and TRL sample a group per row, "
+            "so these are separate groups (for one group, set rollout.n or num_generations)."
+        )
+    if s.lengths is not None:
+        _print_lengths(s.lengths)
 
 
 @options.command(app, PROMPTS, options.defaults_of(api.train_prompts), options.PROMPTS, [BENCHMARK])
@@ -76,3 +83,20 @@ def prompts(benchmark: str, **chosen: Any) -> None:
     with one_sentence(ValueError):
         rows = api.train_prompts(benchmark, **chosen)
     console.print(f"Wrote {len(rows)} {rows[0]['data_source']} prompts -> {chosen['out']}")
+    _print_lengths(rows.lengths)  # type: ignore[attr-defined]
+
+
+def _print_lengths(lengths: Any) -> None:
+    """The longest prompt and the max_prompt_length a trainer needs for these rows."""
+    from mad_eval.training.rows import ESTIMATE_NOTE, VERL_DEFAULT_PROMPT_LENGTH
+
+    how = "tokens" if lengths.exact else f"tokens ({ESTIMATE_NOTE})"
+    line = f"Longest prompt: {lengths.longest} {how}; set max_prompt_length >= {lengths.longest}"
+    if lengths.longest > VERL_DEFAULT_PROMPT_LENGTH:
+        line += f" (verl's default {VERL_DEFAULT_PROMPT_LENGTH} would drop longer rows)"
+    if lengths.pair_base is not None:
+        line += (
+            f".\nOn-policy debate turns need max_prompt_length >= {lengths.pair_base} + 2 x the "
+            f"response length (e.g. {lengths.debate_turn(1024)} for 1024-token replies)"
+        )
+    console.print(line + ".")

@@ -24,15 +24,18 @@ from mad_eval.training.rewards import (
     make_grpo_reward,
 )
 from mad_eval.training.rollouts import Rollout, Rollouts, answer_protocol, read_rollouts
+from mad_eval.training.rows import Lengths, Rows, pair_prompt, row_question, row_template
 
 __all__ = [
     "NO_ANSWER",
     "PAIRINGS",
+    "Lengths",
     "Overlong",
     "Pair",
     "Pairs",
     "Rollout",
     "Rollouts",
+    "Rows",
     "Scored",
     "Summary",
     "TrainingError",
@@ -44,9 +47,12 @@ __all__ = [
     "grading_info",
     "grpo_reward",
     "make_grpo_reward",
+    "pair_prompt",
     "pair_rows",
     "pairing_rule",
     "prompt_rows",
     "read_rollouts",
+    "row_question",
+    "row_template",
     "write_rows",
 ]

@@ -2,7 +2,8 @@
 
 A row: `data_source`, `prompt` (chat messages), `ability`, `reward_model` (`style` "rule"
 and the `ground_truth` the reward compares with) and `extra_info` (what the reward reads
-besides the gold: `kind`, `answer_protocol`, a choice's `options`; and where it came from).
+besides the gold: `kind`, `answer_protocol`, a choice's `options`; the `question` text and
+the template, so training.rows rebuilds any pair prompt from a row; where it came from).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mad_eval.setup.templates import Template, load_template
 from mad_eval.store.files import refuse_records
 from mad_eval.training.pairs import PAIRINGS, Pair, Summary, build_pairs, pairing_rule
 from mad_eval.training.rollouts import Rollout, answer_protocol, read_rollouts
+from mad_eval.training.rows import Rows, measure, template_info
 
 FORMATS = (".parquet", ".jsonl")
 
@@ -51,6 +53,7 @@ def pair_rows(
             pair.first.gold,
             {
                 **_grading(ability, pair.first.options, protocol, template),
+                "question": pair.first.question,
                 "index": i,
                 "question_id": pair.first.prompt_id,
                 "pairing": pairing,
@@ -76,7 +79,12 @@ def prompt_rows(
     rows = []
     for i, q in enumerate(questions):
         protocol = answer_protocol(q.kind, answer or q.answer)
-        extra = {**_grading(q.kind, q.options, protocol, template), "index": i, "question_id": q.id}
+        extra = {
+            **_grading(q.kind, q.options, protocol, template),
+            "question": q.text,
+            "index": i,
+            "question_id": q.id,
+        }
         prompt = first_prompt(replace(q, answer=protocol), template)
         rows.append(_row(source, prompt, ability, q.gold, extra))
     return rows
@@ -100,7 +108,7 @@ def _grading(kind: str, options: Sequence[str], answer: str, template: Template)
         "kind": kind,
         "answer_protocol": answer,
         **({"options": list(options)} if options else {}),
-        "template": template.name,
+        **template_info(template),
     }
 
 
@@ -148,9 +156,11 @@ def write_pairs(
     prompt_template: str = "debate",
     answer: str | None = None,
     data_dir: Path | None = None,
+    tokenizer: str | None = None,
 ) -> Summary:
     """Debate pairs from a run's (or a JSON Lines file's) rollouts whose correctness
-    disagrees, written to `out` as verl data; what was read, dropped and kept."""
+    disagrees, written to `out` as verl data; what was read, dropped and kept, and the
+    prompts' lengths (counted with `tokenizer`, else estimated)."""
     pairing = pairing_rule(pairing)
     template = load_template(prompt_template)
     rollouts = read_rollouts(Path(source), data_dir, answer)
@@ -166,6 +176,8 @@ def write_pairs(
     rows = pair_rows(
         found, rollouts.benchmark, rollouts.kind, PAIRINGS[pairing], template, rollouts.answer
     )
+    if rows:
+        summary.lengths = measure(rows, tokenizer, first_turn=False)
     write_rows(rows, out)
     return summary
 
@@ -177,11 +189,14 @@ def write_prompts(
     limit: int | None = None,
     prompt_template: str = "debate",
     answer: str | None = None,
-) -> list[dict[str, Any]]:
+    tokenizer: str | None = None,
+) -> Rows:
     """A benchmark's first-turn prompts (what round 0 asks), written to `out` as verl data;
-    the rows written (each row's data_source is the benchmark's name)."""
+    the rows written (each row's data_source is the benchmark's name) and their lengths, the
+    debate turn's included: a template that cannot build it is refused before writing."""
     template = load_template(prompt_template)
     spec, questions = load_questions(benchmark, data_dir, limit)
     rows = prompt_rows(questions, spec.name, spec.kind, template, answer)
+    lengths = measure(rows, tokenizer, first_turn=True) if rows else None
     write_rows(rows, out)
-    return rows
+    return Rows(rows, lengths)  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Any
 
 from mad_eval.grading.grader import equivalent, same_answer
 from mad_eval.protocols.scoring import answer_groups
@@ -174,6 +175,7 @@ class Summary:
     unparsed: int = 0  # rollouts with no extractable answer
     too_long: int = 0  # rollouts not used: longer than the length limit
     all_too_long: int = 0  # prompts dropped: every rollout was too long
+    lengths: Any = None  # training.rows.Lengths of the rows written
 
     @property
     def mean_distinct(self) -> float:

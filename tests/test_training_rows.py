@@ -13,7 +13,7 @@ from cli_helpers import mad_eval, turns_of
 import mad_eval as api
 from mad_eval.backends.sim import SimBackend
 from mad_eval.debate.context import EstimateCounter
-from mad_eval.training import TrainingError, pair_prompt, row_question
+from mad_eval.training import TrainingError, row_pair_prompt, row_question
 from mad_eval.training.rows import prompt_length
 
 
@@ -46,7 +46,7 @@ def test_a_first_turn_row_rebuilds_agent_zeros_round_one_prompt(
     said = {(t["question"], t["agent"]): t["text"] for t in turns if t["round"] == 0}
     for turn in (t for t in turns if t["round"] == 1 and t["agent"] == 0):
         own, peer = said[turn["question"], 0], said[turn["question"], 1]
-        assert pair_prompt(read[turn["question"]], own, peer) == sent[turn["seed"]]
+        assert row_pair_prompt(read[turn["question"]], own, peer) == sent[turn["seed"]]
         checked += 1
     assert checked == 3 and len(rows) == 3
 
@@ -71,7 +71,7 @@ def test_pair_rows_rebuild_their_own_prompt_from_the_first_turn_row(tmp_path, sh
         info = row["extra_info"]
         own, peer = (texts[s.split(":", 1)[1]] for s in info["sources"])
         first = firsts[info["question_id"]]
-        assert pair_prompt(first, own, peer) == row["prompt"] == pair_prompt(row, own, peer)
+        assert row_pair_prompt(first, own, peer) == row["prompt"] == row_pair_prompt(row, own, peer)
         assert row_question(row).text == row_question(first).text == info["question"]
 
 
@@ -79,7 +79,7 @@ def test_the_train_commands_report_the_prompt_length_a_trainer_needs(tmp_path, s
     rows = api.train_prompts("math500", tmp_path / "p.jsonl", data_dir=shared_data, limit=10)
     count = EstimateCounter()
     longest = max(prompt_length(r["prompt"], count) for r in rows)
-    base = max(prompt_length(pair_prompt(r, "", ""), count) for r in rows)
+    base = max(prompt_length(row_pair_prompt(r, "", ""), count) for r in rows)
     assert rows.lengths.longest == longest and rows.lengths.pair_base == base > longest
     assert rows.lengths.debate_turn(1000) == base + 2000 and not rows.lengths.exact
     result = mad_eval("train", "prompts", "math500", "--out", "q.jsonl", "--limit", "10",
@@ -108,7 +108,7 @@ def test_repeats_says_its_copies_are_separate_groups(tmp_path):
 def test_rows_without_their_question_are_refused_in_one_sentence():
     old = {"prompt": [], "reward_model": {"ground_truth": "4"}, "extra_info": {"kind": "math"}}
     with pytest.raises(TrainingError, match="lacks question, answer_protocol, template"):
-        pair_prompt(old, "a", "b")
+        row_pair_prompt(old, "a", "b")
 
 
 def test_a_template_that_cannot_build_a_pair_prompt_is_refused_before_writing(

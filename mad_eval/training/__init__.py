@@ -24,7 +24,7 @@ from mad_eval.training.rewards import (
     make_grpo_reward,
 )
 from mad_eval.training.rollouts import Rollout, Rollouts, answer_protocol, read_rollouts
-from mad_eval.training.rows import Lengths, Rows, pair_prompt, row_question, row_template
+from mad_eval.training.rows import Lengths, Rows, row_pair_prompt, row_question, row_template
 
 __all__ = [
     "NO_ANSWER",
@@ -47,11 +47,11 @@ __all__ = [
     "grading_info",
     "grpo_reward",
     "make_grpo_reward",
-    "pair_prompt",
     "pair_rows",
     "pairing_rule",
     "prompt_rows",
     "read_rollouts",
+    "row_pair_prompt",
     "row_question",
     "row_template",
     "write_rows",

@@ -52,7 +52,7 @@ def row_template(row: Mapping[str, Any]) -> Template:
     return parse_template(table, source, Path(f"{name}.toml"), name)
 
 
-def pair_prompt(row: Mapping[str, Any], own: str, peer: str) -> list[dict[str, str]]:
+def row_pair_prompt(row: Mapping[str, Any], own: str, peer: str) -> list[dict[str, str]]:
     """The debate-turn prompt of a first-turn (or pair) row: agent 0's round-1 prompt in a
     two-agent debate whose own round-0 answer is `own` and whose partner's is `peer`."""
     return prompts.pair_prompt(row_question(row), own, peer, row_template(row))
@@ -104,7 +104,9 @@ def measure(rows: Sequence[Mapping[str, Any]], tokenizer: str | None, first_turn
     """Count every row's prompt (and, for first-turn rows, its debate turn with no replies)."""
     count = counter(tokenizer)
     longest = max(prompt_length(r["prompt"], count) for r in rows)
-    base = max(prompt_length(pair_prompt(r, "", ""), count) for r in rows) if first_turn else None
+    base = (
+        max(prompt_length(row_pair_prompt(r, "", ""), count) for r in rows) if first_turn else None
+    )
     return Lengths(longest, count.exact, base)
 
 

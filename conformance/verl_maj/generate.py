@@ -22,32 +22,17 @@ import argparse
 import hashlib
 import json
 import random
-import subprocess
 import sys
 import types
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # conformance/
 import numpy as np
+from verl_source import reference_source
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = "verl/trainer/ppo/metric_utils.py"
 INVALID = "[INVALID]"  # what verl's DAPO reward predicts for a reply with no answer
-
-
-def reference_source(verl: Path, commit: str) -> str:
-    head = subprocess.run(
-        ["git", "-C", str(verl), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    if (verl / REFERENCE).is_file():
-        if not head.startswith(commit):
-            sys.exit(f"{verl} is at {head}, not {commit}: check the commit out first.")
-        return (verl / REFERENCE).read_text()
-    return subprocess.run(
-        ["git", "-C", str(verl), "show", f"{commit}:{REFERENCE}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
 
 
 def load_reference(source: str) -> types.ModuleType:
@@ -129,7 +114,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=32)
     parser.add_argument("--out", type=Path, default=HERE)
     args = parser.parse_args()
-    source = reference_source(args.verl, args.commit)
+    source = reference_source(args.verl, args.commit, REFERENCE)
     reference = load_reference(source)
     rng = random.Random(args.seed)
     ks = [2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 32, 33, 64]

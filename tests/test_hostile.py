@@ -165,3 +165,21 @@ def test_a_password_in_the_base_url_never_reaches_output_or_records(tmp_path):
         if path.is_file():
             assert b"s3cret" not in path.read_bytes(), path
     assert turns_of(tmp_path / "r")[0]["endpoint"].startswith("http://***@127.0.0.1:")
+
+
+def test_a_tampered_template_in_a_manifest_still_reports_and_says_so(tmp_path):
+    """A downloaded run whose recorded template no longer matches its hash: its numbers
+    stand (the report reads no template), the quoting line says it cannot tell."""
+    with StubServer(reply=lambda body: FORGED) as server:
+        made = mad_eval("run", "--model", "openai:stub-model", "--base-url", server.base_url,
+                        "--agents", "3", "--rounds", "1", "--limit", "2", "--out", "r",
+                        cwd=tmp_path)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    path = tmp_path / "r" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    (record,) = manifest["prompt"]["prompt_templates"].values()
+    record["text"] += "\n# edited"
+    path.write_text(json.dumps(manifest))
+    report = mad_eval("report", "r", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert "escaped or not: unknown" in " ".join(report.stdout.split())

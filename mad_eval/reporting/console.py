@@ -246,6 +246,7 @@ QUOTED = {
     "escaped": "escaped when quoted",
     "as written": "quoted as written: the run's template quotes without tags",
     "mixed": "escaped only by the templates that quote between tags",
+    "unknown": "escaped or not: unknown, the run's recorded template fails its hash",
 }
 
 

@@ -119,16 +119,20 @@ class Run:
     def escaping(self) -> str:
         """How its prompts quoted a reply holding a quoting tag: "escaped" (every template
         escapes the tags it quotes between), "as written" (none does: a template without
-        tags) or "mixed"; recorded templates are read back in the sandbox, never trusted."""
-        from mad_eval.setup.templates import recorded_template
+        tags), "mixed", or "unknown" (a recorded template that fails its hash); recorded
+        templates are read back in the sandbox, never trusted."""
+        from mad_eval.setup.templates import TemplateError, recorded_template
 
         records = self.manifest.prompt.prompt_templates
         if records is None:  # recorded before templates were data: built-in, tag-quoting
             return "escaped"
-        escapes = {
-            bool(recorded_template(ref, r.file, r.sha256, r.text, r.data).quote_tags)
-            for ref, r in records.items()
-        }
+        try:
+            escapes = {
+                bool(recorded_template(ref, r.file, r.sha256, r.text, r.data).quote_tags)
+                for ref, r in records.items()
+            }
+        except TemplateError:  # an edited manifest: its numbers still stand, this cannot
+            return "unknown"
         return "mixed" if len(escapes) > 1 else "escaped" if escapes == {True} else "as written"
 
     @property

@@ -1,0 +1,128 @@
+"""One prompt's step of on-policy self-debate RL, with no trainer in it.
+
+The seed paper's step, per prompt: sample a group of first-turn replies, reward them, pair a
+reply with a partner's from the same group, build each pair's debate-turn prompt, and sample
+the debate turn as a group of its own. `SelfDebate.step` is the middle of that: it grades the
+group once (`grade_group`), pairs by correctness (`debate_pairs`, never the penalised reward)
+and returns each pair's debate-turn row, built by the evaluation's own prompt builder from the
+first-turn row alone. The TRL trainer (training.trl_grpo) and the verl agent loop
+(training.verl_loop) call it; neither is imported here.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mad_eval.grading.grader import same_answer
+from mad_eval.training.errors import TrainingError
+from mad_eval.training.pairs import PAIRINGS, Pairs, debate_pairs, pairing_rule
+from mad_eval.training.rewards import Overlong, Scored, grade_group
+from mad_eval.training.rows import row_pair_prompt, row_question
+
+
+@dataclass(frozen=True)
+class Group:
+    """One prompt's first-turn group after `SelfDebate.step`."""
+
+    scored: list[Scored]  # per first-turn reply: reward, answer, correct, timed_out
+    pairs: Pairs  # (own, partner) indices into the group; `dropped` says why there are none
+    debates: list[dict[str, Any]] = field(default_factory=list)  # one debate-turn row per pair
+
+    @property
+    def rewards(self) -> list[float]:
+        return [s.reward for s in self.scored]
+
+
+@dataclass(frozen=True)
+class SelfDebate:
+    """The paper's on-policy pairing settings. `per_prompt`: debate contexts per prompt (each
+    sampled as its own group by the trainer); `max_length`: first-turn replies longer than
+    this many tokens are not paired (a truncated reply is no answer); `overlong`: DAPO's
+    penalty on the first turn's rewards (pairing still reads correctness)."""
+
+    rule: str = "freq"
+    per_prompt: int = 1
+    max_length: int | None = None
+    overlong: Overlong | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rule", pairing_rule(self.rule))
+        if self.per_prompt < 1:
+            raise TrainingError(f"per_prompt must be at least 1, got {self.per_prompt}.")
+        if self.max_length is not None and self.max_length < 1:
+            raise TrainingError(f"max_length must be at least 1, got {self.max_length}.")
+
+    def rng(self) -> random.Random:
+        """The generator a trainer keeps across steps, so each step draws fresh pairs."""
+        return random.Random(self.seed)
+
+    def step(
+        self,
+        row: Mapping[str, Any],
+        texts: Sequence[str],
+        lengths: Sequence[int] | None = None,
+        rng: random.Random | None = None,
+    ) -> Group:
+        """Grade one first-turn row's group of replies (`texts`, with their token `lengths`),
+        pair them and build the debate-turn rows. A group of one is refused."""
+        if len(texts) < 2:
+            raise TrainingError(
+                f"self-debate needs a group of at least 2 first-turn replies per prompt; got "
+                f"{len(texts)} (set the trainer's group size, num_generations or rollout.n, to 2 "
+                "or more)."
+            )
+        question = row_question(row)
+        scored = grade_group(
+            texts,
+            question.gold,
+            question.kind,
+            options=question.options,
+            answer_protocol=question.answer,
+            lengths=lengths,
+            overlong=self.overlong,
+        )
+        pairs = debate_pairs(
+            [s.answer for s in scored],
+            [s.correct for s in scored],
+            rule=self.rule,
+            per_prompt=self.per_prompt,
+            lengths=lengths if self.max_length is not None else None,
+            max_length=self.max_length,
+            seed=rng if rng is not None else self.rng(),
+            same=same_answer(question.kind),
+            timed_out=[s.timed_out for s in scored],
+        )
+        debates = [debate_row(row, texts, scored, own, partner, self.rule) for own, partner in pairs]
+        return Group(scored, pairs, debates)
+
+
+def debate_row(
+    row: Mapping[str, Any],
+    texts: Sequence[str],
+    scored: Sequence[Scored],
+    own: int,
+    partner: int,
+    rule: str = "freq",
+) -> dict[str, Any]:
+    """The debate-turn row of one pair, shaped as `train pairs` writes its rows: agent 0's
+    round-1 prompt in a two-agent debate whose own answer is reply `own` and whose partner's
+    is reply `partner`, with the first-turn row's gold and grading keys."""
+    info = dict(row["extra_info"])
+    info.update(
+        pairing=PAIRINGS[pairing_rule(rule)],
+        answers=[scored[own].answer, scored[partner].answer],
+        correct=[scored[own].correct, scored[partner].correct],
+        sources=[f"first turn reply {own}", f"first turn reply {partner}"],
+        turn="debate",
+    )
+    return {
+        "data_source": row.get("data_source"),
+        "prompt": row_pair_prompt(row, texts[own], texts[partner]),
+        "ability": row.get("ability"),
+        "reward_model": dict(row["reward_model"]),
+        "extra_info": info,
+    }

@@ -1,9 +1,11 @@
 """Self-debate RL (SDRL) data and rewards from the evaluation's own prompt builders and grader:
-rollouts in, debate pairs and first-turn prompts out as verl data, plus the on-policy pairing
-a trainer calls per prompt and reward functions for verl and TRL. Imports neither."""
+rollouts in, debate pairs and first-turn prompts out as verl data, plus the on-policy step a
+trainer calls per prompt (SelfDebate) and reward functions for verl and TRL. Imports neither:
+the trainers' hooks live in training.trl_grpo and training.verl_loop, imported by their users."""
 
 from mad_eval.training.errors import TrainingError
 from mad_eval.training.export import pair_rows, prompt_rows, write_rows
+from mad_eval.training.onpolicy import Group, SelfDebate, debate_row
 from mad_eval.training.pairs import (
     PAIRINGS,
     Pair,
@@ -29,6 +31,7 @@ from mad_eval.training.rows import Lengths, Rows, row_pair_prompt, row_question,
 __all__ = [
     "NO_ANSWER",
     "PAIRINGS",
+    "Group",
     "Lengths",
     "Overlong",
     "Pair",
@@ -37,12 +40,14 @@ __all__ = [
     "Rollouts",
     "Rows",
     "Scored",
+    "SelfDebate",
     "Summary",
     "TrainingError",
     "answer_protocol",
     "build_pairs",
     "compute_score",
     "debate_pairs",
+    "debate_row",
     "grade_group",
     "grading_info",
     "grpo_reward",

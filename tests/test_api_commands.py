@@ -65,11 +65,11 @@ def test_plot_writes_the_commands_figures(runs):
 
 def test_train_pairs_writes_the_commands_rows_and_returns_its_counts(tmp_path):
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROLLOUTS))
-    summary = mad_eval.train_pairs(tmp_path / "r.jsonl", tmp_path / "api.jsonl", repeats=2)
+    summary = mad_eval.train_pairs(tmp_path / "r.jsonl", tmp_path / "api.jsonl", copies=2)
     assert (summary.rule, summary.prompts, summary.rollouts) == ("freq", 2, 4)
     assert (summary.kept, summary.pairs, summary.all_correct) == (1, 2, 1)
     done = command(
-        "train", "pairs", "r.jsonl", "--repeats", "2", "--out", "cli.jsonl", cwd=tmp_path
+        "train", "pairs", "r.jsonl", "--copies", "2", "--out", "cli.jsonl", cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert "Kept 1 prompts: 2 frequency pairs (1 distinct, each 2 times)" in done.stdout

@@ -194,10 +194,10 @@ def test_rollouts_over_the_length_limit_are_not_used():
 def test_each_pair_is_repeated_in_a_row():
     answers, rewards = ["1", "2", "3", "4", "1"], [1, 0, 0, 0, 1]
     once = debate_pairs(answers, rewards, rule="rand", per_prompt=4, seed=11)
-    thrice = debate_pairs(answers, rewards, rule="rand", per_prompt=4, repeats=3, seed=11)
+    thrice = debate_pairs(answers, rewards, rule="rand", per_prompt=4, copies=3, seed=11)
     assert len(once) == 4 and thrice == [p for p in once for _ in range(3)]
-    with pytest.raises(ValueError, match="--repeats must be at least 1"):
-        debate_pairs(answers, rewards, repeats=0)
+    with pytest.raises(ValueError, match="--copies must be at least 1"):
+        debate_pairs(answers, rewards, copies=0)
 
 
 def test_own_and_partner_are_in_seeded_random_order():
@@ -228,7 +228,7 @@ def test_offline_pairs_are_the_pairing_function_per_prompt(rule):
     for i in range(60):
         answers = [draw.choice(["1", "2", "3", "4", None]) for _ in range(6)]
         items += rollouts(f"q{i}", "1", answers, pad=[draw.randrange(0, 60) for _ in range(6)])
-    found, summary = build_pairs(items, rule, 2, seed=9, max_length=60, repeats=2, kind="math")
+    found, summary = build_pairs(items, rule, 2, seed=9, max_length=60, copies=2, kind="math")
     expected = []
     for i in range(60):
         mine = [r for r in items if r.prompt_id == f"q{i}"]
@@ -239,7 +239,7 @@ def test_offline_pairs_are_the_pairing_function_per_prompt(rule):
             per_prompt=2,
             lengths=[len(r.response) for r in mine],
             max_length=60,
-            repeats=2,
+            copies=2,
             seed=derive_seed(9, "pair", rule, f"q{i}"),
             same=same_answer("math"),
         )
@@ -407,7 +407,7 @@ def test_generic_rollout_files_are_graded_here(tmp_path):
     assert (summary.all_correct, summary.all_wrong, summary.one_answer) == (1, 0, 0)
 
 
-def test_pairs_take_a_template_a_length_limit_repeats_and_a_protocol(tmp_path):
+def test_pairs_take_a_template_a_length_limit_copies_and_a_protocol(tmp_path):
     rows = [
         {"id": "a", "question": "1+1?", "gold": "2", "response": "so\nAnswer: 2"},
         {"id": "a", "question": "1+1?", "gold": "2", "response": "it is\nAnswer: 3"},
@@ -419,7 +419,7 @@ def test_pairs_take_a_template_a_length_limit_repeats_and_a_protocol(tmp_path):
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     summary = api.train_pairs(
         tmp_path / "r.jsonl", tmp_path / "p.jsonl", prompt_template="conversation",
-        max_length=100, repeats=2, answer_protocol="answer-line",
+        max_length=100, copies=2, answer_protocol="answer-line",
     )  # fmt: skip
     assert summary.too_long == 1
     assert (summary.all_correct, summary.all_wrong) == (0, 1)

@@ -91,18 +91,21 @@ def test_the_train_commands_report_the_prompt_length_a_trainer_needs(tmp_path, s
     assert "--tokenizer" in help_text
 
 
-def test_repeats_says_its_copies_are_separate_groups(tmp_path):
+def test_copies_says_they_are_separate_groups_and_the_old_name_points_to_it(tmp_path):
     rows = [
         {"prompt_id": "a", "question": "1+1?", "gold": "2", "response": "so \\boxed{2}"},
         {"prompt_id": "a", "question": "1+1?", "gold": "2", "response": "it is \\boxed{3}"},
     ]
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = mad_eval("train", "pairs", "r.jsonl", "--out", "p.jsonl", "--repeats", "3",
+    result = mad_eval("train", "pairs", "r.jsonl", "--out", "p.jsonl", "--copies", "3",
                       cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert len((tmp_path / "p.jsonl").read_text().splitlines()) == 3
     assert "separate groups" in " ".join(result.stdout.split())
     assert "Longest prompt:" in result.stdout
+    old = mad_eval("train", "pairs", "r.jsonl", "--out", "q.jsonl", "--repeats", "3", cwd=tmp_path)
+    assert old.returncode == 2 and not (tmp_path / "q.jsonl").exists()
+    assert "--repeats is now --copies" in " ".join(old.stderr.split())
 
 
 def test_rows_without_their_question_are_refused_in_one_sentence():

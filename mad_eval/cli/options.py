@@ -387,14 +387,16 @@ OPTIONS["max_length"] = Option(
     int | None,
     typer.Option(help="Leave out rollouts longer than this many characters (e.g. truncated ones)."),
 )
-OPTIONS["repeats"] = Option(
+OPTIONS["copies"] = Option(
     int,
     typer.Option(
         help="Copies of each pair's row, in a row. verl and TRL make every row its own group, "
-        "so R copies are R groups; for one group of R debate-turn replies keep 1 and set "
+        "so C copies are C groups; for one group of R debate-turn replies keep 1 and set "
         "rollout.n (verl) or num_generations (TRL) to R.",
     ),
 )
+# The old name of --copies: it read as the paper's R replies per debate context, which it is not.
+OPTIONS["repeats"] = Option(int | None, typer.Option(hidden=True))
 OPTIONS["prompt_template"] = Option(
     str,
     typer.Option(

@@ -36,7 +36,7 @@ BENCHMARK = inspect.Parameter(
     annotation=Annotated[str, typer.Argument(help="Benchmark name, spec .toml or .jsonl file.")],
 )
 PAIRS = [
-    *("out", "pairing", "per_prompt", "max_length", "repeats", "seed", "prompt_template"),
+    *("out", "pairing", "per_prompt", "max_length", "copies", "repeats", "seed", "prompt_template"),
     *("answer_protocol", "data_dir", "tokenizer"),
 ]
 PROMPTS = ["out", "data_dir", "limit", "prompt_template", "answer_protocol", "tokenizer"]
@@ -45,7 +45,7 @@ PROMPTS = ["out", "data_dir", "limit", "prompt_template", "answer_protocol", "to
 @options.command(
     app,
     PAIRS,
-    options.defaults_of(api.train_pairs),
+    {**options.defaults_of(api.train_pairs), "repeats": None},
     options.PAIRS,
     [SOURCE],
 )
@@ -53,9 +53,16 @@ def pairs(source: Path, **chosen: Any) -> None:
     """Build debate pairs from rollouts whose correctness disagrees; write them as verl data."""
     from mad_eval.training.pairs import PAIRINGS
 
+    if chosen.pop("repeats") is not None:
+        raise typer.BadParameter(
+            "--repeats is now --copies (copies of each pair's row, each its own group in verl and "
+            "TRL); for R debate-turn replies per pair keep --copies 1 and set rollout.n or "
+            "num_generations to R.",
+            param_hint="'--repeats'",
+        )
     with one_sentence(ValueError):  # a bad file, option or benchmark: one sentence
         s = api.train_pairs(source, **chosen)
-    out, max_length, repeats = chosen["out"], chosen["max_length"], chosen["repeats"]
+    out, max_length, copies = chosen["out"], chosen["max_length"], chosen["copies"]
     dropped = [f"{s.all_correct} prompts all correct", f"{s.all_wrong} all wrong"]
     dropped += [f"{s.one_answer} with one distinct answer"] if s.rule == "freq" else []
     dropped += [f"{s.all_too_long} with every rollout too long"] if max_length else []
@@ -65,12 +72,12 @@ def pairs(source: Path, **chosen: Any) -> None:
         + (f", {s.too_long} longer than {max_length} characters" if max_length else "")
         + f".\nDropped {', '.join(dropped[:-1])} and {dropped[-1]}. "
         f"Kept {s.kept} prompts: {s.pairs} {PAIRINGS[s.rule]} pairs"
-        + (f" ({s.pairs // repeats} distinct, each {repeats} times)" if repeats > 1 else "")
+        + (f" ({s.pairs // copies} distinct, each {copies} times)" if copies > 1 else "")
         + f" -> {out}"
     )
-    if repeats > 1:
+    if copies > 1:
         console.print(
-            f"Each pair's row is written {repeats} times: verl and TRL sample a group per row, "
+            f"Each pair's row is written {copies} times: verl and TRL sample a group per row, "
             "so these are separate groups (for one group, set rollout.n or num_generations)."
         )
     if s.lengths is not None:

@@ -151,7 +151,7 @@ def write_pairs(
     pairing: str = "freq",
     per_prompt: int = 1,
     max_length: int | None = None,
-    repeats: int = 1,
+    copies: int = 1,
     seed: int = 0,
     prompt_template: str = "debate",
     answer: str | None = None,
@@ -171,7 +171,7 @@ def write_pairs(
         seed,
         kind=rollouts.kind,
         max_length=max_length,
-        repeats=repeats,
+        copies=copies,
     )
     rows = pair_rows(
         found, rollouts.benchmark, rollouts.kind, PAIRINGS[pairing], template, rollouts.answer

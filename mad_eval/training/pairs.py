@@ -53,11 +53,11 @@ class _Graded:
     grade_timed_out: bool
 
 
-def _check_counts(per_prompt: int, repeats: int, max_length: int | None) -> None:
+def _check_counts(per_prompt: int, copies: int, max_length: int | None) -> None:
     if per_prompt < 1:
         raise TrainingError(f"--per-prompt must be at least 1, got {per_prompt}.")
-    if repeats < 1:
-        raise TrainingError(f"--repeats must be at least 1, got {repeats}.")
+    if copies < 1:
+        raise TrainingError(f"--copies must be at least 1, got {copies}.")
     if max_length is not None and max_length < 1:
         raise TrainingError(f"--max-length must be at least 1, got {max_length}.")
 
@@ -93,14 +93,14 @@ def debate_pairs(
     per_prompt: int = 1,
     lengths: Sequence[int] | None = None,
     max_length: int | None = None,
-    repeats: int = 1,
+    copies: int = 1,
     seed: int | random.Random = 0,
     same: Callable[[str, str], bool] = equivalent,
     timed_out: Sequence[bool] | None = None,
 ) -> Pairs:
     """The debate pairs of ONE prompt's rollouts (two or more), as (own, partner) indices into
-    them: up to `per_prompt` distinct pairs by `rule` (freq or rand), each listed `repeats`
-    times in a row (a trainer samples that many second-turn replies per debate context).
+    them: up to `per_prompt` distinct pairs by `rule` (freq or rand), each listed `copies`
+    times in a row (each copy is a row, and verl and TRL sample a group per row).
 
     `answers`: each rollout's extracted answer (None: unparsed); `correct`: whether each is
     right (grade_group gives both; never the reward, which a penalty may have lowered), so
@@ -111,7 +111,7 @@ def debate_pairs(
     `seed` (an int, or a random.Random carried across steps). Pure: no I/O, no records.
     The result is a list; when empty, its `dropped` says why."""
     rule = pairing_rule(rule)
-    _check_counts(per_prompt, repeats, max_length)
+    _check_counts(per_prompt, copies, max_length)
     if max_length is not None and lengths is None:
         raise TrainingError("a length limit needs the rollouts' lengths.")
     sizes = {len(answers), len(correct)}
@@ -151,7 +151,7 @@ def debate_pairs(
         candidates = [(a.index, b.index) for a in groups[0] for b in groups[1]]
     pairs = []
     for a, b in rng.sample(candidates, min(per_prompt, len(candidates))):
-        pairs += [(a, b) if rng.random() < 0.5 else (b, a)] * repeats
+        pairs += [(a, b) if rng.random() < 0.5 else (b, a)] * copies
     return Pairs(pairs)
 
 
@@ -170,7 +170,7 @@ class Summary:
     all_wrong: int = 0  # prompts dropped: no rollout was right
     one_answer: int = 0  # kept prompts with fewer than two distinct answers (frequency rule)
     kept: int = 0  # prompts that gave pairs
-    pairs: int = 0  # rows written: distinct pairs times repeats
+    pairs: int = 0  # rows written: distinct pairs times copies
     distinct: list[int] = field(default_factory=list)  # distinct answers per prompt
     unparsed: int = 0  # rollouts with no extractable answer
     too_long: int = 0  # rollouts not used: longer than the length limit
@@ -190,14 +190,14 @@ def build_pairs(
     *,
     kind: str,
     max_length: int | None = None,
-    repeats: int = 1,
+    copies: int = 1,
 ) -> tuple[list[Pair], Summary]:
     """`debate_pairs` over every prompt of a file, by each rollout's recorded grade (a prompt
     with one rollout is dropped as all right or all wrong); `max_length` counts the response's
     characters. Distinct answers and unparsed ones are
     counted over all rollouts read."""
     pairing = pairing_rule(pairing)
-    _check_counts(per_prompt, repeats, max_length)
+    _check_counts(per_prompt, copies, max_length)
     by_prompt: dict[str, list[Rollout]] = {}
     for rollout in rollouts:
         by_prompt.setdefault(rollout.prompt_id, []).append(rollout)
@@ -221,7 +221,7 @@ def build_pairs(
                 per_prompt=per_prompt,
                 lengths=lengths,
                 max_length=max_length,
-                repeats=repeats,
+                copies=copies,
                 seed=derive_seed(seed, "pair", pairing, prompt_id),
                 same=same,
                 timed_out=[r.grade_timed_out for r in mine],

@@ -172,10 +172,11 @@ def test_accumulation_splits_both_turns_evenly_and_evaluation_asks_the_first_tur
 ):
     """With 2 accumulation steps TRL splits each generation batch into 2 equal slices: the
     joined batch (6 first-turn rows and 3 per debate context) is padded with a masked row to
-    split evenly, with no row lost; evaluation samples the first turn alone."""
+    split evenly, with no row lost, and the reference and old log-probabilities (a KL term, two
+    iterations per batch) joined alike; evaluation samples the first turn alone."""
     args = _config(tmp_path / "out", num_generations=3, per_device_train_batch_size=3,
                    gradient_accumulation_steps=2, max_steps=1, per_device_eval_batch_size=3, seed=1,
-                   num_generations_eval=3)  # fmt: skip
+                   num_generations_eval=3, beta=0.04, num_iterations=2)  # fmt: skip
     rows = read_rows(first_turn)
     trainer = SelfDebateGRPOTrainer(str(tiny_model), args, rows, eval_dataset=rows)
     slices, asked = [], []
@@ -193,6 +194,8 @@ def test_accumulation_splits_both_turns_evenly_and_evaluation_asks_the_first_tur
     trainer.train()
     pairs = sum(len(group.debates) for group in trainer._groups)
     assert len(slices) == 2 and slices[0]["advantages"].numel() == slices[1]["advantages"].numel()
+    assert all(s["ref_per_token_logps"].shape == s["completion_mask"].shape for s in slices)
+    assert all(s["old_per_token_logps"].shape == s["completion_mask"].shape for s in slices)
     counted = sum(int(s["completion_mask"].sum()) for s in slices)
     assert counted == int(slices[0]["num_items_in_batch"])  # every sampled token is in a slice
     assert sum(s["advantages"].numel() for s in slices) == 6 + 3 * pairs + pairs % 2
@@ -255,6 +258,9 @@ def test_bad_input_is_refused_in_one_sentence_before_any_step(tmp_path, first_tu
     args.num_generations = 1
     with pytest.raises(TrainingError, match="num_generations of 2 or more"):
         SelfDebateGRPOTrainer("no-model-is-loaded", args, rows)
+    with pytest.raises(TrainingError, match="remove_unused_columns=False"):
+        SelfDebateGRPOTrainer("no-model-is-loaded", _config(tmp_path, remove_unused_columns=True),
+                              rows)  # fmt: skip
     with pytest.raises(TrainingError, match="do not pass reward_funcs"):
         SelfDebateGRPOTrainer("no-model-is-loaded", _config(tmp_path), rows, reward_funcs=[len])
 

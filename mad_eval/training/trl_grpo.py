@@ -38,7 +38,8 @@ from mad_eval.training.onpolicy import Group, SelfDebate
 from mad_eval.training.rewards import make_grpo_reward
 from mad_eval.training.rows import row_pair_prompt, row_question
 
-# The columns of a `train prompts` row that a debate-turn row is built from.
+# The columns of a `train prompts` row that a debate-turn row is built from (the last two
+# are needed: the gold, and the question and template).
 ROW_COLUMNS = ("data_source", "ability", "reward_model", "extra_info")
 # GRPOTrainer arguments that would replace what this trainer does itself.
 OWN_ARGUMENTS = ("reward_funcs", "rollout_func", "tools", "environment_factory")
@@ -84,7 +85,7 @@ def check_rows(rows: Any) -> None:
         return  # an iterable dataset is checked row by row as it is read
     built: set[tuple[str, ...]] = set()
     for row in rows:
-        missing = [c for c in ("prompt", *ROW_COLUMNS) if c not in row]
+        missing = [c for c in ("prompt", "reward_model", "extra_info") if c not in row]
         if missing:
             raise TrainingError(
                 f"a self-debate training row needs the columns `mad-eval train prompts` writes; "
@@ -105,6 +106,11 @@ def check_args(args: Any) -> None:
         raise TrainingError(
             f"self-debate needs num_generations of 2 or more (a group to pair within), got "
             f"{args.num_generations}."
+        )
+    if args.remove_unused_columns:
+        raise TrainingError(
+            "self-debate grades and pairs by the rows' reward_model and extra_info columns; set "
+            "remove_unused_columns=False (GRPOConfig's default) to keep them."
         )
     if args.world_size > 1:
         raise TrainingError(
@@ -168,7 +174,8 @@ class SelfDebateGRPOTrainer(GRPOTrainer):
         for start in range(0, len(texts), size):
             if any(p != prompts[start] for p in prompts[start : start + size]):
                 raise RuntimeError("a first-turn group of completions spans several prompts")
-            row = {"prompt": prompts[start], **{c: columns[c][start] for c in ROW_COLUMNS}}
+            row = {"prompt": prompts[start]}
+            row.update({c: columns[c][start] for c in ROW_COLUMNS if c in columns})
             group = self.self_debate.step(
                 row,
                 texts[start : start + size],
@@ -182,7 +189,7 @@ class SelfDebateGRPOTrainer(GRPOTrainer):
         if not self.model.training:  # evaluation: the first turn only, graded as usual
             return super()._generate_and_score_completions(inputs)
         try:
-            self._turn = "first"
+            self._turn, self._groups = "first", []
             first = super()._generate_and_score_completions(inputs)
             debates = [row for group in self._groups for row in group.debates]
             self._log_first_turn(self._groups)

@@ -35,6 +35,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--overlong-factor", type=float, default=1.0)
     p.add_argument("--num-generations", type=int, default=8, help="replies per group, both turns")
     p.add_argument("--prompts-per-step", type=int, default=8, help="first-turn prompts per step")
+    p.add_argument("--accumulation-steps", type=int, default=1,
+                   help="split each step's replies into this many micro-batches")  # fmt: skip
     p.add_argument("--max-completion-length", type=int, default=1024)
     p.add_argument("--learning-rate", type=float, default=1e-6)
     p.add_argument("--epsilon", type=float, default=0.2)
@@ -65,6 +67,12 @@ def main(argv: Sequence[str] | None = None) -> Any:
         )
     if opts.prompts_per_step < 1:
         raise TrainingError(f"--prompts-per-step must be at least 1, got {opts.prompts_per_step}.")
+    replies = opts.prompts_per_step * opts.num_generations
+    if opts.accumulation_steps < 1 or replies % opts.accumulation_steps:
+        raise TrainingError(
+            f"--accumulation-steps must divide the first turn's {replies} replies per step "
+            f"(--prompts-per-step x --num-generations), got {opts.accumulation_steps}."
+        )
     overlong = (
         Overlong(opts.max_completion_length, opts.overlong_buffer, opts.overlong_factor)
         if opts.overlong_buffer
@@ -75,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
     args = GRPOConfig(
         output_dir=opts.output_dir,
         num_generations=opts.num_generations,
-        per_device_train_batch_size=opts.prompts_per_step * opts.num_generations,
+        per_device_train_batch_size=replies // opts.accumulation_steps,
+        gradient_accumulation_steps=opts.accumulation_steps,
         max_completion_length=opts.max_completion_length,
         learning_rate=opts.learning_rate,
         epsilon=opts.epsilon,

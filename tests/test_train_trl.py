@@ -26,6 +26,16 @@ SUMS = ((2, 3), (1, 4), (0, 5), (4, 1))  # every gold is 5
 GENERATIONS = 4
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The tiny model's ops are too small to share: on a busy machine torch's threads wait on
+    each other (50 times slower here), so these tests run on one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _rows(template="debate"):
     questions = [Question(f"q{i}", f"What is {a} + {b}?", "5") for i, (a, b) in enumerate(SUMS)]
     return prompt_rows(questions, "tiny", "math", template)
@@ -207,17 +217,20 @@ def test_accumulation_splits_both_turns_evenly_and_evaluation_asks_the_first_tur
     assert "eval_reward" in metrics and not any("self_debate" in k for k in metrics)
 
 
-def test_the_example_script_trains_and_saves(tiny_model, first_turn, tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "sdrl_trl", Path(__file__).resolve().parents[1] / "examples" / "sdrl_trl.py"
-    )
+def _example():
+    path = Path(__file__).resolve().parents[1] / "examples" / "sdrl_trl.py"
+    spec = importlib.util.spec_from_file_location("sdrl_trl", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
+    return example
+
+
+def test_the_example_script_trains_and_saves(tiny_model, first_turn, tmp_path):
     out = tmp_path / "sdrl"
-    trainer = example.main([
+    trainer = _example().main([
         "--model", str(tiny_model), "--train-file", str(first_turn), "--output-dir", str(out),
         "--num-generations", "4", "--prompts-per-step", "2", "--max-completion-length", "16",
-        "--max-steps", "1", "--learning-rate", "1e-3", "--cpu",
+        "--max-steps", "1", "--learning-rate", "1e-3", "--accumulation-steps", "2", "--cpu",
     ])  # fmt: skip
     assert trainer.state.global_step == 1 and (out / "model.safetensors").is_file()
     assert trainer.self_debate.rule == "freq" and trainer.self_debate.per_prompt == 1
@@ -279,5 +292,10 @@ def test_bad_input_is_refused_in_one_sentence_before_any_step(tmp_path, first_tu
 
     assert isinstance(raised.value, UserError) and "\n" not in str(raised.value)
 
+    common = ["--model", "unused", "--train-file", str(first_turn), "--output-dir", str(tmp_path)]
+    with pytest.raises(TrainingError, match="--num-generations must be 2 or more"):
+        _example().main([*common, "--num-generations", "1"])
+    with pytest.raises(TrainingError, match="--accumulation-steps must divide"):
+        _example().main([*common, "--accumulation-steps", "3"])
     with pytest.raises(TrainingError, match=r"must end in \.parquet or \.jsonl"):
         read_rows(tmp_path / "rows.csv")

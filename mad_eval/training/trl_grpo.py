@@ -19,6 +19,13 @@ sampled as a group of its own (`num_generations` replies) and rewarded by the sa
 turns go to TRL's loss, each reply's advantage normalised within its own group. Evaluation
 samples the first turn only. The trainer rewards by itself (no `reward_funcs`), runs in one
 process and on text-only models. Imports trl and torch: nothing in mad_eval imports this module.
+
+A step's batch is the first turn's rows plus num_generations rows per debate context, so it
+varies with the pairs found; TRL's own metrics (reward, lengths) average the two turns, and
+`self_debate/*` tell them apart (first_reward, debate_reward, pairs, prompts, dropped_*).
+When the batch must split into accumulation slices it is padded with fully masked rows, which
+count for nothing in the losses TRL divides by the tokens counted (dapo, the default; bnpo,
+cispo, vespo) and slightly dilute those it divides by the rows (grpo, sapo, luspo, dr_grpo).
 """
 
 from __future__ import annotations

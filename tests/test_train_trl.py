@@ -297,5 +297,9 @@ def test_bad_input_is_refused_in_one_sentence_before_any_step(tmp_path, first_tu
         _example().main([*common, "--num-generations", "1"])
     with pytest.raises(TrainingError, match="--accumulation-steps must divide"):
         _example().main([*common, "--accumulation-steps", "3"])
+    write_rows(_rows(), tmp_path / "rows.jsonl")  # JSON Lines read alike
+    assert [r["extra_info"]["question"] for r in read_rows(tmp_path / "rows.jsonl")] == [
+        r["extra_info"]["question"] for r in rows
+    ]
     with pytest.raises(TrainingError, match=r"must end in \.parquet or \.jsonl"):
         read_rows(tmp_path / "rows.csv")

@@ -1,0 +1,117 @@
+"""Self-debate RL (SDRL) on-policy with TRL: both turns trained at every step.
+
+    mad-eval train prompts math500 --out data/first_turn.parquet
+    python examples/sdrl_trl.py --model Qwen/Qwen2.5-1.5B-Instruct \\
+        --train-file data/first_turn.parquet --output-dir results/sdrl-trl
+
+Needs trl 1.16 (and torch). Each step samples --num-generations first-turn replies per prompt,
+pairs them by --pairing (freq: the two most common answers, one right and one wrong), and
+samples --num-generations debate-turn replies per pair; see mad_eval.training.trl_grpo.
+The defaults follow DAPO's recipe where the seed paper's settings are not recorded here
+(group of 8, learning rate 1e-6, clip 0.2/0.28, token-level loss, no KL term); set them to
+the paper's when reproducing it. TRL 1.16 does not truncate prompts: a debate-turn prompt is
+about the question plus two replies (`train prompts` prints its base length).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="a local model folder or a Hub name")
+    p.add_argument("--train-file", required=True, help="`mad-eval train prompts` rows")
+    p.add_argument("--output-dir", required=True)
+    p.add_argument("--pairing", default="freq", help="freq or rand (default freq)")
+    p.add_argument("--per-prompt", type=int, default=1, help="debate contexts per prompt")
+    p.add_argument("--max-length", type=int, default=None,
+                   help="first-turn replies longer than this many tokens are not paired "
+                        "(default: --max-completion-length - 1: a cut reply is not)")  # fmt: skip
+    p.add_argument("--overlong-buffer", type=int, default=0,
+                   help="DAPO's overlong penalty buffer in tokens (0: no penalty)")  # fmt: skip
+    p.add_argument("--overlong-factor", type=float, default=1.0)
+    p.add_argument("--num-generations", type=int, default=8, help="replies per group, both turns")
+    p.add_argument("--prompts-per-step", type=int, default=8, help="first-turn prompts per step")
+    p.add_argument("--accumulation-steps", type=int, default=1,
+                   help="split each step's replies into this many micro-batches")  # fmt: skip
+    p.add_argument("--max-completion-length", type=int, default=1024)
+    p.add_argument("--learning-rate", type=float, default=1e-6)
+    p.add_argument("--epsilon", type=float, default=0.2)
+    p.add_argument("--epsilon-high", type=float, default=0.28)
+    p.add_argument("--beta", type=float, default=0.0, help="KL coefficient (0: no reference)")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--max-steps", type=int, default=-1, help="stop after this many steps")
+    p.add_argument("--save-steps", type=int, default=0, help="0: save at the end only")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cpu", action="store_true", help="train on the CPU")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> Any:
+    """Train, save the model in --output-dir and return the trainer."""
+    opts = parser().parse_args(argv)
+    from trl import GRPOConfig
+
+    from mad_eval.training import Overlong, TrainingError
+    from mad_eval.training.onpolicy import SelfDebate
+    from mad_eval.training.trl_grpo import SelfDebateGRPOTrainer, read_rows
+
+    if opts.num_generations < 2:
+        raise TrainingError(
+            f"--num-generations must be 2 or more (a group to pair within), got "
+            f"{opts.num_generations}."
+        )
+    if opts.prompts_per_step < 1:
+        raise TrainingError(f"--prompts-per-step must be at least 1, got {opts.prompts_per_step}.")
+    replies = opts.prompts_per_step * opts.num_generations
+    if opts.accumulation_steps < 1 or replies % opts.accumulation_steps:
+        raise TrainingError(
+            f"--accumulation-steps must divide the first turn's {replies} replies per step "
+            f"(--prompts-per-step x --num-generations), got {opts.accumulation_steps}."
+        )
+    overlong = (
+        Overlong(opts.max_completion_length, opts.overlong_buffer, opts.overlong_factor)
+        if opts.overlong_buffer
+        else None
+    )
+    self_debate = SelfDebate(opts.pairing, opts.per_prompt, opts.max_length, overlong, opts.seed)
+    rows = read_rows(opts.train_file)
+    args = GRPOConfig(
+        output_dir=opts.output_dir,
+        num_generations=opts.num_generations,
+        per_device_train_batch_size=replies // opts.accumulation_steps,
+        gradient_accumulation_steps=opts.accumulation_steps,
+        max_completion_length=opts.max_completion_length,
+        learning_rate=opts.learning_rate,
+        epsilon=opts.epsilon,
+        epsilon_high=opts.epsilon_high,
+        beta=opts.beta,
+        temperature=opts.temperature,
+        num_train_epochs=opts.epochs,
+        max_steps=opts.max_steps,
+        save_strategy="steps" if opts.save_steps else "no",
+        save_steps=opts.save_steps or 500,
+        logging_steps=1,
+        report_to="none",
+        seed=opts.seed,
+        use_cpu=opts.cpu,
+    )
+    trainer = SelfDebateGRPOTrainer(opts.model, args, rows, self_debate=self_debate)
+    trainer.train()
+    trainer.save_model(opts.output_dir)
+    return trainer
+
+
+if __name__ == "__main__":
+    import sys
+
+    from mad_eval.errors import UserError
+
+    try:
+        main()
+    except UserError as error:  # a bad option or file: its one sentence, no traceback
+        sys.exit(f"error: {error}")

@@ -1,0 +1,305 @@
+"""SDRL on-policy in TRL: two real training steps of SelfDebateGRPOTrainer on a tiny local model
+(CPU) that answers \\boxed{5} or \\boxed{7}, so its sampled groups are part right: the pairs
+come from real samples, the debate prompts are the evaluation's builder's, and both turns
+reach the loss. Also the example script in-process, the turns' join, and bad input."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.train
+torch = pytest.importorskip("torch")
+trl = pytest.importorskip("trl")
+
+from mad_eval.records import Question  # noqa: E402
+from mad_eval.setup.templates import builtin_templates, load_template  # noqa: E402
+from mad_eval.training import TrainingError, prompt_rows, row_pair_prompt, write_rows  # noqa: E402
+from mad_eval.training.onpolicy import SelfDebate  # noqa: E402
+from mad_eval.training.trl_grpo import SelfDebateGRPOTrainer, join_turns, read_rows  # noqa: E402
+
+REPLIES = ("The answer is \\boxed{5}.", "The answer is \\boxed{7}.")
+SUMS = ((2, 3), (1, 4), (0, 5), (4, 1))  # every gold is 5
+GENERATIONS = 4
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The tiny model's ops are too small to share: on a busy machine torch's threads wait on
+    each other (50 times slower here), so these tests run on one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _rows(template="debate"):
+    questions = [Question(f"q{i}", f"What is {a} + {b}?", "5") for i, (a, b) in enumerate(SUMS)]
+    return prompt_rows(questions, "tiny", "math", template)
+
+
+@pytest.fixture(scope="module")
+def first_turn(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("rows") / "first_turn.parquet"
+    write_rows(_rows(), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    """The tiny random model, taught in a few seconds to answer either way after any first-
+    or debate-turn prompt: right (5) or wrong (7) about half the time each, then EOS."""
+    from tiny_model import build_tiny_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"))
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    rows = _rows()
+    prompts = [r["prompt"] for r in rows]
+    prompts += [row_pair_prompt(r, a, b) for r in rows for a in REPLIES for b in REPLIES]
+    contexts = [tok.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+                for p in prompts]  # fmt: skip
+    rng = random.Random(0)
+    torch.manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(80):
+        ids, labels = [], []
+        for context in rng.sample(contexts, 8):
+            prompt = tok(context)["input_ids"]
+            reply = tok(rng.choice(REPLIES) + tok.eos_token)["input_ids"]
+            ids.append(prompt + reply)
+            labels.append([-100] * len(prompt) + reply)
+        width = max(map(len, ids))
+        pad = [width - len(i) for i in ids]
+        model(
+            input_ids=torch.tensor([[tok.pad_token_id] * (width - len(i)) + i for i in ids]),
+            attention_mask=torch.tensor([[0] * n + [1] * (width - n) for n in pad]),
+            labels=torch.tensor([[-100] * (width - len(lab)) + lab for lab in labels]),
+        ).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.save_pretrained(path)
+    return path
+
+
+def _config(out: Path, **kw):
+    settings = dict(
+        output_dir=str(out),
+        num_generations=GENERATIONS,
+        per_device_train_batch_size=2 * GENERATIONS,  # two prompts per step
+        max_completion_length=16,
+        learning_rate=1e-3,
+        max_steps=2,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+    )
+    return trl.GRPOConfig(**{**settings, **kw})
+
+
+class Recording(SelfDebate):
+    """SelfDebate that keeps what each step was given and gave."""
+
+    def step(self, row, texts, lengths=None, rng=None):
+        group = super().step(row, texts, lengths, rng)
+        STEPS.append((row, list(texts), list(lengths), group))
+        return group
+
+
+STEPS: list = []
+
+
+def test_two_steps_pair_real_samples_and_train_both_turns(tiny_model, first_turn, tmp_path):
+    STEPS.clear()
+    trainer = SelfDebateGRPOTrainer(str(tiny_model), _config(tmp_path / "out"),
+                                    read_rows(first_turn), self_debate=Recording())  # fmt: skip
+    assert trainer.self_debate.max_length == 15  # max_completion_length - 1: cut replies unpaired
+    generated, losses = [], []
+    generate, compute_loss = trainer._generate, trainer.compute_loss
+
+    def recording_generate(prompts):
+        out = generate(prompts)
+        generated.append(([list(p) for p in prompts], out[1], out[3]))  # prompts, ids, replies
+        return out
+
+    def recording_loss(model, inputs, *args, **kw):
+        losses.append({k: v.detach().clone() for k, v in inputs.items()})
+        return compute_loss(model, inputs, *args, **kw)
+
+    trainer._generate, trainer.compute_loss = recording_generate, recording_loss
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.train()
+
+    assert len(STEPS) == 4  # 2 steps x 2 prompts, each group graded and paired once
+    asked = [r["prompt"] for r in _rows()]
+    firsts = [call for call in generated if all(p in asked for p in call[0])]
+    debate_calls = [call[0] for call in generated if call not in firsts]
+    assert len(firsts) == 2 and len(generated) == 2 + len(debate_calls)
+    texts = [str(c[-1]["content"]) for _, _, replies in firsts for c in replies]
+    assert [t for _, step_texts, _, _ in STEPS for t in step_texts] == texts  # TRL's own samples
+    lengths = [len(ids) for _, step_ids, _ in firsts for ids in step_ids]
+    assert [n for _, _, step_lengths, _ in STEPS for n in step_lengths] == lengths
+
+    paired = [(row, t, g) for row, t, _, g in STEPS if g.pairs]
+    assert paired, "no group was part right: the tiny model did not answer both ways"
+    debate_prompts = []
+    for row, step_texts, group in paired:
+        for own, partner in group.pairs:
+            answers = {group.scored[own].answer, group.scored[partner].answer}
+            assert answers == {"5", "7"}  # freq: the two most common answers, never 5 with 5
+            assert group.scored[own].correct != group.scored[partner].correct
+            pair_prompt = row_pair_prompt(row, step_texts[own], step_texts[partner])
+            debate_prompts += [pair_prompt] * GENERATIONS  # one group per debate context
+    assert [p for call in debate_calls for p in call] == debate_prompts
+
+    # Both turns reached the loss: the first turn's 8 rows and every debate reply, the debate
+    # rows (longer prompts) with advantages of their own group.
+    template = trainer.processing_class.apply_chat_template
+    first_width = max(len(template(p, add_generation_prompt=True, tokenize=True, return_dict=True)
+                          ["input_ids"]) for p in asked)  # fmt: skip
+    assert len(losses) == 2
+    rows = sum(batch["advantages"].numel() for batch in losses)
+    assert rows == 2 * 2 * GENERATIONS + len(debate_prompts)
+    debate_rows = torch.cat(
+        [b["advantages"][b["prompt_mask"].sum(1) > first_width] for b in losses]
+    )
+    assert debate_rows.numel() == len(debate_prompts) and debate_rows.abs().sum() > 0
+    after = trainer.model.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    logged = {k for entry in trainer.state.log_history for k in entry}
+    assert {"self_debate/pairs", "self_debate/first_reward", "self_debate/debate_reward"} <= logged
+
+
+def test_accumulation_splits_both_turns_evenly_and_evaluation_asks_the_first_turn_only(
+    tiny_model, first_turn, tmp_path
+):
+    """With 2 accumulation steps TRL splits each generation batch into 2 equal slices: the
+    joined batch (6 first-turn rows and 3 per debate context) is padded with a masked row to
+    split evenly, with no row lost, and the reference and old log-probabilities (a KL term, two
+    iterations per batch) joined alike; evaluation samples the first turn alone."""
+    args = _config(tmp_path / "out", num_generations=3, per_device_train_batch_size=3,
+                   gradient_accumulation_steps=2, max_steps=1, per_device_eval_batch_size=3, seed=1,
+                   num_generations_eval=3, beta=0.04, num_iterations=2)  # fmt: skip
+    rows = read_rows(first_turn)
+    trainer = SelfDebateGRPOTrainer(str(tiny_model), args, rows, eval_dataset=rows)
+    slices, asked = [], []
+    compute_loss, generate = trainer.compute_loss, trainer._generate
+
+    def recording_loss(model, inputs, *args, **kw):
+        slices.append({k: v.detach().clone() for k, v in inputs.items()})
+        return compute_loss(model, inputs, *args, **kw)
+
+    def recording_generate(prompts):
+        asked.append(list(prompts))
+        return generate(prompts)
+
+    trainer.compute_loss, trainer._generate = recording_loss, recording_generate
+    trainer.train()
+    pairs = sum(len(group.debates) for group in trainer._groups)
+    assert len(slices) == 2 and slices[0]["advantages"].numel() == slices[1]["advantages"].numel()
+    assert all(s["ref_per_token_logps"].shape == s["completion_mask"].shape for s in slices)
+    assert all(s["old_per_token_logps"].shape == s["completion_mask"].shape for s in slices)
+    counted = sum(int(s["completion_mask"].sum()) for s in slices)
+    assert counted == int(slices[0]["num_items_in_batch"])  # every sampled token is in a slice
+    assert sum(s["advantages"].numel() for s in slices) == 6 + 3 * pairs + pairs % 2
+
+    asked.clear()
+    metrics = trainer.evaluate()
+    first = [r["prompt"] for r in _rows()]
+    assert asked and all(p in first for call in asked for p in call)
+    assert "eval_reward" in metrics and not any("self_debate" in k for k in metrics)
+
+
+def _example():
+    path = Path(__file__).resolve().parents[1] / "examples" / "sdrl_trl.py"
+    spec = importlib.util.spec_from_file_location("sdrl_trl", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    return example
+
+
+def test_the_example_script_trains_and_saves(tiny_model, first_turn, tmp_path):
+    out = tmp_path / "sdrl"
+    trainer = _example().main([
+        "--model", str(tiny_model), "--train-file", str(first_turn), "--output-dir", str(out),
+        "--num-generations", "4", "--prompts-per-step", "2", "--max-completion-length", "16",
+        "--max-steps", "1", "--learning-rate", "1e-3", "--accumulation-steps", "2", "--cpu",
+    ])  # fmt: skip
+    assert trainer.state.global_step == 1 and (out / "model.safetensors").is_file()
+    assert trainer.self_debate.rule == "freq" and trainer.self_debate.per_prompt == 1
+    assert any("self_debate/pairs" in entry for entry in trainer.state.log_history)
+
+
+def test_the_turns_join_into_one_batch_that_splits_evenly():
+    first = {
+        "prompt_ids": torch.tensor([[1, 2], [3, 4]]),
+        "prompt_mask": torch.ones(2, 2, dtype=torch.long),
+        "completion_ids": torch.tensor([[5, 6, 7], [8, 9, 0]]),
+        "completion_mask": torch.tensor([[1, 1, 1], [1, 1, 0]]),
+        "advantages": torch.tensor([1.0, -1.0]),
+        "num_items_in_batch": torch.tensor(5),
+    }
+    second = {
+        "prompt_ids": torch.tensor([[11, 12, 13]]),
+        "prompt_mask": torch.ones(1, 3, dtype=torch.long),
+        "completion_ids": torch.tensor([[14]]),
+        "completion_mask": torch.tensor([[1]]),
+        "advantages": torch.tensor([0.5]),
+        "num_items_in_batch": torch.tensor(1),
+    }
+    joined = join_turns(first, second, pad_id=0, multiple=2)
+    assert joined["prompt_ids"].tolist() == [[0, 1, 2], [0, 3, 4], [11, 12, 13], [11, 12, 13]]
+    assert joined["prompt_mask"].tolist()[:3] == [[0, 1, 1], [0, 1, 1], [1, 1, 1]]
+    assert joined["completion_ids"].tolist()[2] == [14, 0, 0]
+    assert joined["completion_mask"].tolist()[2:] == [[1, 0, 0], [0, 0, 0]]  # the pad row: masked
+    assert joined["advantages"].tolist() == [1.0, -1.0, 0.5, 0.0]
+    assert int(joined["num_items_in_batch"]) == 6
+    with pytest.raises(TrainingError, match="pixel_values"):
+        join_turns({**first, "pixel_values": torch.zeros(1)}, {**second, "pixel_values": 0}, 0)
+
+
+def test_bad_input_is_refused_in_one_sentence_before_any_step(tmp_path, first_turn):
+    rows = read_rows(first_turn)
+    args = _config(tmp_path)
+    args.num_generations = 1
+    with pytest.raises(TrainingError, match="num_generations of 2 or more"):
+        SelfDebateGRPOTrainer("no-model-is-loaded", args, rows)
+    with pytest.raises(TrainingError, match="remove_unused_columns=False"):
+        SelfDebateGRPOTrainer("no-model-is-loaded", _config(tmp_path, remove_unused_columns=True),
+                              rows)  # fmt: skip
+    with pytest.raises(TrainingError, match="do not pass reward_funcs"):
+        SelfDebateGRPOTrainer("no-model-is-loaded", _config(tmp_path), rows, reward_funcs=[len])
+
+    old = [dict(r, extra_info={"split": "train", "index": 0}) for r in _rows()]
+    with pytest.raises(TrainingError, match="lacks question"):
+        SelfDebateGRPOTrainer("no-model-is-loaded", _config(tmp_path), old)
+
+    text = builtin_templates()["debate"].read_text(encoding="utf-8").replace(
+        "[[debate]]\n", '[[debate]]\nrole = "system"\ncontent = "{{ responses[2].text }}"\n\n'
+        "[[debate]]\n", 1)  # fmt: skip
+    (tmp_path / "needs-three.toml").write_text(text)
+    three = _rows(load_template(str(tmp_path / "needs-three.toml")))
+    with pytest.raises(Exception, match="needs-three") as raised:
+        SelfDebateGRPOTrainer("no-model-is-loaded", _config(tmp_path), three)
+    from mad_eval.errors import UserError
+
+    assert isinstance(raised.value, UserError) and "\n" not in str(raised.value)
+
+    common = ["--model", "unused", "--train-file", str(first_turn), "--output-dir", str(tmp_path)]
+    with pytest.raises(TrainingError, match="--num-generations must be 2 or more"):
+        _example().main([*common, "--num-generations", "1"])
+    with pytest.raises(TrainingError, match="--accumulation-steps must divide"):
+        _example().main([*common, "--accumulation-steps", "3"])
+    write_rows(_rows(), tmp_path / "rows.jsonl")  # JSON Lines read alike
+    assert [r["extra_info"]["question"] for r in read_rows(tmp_path / "rows.jsonl")] == [
+        r["extra_info"]["question"] for r in rows
+    ]
+    with pytest.raises(TrainingError, match=r"must end in \.parquet or \.jsonl"):
+        read_rows(tmp_path / "rows.csv")

@@ -1,16 +1,21 @@
 """Self-debate RL (SDRL) on-policy with TRL: both turns trained at every step.
 
-    mad-eval train prompts math500 --out data/first_turn.parquet
-    python examples/sdrl_trl.py --model Qwen/Qwen2.5-1.5B-Instruct \\
+    mad-eval train prompts aime24_dapo --out data/first_turn.parquet --answer-protocol dapo
+    python examples/sdrl_trl.py --model Qwen/Qwen3-4B-Base \\
         --train-file data/first_turn.parquet --output-dir results/sdrl-trl
 
-Needs trl 1.16 (and torch). Each step samples --num-generations first-turn replies per prompt,
-pairs them by --pairing (freq: the two most common answers, one right and one wrong), and
-samples --num-generations debate-turn replies per pair; see mad_eval.training.trl_grpo.
-The defaults follow DAPO's recipe where the seed paper's settings are not recorded here
-(group of 8, learning rate 1e-6, clip 0.2/0.28, token-level loss, no KL term); set them to
-the paper's when reproducing it. TRL 1.16 does not truncate prompts: a debate-turn prompt is
-about the question plus two replies (`train prompts` prints its base length).
+Needs trl 1.16 (and torch): pip install -e ".[train]". Each step samples --num-generations
+first-turn replies per prompt, pairs them by --pairing (freq: one reply of the most common
+answer and one of the second most common, in a group that is neither all right nor all wrong),
+and samples --num-generations debate-turn replies per pair; see mad_eval.training.trl_grpo.
+
+The defaults are the seed paper's, as its authors' released verl scripts set them for
+Qwen3-4B-Base: 8 replies per group in both turns, 256 prompts per step, one debate context per
+prompt of first-turn replies of at most 2,048 tokens, replies of up to 8,192 tokens with DAPO's
+overlong penalty over the last 2,048, learning rate 1e-6 with 10 warm-up steps and weight decay
+0.1, clip 0.2/0.28, no KL term, temperature 1.0, 200 steps (README: Training with self-debate).
+They need GPUs; --cpu and small values run it on a toy model. TRL 1.16 does not truncate
+prompts: a debate-turn prompt is the question plus two replies (`train prompts` prints its base).
 """
 
 from __future__ import annotations
@@ -27,24 +32,26 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", required=True)
     p.add_argument("--pairing", default="freq", help="freq or rand (default freq)")
     p.add_argument("--per-prompt", type=int, default=1, help="debate contexts per prompt")
-    p.add_argument("--max-length", type=int, default=None,
+    p.add_argument("--max-length", type=int, default=2048,
                    help="first-turn replies longer than this many tokens are not paired "
-                        "(default: --max-completion-length - 1: a cut reply is not)")  # fmt: skip
-    p.add_argument("--overlong-buffer", type=int, default=0,
+                        "(0: below --max-completion-length, so a cut reply is not)")  # fmt: skip
+    p.add_argument("--overlong-buffer", type=int, default=2048,
                    help="DAPO's overlong penalty buffer in tokens (0: no penalty)")  # fmt: skip
     p.add_argument("--overlong-factor", type=float, default=1.0)
     p.add_argument("--num-generations", type=int, default=8, help="replies per group, both turns")
-    p.add_argument("--prompts-per-step", type=int, default=8, help="first-turn prompts per step")
+    p.add_argument("--prompts-per-step", type=int, default=256, help="first-turn prompts per step")
     p.add_argument("--accumulation-steps", type=int, default=1,
                    help="split each step's replies into this many micro-batches")  # fmt: skip
-    p.add_argument("--max-completion-length", type=int, default=1024)
+    p.add_argument("--max-completion-length", type=int, default=8192)
     p.add_argument("--learning-rate", type=float, default=1e-6)
+    p.add_argument("--warmup-steps", type=int, default=10)
+    p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--epsilon", type=float, default=0.2)
     p.add_argument("--epsilon-high", type=float, default=0.28)
     p.add_argument("--beta", type=float, default=0.0, help="KL coefficient (0: no reference)")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--epochs", type=float, default=1.0)
-    p.add_argument("--max-steps", type=int, default=-1, help="stop after this many steps")
+    p.add_argument("--max-steps", type=int, default=200, help="stop after this many steps")
     p.add_argument("--save-steps", type=int, default=0, help="0: save at the end only")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cpu", action="store_true", help="train on the CPU")
@@ -78,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
         if opts.overlong_buffer
         else None
     )
-    self_debate = SelfDebate(opts.pairing, opts.per_prompt, opts.max_length, overlong, opts.seed)
+    max_length = opts.max_length or None  # None: the trainer's, up to the completion limit
+    self_debate = SelfDebate(opts.pairing, opts.per_prompt, max_length, overlong, opts.seed)
     rows = read_rows(opts.train_file)
     args = GRPOConfig(
         output_dir=opts.output_dir,
@@ -87,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
         gradient_accumulation_steps=opts.accumulation_steps,
         max_completion_length=opts.max_completion_length,
         learning_rate=opts.learning_rate,
+        warmup_steps=opts.warmup_steps,
+        weight_decay=opts.weight_decay,
         epsilon=opts.epsilon,
         epsilon_high=opts.epsilon_high,
         beta=opts.beta,

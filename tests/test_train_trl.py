@@ -17,7 +17,13 @@ trl = pytest.importorskip("trl")
 
 from mad_eval.records import Question  # noqa: E402
 from mad_eval.setup.templates import builtin_templates, load_template  # noqa: E402
-from mad_eval.training import TrainingError, prompt_rows, row_pair_prompt, write_rows  # noqa: E402
+from mad_eval.training import (  # noqa: E402
+    Overlong,
+    TrainingError,
+    prompt_rows,
+    row_pair_prompt,
+    write_rows,
+)
 from mad_eval.training.onpolicy import SelfDebate  # noqa: E402
 from mad_eval.training.trl_grpo import SelfDebateGRPOTrainer, join_turns, read_rows  # noqa: E402
 
@@ -231,9 +237,13 @@ def test_the_example_script_trains_and_saves(tiny_model, first_turn, tmp_path):
         "--model", str(tiny_model), "--train-file", str(first_turn), "--output-dir", str(out),
         "--num-generations", "4", "--prompts-per-step", "2", "--max-completion-length", "16",
         "--max-steps", "1", "--learning-rate", "1e-3", "--accumulation-steps", "2", "--cpu",
+        "--overlong-buffer", "8", "--max-length", "0",
     ])  # fmt: skip
     assert trainer.state.global_step == 1 and (out / "model.safetensors").is_file()
     assert trainer.self_debate.rule == "freq" and trainer.self_debate.per_prompt == 1
+    assert trainer.self_debate.max_length == 15  # 0: below the completion limit
+    assert trainer.self_debate.overlong == Overlong(16, 8, 1.0)
+    assert (trainer.args.warmup_steps, trainer.args.weight_decay) == (10, 0.1)  # the paper's
     assert any("self_debate/pairs" in entry for entry in trainer.state.log_history)
 
 

@@ -96,7 +96,9 @@ class SelfDebate:
             same=same_answer(question.kind),
             timed_out=[s.timed_out for s in scored],
         )
-        debates = [debate_row(row, texts, scored, own, partner, self.rule) for own, partner in pairs]
+        debates = [
+            debate_row(row, texts, scored, own, partner, self.rule) for own, partner in pairs
+        ]
         return Group(scored, pairs, debates)
 
 

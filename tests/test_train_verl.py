@@ -110,8 +110,16 @@ def test_an_untested_verl_needs_the_explicit_allow_key():
     assert check_config(allowed, version="0.10.0") is not None
 
 
-def test_the_manager_checks_the_config_at_init():
-    """A user may start verl's own main: the manager refuses the same configs."""
+def test_the_manager_checks_the_config_and_rows_at_init(rows, tmp_path):
+    """A user may start verl's own main: the manager refuses the same configs and rows."""
+    manager = SelfDebateAgentLoopManager(
+        config=verl_config(f"data.train_files={rows}"), llm_client=None
+    )
+    assert manager.agent_loop_workers_class.__ray_actor_class__ is SelfDebateWorker
+    old = tmp_path / "old.jsonl"
+    old.write_text('{"reward_model": {"ground_truth": "5"}, "extra_info": {"kind": "math"}}\n')
+    with pytest.raises(TrainingError, match=r"old\.jsonl line 1: the row's extra_info lacks"):
+        SelfDebateAgentLoopManager(config=verl_config(f"data.train_files={old}"), llm_client=None)
     with pytest.raises(TrainingError, match=r"rollout\.n to 2 or more"):
         SelfDebateAgentLoopManager(
             config=verl_config("actor_rollout_ref.rollout.n=1"), llm_client=None

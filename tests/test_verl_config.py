@@ -7,9 +7,12 @@ import copy
 
 import pytest
 
+from mad_eval.records import Question
+from mad_eval.setup.templates import builtin_templates, load_template
 from mad_eval.training import TrainingError
 from mad_eval.training import rewards as rewards_module
-from mad_eval.training.verl_config import MANAGER, check_config, read_settings
+from mad_eval.training.export import prompt_rows, write_rows
+from mad_eval.training.verl_config import MANAGER, check_config, check_train_files, read_settings
 
 CONFIG = {
     "actor_rollout_ref": {
@@ -139,3 +142,49 @@ def test_only_the_tested_verl_runs_unless_allowed():
 def test_read_settings_alone_refuses_unknown_keys():
     with pytest.raises(TrainingError, match="unknown self_debate setting bogus"):
         read_settings({"self_debate": {"bogus": 1}})
+
+
+# --- the training rows the self-debate manager pairs ----------------------------------------
+
+
+def first_turn_rows(template="debate") -> list[dict]:
+    questions = [Question("q1", "What is 2 + 3?", "5"), Question("q2", "What is 3 + 4?", "7")]
+    return prompt_rows(questions, "math500", "math", template)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
+def test_first_turn_rows_from_train_prompts_pass(tmp_path, suffix):
+    out = tmp_path / f"prompts{suffix}"
+    write_rows(first_turn_rows(), out)
+    assert check_train_files(config(("data.train_files", [str(out)]))) == 2
+    assert check_train_files(config(("data.train_files", "hdfs://far/away.parquet"))) == 0
+
+
+def test_a_row_without_its_question_is_refused_naming_the_file_and_row(tmp_path):
+    rows = first_turn_rows()
+    for i, row in enumerate(rows):  # as rows written before issue 33
+        row["extra_info"] = {"kind": "math", "index": i}
+    out = tmp_path / "old.parquet"
+    write_rows(rows, out)
+    with pytest.raises(TrainingError, match=r"old\.parquet row 1: the row's extra_info lacks"):
+        check_train_files(config(("data.train_files", str(out))))
+
+
+def test_a_template_that_cannot_build_a_pair_prompt_is_refused_before_any_step(tmp_path):
+    """Its first turn renders; its debate turn reads a third agent's reply, which a pair has not."""
+    text = (
+        builtin_templates()["debate"]
+        .read_text(encoding="utf-8")
+        .replace(
+            "[[debate]]\n",
+            '[[debate]]\nrole = "system"\ncontent = "{{ responses[2].text }}"\n\n[[debate]]\n',
+            1,
+        )
+    )
+    path = tmp_path / "needs-three.toml"
+    path.write_text(text)
+    out = tmp_path / "p.jsonl"
+    write_rows(first_turn_rows(load_template(str(path))), out)
+    with pytest.raises(TrainingError, match=r"p\.jsonl line 1: .*needs-three") as caught:
+        check_train_files(config(("data.train_files", str(out))))
+    assert "\n" not in str(caught.value)

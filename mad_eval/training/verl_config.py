@@ -18,14 +18,17 @@ mad_eval.training.verl_loop.SelfDebateAgentLoopManager \\
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
+from mad_eval.errors import UserError
 from mad_eval.training.errors import TrainingError
 from mad_eval.training.onpolicy import SelfDebate
 from mad_eval.training.pairs import PAIRINGS
+from mad_eval.training.rows import row_pair_prompt, row_question
 
 TESTED_VERL = "0.9.1"
 MANAGER = "mad_eval.training.verl_loop.SelfDebateAgentLoopManager"
@@ -224,3 +227,53 @@ def check_config(cfg: Any, version: str | None = None) -> Settings | None:
         )
     _check_lengths(cfg)
     return settings
+
+
+def check_rows(rows: Iterable[tuple[str, Mapping[str, Any]]]) -> int:
+    """Every (where, row) can build its debate-turn prompt: its question is in extra_info and
+    each template it names builds a pair prompt (once per template). Returns the rows read."""
+    built: set[tuple[Any, ...]] = set()
+    count = 0
+    for where, row in rows:
+        count += 1
+        try:
+            info = row.get("extra_info")
+            template = tuple(
+                str(info.get(k)) for k in ("template", "template_sha256", "template_table")
+            ) if isinstance(info, Mapping) else ()  # fmt: skip
+            if template in built:
+                row_question(row)
+            else:
+                row_pair_prompt(row, "", "")
+                built.add(template)
+        except UserError as exc:
+            raise TrainingError(f"{where}: {exc}") from None
+    return count
+
+
+def train_rows(files: Any) -> Iterable[tuple[str, Mapping[str, Any]]]:
+    """The rows of data.train_files that are local Parquet or JSON Lines files, each with
+    where it is; verl fetches others (hdfs://...) itself, so they are not read here."""
+    from mad_eval.data.benchmarks import read_jsonl
+
+    paths = [files] if isinstance(files, str) else list(files or [])
+    for path in paths:
+        path = str(path)
+        if not os.path.isfile(path):
+            continue
+        if path.endswith(".parquet"):
+            import pandas as pd
+
+            try:  # the two columns read, not the prompts
+                frame = pd.read_parquet(path, columns=["reward_model", "extra_info"])
+            except (KeyError, ValueError):
+                frame = pd.read_parquet(path)
+            for i, row in enumerate(frame.to_dict("records"), 1):
+                yield f"{path} row {i}", row
+        elif path.endswith(".jsonl"):
+            yield from read_jsonl(Path(path), path)
+
+
+def check_train_files(cfg: Any) -> int:
+    """Refuse, before any step, training rows the self-debate manager could not pair."""
+    return check_rows(train_rows(get(cfg, "data.train_files")))

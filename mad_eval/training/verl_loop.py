@@ -37,7 +37,7 @@ from verl.experimental.agent_loop import AgentLoopOutput
 from verl.trainer.ppo.v1 import AgentLoopManagerTQ, AgentLoopWorkerTQ
 from verl.trainer.ppo.v1.agent_loop_tq import _settle_session_tasks
 
-from mad_eval.training.verl_config import check_config, read_settings
+from mad_eval.training.verl_config import check_config, check_train_files, read_settings
 
 # The fields of a verl row (RLHFDataset's item) that SelfDebate.step reads.
 ROW_FIELDS = ("data_source", "ability", "reward_model", "extra_info")
@@ -184,4 +184,5 @@ class SelfDebateAgentLoopManager(AgentLoopManagerTQ):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         check_config(self.config)  # verl's own main may have started without verl_main
+        check_train_files(self.config)
         self.agent_loop_workers_class = SelfDebateAgentLoopWorker

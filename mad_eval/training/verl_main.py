@@ -14,13 +14,14 @@ import sys
 from typing import Any
 
 from mad_eval.training.errors import TrainingError
-from mad_eval.training.verl_config import check_config
+from mad_eval.training.verl_config import check_config, check_train_files
 
 
 def checked(config: Any) -> Any:
     """The config, or exit 2 with the check's sentence (as mad-eval's commands end)."""
     try:
-        check_config(config)
+        if check_config(config) is not None:  # the self-debate manager: its rows must pair
+            check_train_files(config)
     except TrainingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -30,7 +31,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.replica import TokenOutput
 
 from mad_eval.records import Question
-from mad_eval.training import TrainingError, row_pair_prompt
+from mad_eval.training import TrainingError, compute_score, row_pair_prompt
 from mad_eval.training.export import prompt_rows, write_rows
 from mad_eval.training.verl_config import MANAGER, check_config
 from mad_eval.training.verl_loop import SelfDebateAgentLoopManager, SelfDebateWorker
@@ -137,6 +138,23 @@ def test_verl_main_stops_on_an_ignored_key_before_ray_starts(tmp_path):
         done.stderr
     )
     assert "ray init" not in done.stdout + done.stderr
+
+
+def test_verl_main_hands_a_checked_config_to_verls_main(rows, tmp_path, monkeypatch):
+    """In process, with verl's main replaced: it gets the config composed from the overrides."""
+    from verl.trainer import main_ppo
+
+    from mad_eval.training import verl_main
+
+    got = []
+    monkeypatch.setattr(main_ppo, "main", SimpleNamespace(__wrapped__=got.append))
+    argv = [*RECIPE, f"data.train_files={rows}", f"hydra.run.dir={tmp_path}"]
+    monkeypatch.setattr(sys, "argv", ["verl_main", *argv])
+    verl_main.main()
+    (config,) = got
+    assert config.actor_rollout_ref.rollout.agent.agent_loop_manager_class == MANAGER
+    assert (config.self_debate.per_prompt, config.actor_rollout_ref.rollout.n) == (2, 4)
+    assert config.trainer.use_v1 is True  # verl's own defaults are there too
 
 
 # --- the agent-loop worker on a fake batch --------------------------------------------------
@@ -275,6 +293,10 @@ def test_a_training_prompt_gets_its_debate_turns_as_groups_of_their_own(worker, 
             # frequency pairing: the most common answer (5) with the second (7), never 5 with 5
             assert sorted(fields["extra_info"]["answers"]) == ["5", "7"]
             assert text(worker, fields) == "\\boxed{5}"
+            # verl's reward loop scores it from the trajectory's own fields
+            gold = fields["reward_model"]["ground_truth"]
+            score = compute_score(fields["data_source"], "\\boxed{5}", gold, fields["extra_info"])
+            assert score["acc"] == (1.0 if gold == "5" else 0.0)
         # verl's agent loop tokenized the debate prompt itself, not the first turn's
         debate_prompt = worker.tokenizer.decode(stored[debate_keys[0]][1]["prompts"].tolist())
         assert texts[0] in debate_prompt or texts[1] in debate_prompt or MARK in debate_prompt

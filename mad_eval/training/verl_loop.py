@@ -21,8 +21,15 @@ row `j` under uid `{uid}_{j}`: keys `{uid}_{j}_{session}_0`, field `uid` `{uid}_
 replay buffer groups trajectories by the key's first `_` part, so a prompt's debate turns are
 sampled with its first turn; GRPO normalises by the field `uid`, so each debate context is its
 own group. The prompt's status turns finished only when its debate sessions have settled.
-Validation runs the first turn only. Every trajectory of a prompt counts in verl's mini-batches
-(ppo_mini_batch_size x rollout.n trajectories each), so a step has more of them than B x n.
+Validation runs the first turn only.
+
+Where verl's own rules read the whole prompt: a mini-batch is ppo_mini_batch_size x rollout.n
+trajectories, so the debate turns add actor updates to a step; DAPO's group filter
+(filter_groups) drops a prompt only when both turns' rewards are all equal. The overlong
+penalty is verl's DAPO reward manager's (pairing reads correctness, never the reward); to pair
+no truncated reply set +self_debate.max_length below data.max_response_length. Pairing draws
+come from (self_debate.seed, step, the row's index and question id), so a resumed run pairs
+the same replies the same way.
 """
 
 from __future__ import annotations

@@ -188,3 +188,16 @@ def test_a_template_that_cannot_build_a_pair_prompt_is_refused_before_any_step(t
     with pytest.raises(TrainingError, match=r"p\.jsonl line 1: .*needs-three") as caught:
         check_train_files(config(("data.train_files", str(out))))
     assert "\n" not in str(caught.value)
+
+
+def test_the_prompt_length_rule_reads_the_pairing_limit_when_it_is_shorter():
+    """The paper pairs replies of at most 2,048 tokens out of 8,192: a debate prompt then
+    needs above 4,096, not above 16,384."""
+    paper = [("data.max_response_length", 8192),
+             ("actor_rollout_ref.rollout.response_length", 8192),
+             ("self_debate", {"max_length": 2048})]  # fmt: skip
+    fits = [("data.max_prompt_length", 5000), ("actor_rollout_ref.rollout.prompt_length", 5000)]
+    assert check(config(*paper, *fits)) is not None
+    short = [("data.max_prompt_length", 4096), ("actor_rollout_ref.rollout.prompt_length", 5000)]
+    with pytest.raises(TrainingError, match=r"above 2 x self_debate.max_length \(4096\)"):
+        check(config(*paper, *short))

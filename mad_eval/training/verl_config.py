@@ -179,15 +179,22 @@ def _check_reward(cfg: Any, manager: bool) -> None:
         )
 
 
-def _check_lengths(cfg: Any) -> None:
+def _check_lengths(cfg: Any, max_length: int | None) -> None:
+    """A debate prompt holds two first-turn replies: at most the response length each, or
+    self_debate.max_length when that is shorter (longer replies are not paired)."""
     for where in ("data.max_", "actor_rollout_ref.rollout."):
         prompt = get(cfg, f"{where}prompt_length")
         response = get(cfg, f"{where}response_length")
-        if _integer(prompt) and _integer(response) and prompt <= 2 * response:
+        if not (_integer(prompt) and _integer(response)):
+            continue
+        reply, limit = response, f"{where}response_length"
+        if max_length is not None and max_length < response:
+            reply, limit = max_length, "self_debate.max_length"
+        if prompt <= 2 * reply:
             raise TrainingError(
-                f"{where}prompt_length ({prompt}) must be above 2 x {where}response_length "
-                f"({2 * response}): a debate-turn prompt holds the question and two first-turn "
-                "replies (`mad-eval train prompts` prints the length it needs)."
+                f"{where}prompt_length ({prompt}) must be above 2 x {limit} ({2 * reply}): a "
+                "debate-turn prompt holds the question and two first-turn replies "
+                "(`mad-eval train prompts` prints the length it needs)."
             )
 
 
@@ -225,7 +232,7 @@ def check_config(cfg: Any, version: str | None = None) -> Settings | None:
             f"self-debate samples a group of first-turn replies per prompt to pair: set "
             f"actor_rollout_ref.rollout.n to 2 or more, got {rollout_n!r}."
         )
-    _check_lengths(cfg)
+    _check_lengths(cfg, settings.debate.max_length)
     return settings
 
 

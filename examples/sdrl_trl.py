@@ -1,6 +1,6 @@
 """Self-debate RL (SDRL) on-policy with TRL: both turns trained at every step.
 
-    mad-eval train prompts aime24_dapo --out data/first_turn.parquet --answer-protocol dapo
+    mad-eval train prompts my_train_set.jsonl --answer-protocol dapo --out data/first_turn.parquet
     python examples/sdrl_trl.py --model Qwen/Qwen3-4B-Base \\
         --train-file data/first_turn.parquet --output-dir results/sdrl-trl
 

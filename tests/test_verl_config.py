@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -201,3 +202,30 @@ def test_the_prompt_length_rule_reads_the_pairing_limit_when_it_is_shorter():
     short = [("data.max_prompt_length", 4096), ("actor_rollout_ref.rollout.prompt_length", 5000)]
     with pytest.raises(TrainingError, match=r"above 2 x self_debate.max_length \(4096\)"):
         check(config(*paper, *short))
+
+
+OVERLONG = [
+    ("reward.reward_manager.name", "dapo"),
+    ("reward.reward_kwargs.max_resp_len", 512),
+    ("reward.reward_kwargs.overlong_buffer_cfg.enable", True),
+    ("reward.reward_kwargs.overlong_buffer_cfg.len", 128),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (("reward.reward_manager.name", "naive"), "set reward.reward_manager.name=dapo, got"),
+        (("reward.reward_kwargs.max_resp_len", 8192), "must equal data.max_response_length (512)"),
+        (("reward.reward_kwargs.max_resp_len", ...), "data.max_response_length (512) for the"),
+        (
+            ("reward.custom_reward_function.reward_kwargs.overlong_buffer_cfg.len", 8),
+            "reaches compute_score, which adds no penalty",
+        ),
+    ],
+)
+def test_an_overlong_penalty_verl_would_not_apply_is_refused(change, says):
+    """Each of these gave no penalty (or one read against another length) without a word."""
+    assert check(config(*OVERLONG)) is not None
+    with pytest.raises(TrainingError, match=re.escape(says)):
+        check(config(*OVERLONG, change))

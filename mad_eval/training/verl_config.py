@@ -179,6 +179,34 @@ def _check_reward(cfg: Any, manager: bool) -> None:
         )
 
 
+def _check_overlong(cfg: Any) -> None:
+    """DAPO's overlong penalty is verl's DAPO reward manager's: the settings it would ignore,
+    or read against another length, are refused (each gave no penalty without a word)."""
+    misplaced = "reward.custom_reward_function.reward_kwargs.overlong_buffer_cfg"
+    if get(cfg, misplaced) is not None:
+        raise TrainingError(
+            f"{misplaced} reaches compute_score, which adds no penalty; set "
+            "+reward.reward_kwargs.overlong_buffer_cfg.* (and reward.reward_manager.name=dapo)."
+        )
+    if get(cfg, "reward.reward_kwargs.overlong_buffer_cfg.enable") is not True:
+        return
+    manager = get(cfg, "reward.reward_manager.name")
+    if manager != "dapo":
+        raise TrainingError(
+            f"the overlong buffer is read only by verl's DAPO reward manager: set "
+            f"reward.reward_manager.name=dapo, got {manager!r}."
+        )
+    limit, response = (
+        get(cfg, "reward.reward_kwargs.max_resp_len"),
+        get(cfg, "data.max_response_length"),
+    )
+    if limit != response:
+        raise TrainingError(
+            f"+reward.reward_kwargs.max_resp_len must equal data.max_response_length ({response}) "
+            f"for the overlong penalty to start where replies are cut, got {limit!r}."
+        )
+
+
 def _check_lengths(cfg: Any, max_length: int | None) -> None:
     """A debate prompt holds two first-turn replies: at most the response length each, or
     self_debate.max_length when that is shorter (longer replies are not paired)."""
@@ -213,6 +241,7 @@ def check_config(cfg: Any, version: str | None = None) -> Settings | None:
         )
     _check_legacy(cfg)
     _check_reward(cfg, manager)
+    _check_overlong(cfg)
     given = get(cfg, "self_debate") or {}
     if not manager:
         if any(key != "allow_untested_verl" for key in given):

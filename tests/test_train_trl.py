@@ -57,7 +57,7 @@ def first_turn(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
     """The tiny random model, taught in a few seconds to answer either way after any first-
-    or debate-turn prompt: right (5) or wrong (7) about half the time each, then EOS."""
+    or debate-turn prompt: right (5) about 1 time in 3, else wrong (7), then EOS."""
     from tiny_model import build_tiny_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -73,7 +73,7 @@ def tiny_model(tmp_path_factory) -> Path:
     torch.manual_seed(0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
-    for _ in range(80):
+    for _ in range(160):  # cleaner replies: every sampled one reads 5 or 7
         ids, labels = [], []
         for context in rng.sample(contexts, 8):
             prompt = tok(context)["input_ids"]

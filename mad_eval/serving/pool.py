@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,6 +40,8 @@ class PoolFailed(PoolError):
 
 
 def _said(error: BaseException) -> str:
+    if isinstance(error, asyncio.CancelledError):
+        return "its serving was cancelled"
     text = str(error).rstrip(".") or "no message"
     return text if isinstance(error, UserError) else f"{type(error).__name__}: {text}"
 
@@ -115,7 +118,7 @@ def _parse(text: str, where: str) -> list[int]:
             )
         first, last = int(match[1]), int(match[2] or match[1])
         ids += range(first, last + 1)
-    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    repeated = [gpu for gpu, count in Counter(ids).items() if count > 1]
     if repeated:
         raise PoolError(f"{where} {text!r} names GPU {repeated[0]} twice: name each GPU once")
     return ids
@@ -206,8 +209,7 @@ def _check(works: Sequence[Work], pool: Sequence[int]) -> None:
         raise PoolError("the GPU pool is empty: give at least one GPU with --gpus")
     if len(set(pool)) != len(pool):
         raise PoolError(f"the GPU pool {_ids(pool)} names a GPU twice: name each GPU once")
-    labels = [work.label for work in works]
-    twice = sorted({label for label in labels if labels.count(label) > 1})
+    twice = sorted(label for label, count in Counter(w.label for w in works).items() if count > 1)
     if twice:
         raise PoolError(f"model '{twice[0]}' is given twice: give each model one label")
 

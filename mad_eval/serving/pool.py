@@ -248,6 +248,7 @@ def describe(order: Sequence[Work], pool: Sequence[int]) -> list[str]:
     simulated start and end in turn units."""
     slots = simulate(order, order, pool)
     width = max((len(work.label) for work in order), default=0)
+    digits = max((len(str(work.turns)) for work in order), default=0)
     lines = [
         f"serving plan on GPUs {_ids(pool)}: {sum(w.turns > 0 for w in order)} servers to start,"
         f" estimated end at {max((s.end for s in slots), default=0):g} turn units"
@@ -260,7 +261,7 @@ def describe(order: Sequence[Work], pool: Sequence[int]) -> list[str]:
         )
         lines.append(
             f"  {number}. {work.label:<{width}}  GPUs {_ids(slot.gpus):<8}  {shape:<19}"
-            f"  {work.turns} turns  t={slot.start:g}..{slot.end:g}"
+            f"  {work.turns:>{digits}} turns  t={slot.start:g}..{slot.end:g}"
         )
     lines += [f"  -  {w.label:<{width}}  no turns left: not served" for w in order if not w.turns]
     return lines

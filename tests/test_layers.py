@@ -21,6 +21,7 @@ LAYERS: list[set[str]] = [
     {"data"},  # benchmarks and the hub
     {"store"},  # the run folder
     {"backends"},
+    {"serving"},  # vllm serve processes mad-eval starts and stops
     {"protocols"},  # protocols and scoring rules
     {"debate"},  # engine, plan, execute, prompts, context, replay
     {"judging"},

@@ -66,7 +66,9 @@ def log_tail(log: Path, lines: int = TAIL_LINES) -> str:
             text = f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    last = [line.strip()[:300] for line in text.splitlines() if line.strip()][-lines:]
+    # The command line this module wrote before each start is in the log, not the tail.
+    kept = [line.strip()[:300] for line in text.splitlines() if line.strip()]
+    last = [line for line in kept if not line.startswith("$ ")][-lines:]
     return printable(redact(" | ".join(last)))
 
 

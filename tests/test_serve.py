@@ -263,3 +263,27 @@ def test_no_server_outlives_mad_eval_killed_mid_run(tmp_path, checkpoint, how):
         if process.poll() is None:
             process.kill()
         process.wait()
+
+
+@pytest.mark.slow
+def test_single_from_python_serves_its_model_too(tmp_path, monkeypatch, checkpoint):
+    import mad_eval
+
+    for name, value in install_stand_in(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    said: list[str] = []
+
+    class Heard(mad_eval.Listener):
+        def say(self, text: str) -> None:
+            said.append(text)
+
+    result = mad_eval.single(
+        model=f"serve:{checkpoint}", samples=2, limit=2, out=tmp_path / "s",
+        serving={"max_model_len": 1024}, gpus="5", listener=Heard(),
+    )  # fmt: skip
+    assert len(result.turns()) == 4
+    (start,) = starts({"STAND_IN_RECORD": os.environ["STAND_IN_RECORD"]})
+    assert start["cuda"] == "5" and "--max-model-len" in start["argv"]
+    assert not alive(start["pid"])
+    assert said[0].startswith("Starting vllm serve for qwen-sdrl (GPUs 5); log: ")
+    assert said[-1] == "Server qwen-sdrl stopped (1 replica(s))."

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from mad_eval.progress import Listener
 
 if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
+    from collections.abc import Coroutine
     from typing import Unpack
 
     from mad_eval.experiments.run import Plan
@@ -51,6 +52,8 @@ def run(
     *,
     out: str | Path | None = None,
     retry_failed: bool = False,
+    serving: list[str] | dict[str, Any] | None = None,
+    gpus: str | list[int] | None = None,
     listener: Listener | None = None,
     **settings: Unpack[RunSettings],
 ) -> Run:
@@ -58,14 +61,19 @@ def run(
     options by name (mad_eval.setup.settings.RunSettings: protocol, agents, rounds, model,
     base_urls, benchmark, data_dir, limit, runs, seed, temperature, ...; see `mad-eval run
     --help`), each refused in one sentence if unknown or of the wrong type; `out` is the
-    run folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>)."""
+    run folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>). A model
+    `serve:CHECKPOINT` is served by `vllm serve` for the run, with the settings `serving`
+    (KEY=VALUE strings or a mapping: mad_eval.serving.spec) on the GPUs `gpus` ("0,1";
+    default CUDA_VISIBLE_DEVICES), and stopped after it."""
     from mad_eval.debate.execute import Job, drive, execute
     from mad_eval.debate.plan import make_plan
+    from mad_eval.serving.session import prepare
     from mad_eval.store.files import refuse_records
     from mad_eval.store.folder import RunStore
 
     listener = listener or Listener()
-    plan = make_plan(settings)
+    served = prepare(settings, serving, gpus)  # None unless the model is serve:
+    plan = make_plan(served.placeholder(settings) if served else settings)
     if settings.get("model") is None and not plan.config.roster:
         listener.say(
             "No --model given: using simulated agents (sim). "
@@ -73,7 +81,16 @@ def run(
         )
     store = RunStore(Path(out) if out is not None else plan.config.default_out())
     refuse_records(store.root, run_folder=True)  # never inside another run's records
-    drive(execute([Job(plan, store, retry_failed)], listener), store.turns_path)
+    if served is None:
+        work = execute([Job(plan, store, retry_failed)], listener)
+    else:
+
+        def job(urls: list[str]) -> Coroutine[Any, Any, None]:
+            planned = make_plan({**settings, "base_urls": urls}, plan.shared)
+            return execute([Job(planned, store, retry_failed)], listener)
+
+        work = served.run(job, store.root, listener)
+    drive(work, store.turns_path)
     return report(store.root)
 
 
@@ -82,6 +99,8 @@ def single(
     samples: int = 4,
     out: str | Path | None = None,
     retry_failed: bool = False,
+    serving: list[str] | dict[str, Any] | None = None,
+    gpus: str | list[int] | None = None,
     listener: Listener | None = None,
     **settings: Unpack[SingleSettings],
 ) -> Run:
@@ -100,6 +119,8 @@ def single(
     return run(
         out=out,
         retry_failed=retry_failed,
+        serving=serving,
+        gpus=gpus,
         listener=listener,
         **settings,
         protocol="single",

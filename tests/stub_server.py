@@ -102,6 +102,7 @@ class StubServer:
         refuse_fields: tuple[str, ...] = (),
         prefill_per_char: float = 0.0,
         edit: Callable[[dict, dict, int], None] | None = None,
+        port: int = 0,  # 0: one the kernel picks
     ):
         self.model = model
         # More names for the same model (vLLM's --served-model-name a b): listed with the
@@ -149,7 +150,7 @@ class StubServer:
         self.reused_chars = 0
         self.prefill_per_char = prefill_per_char
         self._lock = threading.Lock()
-        self._server = _Server(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", port), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -323,7 +324,9 @@ class StubServer:
                     self.wfile.write(data)
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/") == "/v1/models":
+                if self.path.rstrip("/") == "/health":  # as vLLM answers once it is up
+                    self.send(200, {})
+                elif self.path.rstrip("/") == "/v1/models":
                     models = []
                     for name in (stub.model, *stub.aliases):
                         model = {"id": name, "object": "model", "root": "/models/stub"}

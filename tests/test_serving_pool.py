@@ -245,7 +245,8 @@ def test_the_pool_falls_back_to_cuda_visible_devices_then_the_driver(monkeypatch
 def test_no_gpu_is_one_cpu_slot_with_a_note(monkeypatch, env, words):
     monkeypatch.setattr(pool_module.shutil, "which", lambda name, path=None: None)
     notes = []
-    assert gpu_pool(None, env=env, note=notes.append) == [0]
+    assert gpu_pool(None, env=env, note=notes.append) == []  # one CPU slot
+    assert pool_module.slots([]) == [0] and pool_module.slots([2, 3]) == [2, 3]
     assert len(notes) == 1 and words in notes[0] and "one CPU slot" in notes[0]
 
 

@@ -42,6 +42,7 @@ __all__ = [
 PREFIXES = {
     "openai": "mad_eval.backends.openai_backend",
     "vllm": "mad_eval.backends.vllm_backend",
+    "serve": "mad_eval.backends.serve_backend",
     "sim": "mad_eval.backends.sim",
     "sim-judge": "mad_eval.backends.sim_judge",
 }

@@ -74,6 +74,24 @@ OPTIONS: dict[str, Option] = {
             "--agent 'openai:a@http://host-a:8000/v1*3' --agent 'openai:b*2'.",
         ),
     ),
+    "serving": Option(
+        list[str] | None,
+        typer.Option(
+            "--serving",
+            metavar="KEY=VALUE",
+            help="A serve:CHECKPOINT model's serving setting, repeated: base (a LoRA adapter's "
+            "base model), tensor_parallel, data_parallel, replicas, max_model_len, args (more "
+            "vllm serve arguments, one quoted string), e.g. --serving replicas=2.",
+        ),
+    ),
+    "gpus": Option(
+        str | None,
+        typer.Option(
+            metavar="0,1,...",
+            help="GPUs a serve: model's servers may take (default: CUDA_VISIBLE_DEVICES; "
+            "none: one server, no GPU set).",
+        ),
+    ),
     "roster": Option(
         Path | None,
         typer.Option(
@@ -116,7 +134,8 @@ OPTIONS: dict[str, Option] = {
         str | None,
         typer.Option(
             help="Model spec: openai:<model> (a server), vllm:<model folder or hub id> "
-            "(in-process vLLM) or "
+            "(in-process vLLM), serve:<checkpoint folder or hub id> (served by mad-eval with "
+            "vllm serve, see --serving) or "
             "sim[:p0=..,s0=..,k=..,mbeta=..,skill=..,w=..,delay=..,words=..,think=..]."
         ),
     ),
@@ -545,6 +564,8 @@ RUN = [
     "answer_protocol",
     "model",
     "base_urls",
+    "serving",
+    "gpus",
     "api",
     "template",
     "runs",

@@ -88,12 +88,15 @@ class Slot:
 
 
 def gpu_pool(
-    arg: str | None, env: Mapping[str, str] = os.environ, note: Callable[[str], None] | None = None
+    arg: str | Sequence[int] | None,
+    env: Mapping[str, str] = os.environ,
+    note: Callable[[str], None] | None = None,
 ) -> list[int]:
     """The GPUs to pack servers on: `--gpus` (0,1,2,3 or 0-3), else CUDA_VISIBLE_DEVICES,
-    else what `nvidia-smi -L` lists, else one CPU slot (servers one at a time)."""
+    else what `nvidia-smi -L` lists, else none: [] is one CPU slot (servers one at a time,
+    with no CUDA_VISIBLE_DEVICES set; `slots` gives the scheduler its one slot)."""
     if arg is not None:
-        return _parse(arg, "--gpus")
+        return _parse(arg if isinstance(arg, str) else ",".join(map(str, arg)), "--gpus")
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() not in ("", "-1"):
         return _parse(visible, "CUDA_VISIBLE_DEVICES")
@@ -104,7 +107,12 @@ def gpu_pool(
     (note or log.info)(
         f"{why} (no --gpus given): the pool is one CPU slot, so servers run one at a time"
     )
-    return [0]
+    return []
+
+
+def slots(pool: Sequence[int]) -> list[int]:
+    """The pool as the scheduler counts it: no GPU is one CPU slot."""
+    return list(pool) or [0]
 
 
 def _parse(text: str, where: str) -> list[int]:

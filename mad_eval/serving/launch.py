@@ -1,0 +1,241 @@
+"""One `vllm serve` process on this node (`LocalServer`), and `served`: a checkpoint's
+replicas started for a run and always stopped after it.
+
+The server runs in its own process group (its engine and worker children with it), with
+CUDA_VISIBLE_DEVICES set to its GPUs and its output in a log file; on Linux it gets the
+parent-death signal, so even kill -9 of mad-eval stops it. stop() sends SIGTERM to the
+group and SIGKILL after a grace period."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import aiohttp
+
+from mad_eval.errors import UserError
+from mad_eval.progress import Listener
+from mad_eval.sanitize import printable, redact
+from mad_eval.serving.spec import ServeSpec
+
+TAIL_LINES = 5
+PORT_TRIES = 3  # a port taken between finding it and binding it: another, twice more
+POLL = 0.5  # seconds between start-up checks
+PR_SET_PDEATHSIG = 1
+
+
+class ServerError(UserError):
+    """A server could not be started: one sentence naming the label and the log file."""
+
+
+class _PortTaken(Exception):
+    pass
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the kernel's pick for port 0)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """SIGTERM this process when the one that started it dies (Linux), so the server can
+    stop its own children too."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def log_tail(log: Path, lines: int = TAIL_LINES) -> str:
+    """The log's last non-empty lines, redacted and printable, joined on one line."""
+    try:
+        with log.open("rb") as f:
+            f.seek(max(f.seek(0, os.SEEK_END) - 16384, 0))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    # The command line this module wrote before each start is in the log, not the tail.
+    kept = [line.strip()[:300] for line in text.splitlines() if line.strip()]
+    last = [line for line in kept if not line.startswith("$ ")][-lines:]
+    return printable(redact(" | ".join(last)))
+
+
+class LocalServer:
+    """One `vllm serve` process on this node, on `gpus`, writing to `log`."""
+
+    def __init__(
+        self,
+        spec: ServeSpec,
+        gpus: Sequence[int],
+        log: Path,
+        *,
+        start_timeout: float = 900,
+        grace: float = 30,
+    ):
+        self.spec, self.gpus, self.log = spec, list(gpus), Path(log)
+        self.start_timeout, self.grace = start_timeout, grace
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url: str | None = None
+
+    def _fail(self, what: str) -> ServerError:
+        tail = log_tail(self.log)
+        return ServerError(
+            f"the vllm server for {self.spec.label} {what}; see {self.log}"
+            + (f": {tail}" if tail else "")
+        )
+
+    async def start(self) -> str:
+        """Start the server and wait until /health and /v1/models answer; its base URL."""
+        vllm = shutil.which("vllm")
+        if vllm is None:
+            raise ServerError(
+                f"cannot serve {self.spec.label}: no vllm command found; install vllm or put it "
+                "on PATH."
+            )
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(PORT_TRIES):
+            port = free_port()
+            self._spawn([vllm, *self.spec.command(port)[1:]])
+            try:
+                self.url = await self._ready(f"http://127.0.0.1:{port}")
+                return self.url
+            except _PortTaken:
+                await self.stop()
+                if attempt == PORT_TRIES - 1:
+                    raise self._fail(f"found {PORT_TRIES} ports taken in a row") from None
+            except BaseException:
+                await self.stop()
+                raise
+        raise AssertionError("unreachable")
+
+    def _spawn(self, command: list[str]) -> None:
+        env = dict(os.environ)
+        if self.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.gpus))
+        with self.log.open("ab") as log:
+            log.write(f"$ {' '.join(command)}\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # its own group: stop() reaches its children
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+
+    async def _ready(self, root: str) -> str:
+        deadline = time.monotonic() + self.start_timeout
+        timeout = aiohttp.ClientTimeout(total=5)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while True:
+                assert self.process is not None
+                if self.process.poll() is not None:
+                    tail = log_tail(self.log, 50).lower()
+                    if "address already in use" in tail or "errno 98" in tail:
+                        raise _PortTaken
+                    raise self._fail(f"exited during start-up (code {self.process.returncode})")
+                if await self._answers(session, root):
+                    return root + "/v1"
+                if time.monotonic() > deadline:
+                    raise self._fail(f"did not answer within {self.start_timeout:g} s")
+                await asyncio.sleep(POLL)
+
+    async def _answers(self, session: aiohttp.ClientSession, root: str) -> bool:
+        try:
+            async with session.get(root + "/health") as health:
+                if health.status != 200:
+                    return False
+            async with session.get(root + "/v1/models") as models:
+                if models.status != 200:
+                    return False
+                listed = await models.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return False
+        names = {m.get("id") for m in (listed or {}).get("data") or [] if isinstance(m, dict)}
+        return self.spec.label in names
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    async def stop(self) -> None:
+        """SIGTERM to the server's group, SIGKILL to what is left after `grace`; idempotent."""
+        process = self.process
+        if process is None:
+            return
+        group = process.pid
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGTERM)
+        deadline = time.monotonic() + self.grace
+        while process.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        # The leader gone, its children may linger a moment: they go with the group.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+        process.wait()
+        self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL to the group at once: the last resort when no event loop is left."""
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def log_path(folder: Path, label: str, replica: int) -> Path:
+    """server-LABEL-N.log in the run (or experiment) folder."""
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in label)
+    return folder / f"server-{safe}-{replica}.log"
+
+
+@contextlib.asynccontextmanager
+async def served(
+    spec: ServeSpec,
+    placement: Sequence[Sequence[int]],
+    folder: Path,
+    listener: Listener,
+    **limits: float,
+) -> AsyncIterator[list[str]]:
+    """Start a replica on each GPU set of `placement` (all at once) and yield their URLs;
+    stop every one afterwards, on success, error or cancellation alike."""
+    servers = [
+        LocalServer(spec, gpus, log_path(folder, spec.label, i), **limits)
+        for i, gpus in enumerate(placement)
+    ]
+    try:
+        for server in servers:
+            on = f"GPUs {','.join(map(str, server.gpus))}" if server.gpus else "no GPU set"
+            listener.say(f"Starting vllm serve for {spec.label} ({on}); log: {server.log}")
+        starting = [asyncio.ensure_future(server.start()) for server in servers]
+        try:
+            urls = await asyncio.gather(*starting)
+        except BaseException:  # one failed: the others stop starting
+            for task in starting:
+                task.cancel()
+            await asyncio.gather(*starting, return_exceptions=True)
+            raise
+        for url in urls:
+            listener.say(f"Server {spec.label} ready at {url}")
+        yield list(urls)
+    finally:
+        ready = sum(1 for server in servers if server.url)
+        try:
+            await asyncio.shield(asyncio.gather(*(server.stop() for server in servers)))
+        finally:
+            for server in servers:
+                server.kill()
+        if ready:
+            listener.say(f"Server {spec.label} stopped ({ready} replica(s)).")

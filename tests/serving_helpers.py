@@ -1,0 +1,106 @@
+"""A stand-in `vllm` for serve: tests: a small Python script put first on PATH that takes
+`vllm serve CKPT --port P --served-model-name NAME ...`, records its argv, pid and
+CUDA_VISIBLE_DEVICES (one JSON line per start, in $STAND_IN_RECORD), and serves
+tests/stub_server.StubServer on that port until SIGTERM.
+
+What it does is steered by the environment: STAND_IN_FAIL=TEXT prints TEXT and exits 3
+(a server dying at start-up); STAND_IN_TAKEN=N says "Address already in use" for the first
+N starts; STAND_IN_SILENT=1 never answers; STAND_IN_CHILD=1 starts a child process in its
+group (an engine worker) and records its pid; STAND_IN_DELAY=SECONDS slows each reply."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+SCRIPT = """\
+import json, os, signal, subprocess, sys, time
+sys.path.insert(0, {tests!r})
+args = sys.argv[1:]
+record = os.environ["STAND_IN_RECORD"]
+with open(record) if os.path.exists(record) else open(os.devnull) as f:
+    starts = sum(1 for _ in f)
+entry = {{"argv": args, "pid": os.getpid(), "pgid": os.getpgid(0),
+          "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")}}
+if os.environ.get("STAND_IN_CHILD"):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    entry["child"] = child.pid
+with open(record, "a") as f:
+    f.write(json.dumps(entry) + "\\n")
+print("stand-in vllm", " ".join(args), flush=True)
+if os.environ.get("STAND_IN_FAIL"):
+    print(os.environ["STAND_IN_FAIL"], flush=True)
+    sys.exit(3)
+if starts < int(os.environ.get("STAND_IN_TAKEN", "0")):
+    print("OSError: [Errno 98] Address already in use", flush=True)
+    sys.exit(1)
+assert args[0] == "serve", args
+while os.environ.get("STAND_IN_SILENT"):  # up, never answering
+    time.sleep(3600)
+port = int(args[args.index("--port") + 1])
+names = []
+for arg in args[args.index("--served-model-name") + 1:]:
+    if arg.startswith("--"):
+        break
+    names.append(arg)
+from stub_server import StubServer
+server = StubServer(model=names[0], aliases=tuple(names[1:]), port=port,
+                    delay=float(os.environ.get("STAND_IN_DELAY", "0")))
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # leaves a child behind, as a crash would
+with server:
+    print("ready", flush=True)
+    while True:
+        time.sleep(3600)
+"""
+
+
+def install_stand_in(folder: Path) -> dict[str, str]:
+    """Write the stand-in `vllm` into folder/bin; the environment that puts it first on
+    PATH and names its record file (folder/starts.jsonl)."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    script = bin_dir / "vllm"
+    script.write_text(f"#!{sys.executable}\n" + SCRIPT.format(tests=str(TESTS)))
+    script.chmod(0o755)
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "STAND_IN_RECORD": str(folder / "starts.jsonl"),
+    }
+
+
+def starts(env: dict[str, str]) -> list[dict]:
+    """Every start of the stand-in so far, in order."""
+    path = Path(env["STAND_IN_RECORD"])
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def alive(pid: int) -> bool:
+    """Whether a process runs (a zombie waiting to be reaped does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return state not in ("Z", "X")
+
+
+def wait_gone(pid: int, timeout: float = 60.0) -> bool:
+    """Wait (generously) until a process is gone; whether it went."""
+    deadline = time.monotonic() + timeout
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

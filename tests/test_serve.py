@@ -1,0 +1,297 @@
+"""serve:CHECKPOINT models: the spec and its settings refused in one sentence, the `vllm
+serve` command line, and (through a stand-in `vllm` on PATH that serves the test server)
+servers started for a run, routed to, stopped afterwards, resumed, and never left behind:
+not after a start-up failure, SIGTERM or kill -9 of mad-eval."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from cli_helpers import mad_eval, turns_of
+from serving_helpers import alive, install_stand_in, starts, wait_gone
+
+from mad_eval.backends import BackendError, backend_type, make_backend
+from mad_eval.serving import (
+    LocalServer,
+    PoolError,
+    ServeSpec,
+    ServerError,
+    gpu_pool,
+    parse_serve,
+    place,
+)
+from mad_eval.serving.session import prepare
+from mad_eval.setup.config import ConfigError
+
+RUN = ("--agents", "2", "--rounds", "1", "--limit", "3", "--retries", "1", "--backoff", "0.01")
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Path:
+    folder = tmp_path / "ckpts" / "qwen-sdrl"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    return folder
+
+
+# --- the spec and its settings, no process -------------------------------------------
+
+
+def test_a_served_spec_reads_its_settings_into_the_vllm_serve_command(checkpoint):
+    spec = parse_serve(
+        f"serve:{checkpoint}",
+        ["tensor_parallel=2", "replicas=2", "args=--dtype float16 --seed 7"],
+        max_model_len=4096,
+    )
+    assert (spec.label, spec.gpus, spec.replicas) == ("qwen-sdrl", 2, 2)
+    assert spec.command(8123) == [
+        "vllm", "serve", str(checkpoint), "--host", "127.0.0.1", "--port", "8123",
+        "--served-model-name", "qwen-sdrl", "--tensor-parallel-size", "2",
+        "--max-model-len", "4096", "--dtype", "float16", "--seed", "7",
+    ]  # fmt: skip
+
+
+def test_a_lora_adapter_is_served_over_its_base_under_the_label(tmp_path):
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"is a LoRA adapter: give its base model with"):
+        parse_serve(f"serve:{adapter}")
+    spec = parse_serve(f"serve:{adapter}", {"base": "Qwen/Qwen3-8B"})
+    command = spec.command(9000)
+    assert command[2] == "Qwen/Qwen3-8B"
+    assert command[-3:] == ["--enable-lora", "--lora-modules", f"adapter={adapter}"]
+
+
+def test_a_label_of_its_own_keeps_the_name_runs_ask_for():
+    spec = ServeSpec(label="sdrl-8b", checkpoint="org/qwen-sdrl")
+    command = spec.command(1)
+    at = command.index("--served-model-name")
+    assert command[at + 1 : at + 3] == ["sdrl-8b", "qwen-sdrl"]
+
+
+@pytest.mark.parametrize(
+    ("model", "settings", "sentence"),
+    [
+        ("serve:./no/such/ckpt", None, "the checkpoint folder ./no/such/ckpt of serve:./no/"),
+        ("serve:/no/such", None, "the checkpoint folder /no/such of serve:/no/such does not"),
+        ("serve:", None, "names no checkpoint"),
+        ("serve:org/m", ["replicas=0"], "replicas of serve:org/m must be a whole number of at"),
+        ("serve:org/m", ["tensor_parallel=1.5"], "tensor_parallel of serve:org/m must be a whole"),
+        ("serve:org/m", {"max_model_len": True}, "max_model_len of serve:org/m must be a whole"),
+        ("serve:org/m", ["tp=2"], "has no setting 'tp' for serve:org/m; use base, tensor_par"),
+        ("serve:org/m", ["replicas"], "--serving takes KEY=VALUE"),
+        ("serve:org/m", ["base=/no/base"], "the base model folder /no/base of serve:org/m does"),
+        ("serve:org/m", ["args=--x 'open"], "args of serve:org/m cannot be split"),
+    ],
+)
+def test_bad_serving_input_is_one_sentence(model, settings, sentence):
+    with pytest.raises(ConfigError) as caught:
+        parse_serve(model, settings)
+    assert sentence in str(caught.value)
+    assert "\n" not in str(caught.value) and str(caught.value).endswith(".")
+
+
+def test_the_gpu_pool_comes_from_the_option_then_the_environment(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert gpu_pool("0, 1") == [0, 1]
+    assert gpu_pool(None) == [2, 3]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert gpu_pool(None) == []
+    with pytest.raises(PoolError, match="--gpus 'a,b' is not a list of GPU indices"):
+        gpu_pool("a,b")
+    with pytest.raises(PoolError, match="names GPU 1 twice"):
+        gpu_pool("1,1")
+
+
+def test_replicas_take_distinct_gpus_and_never_more_than_the_pool():
+    spec = ServeSpec("m", "org/m", tensor_parallel=2, replicas=2)
+    assert place(spec, [4, 5, 6, 7]) == [[4, 5], [6, 7]]
+    with pytest.raises(ConfigError, match=r"m needs 4 GPUs .* but the pool has 3 \(0,1,2\)"):
+        place(spec, [0, 1, 2])
+    assert place(ServeSpec("m", "org/m", tensor_parallel=4), []) == [[]]  # one CPU slot
+    with pytest.raises(ConfigError, match="asks for 2 replicas but there are no GPUs"):
+        place(ServeSpec("m", "org/m", replicas=2), [])
+
+
+def test_serve_is_a_backend_type_that_needs_its_server():
+    found = backend_type("serve:org/m")
+    assert found.name == "serve" and found.context_length and found.extra_body
+    with pytest.raises(BackendError, match="serve:<checkpoint> for a checkpoint mad-eval serves"):
+        backend_type("nope:x")
+    with pytest.raises(BackendError, match="'serve:org/m' has no server"):
+        make_backend("serve:org/m")
+
+
+def test_a_run_refuses_serving_settings_it_cannot_use(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no vllm here
+    with pytest.raises(ConfigError, match="no vllm command found; install vllm or put it on PATH"):
+        prepare({"model": "serve:org/m"}, None, None)
+    env = install_stand_in(tmp_path)
+    monkeypatch.setenv("PATH", env["PATH"])
+    with pytest.raises(ConfigError, match="--base-url is for openai: models"):
+        prepare({"model": "serve:org/m", "base_urls": ["http://h/v1"]}, None, None)
+    with pytest.raises(ConfigError, match="--serving is for a serve:CHECKPOINT model, not sim"):
+        prepare({}, ["replicas=2"], None)
+    with pytest.raises(ConfigError, match="--gpus is for a serve:CHECKPOINT model, not openai:x"):
+        prepare({"model": "openai:x"}, None, "0")
+    assert prepare({"model": "openai:x"}, None, None) is None
+
+
+# --- servers through the stand-in vllm ---------------------------------------------------
+
+
+def run_served(tmp_path: Path, checkpoint: Path, env: dict[str, str], *extra: str):
+    return mad_eval(
+        "run", "--model", f"serve:{checkpoint}", *RUN, "--out", "r", *extra, cwd=tmp_path, env=env
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_served_run_starts_routes_to_and_stops_its_replicas(tmp_path, checkpoint):
+    env = install_stand_in(tmp_path)
+    result = run_served(tmp_path, checkpoint, env, "--gpus", "0,1", "--serving", "replicas=2")
+    assert result.returncode == 0, result.stderr + result.stdout
+    launched = starts(env)
+    assert sorted(s["cuda"] for s in launched) == ["0", "1"]
+    for start in launched:
+        argv = start["argv"]
+        assert argv[:2] == ["serve", str(checkpoint)]
+        assert argv[argv.index("--served-model-name") + 1] == "qwen-sdrl"
+        assert start["pgid"] == start["pid"]  # a group of its own
+        assert not alive(start["pid"])
+    assert len({s["argv"][s["argv"].index("--port") + 1] for s in launched}) == 2
+    run = tmp_path / "r"
+    turns = turns_of(run)
+    assert len(turns) == 3 * 2 * 2 and all(t["error"] is None for t in turns)
+    assert len({t["endpoint"] for t in turns}) == 2  # both replicas answered
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["config"]["model"] == f"serve:{checkpoint}"
+    for i in (0, 1):
+        assert "stand-in vllm serve" in (run / f"server-qwen-sdrl-{i}.log").read_text()
+    assert "Server qwen-sdrl ready at http://127.0.0.1:" in result.stdout
+    assert "Server qwen-sdrl stopped (2 replica(s))." in result.stdout
+
+    again = run_served(tmp_path, checkpoint, env, "--gpus", "0", "--serving", "replicas=1")
+    assert again.returncode == 0, again.stderr + again.stdout
+    assert "resuming: 12 turns already recorded" in " ".join(again.stdout.split())
+    assert turns_of(run) == turns
+    assert len(starts(env)) == 3 and not alive(starts(env)[-1]["pid"])
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_at_start_up_is_one_sentence_naming_its_log(tmp_path, checkpoint):
+    env = install_stand_in(tmp_path)
+    env["STAND_IN_FAIL"] = "torch.OutOfMemoryError: CUDA out of memory; key sk-abcdefghijklmnop1234"
+    result = run_served(tmp_path, checkpoint, env)
+    assert result.returncode != 0
+    error = " ".join(result.stderr.split())
+    log = Path("r", "server-qwen-sdrl-0.log")
+    assert f"the vllm server for qwen-sdrl exited during start-up (code 3); see {log}" in error
+    assert "CUDA out of memory" in error and "sk-abcdefghijklmnop1234" not in error
+    assert not (tmp_path / "r" / "turns.jsonl").exists()
+
+
+def serve_once(spec: ServeSpec, log: Path, **limits: float) -> tuple[str, LocalServer]:
+    async def go() -> tuple[str, LocalServer]:
+        server = LocalServer(spec, [3], log, **limits)
+        try:
+            url = await server.start()
+            with urllib.request.urlopen(url + "/models", timeout=10) as answer:
+                assert json.load(answer)["data"][0]["id"] == spec.label
+            assert server.alive()
+        finally:
+            await server.stop()
+            await server.stop()  # idempotent
+        return url, server
+
+    return asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_stop_reaches_the_servers_children_and_a_taken_port_is_tried_again(
+    tmp_path, monkeypatch, checkpoint
+):
+    env = install_stand_in(tmp_path)
+    for name, value in {**env, "STAND_IN_CHILD": "1", "STAND_IN_TAKEN": "1"}.items():
+        monkeypatch.setenv(name, value)
+    spec = parse_serve(f"serve:{checkpoint}")
+    _, server = serve_once(spec, tmp_path / "server.log", grace=10)
+    first, second = starts(env)
+    assert (
+        first["argv"][first["argv"].index("--port") + 1]
+        != second["argv"][second["argv"].index("--port") + 1]
+    )
+    assert second["cuda"] == "3" and not server.alive()
+    assert wait_gone(second["pid"]) and wait_gone(second["child"])  # the worker went too
+
+
+@pytest.mark.slow
+def test_a_server_that_never_answers_times_out_naming_its_log(tmp_path, monkeypatch):
+    env = install_stand_in(tmp_path)
+    for name, value in {**env, "STAND_IN_SILENT": "1"}.items():
+        monkeypatch.setenv(name, value)
+    log = tmp_path / "server.log"
+    with pytest.raises(ServerError, match=rf"for m did not answer within 3 s; see {log}"):
+        serve_once(ServeSpec("m", "org/m"), log, start_timeout=3)
+    assert wait_gone(starts(env)[-1]["pid"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_no_server_outlives_mad_eval_killed_mid_run(tmp_path, checkpoint, how):
+    env = {**os.environ, **install_stand_in(tmp_path), "STAND_IN_DELAY": "0.3", "COLUMNS": "200"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mad_eval", "run", "--model", f"serve:{checkpoint}", *RUN,
+         "--limit", "40", "--concurrency", "2", "--out", "r"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        turns = tmp_path / "r" / "turns.jsonl"
+        while not (turns.exists() and turns.read_text().count("\n") >= 2):
+            assert process.poll() is None, process.stdout.read().decode()
+            assert time.monotonic() < deadline, "the run never got going"
+            time.sleep(0.1)
+        (server,) = starts(env)
+        assert alive(server["pid"])
+        process.send_signal(how)
+        process.wait(timeout=120)
+        assert wait_gone(server["pid"], timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+@pytest.mark.slow
+def test_single_from_python_serves_its_model_too(tmp_path, monkeypatch, checkpoint):
+    import mad_eval
+
+    for name, value in install_stand_in(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    said: list[str] = []
+
+    class Heard(mad_eval.Listener):
+        def say(self, text: str) -> None:
+            said.append(text)
+
+    result = mad_eval.single(
+        model=f"serve:{checkpoint}", samples=2, limit=2, out=tmp_path / "s",
+        serving={"max_model_len": 1024}, gpus="5", listener=Heard(),
+    )  # fmt: skip
+    assert len(result.turns()) == 4
+    (start,) = starts({"STAND_IN_RECORD": os.environ["STAND_IN_RECORD"]})
+    assert start["cuda"] == "5" and "--max-model-len" in start["argv"]
+    assert not alive(start["pid"])
+    assert said[0].startswith("Starting vllm serve for qwen-sdrl (GPUs 5); log: ")
+    assert said[-1] == "Server qwen-sdrl stopped (1 replica(s))."

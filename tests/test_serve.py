@@ -23,8 +23,8 @@ from mad_eval.backends import BackendError, backend_type, make_backend
 from mad_eval.serving import (
     LocalServer,
     PoolError,
-    ServeSpec,
     ServerError,
+    ServeSpec,
     gpu_pool,
     parse_serve,
     place,

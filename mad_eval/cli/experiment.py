@@ -26,8 +26,8 @@ FILE = inspect.Parameter(
 )
 
 
-@options.command(app, ["dry_run"], {"dry_run": False}, arguments=[FILE])
-def run(file: Path, dry_run: bool) -> None:
+@options.command(app, ["dry_run", "gpus"], {"dry_run": False, "gpus": None}, arguments=[FILE])
+def run(file: Path, dry_run: bool, gpus: str | None) -> None:
     """Run (or resume) every run of the experiment at once, sharing each endpoint.
 
     Each run is an ordinary run folder under the experiment's folder; killing the command
@@ -35,9 +35,9 @@ def run(file: Path, dry_run: bool) -> None:
     """
     with one_sentence():
         if dry_run:
-            _dry_run(file)
+            _dry_run(file, gpus)
             return
-        results = api.experiment(file, ConsoleListener())
+        results = api.experiment(file, ConsoleListener(), gpus)
     table = Table(title="runs", show_lines=False)
     for column in ("run", "questions", "Maj", "Debate", "Δ", "mean@K", "maj@K"):
         table.add_column(column, justify="left" if column == "run" else "right")
@@ -61,8 +61,8 @@ def _pct(value: object) -> str:
 LISTED = 50
 
 
-def _dry_run(file: Path) -> None:
-    plan = api.experiment_plan(file)
+def _dry_run(file: Path, gpus: str | None) -> None:
+    plan = api.experiment_plan(file, gpus)
     experiment, states = plan.experiment, plan.states
     title = f"{experiment.name}: {len(states)} runs -> {experiment.out}"
     if len(states) <= LISTED:
@@ -95,6 +95,8 @@ def _dry_run(file: Path) -> None:
     console.print(
         f"{plan.needed} turns in all, {plan.held} recorded, {plan.needed - plan.held} to ask."
     )
+    for line in plan.serving:
+        console.print(line, markup=False, highlight=False)
 
 
 @options.command(app, ["replicates"], {"replicates": options.REPLICATES}, arguments=[FILE])

@@ -87,9 +87,10 @@ OPTIONS: dict[str, Option] = {
     "gpus": Option(
         str | None,
         typer.Option(
-            metavar="0,1,...",
-            help="GPUs a serve: model's servers may take (default: CUDA_VISIBLE_DEVICES; "
-            "none: one server, no GPU set).",
+            metavar="0,1,...|0-3",
+            help="GPUs serve: models' servers may take, packed as many at once as they hold "
+            "(default: CUDA_VISIBLE_DEVICES, else what nvidia-smi lists; none: one server at a "
+            "time, no GPU set).",
         ),
     ),
     "roster": Option(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mad_eval.reporting.layouts import FORMATS
+from mad_eval.serving.spec import ServeSpec
 from mad_eval.setup.config import MAX_AGENTS, MAX_ROUNDS, ConfigError
 
 if TYPE_CHECKING:
@@ -92,6 +93,8 @@ class Experiment:
     # A budget table's single cells (by name), one per model and benchmark of its cells.
     pools: dict[str, list[str]] = field(default_factory=dict)
     max_turns: int = LIMITS["max_turns"]
+    # serve:CHECKPOINT models by their spec: what mad-eval serves for their cells.
+    serving: dict[str, ServeSpec] = field(default_factory=dict)
 
     def folder(self, cell: Cell) -> Path:
         return self.out / cell.name

@@ -15,6 +15,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+from mad_eval.errors import UserError
 from mad_eval.experiments.cells import (
     AXES,
     CEILINGS,
@@ -32,6 +33,8 @@ from mad_eval.experiments.cells import (
 )
 from mad_eval.measure.prices import Prices, PricesError, load_prices
 from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
+from mad_eval.serving.spec import KEYS as SERVING_KEYS
+from mad_eval.serving.spec import ServeSpec, is_served, parse_serve
 from mad_eval.setup.config import OPERATIONAL, RESULTS_ROOT, ConfigError, run_defaults
 from mad_eval.setup.settings import check_names, check_types
 
@@ -83,6 +86,7 @@ class Parser:
         out = self.out(head)
         given = self.table(self.raw.get("settings", {}), "[settings]")
         self.common = self.settings(given, "[settings]", IN_SETTINGS, "name models in [models]")
+        self.serving: dict[str, ServeSpec] = {}
         self.models = self.model_settings()
         cells, order = self.cells()
         tables = [self.view(t, f"tables[{i}]", True) for i, t in enumerate(self.list("tables"))]
@@ -92,6 +96,7 @@ class Parser:
             self.path, name, out, str(head.get("description", "")), cells, order, tables, figures
         )
         experiment.max_turns = self.limits["max_turns"]
+        experiment.serving = self.serving
         if "prices" in head:
             experiment.prices = self.prices(head["prices"])
         for view in [*tables, *figures]:
@@ -243,9 +248,30 @@ class Parser:
                 given["base_urls"] = [url] if isinstance(url, str) else url
             if not any(k in given for k in ("model", "agent", "roster")):
                 raise self.fail(where, "it needs model = SPEC (or agent = [...] or roster = FILE)")
+            self.serve(label, given, where)
             found[label] = self.settings(given, where, IN_MODELS, "list it in a grid instead")
         self.check_labels(list(found))
         return found
+
+    def serve(self, label: str, given: dict[str, Any], where: str) -> None:
+        """A serve:CHECKPOINT model's serving keys (next to `model`) taken off its settings
+        and checked now, before anything starts; refused on any other model."""
+        keys = {key: given.pop(key) for key in SERVING_KEYS if key in given}
+        model = given.get("model")
+        if not is_served(model):
+            if keys:
+                raise self.fail(where, f"{next(iter(keys))} is for a serve:CHECKPOINT model")
+            return
+        if "base_urls" in given:
+            raise self.fail(where, "a serve: model is served on its own URLs; drop base_url")
+        length = given.get("max_model_len", self.common.get("max_model_len"))
+        try:
+            spec = parse_serve(model, keys, label=label, where=f"{self.path}: {where}",
+                               max_model_len=length if type(length) is int else None)  # fmt: skip
+        except UserError as exc:
+            raise ExperimentError(str(exc)) from None
+        if self.serving.setdefault(model, spec) != spec:
+            raise self.fail(where, f"{model} is served under another label with other settings")
 
     def check_labels(self, labels: list[str]) -> None:
         """Labels name cell folders as clean() writes them: two that clean to one folder

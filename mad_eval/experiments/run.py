@@ -5,8 +5,9 @@ what each cell needs and already holds."""
 
 from __future__ import annotations
 
+import asyncio
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mad_eval.backends.cache import RequestCache
@@ -17,6 +18,9 @@ from mad_eval.errors import UserError
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError
 from mad_eval.progress import Listener
 from mad_eval.sanitize import redact, remember
+from mad_eval.serving.pool import Work, describe, gpu_pool, plan, run_pool, slots
+from mad_eval.serving.session import PLACEHOLDER, Serving
+from mad_eval.serving.spec import place
 from mad_eval.setup.config import run_defaults
 from mad_eval.store.files import refuse_records
 from mad_eval.store.folder import Recorded, RunStore, write_json
@@ -43,11 +47,20 @@ def plan_cells(experiment: Experiment, cache: bool = True) -> list[Job]:
     for cell in experiment.cells:
         where = f"{experiment.path}: cell {cell.name} ({', '.join(grids[cell.name])})"
         try:
-            plan = make_plan(cell.settings, shared)
+            plan = make_plan(planned_settings(experiment, cell), shared)
         except UserError as exc:
             raise ExperimentError(f"{where}: {exc}") from None
         jobs.append(Job(plan, RunStore(experiment.folder(cell)), where=where))
     return jobs
+
+
+def planned_settings(experiment: Experiment, cell: Cell, urls: list[str] | None = None) -> dict:
+    """A cell's settings; a served model's with its servers' URLs (stand-ins before they
+    start: every setting is checked before any server does)."""
+    spec = experiment.serving.get(cell.settings.get("model"))
+    if spec is None:
+        return cell.settings
+    return {**cell.settings, "base_urls": urls or [PLACEHOLDER] * spec.replicas}
 
 
 def count_turns(experiment: Experiment, shared: Shared) -> dict[str, int]:
@@ -85,10 +98,12 @@ def count_turns(experiment: Experiment, shared: Shared) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Plan:
-    """An experiment and what each of its cells needs and holds (a dry run)."""
+    """An experiment and what each of its cells needs and holds (a dry run), and the order
+    its served models would take the GPUs in (`serving`: the plan's lines, if any)."""
 
     experiment: Experiment
     states: list[CellState]
+    serving: list[str] = field(default_factory=list)
 
     @property
     def needed(self) -> int:
@@ -101,8 +116,13 @@ class Plan:
 
 def dry_run(experiment: Experiment) -> list[CellState]:
     """What each cell needs and holds, asking no server and writing nothing."""
+    return dry_run_states(experiment, experiment.cells, plan_cells(experiment, cache=False))
+
+
+def dry_run_states(experiment: Experiment, cells: list[Cell], jobs: list[Job]) -> list[CellState]:
+    """What these cells need and what their folders hold already."""
     states = []
-    for cell, job in zip(experiment.cells, plan_cells(experiment, cache=False), strict=True):
+    for cell, job in zip(cells, jobs, strict=True):
         turns = job.store.turns_path
         # Read only: a run writing there now may be mid-line, which repairing would cut.
         done = len(Recorded.index(turns, repair=False)) if turns.exists() else 0
@@ -110,7 +130,31 @@ def dry_run(experiment: Experiment) -> list[CellState]:
     return states
 
 
-async def run_experiment(experiment: Experiment, listener: Listener) -> None:
+def works(experiment: Experiment, states: list[CellState]) -> list[Work]:
+    """Each served model's work: the turns its cells still need."""
+    left: dict[str, int] = {}
+    for state in states:
+        model = state.cell.settings.get("model")
+        if model in experiment.serving:
+            left[model] = left.get(model, 0) + max(state.requests - state.done, 0)
+    return [
+        Work(spec.label, spec.gpus, spec.replicas, left.get(model, 0))
+        for model, spec in experiment.serving.items()
+    ]
+
+
+def serving_plan(experiment: Experiment, states: list[CellState], gpus: str | None) -> list[str]:
+    """A dry run's serving lines: which model on which GPUs, in which order, its turns."""
+    if not experiment.serving:
+        return []
+    pool = slots(gpu_pool(gpus))
+    todo = works(experiment, states)
+    return describe(plan(todo, pool), pool)
+
+
+async def run_experiment(
+    experiment: Experiment, listener: Listener, gpus: str | None = None
+) -> None:
     """Run (or resume) every cell; the file's copy in the experiment folder records what
     the cells were asked."""
     refuse_records(experiment.out, f"{experiment.path}: out =")
@@ -135,4 +179,43 @@ async def run_experiment(experiment: Experiment, listener: Listener) -> None:
         f"{experiment.name}: {len(jobs)} runs -> {experiment.out}{os.sep}, "
         f"{sum(job.requests for job in jobs)} turns in all (those recorded before are skipped)"
     )
-    await execute(jobs, listener)
+    if not experiment.serving:
+        await execute(jobs, listener)
+        return
+    await serve_and_execute(experiment, jobs, listener, gpus)
+
+
+async def serve_and_execute(
+    experiment: Experiment, jobs: list[Job], listener: Listener, gpus: str | None
+) -> None:
+    """The cells of endpoints given by URL at once, as ever; each served model's cells once
+    its servers are up, the servers packed over the GPU pool and stopped after its cells."""
+    pool = gpu_pool(gpus, note=lambda text: listener.say(f"Serving: {text}."))
+    pairs = list(zip(experiment.cells, jobs, strict=True))
+    by_label = {spec.label: model for model, spec in experiment.serving.items()}
+    served = [(c, j) for c, j in pairs if c.settings.get("model") in experiment.serving]
+    plain = [j for c, j in pairs if c.settings.get("model") not in experiment.serving]
+    states = dry_run_states(experiment, [c for c, _ in served], [j for _, j in served])
+
+    async def serve(work: Work, gpus_given: list[int]) -> None:
+        model = by_label[work.label]
+        spec = experiment.serving[model]
+        mine = [(c, j) for c, j in served if c.settings.get("model") == model]
+
+        async def run_cells(urls: list[str]) -> None:
+            replanned = [
+                Job(make_plan(planned_settings(experiment, c, urls), j.plan.shared), j.store,
+                    j.retry_failed, j.where)
+                for c, j in mine
+            ]  # fmt: skip
+            await execute(replanned, listener)
+
+        placement = place(spec, gpus_given if pool else [])
+        await Serving(spec, placement).run(run_cells, experiment.out / "servers", listener)
+
+    todo = works(experiment, states)
+    plan(todo, slots(pool))  # a model the pool cannot hold: refused before anything starts
+    async with asyncio.TaskGroup() as group:
+        if plain:
+            group.create_task(execute(plain, listener))
+        group.create_task(run_pool(todo, slots(pool), serve))

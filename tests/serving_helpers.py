@@ -104,3 +104,16 @@ def wait_gone(pid: int, timeout: float = 60.0) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+def group(pgid: int) -> list[int]:
+    """The live processes of a process group (Linux: read from /proc)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval, turns_of
-from serving_helpers import alive, install_stand_in, starts, wait_gone
+from serving_helpers import alive, group, install_stand_in, starts, wait_gone
 
 from mad_eval.backends import BackendError, backend_type, make_backend
 from mad_eval.serving import LocalServer, ServerError, ServeSpec, gpu_pool, parse_serve, place
@@ -259,6 +259,7 @@ def test_no_server_outlives_mad_eval_killed_mid_run(tmp_path, checkpoint, how):
         process.send_signal(how)
         process.wait(timeout=120)
         assert wait_gone(server["pid"], timeout=120)
+        assert group(server["pgid"]) == []
     finally:
         if process.poll() is None:
             process.kill()

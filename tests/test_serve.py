@@ -20,7 +20,15 @@ from cli_helpers import mad_eval, turns_of
 from serving_helpers import alive, group, install_stand_in, starts, wait_gone
 
 from mad_eval.backends import BackendError, backend_type, make_backend
-from mad_eval.serving import LocalServer, ServerError, ServeSpec, gpu_pool, parse_serve, place
+from mad_eval.serving import (
+    LocalServer,
+    PoolError,
+    ServeSpec,
+    ServerError,
+    gpu_pool,
+    parse_serve,
+    place,
+)
 from mad_eval.serving.session import prepare
 from mad_eval.setup.config import ConfigError
 
@@ -99,9 +107,9 @@ def test_the_gpu_pool_comes_from_the_option_then_the_environment(monkeypatch):
     assert gpu_pool(None) == [2, 3]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert gpu_pool(None) == []
-    with pytest.raises(ConfigError, match="--gpus lists GPU indices like 0,1,2, got 'a,b'"):
+    with pytest.raises(PoolError, match="--gpus 'a,b' is not a list of GPU indices"):
         gpu_pool("a,b")
-    with pytest.raises(ConfigError, match="--gpus lists a GPU twice"):
+    with pytest.raises(PoolError, match="names GPU 1 twice"):
         gpu_pool("1,1")
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from mad_eval.progress import Listener
 from mad_eval.serving.launch import served
-from mad_eval.serving.spec import ServeSpec, gpu_pool, is_served, parse_serve, place
+from mad_eval.serving.pool import gpu_pool
+from mad_eval.serving.spec import ServeSpec, is_served, parse_serve, place
 from mad_eval.setup.config import ConfigError
 
 # Where a run is planned (and checked) before its servers exist: never asked.

@@ -167,26 +167,6 @@ def _is_adapter(checkpoint: str) -> bool:
     return (folder / "adapter_config.json").is_file() and not (folder / "config.json").is_file()
 
 
-def gpu_pool(gpus: str | Sequence[int] | None) -> list[int]:
-    """The GPUs servers may take: `--gpus 0,1`, else CUDA_VISIBLE_DEVICES, else none (one
-    CPU slot, as on a machine without GPUs)."""
-    source = "--gpus"
-    if gpus is None:
-        gpus, source = os.environ.get("CUDA_VISIBLE_DEVICES", ""), "CUDA_VISIBLE_DEVICES"
-    if isinstance(gpus, str):
-        items = [item.strip() for item in gpus.split(",") if item.strip()]
-    else:
-        items = list(gpus)
-    pool = []
-    for item in items:
-        if isinstance(item, bool) or not str(item).isdigit():
-            raise ConfigError(f"{source} lists GPU indices like 0,1,2, got '{gpus}'.")
-        pool.append(int(item))
-    if len(set(pool)) != len(pool):
-        raise ConfigError(f"{source} lists a GPU twice: '{gpus}'.")
-    return pool
-
-
 def place(spec: ServeSpec, pool: Sequence[int]) -> list[list[int]]:
     """Each replica's GPUs from the pool (an empty pool: one CPU slot, no GPUs set)."""
     if not pool:

@@ -23,8 +23,8 @@ from mad_eval.backends import BackendError, backend_type, make_backend
 from mad_eval.serving import (
     LocalServer,
     PoolError,
-    ServeSpec,
     ServerError,
+    ServeSpec,
     gpu_pool,
     parse_serve,
     place,
@@ -138,7 +138,7 @@ def test_a_run_refuses_serving_settings_it_cannot_use(tmp_path, monkeypatch):
         prepare({"model": "serve:org/m"}, None, None)
     env = install_stand_in(tmp_path)
     monkeypatch.setenv("PATH", env["PATH"])
-    with pytest.raises(ConfigError, match="--base-url is for openai: models"):
+    with pytest.raises(ConfigError, match=r"\(or OPENAI_BASE_URL\) is for openai: models"):
         prepare({"model": "serve:org/m", "base_urls": ["http://h/v1"]}, None, None)
     with pytest.raises(ConfigError, match="--serving is for a serve:CHECKPOINT model, not sim"):
         prepare({}, ["replicas=2"], None)

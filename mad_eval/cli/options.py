@@ -88,8 +88,8 @@ OPTIONS: dict[str, Option] = {
         str | None,
         typer.Option(
             metavar="0,1,...",
-            help="GPUs a serve: model's servers may take (default: CUDA_VISIBLE_DEVICES; "
-            "none: one server, no GPU set).",
+            help="GPUs a serve: model's servers may take, e.g. 0,1 or 0-3 (default: "
+            "CUDA_VISIBLE_DEVICES, else the GPUs nvidia-smi lists; none: one CPU slot).",
         ),
     ),
     "roster": Option(

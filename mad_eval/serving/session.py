@@ -62,7 +62,10 @@ def prepare(
             f"cannot serve {model}: no vllm command found; install vllm or put it on PATH."
         )
     if settings.get("base_urls"):
-        raise ConfigError(f"--base-url is for openai: models; {model} is served on its own URLs.")
+        raise ConfigError(
+            f"--base-url (or OPENAI_BASE_URL) is for openai: models; {model} is served on its "
+            "own URLs."
+        )
     length = settings.get("max_model_len")
     spec = parse_serve(model, serving, max_model_len=length if type(length) is int else None)
     return Serving(spec, place(spec, gpu_pool(gpus)))

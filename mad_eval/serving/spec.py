@@ -14,7 +14,6 @@ experiment's [models] table (next to `model`):
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass

@@ -247,7 +247,7 @@ def test_a_server_that_never_answers_times_out_naming_its_log(tmp_path, monkeypa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_no_server_outlives_mad_eval_killed_mid_run(tmp_path, checkpoint, how):
     env = {**os.environ, **install_stand_in(tmp_path), "STAND_IN_DELAY": "0.3", "COLUMNS": "200"}
     process = subprocess.Popen(

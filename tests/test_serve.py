@@ -70,6 +70,11 @@ def test_a_lora_adapter_is_served_over_its_base_under_the_label(tmp_path):
     command = spec.command(9000)
     assert command[2] == "Qwen/Qwen3-8B"
     assert command[-3:] == ["--enable-lora", "--lora-modules", f"adapter={adapter}"]
+    (adapter / "adapter_config.json").write_text('{"r": 64}')  # above vLLM's default of 16
+    spec = parse_serve(f"serve:{adapter}", {"base": "Qwen/Qwen3-8B"})
+    assert spec.command(9000)[-2:] == ["--max-lora-rank", "64"]
+    spec = parse_serve(f"serve:{adapter}", {"base": "b/m", "args": "--max-lora-rank=128"})
+    assert spec.args == ("--max-lora-rank=128",)
 
 
 def test_a_label_of_its_own_keeps_the_name_runs_ask_for():

@@ -85,8 +85,11 @@ def run(
         work = execute([Job(plan, store, retry_failed)], listener)
     else:
 
+        if plan.shared.cache is not None:  # each start of the servers plans the run afresh
+            plan.shared.cache.close()
+
         def job(urls: list[str]) -> Coroutine[Any, Any, None]:
-            planned = make_plan({**settings, "base_urls": urls}, plan.shared)
+            planned = make_plan({**settings, "base_urls": urls})
             return execute([Job(planned, store, retry_failed)], listener)
 
         work = served.run(job, store.root, listener)

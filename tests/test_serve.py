@@ -301,3 +301,33 @@ def test_single_from_python_serves_its_model_too(tmp_path, monkeypatch, checkpoi
     assert not alive(start["pid"])
     assert said[0].startswith("Starting vllm serve for qwen-sdrl (GPUs 5); log: ")
     assert said[-1] == "Server qwen-sdrl stopped (1 replica(s))."
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_mid_run_is_started_again_and_the_run_resumes(tmp_path, checkpoint):
+    env = install_stand_in(tmp_path)
+    env.update(STAND_IN_DIE_AFTER="5", STAND_IN_DIE_STARTS="1", STAND_IN_DELAY="0.05")
+    args = ("run", "--model", f"serve:{checkpoint}", "--agents", "2", "--rounds", "1",
+            "--limit", "6", "--concurrency", "2", "--backoff", "0.5", "--out", "r")  # fmt: skip
+    result = mad_eval(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr + result.stdout
+    first, second = starts(env)
+    said = " ".join(result.stdout.split())
+    assert "Server qwen-sdrl exited mid-run (code 7); starting again (1 of 2)" in said
+    assert "the run resumes" in said and "resuming:" in said
+    turns = turns_of(tmp_path / "r")
+    assert len(turns) == 6 * 2 * 2 and all(t["error"] is None for t in turns)
+    assert not alive(first["pid"]) and not alive(second["pid"])
+
+
+@pytest.mark.slow
+def test_a_server_that_keeps_dying_ends_the_run_in_one_sentence(tmp_path, checkpoint):
+    env = install_stand_in(tmp_path)
+    env.update(STAND_IN_DIE_AFTER="1", STAND_IN_DIE_STARTS="9")
+    args = ("run", "--model", f"serve:{checkpoint}", "--agents", "2", "--rounds", "1",
+            "--limit", "6", "--concurrency", "2", "--backoff", "0.5", "--out", "r")  # fmt: skip
+    result = mad_eval(*args, cwd=tmp_path, env=env)
+    assert result.returncode != 0
+    error = " ".join(result.stderr.split())
+    assert "the vllm server for qwen-sdrl exited mid-run (code 7) 3 times; see r/server-" in error
+    assert len(starts(env)) == 3 and not any(alive(s["pid"]) for s in starts(env))

@@ -308,7 +308,8 @@ def test_a_server_that_dies_mid_run_is_started_again_and_the_run_resumes(tmp_pat
     env = install_stand_in(tmp_path)
     env.update(STAND_IN_DIE_AFTER="5", STAND_IN_DIE_STARTS="1", STAND_IN_DELAY="0.05")
     args = ("run", "--model", f"serve:{checkpoint}", "--agents", "2", "--rounds", "1",
-            "--limit", "6", "--concurrency", "2", "--backoff", "0.5", "--out", "r")  # fmt: skip
+            "--limit", "6", "--concurrency", "2", "--backoff", "0.5", "--out", "r",
+            "--cache", "answers.db")  # fmt: skip
     result = mad_eval(*args, cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr + result.stdout
     first, second = starts(env)

@@ -64,7 +64,7 @@ def run(
     run folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>). A model
     `serve:CHECKPOINT` is served by `vllm serve` for the run, with the settings `serving`
     (KEY=VALUE strings or a mapping: mad_eval.serving.spec) on the GPUs `gpus` ("0,1";
-    default CUDA_VISIBLE_DEVICES), and stopped after it."""
+    default CUDA_VISIBLE_DEVICES, else nvidia-smi's), and stopped after it."""
     from mad_eval.debate.execute import Job, drive, execute
     from mad_eval.debate.plan import make_plan
     from mad_eval.serving.session import prepare
@@ -83,10 +83,12 @@ def run(
     refuse_records(store.root, run_folder=True)  # never inside another run's records
     if served is None:
         work = execute([Job(plan, store, retry_failed)], listener)
-    else:
+    else:  # planned again on the servers' URLs each time they start
+        if plan.shared.cache is not None:
+            plan.shared.cache.close()
 
         def job(urls: list[str]) -> Coroutine[Any, Any, None]:
-            planned = make_plan({**settings, "base_urls": urls}, plan.shared)
+            planned = make_plan({**settings, "base_urls": urls})
             return execute([Job(planned, store, retry_failed)], listener)
 
         work = served.run(job, store.root, listener)

@@ -6,7 +6,9 @@ tests/stub_server.StubServer on that port until SIGTERM.
 What it does is steered by the environment: STAND_IN_FAIL=TEXT prints TEXT and exits 3
 (a server dying at start-up); STAND_IN_TAKEN=N says "Address already in use" for the first
 N starts; STAND_IN_SILENT=1 never answers; STAND_IN_CHILD=1 starts a child process in its
-group (an engine worker) and records its pid; STAND_IN_DELAY=SECONDS slows each reply."""
+group (an engine worker) and records its pid; STAND_IN_DELAY=SECONDS slows each reply;
+STAND_IN_DIE_AFTER=N with STAND_IN_DIE_STARTS=K: the first K starts exit (code 7) at their
+N+1th request."""
 
 from __future__ import annotations
 
@@ -49,7 +51,13 @@ for arg in args[args.index("--served-model-name") + 1:]:
         break
     names.append(arg)
 from stub_server import StubServer
-server = StubServer(model=names[0], aliases=tuple(names[1:]), port=port,
+answered = [0]
+die = starts < int(os.environ.get("STAND_IN_DIE_STARTS", "0"))
+def fault(body, attempt):
+    answered[0] += 1
+    if die and answered[0] > int(os.environ["STAND_IN_DIE_AFTER"]):
+        os._exit(7)  # a crash mid-run, its requests unanswered
+server = StubServer(model=names[0], aliases=tuple(names[1:]), port=port, fault=fault,
                     delay=float(os.environ.get("STAND_IN_DELAY", "0")))
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # leaves a child behind, as a crash would
 with server:
@@ -104,3 +112,16 @@ def wait_gone(pid: int, timeout: float = 60.0) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+def group(pgid: int) -> list[int]:
+    """The live processes of a process group (Linux: read from /proc)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members

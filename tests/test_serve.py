@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval, turns_of
-from serving_helpers import alive, install_stand_in, starts, wait_gone
+from serving_helpers import alive, group, install_stand_in, starts, wait_gone
 
 from mad_eval.backends import BackendError, backend_type, make_backend
 from mad_eval.serving import (
@@ -70,6 +70,11 @@ def test_a_lora_adapter_is_served_over_its_base_under_the_label(tmp_path):
     command = spec.command(9000)
     assert command[2] == "Qwen/Qwen3-8B"
     assert command[-3:] == ["--enable-lora", "--lora-modules", f"adapter={adapter}"]
+    (adapter / "adapter_config.json").write_text('{"r": 64}')  # above vLLM's default of 16
+    spec = parse_serve(f"serve:{adapter}", {"base": "Qwen/Qwen3-8B"})
+    assert spec.command(9000)[-2:] == ["--max-lora-rank", "64"]
+    spec = parse_serve(f"serve:{adapter}", {"base": "b/m", "args": "--max-lora-rank=128"})
+    assert spec.args == ("--max-lora-rank=128",)
 
 
 def test_a_label_of_its_own_keeps_the_name_runs_ask_for():
@@ -138,7 +143,7 @@ def test_a_run_refuses_serving_settings_it_cannot_use(tmp_path, monkeypatch):
         prepare({"model": "serve:org/m"}, None, None)
     env = install_stand_in(tmp_path)
     monkeypatch.setenv("PATH", env["PATH"])
-    with pytest.raises(ConfigError, match="--base-url is for openai: models"):
+    with pytest.raises(ConfigError, match=r"\(or OPENAI_BASE_URL\) is for openai: models"):
         prepare({"model": "serve:org/m", "base_urls": ["http://h/v1"]}, None, None)
     with pytest.raises(ConfigError, match="--serving is for a serve:CHECKPOINT model, not sim"):
         prepare({}, ["replicas=2"], None)
@@ -247,7 +252,7 @@ def test_a_server_that_never_answers_times_out_naming_its_log(tmp_path, monkeypa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_no_server_outlives_mad_eval_killed_mid_run(tmp_path, checkpoint, how):
     env = {**os.environ, **install_stand_in(tmp_path), "STAND_IN_DELAY": "0.3", "COLUMNS": "200"}
     process = subprocess.Popen(
@@ -267,6 +272,7 @@ def test_no_server_outlives_mad_eval_killed_mid_run(tmp_path, checkpoint, how):
         process.send_signal(how)
         process.wait(timeout=120)
         assert wait_gone(server["pid"], timeout=120)
+        assert group(server["pgid"]) == []
     finally:
         if process.poll() is None:
             process.kill()
@@ -295,3 +301,34 @@ def test_single_from_python_serves_its_model_too(tmp_path, monkeypatch, checkpoi
     assert not alive(start["pid"])
     assert said[0].startswith("Starting vllm serve for qwen-sdrl (GPUs 5); log: ")
     assert said[-1] == "Server qwen-sdrl stopped (1 replica(s))."
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_mid_run_is_started_again_and_the_run_resumes(tmp_path, checkpoint):
+    env = install_stand_in(tmp_path)
+    env.update(STAND_IN_DIE_AFTER="5", STAND_IN_DIE_STARTS="1", STAND_IN_DELAY="0.05")
+    args = ("run", "--model", f"serve:{checkpoint}", "--agents", "2", "--rounds", "1",
+            "--limit", "6", "--concurrency", "2", "--backoff", "0.5", "--out", "r",
+            "--cache", "answers.db")  # fmt: skip
+    result = mad_eval(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr + result.stdout
+    first, second = starts(env)
+    said = " ".join(result.stdout.split())
+    assert "Server qwen-sdrl exited mid-run (code 7); starting again (1 of 2)" in said
+    assert "the run resumes" in said and "resuming:" in said
+    turns = turns_of(tmp_path / "r")
+    assert len(turns) == 6 * 2 * 2 and all(t["error"] is None for t in turns)
+    assert not alive(first["pid"]) and not alive(second["pid"])
+
+
+@pytest.mark.slow
+def test_a_server_that_keeps_dying_ends_the_run_in_one_sentence(tmp_path, checkpoint):
+    env = install_stand_in(tmp_path)
+    env.update(STAND_IN_DIE_AFTER="1", STAND_IN_DIE_STARTS="9")
+    args = ("run", "--model", f"serve:{checkpoint}", "--agents", "2", "--rounds", "1",
+            "--limit", "6", "--concurrency", "2", "--backoff", "0.5", "--out", "r")  # fmt: skip
+    result = mad_eval(*args, cwd=tmp_path, env=env)
+    assert result.returncode != 0
+    error = " ".join(result.stderr.split())
+    assert "the vllm server for qwen-sdrl exited mid-run (code 7) 3 times; see r/server-" in error
+    assert len(starts(env)) == 3 and not any(alive(s["pid"]) for s in starts(env))

@@ -88,6 +88,7 @@ class LocalServer:
         self.start_timeout, self.grace = start_timeout, grace
         self.process: subprocess.Popen[bytes] | None = None
         self.url: str | None = None
+        self.exit_code: int | None = None  # how its last process ended, once stopped
 
     def _fail(self, what: str) -> ServerError:
         tail = log_tail(self.log)
@@ -185,7 +186,7 @@ class LocalServer:
         # The leader gone, its children may linger a moment: they go with the group.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGKILL)
-        process.wait()
+        self.exit_code = process.wait()
         self.process = None
 
     def kill(self) -> None:
@@ -211,6 +212,28 @@ async def served(
 ) -> AsyncIterator[list[str]]:
     """Start a replica on each GPU set of `placement` (all at once) and yield their URLs;
     stop every one afterwards, on success, error or cancellation alike."""
+    async with replicas(spec, placement, folder, listener, **limits) as servers:
+        yield [server.url or "" for server in servers]
+
+
+async def first_exit(servers: Sequence[LocalServer], poll: float = 0.2) -> LocalServer:
+    """Wait until one of the servers exits on its own; that server."""
+    while True:
+        for server in servers:
+            if not server.alive():
+                return server
+        await asyncio.sleep(poll)
+
+
+@contextlib.asynccontextmanager
+async def replicas(
+    spec: ServeSpec,
+    placement: Sequence[Sequence[int]],
+    folder: Path,
+    listener: Listener,
+    **limits: float,
+) -> AsyncIterator[list[LocalServer]]:
+    """`served`, yielding the ready servers themselves (to watch them)."""
     servers = [
         LocalServer(spec, gpus, log_path(folder, spec.label, i), **limits)
         for i, gpus in enumerate(placement)
@@ -229,7 +252,7 @@ async def served(
             raise
         for url in urls:
             listener.say(f"Server {spec.label} ready at {url}")
-        yield list(urls)
+        yield servers
     finally:
         ready = sum(1 for server in servers if server.url)
         try:

@@ -3,6 +3,7 @@ checked before anything starts, its replicas served around the run's work."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -10,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.progress import Listener
-from mad_eval.serving.launch import served
+from mad_eval.serving.launch import LocalServer, ServerError, first_exit, log_tail, replicas
 from mad_eval.serving.pool import gpu_pool
 from mad_eval.serving.spec import ServeSpec, is_served, parse_serve, place
 from mad_eval.setup.config import ConfigError
 
 # Where a run is planned (and checked) before its servers exist: never asked.
 PLACEHOLDER = "http://127.0.0.1:9/v1"
+RESTARTS = 2  # a server that exits mid-run is started again this many times at most
 
 
 @dataclass(frozen=True)
@@ -35,11 +37,51 @@ class Serving:
         work: Callable[[list[str]], Awaitable[None]],
         folder: Path,
         listener: Listener,
+        restarts: int = RESTARTS,
         **limits: float,
     ) -> None:
-        """Serve, do `work(urls)`, stop the servers whatever happens; their logs in `folder`."""
-        async with served(self.spec, self.placement, folder, listener, **limits) as urls:
-            await work(urls)
+        """Serve, do `work(urls)`, stop the servers whatever happens; their logs in `folder`.
+        A server that exits mid-run stops the work (which records nothing unfinished) and
+        all are started again, `restarts` times at most, the work resuming on them."""
+        label = self.spec.label
+        for attempt in range(restarts + 1):
+            async with replicas(self.spec, self.placement, folder, listener, **limits) as servers:
+                dead = await _until_done_or_exit(work([s.url or "" for s in servers]), servers)
+            if dead is None:
+                return
+            code = dead.exit_code
+            if attempt == restarts:
+                raise ServerError(
+                    f"the vllm server for {label} exited mid-run (code {code}) {restarts + 1} "
+                    f"times; see {dead.log}" + (f": {tail}" if (tail := log_tail(dead.log)) else "")
+                )
+            listener.say(
+                f"Server {label} exited mid-run (code {code}); starting again "
+                f"({attempt + 1} of {restarts}), the run resumes; log: {dead.log}"
+            )
+
+
+async def _until_done_or_exit(
+    work: Awaitable[None], servers: list[LocalServer]
+) -> LocalServer | None:
+    """Run `work` to its end (None; its error raised), or until a server exits (that server;
+    the work cancelled, and waited for)."""
+    job, watch = asyncio.ensure_future(work), asyncio.ensure_future(first_exit(servers))
+    try:
+        done, _ = await asyncio.wait({job, watch}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # cancelled from outside: nothing is left running
+        for task in (job, watch):
+            task.cancel()
+        await asyncio.gather(job, watch, return_exceptions=True)
+        raise
+    if job in done:  # the work ended (even as a server went): its outcome stands
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+        job.result()
+        return None
+    job.cancel()
+    await asyncio.gather(job, return_exceptions=True)
+    return watch.result()
 
 
 def prepare(
@@ -62,7 +104,10 @@ def prepare(
             f"cannot serve {model}: no vllm command found; install vllm or put it on PATH."
         )
     if settings.get("base_urls"):
-        raise ConfigError(f"--base-url is for openai: models; {model} is served on its own URLs.")
+        raise ConfigError(
+            f"--base-url (or OPENAI_BASE_URL) is for openai: models; {model} is served on its "
+            "own URLs."
+        )
     length = settings.get("max_model_len")
     spec = parse_serve(model, serving, max_model_len=length if type(length) is int else None)
     return Serving(spec, place(spec, gpu_pool(gpus)))

@@ -4,7 +4,8 @@ and its settings, and the `vllm serve` command line that serves it.
 Settings, by the same keys on the command line (`--serving KEY=VALUE`, repeated) and in an
 experiment's [models] table (next to `model`):
 
-    base            a LoRA adapter's base model (CHECKPOINT is then the adapter)
+    base            a LoRA adapter's base model (CHECKPOINT is then the adapter, served
+                    under the label; --max-lora-rank follows its adapter_config.json)
     tensor_parallel GPUs per model copy (vllm --tensor-parallel-size), default 1
     data_parallel   copies inside one server (vllm --data-parallel-size), default 1
     replicas        servers started, each on its own GPUs, routed to as --base-url replicas
@@ -14,6 +15,7 @@ experiment's [models] table (next to `model`):
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -126,6 +128,7 @@ def parse_serve(
     _check_exists(checkpoint, model, "checkpoint")
     if base:
         _check_exists(base, model, "base model")
+        args = [*args, *_lora_rank(checkpoint, args)]
     elif _is_adapter(checkpoint):
         raise ConfigError(
             f"{checkpoint} is a LoRA adapter: give its base model with {where} base=MODEL."
@@ -159,6 +162,25 @@ def looks_like_path(name: str) -> bool:
 def _check_exists(name: str, model: str, what: str) -> None:
     if looks_like_path(name) and not Path(name).expanduser().is_dir():
         raise ConfigError(f"the {what} folder {name} of {model} does not exist.")
+
+
+# vLLM serves adapters up to rank 16 unless told more, and takes only these ranks.
+LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def _lora_rank(adapter: str, args: Sequence[str]) -> list[str]:
+    """--max-lora-rank for an adapter folder of a rank above vLLM's default (16), unless
+    the args set it."""
+    if any(arg.startswith("--max-lora-rank") for arg in args):
+        return []
+    try:
+        rank = json.loads((Path(adapter).expanduser() / "adapter_config.json").read_text())["r"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    if type(rank) is not int or rank <= 16:
+        return []
+    fits = [r for r in LORA_RANKS if r >= rank]
+    return ["--max-lora-rank", str(fits[0] if fits else rank)]
 
 
 def _is_adapter(checkpoint: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from mad_eval.backends.cache import RequestCache
 from mad_eval.debate.engine import Engine, run_all, to_ask_again, window
-from mad_eval.debate.plan import Plan
+from mad_eval.debate.plan import Plan, Shared
 from mad_eval.errors import Interrupted, UserError
 from mad_eval.progress import Listener
 from mad_eval.records import Question
@@ -57,7 +57,7 @@ class Job:
         )
 
 
-async def execute(jobs: list[Job], listener: Listener) -> None:
+async def execute(jobs: list[Job], listener: Listener, close: bool = True) -> None:
     """Run every job to its end; the jobs' plans share one Shared (backends, limits, cache).
     Every endpoint is asked whether it serves, and every run folder whether it holds
     another run, before the first request; a folder is then opened (locked, resumed) only
@@ -116,8 +116,14 @@ async def execute(jobs: list[Job], listener: Listener) -> None:
     finally:
         for job in opened.values():
             job.store.close()
-        await shared.aclose()
-        close_cache(shared.cache, listener)
+        if close:  # else the caller closes the Shared when its other executes are done
+            await close_shared(shared, listener)
+
+
+async def close_shared(shared: Shared, listener: Listener) -> None:
+    """The backends' connections and the request cache, closed once no run needs them."""
+    await shared.aclose()
+    close_cache(shared.cache, listener)
 
 
 @contextmanager

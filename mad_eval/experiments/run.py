@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mad_eval.backends.cache import RequestCache
 from mad_eval.data.benchmarks import load_questions
-from mad_eval.debate.execute import Job, execute
+from mad_eval.debate.execute import Job, close_shared, execute
 from mad_eval.debate.plan import Shared, make_plan
 from mad_eval.errors import UserError
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError
@@ -208,14 +208,17 @@ async def serve_and_execute(
                     j.retry_failed, j.where)
                 for c, j in mine
             ]  # fmt: skip
-            await execute(replanned, listener)
+            await execute(replanned, listener, close=False)
 
         placement = place(spec, gpus_given if pool else [])
         await Serving(spec, placement).run(run_cells, experiment.out / "servers", listener)
 
     todo = works(experiment, states)
     plan(todo, slots(pool))  # a model the pool cannot hold: refused before anything starts
-    async with asyncio.TaskGroup() as group:
-        if plain:
-            group.create_task(execute(plain, listener))
-        group.create_task(run_pool(todo, slots(pool), serve))
+    try:
+        async with asyncio.TaskGroup() as group:
+            if plain:
+                group.create_task(execute(plain, listener, close=False))
+            group.create_task(run_pool(todo, slots(pool), serve))
+    finally:  # the executes share one Shared: closed once, after all of them
+        await close_shared(jobs[0].plan.shared, listener)

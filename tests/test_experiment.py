@@ -333,12 +333,14 @@ def test_cells_are_ordinary_run_folders(tmp_path):
 @pytest.mark.slow
 def test_the_papers_experiment_plans_its_cells_offline(tmp_path, shared_data):
     """The shipped reproduction file: its cells, turns and tables, asking no server."""
-    env = {"MAD_EVAL_DATA": str(shared_data), "HF_HUB_OFFLINE": "1"}
+    env = {"MAD_EVAL_DATA": str(shared_data), "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
     path = ROOT / "experiments" / "sdrl_paper.toml"
     dry = mad_eval("experiment", "run", str(path), "--dry-run", cwd=tmp_path, env=env)
     assert dry.returncode == 0, dry.stderr
     # main: 9 models x 4 benchmarks x 500/40/30/30 questions x 5 runs x 5 agents x 2 rounds
     assert "864000 turns in all, 0 recorded, 864000 to ask." in dry.stdout
+    # its nine checkpoints are served by mad-eval: on no GPU, one at a time
+    assert "one CPU slot" in dry.stdout and "9 servers to start" in dry.stdout
     experiment = load_experiment(path)
     assert len([c for c in experiment.cells if c.single]) == 9 * 4
     assert [t.name for t in experiment.tables] == [

@@ -147,9 +147,10 @@ def serving_plan(experiment: Experiment, states: list[CellState], gpus: str | No
     """A dry run's serving lines: which model on which GPUs, in which order, its turns."""
     if not experiment.serving:
         return []
-    pool = slots(gpu_pool(gpus))
+    notes: list[str] = []
+    pool = slots(gpu_pool(gpus, note=notes.append))
     todo = works(experiment, states)
-    return describe(plan(todo, pool), pool)
+    return [f"{note}." for note in notes] + describe(plan(todo, pool), pool)
 
 
 async def run_experiment(

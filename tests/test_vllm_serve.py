@@ -10,12 +10,18 @@ same server `vllm serve` runs.
 from __future__ import annotations
 
 import json
+import os
+import queue
+import signal
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval, turns_of
-from serving_helpers import group, wait_gone
+from serving_helpers import alive, group, wait_gone
 
 pytestmark = pytest.mark.vllm
 
@@ -41,22 +47,27 @@ def model_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"))
 
 
-def test_a_served_checkpoint_runs_on_real_vllm_and_its_server_is_gone_after(tmp_path, model_dir):
+def _shim_env(tmp_path: Path) -> dict[str, str | None]:
+    """The shim first on PATH (its pids recorded in tmp_path/pids) and vLLM's CPU settings."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "vllm"
     shim.write_text(f"#!{sys.executable}\n{SHIM}")
     shim.chmod(0o755)
-    record = tmp_path / "pids"
-    env = {
+    return {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
-        "SHIM_RECORD": str(record),
+        "SHIM_RECORD": str(tmp_path / "pids"),
         "HF_HUB_OFFLINE": "1",
         "VLLM_CPU_KVCACHE_SPACE": "1",
         "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache"),
         "VLLM_LOGGING_LEVEL": "WARNING",
         "CUDA_VISIBLE_DEVICES": None,
     }
+
+
+def test_a_served_checkpoint_runs_on_real_vllm_and_its_server_is_gone_after(tmp_path, model_dir):
+    env = _shim_env(tmp_path)
+    record = tmp_path / "pids"
     args = (
         "run", "--model", f"serve:{model_dir}", "--agents", "2", "--rounds", "1",
         "--limit", "2", "--max-tokens", "16", "--max-model-len", "512",
@@ -82,3 +93,103 @@ def test_a_served_checkpoint_runs_on_real_vllm_and_its_server_is_gone_after(tmp_
     assert again.returncode == 0, again.stderr + again.stdout
     assert "resuming: 8 turns already recorded" in " ".join(again.stdout.split())
     assert turns_of(tmp_path / "r") == turns
+
+
+EXPERIMENT = """\
+[experiment]
+out = "out"
+
+[settings]
+limit = 2
+runs = 1
+rounds = 1
+max_tokens = 16
+max_model_len = 512
+
+[models]
+A = {{ model = "serve:{a}", args = "--dtype float32 --enforce-eager" }}
+B = {{ model = "serve:{b}", args = "--dtype float32 --enforce-eager" }}
+
+[grids.main]
+benchmarks = ["arith"]
+agents = [2]
+"""
+
+
+def _serving(path: Path) -> list[int]:
+    """Live processes whose command line names a checkpoint under `path` (read from /proc)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(path).encode() in cmdline.read_bytes() and alive(int(cmdline.parent.name)):
+                found.append(int(cmdline.parent.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def test_an_experiment_serves_two_checkpoints_in_turn_and_resumes_after_kill_9(tmp_path, model_dir):
+    """Two tiny checkpoints on a pool of one CPU slot: the second server starts only after
+    the first stopped; kill -9 of the experiment while the second starts leaves no server;
+    the same command then serves only the unfinished model and finishes every cell."""
+    from tiny_model import build_tiny_model
+
+    ckpts = tmp_path / "ckpts"
+    a = build_tiny_model(ckpts / "a", seed=1)
+    b = build_tiny_model(ckpts / "b", seed=2)
+    (tmp_path / "exp.toml").write_text(EXPERIMENT.format(a=a, b=b))
+    env = _shim_env(tmp_path) | {"CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "mad_eval", "experiment", "run", "exp.toml"]
+    merged = {**os.environ, "COLUMNS": "1000", **env}
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env={k: v for k, v in merged.items() if v is not None},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    lines = queue.Queue()
+    threading.Thread(
+        target=lambda: [lines.put(line) for line in process.stdout], daemon=True
+    ).start()
+    said: list[str] = []
+    try:
+        while not (said and said[-1].startswith("Starting vllm serve for") and len(
+            [s for s in said if s.startswith("Starting vllm serve for")]) == 2):  # fmt: skip
+            said.append(" ".join(lines.get(timeout=300).split()))
+        first = next(s.split()[4] for s in said if s.startswith("Starting vllm serve for"))
+        assert any(s.startswith(f"Server {first} ready at") for s in said), said
+        assert said.index(next(s for s in said if s.startswith(f"Server {first} stopped"))) < len(
+            said) - 1  # fmt: skip
+        second = said[-1].split()[4]
+        assert {first, second} == {"A", "B"}
+    finally:
+        os.kill(process.pid, signal.SIGKILL)  # mid-way: the second server starting
+        process.wait(timeout=60)
+    deadline = time.monotonic() + 120
+    while _serving(ckpts) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _serving(ckpts) == []  # no server left behind
+    pids = list(map(int, (tmp_path / "pids").read_text().split()))
+    assert pids and all(wait_gone(pid, timeout=1) and group(pid) == [] for pid in pids)
+    runs = {p.parent.name: p.parent for p in (tmp_path / "out").rglob("turns.jsonl")}
+    done = {name: turns_of(folder) for name, folder in runs.items()}
+    assert sum(len(t) for t in done.values()) == 2 * 2 * 2  # the first model's cell, whole
+
+    again = subprocess.run(
+        command, cwd=tmp_path, env={k: v for k, v in merged.items() if v is not None},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    out = " ".join(again.stdout.split())
+    assert again.returncode == 0, again.stderr + again.stdout
+    assert (
+        f"Starting vllm serve for {second}" in out and f"Starting vllm serve for {first}" not in out
+    )
+    assert f"Server {second} stopped" in out
+    runs = {p.parent.name: p.parent for p in (tmp_path / "out").rglob("turns.jsonl")}
+    assert len(runs) == 2
+    for name, folder in runs.items():
+        turns = turns_of(folder)
+        assert len(turns) == 8 and all(t["error"] is None for t in turns)
+        if name in done:
+            assert turns == done[name]  # the first model's recorded turns kept
+    assert {t["served_model"] for f in runs.values() for t in turns_of(f)} == {"A", "B"}
+    assert _serving(ckpts) == []
+    assert all(not alive(pid) for pid in map(int, (tmp_path / "pids").read_text().split()))

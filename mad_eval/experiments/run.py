@@ -5,12 +5,12 @@ what each cell needs and already holds."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mad_eval.backends.base import every
 from mad_eval.backends.cache import RequestCache
 from mad_eval.data.benchmarks import load_questions
 from mad_eval.debate.execute import Job, close_shared, execute
@@ -255,9 +255,8 @@ async def serve_and_execute(
     todo = works(experiment, states)
     plan(todo, slots(pool))  # a model the pool cannot hold: refused before anything starts
     try:
-        async with asyncio.TaskGroup() as group:
-            if plain:
-                group.create_task(execute(plain, listener, close=False))
-            group.create_task(run_pool(todo, slots(pool), serve))
+        # One failure (a model that could not be served) raised as itself, not a group.
+        runs = [run_pool(todo, slots(pool), serve)]
+        await every([*runs, execute(plain, listener, close=False)] if plain else runs)
     finally:  # the executes share one Shared: closed once, after all of them
         await close_shared(jobs[0].plan.shared, listener)

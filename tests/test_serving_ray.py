@@ -1,0 +1,110 @@
+"""An experiment's serve: models placed as Ray actors (`--ray`): a local Ray head declaring
+4 logical GPUs, a stand-in `vllm` on PATH that the actors' workers inherit; each server asks
+Ray for its GPUs, runs on the node's IP, and is gone (actor and process) afterwards."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from serving_helpers import alive, install_stand_in, starts, wait_gone
+from test_experiment_serve import Heard, _experiment
+
+import mad_eval
+from mad_eval.errors import UserError
+
+ray = pytest.importorskip("ray")
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+@pytest.fixture
+def head(tmp_path, monkeypatch):
+    """A Ray head in this process with 4 logical GPUs; the stand-in on its workers' PATH.
+    Yields a function that sets more of the workers' environment before the head starts."""
+    monkeypatch.chdir(tmp_path)
+    for name, value in install_stand_in(tmp_path).items():
+        monkeypatch.setenv(name, value)
+
+    def start(**env: str) -> None:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        ray.init(num_gpus=4, num_cpus=4, include_dashboard=False, log_to_driver=False)
+
+    yield start
+    ray.shutdown()
+
+
+def _checkpoints(tmp_path: Path, names: tuple[str, ...], size: int) -> str:
+    lines = []
+    for name in names:
+        folder = tmp_path / "ckpts" / name
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+        lines.append(f'"{name.upper()}" = {{ model = "serve:{folder}", tensor_parallel = {size} }}')
+    return "\n".join(lines)
+
+
+def _live_actors(timeout: float = 60.0) -> list[str]:
+    """The server actors not dead yet, once they all are or after a generous wait (ray.kill
+    is asynchronous). Read from the GCS: the state API needs the dashboard."""
+    from ray._private import state
+
+    deadline = time.monotonic() + timeout
+    while True:
+        live = [
+            key
+            for key, actor in state.actors().items()
+            if actor["ActorClassName"].endswith("_Actor") and actor["State"] != "DEAD"
+        ]
+        if not live or time.monotonic() > deadline:
+            return live
+        time.sleep(0.2)
+
+
+def test_three_models_of_two_gpus_are_ray_actors_two_at_a_time_and_all_gone(tmp_path, head):
+    head()
+    names = ("base", "dapo", "sdrl")
+    path = _experiment(tmp_path, _checkpoints(tmp_path, names, 2))
+    record = {"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")}
+
+    heard = Heard()
+    results = mad_eval.experiment(path, heard, ray="auto")
+    assert len(results) == 3 and all(r.metrics["questions"] == 2 for r in results.values())
+
+    launched = starts(record)
+    assert sorted(Path(s["argv"][1]).name for s in launched) == sorted(names)  # once each
+    for start in launched:  # each server got two of Ray's GPUs, and listened beyond localhost
+        assert len(start["cuda"].split(",")) == 2
+        assert set(start["cuda"].split(",")) <= {"0", "1", "2", "3"}
+        host = start["argv"][start["argv"].index("--host") + 1]
+        assert host == ray.util.get_node_ip_address()
+    up, most = 0, 0
+    for text in heard.said:
+        up += text.startswith("Starting vllm serve for ") - text.startswith("Server ") * (
+            " stopped " in text
+        )
+        most = max(most, up)
+    assert most == 2 and up == 0  # 4 GPUs hold two servers of 2 GPUs at once
+    assert any("on the Ray cluster, 2 GPU(s)" in text for text in heard.said)
+    assert all(wait_gone(s["pid"]) for s in launched)  # no stand-in outlives its server
+    assert _live_actors() == []
+    logs = sorted(p.name for p in (tmp_path / "out" / "servers").iterdir())
+    assert logs == sorted(f"server-{name.upper()}-0.log" for name in names)
+
+    again = Heard()  # resumed: nothing left, nothing served
+    mad_eval.experiment(path, again, ray="auto")
+    assert len(starts(record)) == len(names)
+
+
+def test_a_server_dying_at_start_up_is_one_sentence_with_its_log_and_no_actor_left(tmp_path, head):
+    head(STAND_IN_FAIL="CUDA out of memory on the stand-in")
+    path = _experiment(tmp_path, _checkpoints(tmp_path, ("base",), 1))
+    with pytest.raises(UserError) as caught:
+        mad_eval.experiment(path, Heard(), ray="auto")
+    said = str(caught.value)
+    assert "BASE exited during start-up" in said and "CUDA out of memory" in said
+    assert "\n" not in said
+    launched = starts({"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")})
+    assert launched and not any(alive(s["pid"]) for s in launched)
+    assert _live_actors() == []

@@ -4,6 +4,8 @@ Ray for its GPUs, runs on the node's IP, and is gone (actor and process) afterwa
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -108,3 +110,34 @@ def test_a_server_dying_at_start_up_is_one_sentence_with_its_log_and_no_actor_le
     launched = starts({"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")})
     assert launched and not any(alive(s["pid"]) for s in launched)
     assert _live_actors() == []
+
+
+def test_kill_9_of_mad_eval_leaves_no_actor_and_no_server(tmp_path, head):
+    head(STAND_IN_DELAY="5")  # each answer slow: the experiment is mid-way when killed
+    path = _experiment(tmp_path, _checkpoints(tmp_path, ("base",), 2))
+    record = {"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")}
+    address = ray.get_runtime_context().gcs_address  # mad-eval joins as a driver of its own
+    command = [sys.executable, "-m", "mad_eval", "experiment", "run", str(path), "--ray", address]
+    log = (tmp_path / "mad-eval.log").open("wb")
+    driver = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120  # a generous wait for its server, not a timing
+        while not (tmp_path / "out" / "servers").is_dir() or not starts(record):
+            assert driver.poll() is None, (tmp_path / "mad-eval.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "the server never started"
+            time.sleep(0.2)
+        time.sleep(2)  # let the stand-in take its first requests
+    finally:
+        driver.kill()  # kill -9: no clean-up of mad-eval's own runs
+        driver.wait()
+    (server,) = starts(record)
+    assert wait_gone(server["pid"], timeout=120)  # Ray killed the job's actor, and its server
+    assert _live_actors(timeout=120) == []
+
+
+def test_a_model_wider_than_any_node_is_one_sentence_before_any_server(tmp_path, head):
+    head()
+    path = _experiment(tmp_path, _checkpoints(tmp_path, ("big",), 8))
+    with pytest.raises(UserError, match=r"BIG needs 8 GPUs on one node .* largest node .* has 4"):
+        mad_eval.experiment(path, Heard(), ray="auto")
+    assert starts({"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")}) == []

@@ -209,9 +209,11 @@ async def run_experiment(
     if ray is None:
         await serve_and_execute(experiment, jobs, listener, gpus)
         return
-    from mad_eval.serving.ray_pool import RayServer, cluster
+    from mad_eval.serving.ray_pool import RayServer, cluster, refuse_unplaceable
 
     with cluster(ray) as pool:
+        if pool:  # no GPUs at all: each server one CPU slot, as on one node
+            refuse_unplaceable(experiment.serving.values(), ray)
         listener.say(f"Serving: on the Ray cluster {ray}, {len(pool)} GPUs, placed by Ray.")
         await serve_and_execute(experiment, jobs, listener, pool, RayServer)
 

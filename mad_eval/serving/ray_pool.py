@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,22 @@ def cluster(address: str) -> Iterator[list[int]]:
     finally:
         if joined:
             ray.shutdown()
+
+
+def refuse_unplaceable(specs: Iterable[ServeSpec], address: str) -> None:
+    """A server's GPUs must be on one node: a model wider than the cluster's largest node
+    would wait for a place forever, so it is refused first."""
+    ray = _ray()
+    largest = max(
+        (int(node["Resources"].get("GPU", 0)) for node in ray.nodes() if node.get("Alive")),
+        default=0,
+    )
+    for spec in specs:
+        if spec.gpus > largest:
+            raise RayError(
+                f"{spec.label} needs {spec.gpus} GPUs on one node (tensor_parallel x "
+                f"data_parallel) but the largest node of the Ray cluster {address} has {largest}."
+            )
 
 
 class _Actor:

@@ -93,6 +93,8 @@ def test_three_models_of_two_gpus_are_ray_actors_two_at_a_time_and_all_gone(tmp_
     assert _live_actors() == []
     logs = sorted(p.name for p in (tmp_path / "out" / "servers").iterdir())
     assert logs == sorted(f"server-{name.upper()}-0.log" for name in names)
+    for name in logs:  # written by the actors into the experiment folder (an absolute path)
+        assert "ready" in (tmp_path / "out" / "servers" / name).read_text().splitlines()
 
     again = Heard()  # resumed: nothing left, nothing served
     mad_eval.experiment(path, again, ray="auto")
@@ -141,3 +143,20 @@ def test_a_model_wider_than_any_node_is_one_sentence_before_any_server(tmp_path,
     with pytest.raises(UserError, match=r"BIG needs 8 GPUs on one node .* largest node .* has 4"):
         mad_eval.experiment(path, Heard(), ray="auto")
     assert starts({"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")}) == []
+
+
+def test_a_server_on_another_node_keeps_its_log_there_and_it_is_copied_back(
+    tmp_path, head, monkeypatch
+):
+    from mad_eval.serving import ray_pool
+
+    head(STAND_IN_FAIL="CUDA out of memory on the stand-in")
+    monkeypatch.setattr(ray_pool, "driver_node", lambda: "another-node")  # as if remote
+    path = _experiment(tmp_path, _checkpoints(tmp_path, ("base",), 1))
+    with pytest.raises(UserError) as caught:
+        mad_eval.experiment(path, Heard(), ray="auto")
+    said = str(caught.value)  # the log named where it is: on the server's node
+    assert "mad-eval-servers" in said and "CUDA out of memory" in said
+    assert str(tmp_path / "out") not in said
+    copied = (tmp_path / "out" / "servers" / "server-BASE-0.log").read_text()
+    assert "CUDA out of memory on the stand-in" in copied.splitlines()  # brought back at stop

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -56,6 +57,11 @@ def cluster(address: str) -> Iterator[list[int]]:
     finally:
         if joined:
             ray.shutdown()
+
+
+def driver_node() -> str:
+    """This process's Ray node: a server placed elsewhere keeps its log on its own node."""
+    return _ray().get_runtime_context().get_node_id()
 
 
 def refuse_unplaceable(specs: Iterable[ServeSpec], address: str) -> None:
@@ -109,10 +115,12 @@ class _Actor:
         await self.server.stop()
         if self.local:
             return self.server.exit_code, None
+        data = None
         with contextlib.suppress(OSError), self.server.log.open("rb") as f:
             f.seek(max(f.seek(0, os.SEEK_END) - LOG_BYTES, 0))
-            return self.server.exit_code, f.read()
-        return self.server.exit_code, None
+            data = f.read()
+        shutil.rmtree(self.server.log.parent, ignore_errors=True)  # copied to the driver
+        return self.server.exit_code, data
 
     def tail(self) -> str:
         return log_tail(self.server.log)
@@ -153,8 +161,8 @@ class RayServer:
             num_gpus=self.want, num_cpus=ACTOR_CPUS, max_restarts=0, lifetime="non_detached"
         ).remote(
             self.spec,
-            str(self.log),
-            ray.get_runtime_context().get_node_id(),
+            str(self.log.resolve()),  # the worker's directory is not this one
+            driver_node(),
             self.start_timeout,
             self.grace,
         )

@@ -4,6 +4,7 @@ Ray for its GPUs, runs on the node's IP, and is gone (actor and process) afterwa
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -160,3 +161,51 @@ def test_a_server_on_another_node_keeps_its_log_there_and_it_is_copied_back(
     assert str(tmp_path / "out") not in said
     copied = (tmp_path / "out" / "servers" / "server-BASE-0.log").read_text()
     assert "CUDA out of memory on the stand-in" in copied.splitlines()  # brought back at stop
+
+
+VLLM_SHIM = """\
+import os, sys
+args = sys.argv[1:]
+os.execv(sys.executable, [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+                          "--model", args[1], *args[2:]])
+"""
+
+
+@pytest.mark.vllm
+def test_the_cpu_build_of_vllm_served_as_a_ray_actor(tmp_path, monkeypatch):
+    """Opt-in (-m vllm): the driver's venv needs Ray, and MAD_EVAL_VLLM_PYTHON a Python with
+    vLLM's CPU build (this one, if it has vLLM); a cluster without GPUs: one CPU slot."""
+    python = os.environ.get("MAD_EVAL_VLLM_PYTHON")
+    if python is None:
+        pytest.importorskip("vllm")
+        python = sys.executable
+    from tiny_model import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "tiny")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bin").mkdir()
+    shim = tmp_path / "bin" / "vllm"  # the CPU build's `vllm serve`: test_vllm_serve.py
+    shim.write_text(f"#!{python}\n{VLLM_SHIM}")
+    shim.chmod(0o755)
+    for name, value in {
+        "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache"),
+        "VLLM_LOGGING_LEVEL": "WARNING",
+    }.items():
+        monkeypatch.setenv(name, value)
+    path = _experiment(
+        tmp_path,
+        f'"TINY" = {{ model = "serve:{model}", max_model_len = 512, max_tokens = 16, '
+        'args = "--dtype float32 --enforce-eager" }',
+    )
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        results = mad_eval.experiment(path, Heard(), ray="auto")
+        assert _live_actors() == []
+    finally:
+        ray.shutdown()
+    assert [r.metrics["questions"] for r in results.values()] == [2]
+    log = (tmp_path / "out" / "servers" / "server-TINY-0.log").read_text()
+    assert f"--host {ray.util.get_node_ip_address()}" in log

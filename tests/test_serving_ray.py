@@ -71,6 +71,10 @@ def test_three_models_of_two_gpus_are_ray_actors_two_at_a_time_and_all_gone(tmp_
     path = _experiment(tmp_path, _checkpoints(tmp_path, names, 2))
     record = {"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")}
 
+    plan = mad_eval.experiment_plan(path, ray="auto")  # the dry run: the cluster's GPUs
+    assert plan.serving[0] == "on the Ray cluster auto: 4 GPUs, placed by Ray."
+    assert sum(name.upper() in " ".join(plan.serving) for name in names) == 3
+
     heard = Heard()
     results = mad_eval.experiment(path, heard, ray="auto")
     assert len(results) == 3 and all(r.metrics["questions"] == 2 for r in results.values())

@@ -221,23 +221,29 @@ def load_runs(
 
 
 def experiment(
-    path: str | Path, listener: Listener | None = None, gpus: str | list[int] | None = None
+    path: str | Path,
+    listener: Listener | None = None,
+    gpus: str | list[int] | None = None,
+    ray: str | None = None,
 ) -> dict[str, Run]:
     """Run (or resume) every cell of an experiment file on one engine, write each cell's
     metrics.json, and return the cells' results by folder name. Its serve: models are
     served on the GPUs `gpus` ("0,1" or "0-3"; default CUDA_VISIBLE_DEVICES, else what
-    nvidia-smi lists, else one CPU slot), as many servers at once as the GPUs hold."""
+    nvidia-smi lists, else one CPU slot), as many servers at once as the GPUs hold; or,
+    with `ray` (a cluster address or "auto"), as Ray actors the cluster places."""
     from mad_eval.debate.execute import drive
     from mad_eval.experiments import load_experiment
     from mad_eval.experiments.run import run_experiment
 
     listener = listener or Listener()
     loaded = load_experiment(Path(path))
-    drive(run_experiment(loaded, listener, gpus), f"its run folder under {loaded.out}")
+    drive(run_experiment(loaded, listener, gpus, ray), f"its run folder under {loaded.out}")
     return {cell.name: report(loaded.folder(cell), loaded.prices) for cell in loaded.cells}
 
 
-def experiment_plan(path: str | Path, gpus: str | list[int] | None = None) -> Plan:
+def experiment_plan(
+    path: str | Path, gpus: str | list[int] | None = None, ray: str | None = None
+) -> Plan:
     """What running an experiment would ask, asking nothing and writing nothing: each
     cell's questions, the turns it needs and those its folder already holds, and the order
     its serve: models would take the GPUs `gpus` in (`serving`)."""
@@ -246,7 +252,7 @@ def experiment_plan(path: str | Path, gpus: str | list[int] | None = None) -> Pl
 
     experiment = load_experiment(Path(path))
     states = dry_run(experiment)
-    return Plan(experiment, states, serving_plan(experiment, states, gpus))
+    return Plan(experiment, states, serving_plan(experiment, states, gpus, ray))
 
 
 def experiment_tables(path: str | Path, replicates: int | None = None) -> list[Path]:

@@ -45,6 +45,7 @@ assert args[0] == "serve", args
 while os.environ.get("STAND_IN_SILENT"):  # up, never answering
     time.sleep(3600)
 port = int(args[args.index("--port") + 1])
+host = args[args.index("--host") + 1] if "--host" in args else "127.0.0.1"
 names = []
 for arg in args[args.index("--served-model-name") + 1:]:
     if arg.startswith("--"):
@@ -57,7 +58,7 @@ def fault(body, attempt):
     answered[0] += 1
     if die and answered[0] > int(os.environ["STAND_IN_DIE_AFTER"]):
         os._exit(7)  # a crash mid-run, its requests unanswered
-server = StubServer(model=names[0], aliases=tuple(names[1:]), port=port, fault=fault,
+server = StubServer(model=names[0], aliases=tuple(names[1:]), port=port, host=host, fault=fault,
                     delay=float(os.environ.get("STAND_IN_DELAY", "0")))
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # leaves a child behind, as a crash would
 with server:

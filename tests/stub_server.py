@@ -103,6 +103,7 @@ class StubServer:
         prefill_per_char: float = 0.0,
         edit: Callable[[dict, dict, int], None] | None = None,
         port: int = 0,  # 0: one the kernel picks
+        host: str = "127.0.0.1",  # a Ray-placed stand-in listens on its node's IP
     ):
         self.model = model
         # More names for the same model (vLLM's --served-model-name a b): listed with the
@@ -150,7 +151,7 @@ class StubServer:
         self.reused_chars = 0
         self.prefill_per_char = prefill_per_char
         self._lock = threading.Lock()
-        self._server = _Server(("127.0.0.1", port), self._handler())
+        self._server = _Server((host, port), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

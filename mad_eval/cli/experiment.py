@@ -26,8 +26,13 @@ FILE = inspect.Parameter(
 )
 
 
-@options.command(app, ["dry_run", "gpus"], {"dry_run": False, "gpus": None}, arguments=[FILE])
-def run(file: Path, dry_run: bool, gpus: str | None) -> None:
+@options.command(
+    app,
+    ["dry_run", "gpus", "ray"],
+    {"dry_run": False, "gpus": None, "ray": None},
+    arguments=[FILE],
+)
+def run(file: Path, dry_run: bool, gpus: str | None, ray: str | None) -> None:
     """Run (or resume) every run of the experiment at once, sharing each endpoint.
 
     Each run is an ordinary run folder under the experiment's folder; killing the command
@@ -35,9 +40,9 @@ def run(file: Path, dry_run: bool, gpus: str | None) -> None:
     """
     with one_sentence():
         if dry_run:
-            _dry_run(file, gpus)
+            _dry_run(file, gpus, ray)
             return
-        results = api.experiment(file, ConsoleListener(), gpus)
+        results = api.experiment(file, ConsoleListener(), gpus, ray)
     table = Table(title="runs", show_lines=False)
     for column in ("run", "questions", "Maj", "Debate", "Δ", "mean@K", "maj@K"):
         table.add_column(column, justify="left" if column == "run" else "right")
@@ -61,8 +66,8 @@ def _pct(value: object) -> str:
 LISTED = 50
 
 
-def _dry_run(file: Path, gpus: str | None) -> None:
-    plan = api.experiment_plan(file, gpus)
+def _dry_run(file: Path, gpus: str | None, ray: str | None) -> None:
+    plan = api.experiment_plan(file, gpus, ray)
     experiment, states = plan.experiment, plan.states
     title = f"{experiment.name}: {len(states)} runs -> {experiment.out}"
     if len(states) <= LISTED:

@@ -93,6 +93,15 @@ OPTIONS: dict[str, Option] = {
             "time, no GPU set).",
         ),
     ),
+    "ray": Option(
+        str | None,
+        typer.Option(
+            metavar="ADDRESS|auto",
+            help="Serve serve: models on this Ray cluster (HOST:PORT, ray://HOST:PORT, or auto: "
+            "the one this node joined), each server a Ray actor placed on a node with its GPUs; "
+            "needs pip install 'ray[default]'; not with --gpus.",
+        ),
+    ),
     "roster": Option(
         Path | None,
         typer.Option(

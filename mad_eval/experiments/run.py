@@ -5,11 +5,12 @@ what each cell needs and already holds."""
 
 from __future__ import annotations
 
-import asyncio
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mad_eval.backends.base import every
 from mad_eval.backends.cache import RequestCache
 from mad_eval.data.benchmarks import load_questions
 from mad_eval.debate.execute import Job, close_shared, execute
@@ -18,6 +19,7 @@ from mad_eval.errors import UserError
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError
 from mad_eval.progress import Listener
 from mad_eval.sanitize import redact, remember
+from mad_eval.serving.launch import LocalServer
 from mad_eval.serving.pool import Work, describe, gpu_pool, plan, run_pool, slots
 from mad_eval.serving.session import PLACEHOLDER, Serving
 from mad_eval.serving.spec import place
@@ -143,21 +145,42 @@ def works(experiment: Experiment, states: list[CellState]) -> list[Work]:
     ]
 
 
-def serving_plan(experiment: Experiment, states: list[CellState], gpus: str | None) -> list[str]:
+def serving_plan(
+    experiment: Experiment, states: list[CellState], gpus: str | None, ray: str | None = None
+) -> list[str]:
     """A dry run's serving lines: which model on which GPUs, in which order, its turns."""
     if not experiment.serving:
         return []
     notes: list[str] = []
-    pool = slots(gpu_pool(gpus, note=notes.append))
+    if ray is not None:
+        refuse_both(gpus)
+        from mad_eval.serving.ray_pool import cluster
+
+        with cluster(ray) as gpu_ids:
+            notes.append(f"on the Ray cluster {ray}: {len(gpu_ids)} GPUs, placed by Ray")
+        pool = slots(gpu_ids)
+    else:
+        pool = slots(gpu_pool(gpus, note=notes.append))
     todo = works(experiment, states)
     return [f"{note}." for note in notes] + describe(plan(todo, pool), pool)
 
 
+def refuse_both(gpus: object) -> None:
+    """--gpus names this node's GPUs; with --ray the pool is the cluster's."""
+    if gpus is not None:
+        raise ExperimentError(
+            "--ray and --gpus cannot be given together: with --ray the GPUs are the Ray "
+            "cluster's, placed by Ray."
+        )
+
+
 async def run_experiment(
-    experiment: Experiment, listener: Listener, gpus: str | None = None
+    experiment: Experiment, listener: Listener, gpus: str | None = None, ray: str | None = None
 ) -> None:
     """Run (or resume) every cell; the file's copy in the experiment folder records what
-    the cells were asked."""
+    the cells were asked. `ray`: serve its serve: models on that Ray cluster."""
+    if ray is not None:
+        refuse_both(gpus)
     refuse_records(experiment.out, f"{experiment.path}: out =")
     jobs = plan_cells(experiment)
     try:
@@ -183,15 +206,32 @@ async def run_experiment(
     if not experiment.serving:
         await execute(jobs, listener)
         return
-    await serve_and_execute(experiment, jobs, listener, gpus)
+    if ray is None:
+        await serve_and_execute(experiment, jobs, listener, gpus)
+        return
+    from mad_eval.serving.ray_pool import RayServer, cluster, refuse_unplaceable
+
+    with cluster(ray) as pool:
+        if pool:  # no GPUs at all: each server one CPU slot, as on one node
+            refuse_unplaceable(experiment.serving.values(), ray)
+        listener.say(f"Serving: on the Ray cluster {ray}, {len(pool)} GPUs, placed by Ray.")
+        await serve_and_execute(experiment, jobs, listener, pool, RayServer)
 
 
 async def serve_and_execute(
-    experiment: Experiment, jobs: list[Job], listener: Listener, gpus: str | None
+    experiment: Experiment,
+    jobs: list[Job],
+    listener: Listener,
+    gpus: str | list[int] | None,
+    make: Callable[..., LocalServer] = LocalServer,
 ) -> None:
     """The cells of endpoints given by URL at once, as ever; each served model's cells once
-    its servers are up, the servers packed over the GPU pool and stopped after its cells."""
-    pool = gpu_pool(gpus, note=lambda text: listener.say(f"Serving: {text}."))
+    its servers are up, the servers packed over the GPU pool and stopped after its cells.
+    `make` starts each server: LocalServer, or RayServer with the Ray cluster's pool."""
+    if make is LocalServer:
+        pool = gpu_pool(gpus, note=lambda text: listener.say(f"Serving: {text}."))
+    else:
+        pool = list(gpus or [])
     pairs = list(zip(experiment.cells, jobs, strict=True))
     by_label = {spec.label: model for model, spec in experiment.serving.items()}
     served = [(c, j) for c, j in pairs if c.settings.get("model") in experiment.serving]
@@ -212,14 +252,13 @@ async def serve_and_execute(
             await execute(replanned, listener, close=False)
 
         placement = place(spec, gpus_given if pool else [])
-        await Serving(spec, placement).run(run_cells, experiment.out / "servers", listener)
+        await Serving(spec, placement, make).run(run_cells, experiment.out / "servers", listener)
 
     todo = works(experiment, states)
     plan(todo, slots(pool))  # a model the pool cannot hold: refused before anything starts
     try:
-        async with asyncio.TaskGroup() as group:
-            if plain:
-                group.create_task(execute(plain, listener, close=False))
-            group.create_task(run_pool(todo, slots(pool), serve))
+        # One failure (a model that could not be served) raised as itself, not a group.
+        runs = [run_pool(todo, slots(pool), serve)]
+        await every([*runs, execute(plain, listener, close=False)] if plain else runs)
     finally:  # the executes share one Shared: closed once, after all of them
         await close_shared(jobs[0].plan.shared, listener)

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import aiohttp
@@ -42,10 +42,10 @@ class _PortTaken(Exception):
     pass
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on now (the kernel's pick for port 0)."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -83,9 +83,10 @@ class LocalServer:
         *,
         start_timeout: float = 900,
         grace: float = 30,
+        host: str = "127.0.0.1",
     ):
         self.spec, self.gpus, self.log = spec, list(gpus), Path(log)
-        self.start_timeout, self.grace = start_timeout, grace
+        self.start_timeout, self.grace, self.host = start_timeout, grace, host
         self.process: subprocess.Popen[bytes] | None = None
         self.url: str | None = None
         self.exit_code: int | None = None  # how its last process ended, once stopped
@@ -107,10 +108,10 @@ class LocalServer:
             )
         self.log.parent.mkdir(parents=True, exist_ok=True)
         for attempt in range(PORT_TRIES):
-            port = free_port()
-            self._spawn([vllm, *self.spec.command(port)[1:]])
+            port = free_port(self.host)
+            self._spawn([vllm, *self.spec.command(port, self.host)[1:]])
             try:
-                self.url = await self._ready(f"http://127.0.0.1:{port}")
+                self.url = await self._ready(f"http://{self.host}:{port}")
                 return self.url
             except _PortTaken:
                 await self.stop()
@@ -168,6 +169,11 @@ class LocalServer:
             return False
         names = {m.get("id") for m in (listed or {}).get("data") or [] if isinstance(m, dict)}
         return self.spec.label in names
+
+    @property
+    def where(self) -> str:
+        """Where it runs, for progress lines."""
+        return f"GPUs {','.join(map(str, self.gpus))}" if self.gpus else "no GPU set"
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -231,17 +237,18 @@ async def replicas(
     placement: Sequence[Sequence[int]],
     folder: Path,
     listener: Listener,
+    make: Callable[..., LocalServer] = LocalServer,
     **limits: float,
 ) -> AsyncIterator[list[LocalServer]]:
-    """`served`, yielding the ready servers themselves (to watch them)."""
+    """`served`, yielding the ready servers themselves (to watch them); `make` makes each
+    one from (spec, gpus, log, **limits): LocalServer, or a RayServer placed by Ray."""
     servers = [
-        LocalServer(spec, gpus, log_path(folder, spec.label, i), **limits)
+        make(spec, gpus, log_path(folder, spec.label, i), **limits)
         for i, gpus in enumerate(placement)
     ]
     try:
-        for server in servers:
-            on = f"GPUs {','.join(map(str, server.gpus))}" if server.gpus else "no GPU set"
-            listener.say(f"Starting vllm serve for {spec.label} ({on}); log: {server.log}")
+        for one in servers:
+            listener.say(f"Starting vllm serve for {spec.label} ({one.where}); log: {one.log}")
         starting = [asyncio.ensure_future(server.start()) for server in servers]
         try:
             urls = await asyncio.gather(*starting)

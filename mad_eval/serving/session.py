@@ -27,6 +27,7 @@ class Serving:
 
     spec: ServeSpec
     placement: list[list[int]]
+    make: Callable[..., LocalServer] = LocalServer  # or a RayServer factory (--ray)
 
     def placeholder(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """The run's settings with stand-in endpoints, to check them all before serving."""
@@ -45,7 +46,9 @@ class Serving:
         all are started again, `restarts` times at most, the work resuming on them."""
         label = self.spec.label
         for attempt in range(restarts + 1):
-            async with replicas(self.spec, self.placement, folder, listener, **limits) as servers:
+            async with replicas(
+                self.spec, self.placement, folder, listener, self.make, **limits
+            ) as servers:
                 dead = await _until_done_or_exit(work([s.url or "" for s in servers]), servers)
             if dead is None:
                 return

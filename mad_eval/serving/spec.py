@@ -49,12 +49,13 @@ class ServeSpec:
         """GPUs one replica needs."""
         return self.tensor_parallel * self.data_parallel
 
-    def command(self, port: int) -> list[str]:
-        """`vllm serve` for one replica on `port`, on 127.0.0.1 only."""
+    def command(self, port: int, host: str = "127.0.0.1") -> list[str]:
+        """`vllm serve` for one replica on `port`, listening on `host` (this node only by
+        default; a Ray-placed server listens on its node's IP)."""
         # serve:CKPT runs are asked for served_name(CKPT): a label of its own adds that name.
         names = list(dict.fromkeys([self.label, served_name(self.checkpoint)]))
         command = ["vllm", "serve", self.base or self.checkpoint]
-        command += ["--host", "127.0.0.1", "--port", str(port)]
+        command += ["--host", host, "--port", str(port)]
         if self.base:
             command += ["--enable-lora", "--lora-modules"]
             command += [f"{name}={self.checkpoint}" for name in names]

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+import mad_eval
+
 TESTS = Path(__file__).resolve().parent
 
 SCRIPT = """\
@@ -126,3 +128,53 @@ def group(pgid: int) -> list[int]:
         if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             members.append(int(stat.parent.name))
     return members
+
+
+def checkpoint(folder: Path) -> Path:
+    """A checkpoint folder as serve: specs see one (its config.json)."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    return folder
+
+
+def served_models(root: Path, names: tuple[str, ...], settings: str = "") -> str:
+    """[models] lines: each name a checkpoint under root/ckpts, labelled in capitals, with
+    `settings` (TOML keys) next to its model."""
+    extra = f", {settings}" if settings else ""
+    return "\n".join(
+        f'"{name.upper()}" = {{ model = "serve:{checkpoint(root / "ckpts" / name)}"{extra} }}'
+        for name in names
+    )
+
+
+def experiment_file(root: Path, models: str) -> Path:
+    """A small experiment (2 arith questions, 2 agents, 1 round) over [models] `models`."""
+    path = root / "exp.toml"
+    path.write_text(
+        '[experiment]\nout = "out"\n\n[settings]\nlimit = 2\nruns = 1\nrounds = 1\nretries = 1\n'
+        f'\n[models]\n{models}\n\n[grids.main]\nbenchmarks = ["arith"]\nagents = [2]\n'
+    )
+    return path
+
+
+class Heard(mad_eval.Listener):
+    """A listener that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def say(self, text: str) -> None:
+        self.said.append(text)
+
+
+def most_at_once(said: list[str]) -> tuple[int, int]:
+    """From a listener's lines, in the order mad-eval started and stopped servers: the most
+    up at once, and how many were still up at the end."""
+    up = most = 0
+    for text in said:
+        if text.startswith("Starting vllm serve for "):
+            up += 1
+        elif text.startswith("Server ") and " stopped " in text:
+            up -= 1
+        most = max(most, up)
+    return most, up

@@ -8,7 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from serving_helpers import alive, install_stand_in, starts
+from serving_helpers import (
+    Heard,
+    alive,
+    checkpoint,
+    experiment_file,
+    install_stand_in,
+    most_at_once,
+    served_models,
+    starts,
+)
 
 import mad_eval
 from mad_eval.errors import UserError
@@ -19,54 +28,12 @@ pytestmark = pytest.mark.slow  # it starts server processes
 CHECKPOINTS = ("base", "dapo", "sdrl", "tiny", "small")
 
 
-def _experiment(tmp_path: Path, models: str) -> Path:
-    path = tmp_path / "exp.toml"
-    path.write_text(
-        f"""
-[experiment]
-out = "out"
-
-[settings]
-limit = 2
-runs = 1
-rounds = 1
-retries = 1
-
-[models]
-{models}
-
-[grids.main]
-benchmarks = ["arith"]
-agents = [2]
-"""
-    )
-    return path
-
-
-def _checkpoints(tmp_path: Path) -> str:
-    lines = []
-    for name in CHECKPOINTS:
-        folder = tmp_path / "ckpts" / name
-        folder.mkdir(parents=True)
-        (folder / "config.json").write_text("{}")
-        lines.append(f'"{name.upper()}" = {{ model = "serve:{folder}" }}')
-    return "\n".join(lines)
-
-
-class Heard(mad_eval.Listener):
-    def __init__(self) -> None:
-        self.said: list[str] = []
-
-    def say(self, text: str) -> None:
-        self.said.append(text)
-
-
 def test_five_checkpoints_on_two_gpus_are_served_once_each_two_at_a_time(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the file's out = "out" is the working directory's
     for name, value in install_stand_in(tmp_path).items():
         monkeypatch.setenv(name, value)
     record = {"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")}
-    path = _experiment(tmp_path, _checkpoints(tmp_path) + '\n"SIM" = "sim"')
+    path = experiment_file(tmp_path, served_models(tmp_path, CHECKPOINTS) + '\n"SIM" = "sim"')
 
     plan = mad_eval.experiment_plan(path, gpus="0,1")
     assert plan.serving[0].startswith("serving plan on GPUs 0,1: 5 servers to start")
@@ -82,13 +49,7 @@ def test_five_checkpoints_on_two_gpus_are_served_once_each_two_at_a_time(tmp_pat
     assert served == sorted(CHECKPOINTS)  # every model served exactly once
     assert {s["cuda"] for s in launched} <= {"0", "1"}
     assert not any(alive(s["pid"]) for s in launched)  # none outlives the experiment
-    up, most = 0, 0
-    for text in heard.said:  # in the order mad-eval started and stopped them
-        up += text.startswith("Starting vllm serve for ") - text.startswith("Server ") * (
-            " stopped " in text
-        )
-        most = max(most, up)
-    assert most == 2 and up == 0  # two at a time, on a pool of two GPUs
+    assert most_at_once(heard.said) == (2, 0)  # two at a time, on a pool of two GPUs
     logs = sorted(p.name for p in (tmp_path / "out" / "servers").iterdir())
     assert logs == sorted(f"server-{name.upper()}-0.log" for name in CHECKPOINTS)
 
@@ -102,10 +63,7 @@ def test_a_model_larger_than_the_pool_is_one_sentence_before_any_server(tmp_path
     monkeypatch.chdir(tmp_path)
     for name, value in install_stand_in(tmp_path).items():
         monkeypatch.setenv(name, value)
-    folder = tmp_path / "ckpts" / "big"
-    folder.mkdir(parents=True)
-    (folder / "config.json").write_text("{}")
-    path = _experiment(tmp_path, f'"BIG" = {{ model = "serve:{folder}", tensor_parallel = 4 }}')
+    path = experiment_file(tmp_path, served_models(tmp_path, ("big",), "tensor_parallel = 4"))
     with pytest.raises(UserError, match=r"model 'BIG' needs 4 GPUs at once"):
         mad_eval.experiment(path, Heard(), gpus="0,1")
     assert starts({"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")}) == []
@@ -128,10 +86,8 @@ def test_a_model_larger_than_the_pool_is_one_sentence_before_any_server(tmp_path
 )
 def test_bad_serving_in_an_experiment_is_one_sentence(tmp_path, monkeypatch, models, says):
     monkeypatch.chdir(tmp_path)
-    folder = tmp_path / "ckpt"
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
-    path = _experiment(tmp_path, models.replace("CKPT", str(folder)))
+    folder = checkpoint(tmp_path / "ckpt")
+    path = experiment_file(tmp_path, models.replace("CKPT", str(folder)))
     with pytest.raises(ExperimentError) as caught:
         mad_eval.experiment_plan(path)
     assert says in str(caught.value) and "\n" not in str(caught.value)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import mad_eval, turns_of
 from serving_helpers import alive, group, install_stand_in, starts, wait_gone
+from serving_helpers import checkpoint as make_checkpoint
 
 from mad_eval.backends import BackendError, backend_type, make_backend
 from mad_eval.serving import (
@@ -37,10 +38,7 @@ RUN = ("--agents", "2", "--rounds", "1", "--limit", "3", "--retries", "1", "--ba
 
 @pytest.fixture
 def checkpoint(tmp_path: Path) -> Path:
-    folder = tmp_path / "ckpts" / "qwen-sdrl"
-    folder.mkdir(parents=True)
-    (folder / "config.json").write_text("{}")
-    return folder
+    return make_checkpoint(tmp_path / "ckpts" / "qwen-sdrl")
 
 
 # --- the spec and its settings, no process -------------------------------------------

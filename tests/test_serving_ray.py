@@ -11,8 +11,16 @@ import time
 from pathlib import Path
 
 import pytest
-from serving_helpers import alive, install_stand_in, starts, wait_gone
-from test_experiment_serve import Heard, _experiment
+from serving_helpers import (
+    Heard,
+    alive,
+    experiment_file,
+    install_stand_in,
+    most_at_once,
+    served_models,
+    starts,
+    wait_gone,
+)
 
 import mad_eval
 from mad_eval.errors import UserError
@@ -38,16 +46,6 @@ def head(tmp_path, monkeypatch):
     ray.shutdown()
 
 
-def _checkpoints(tmp_path: Path, names: tuple[str, ...], size: int) -> str:
-    lines = []
-    for name in names:
-        folder = tmp_path / "ckpts" / name
-        folder.mkdir(parents=True)
-        (folder / "config.json").write_text("{}")
-        lines.append(f'"{name.upper()}" = {{ model = "serve:{folder}", tensor_parallel = {size} }}')
-    return "\n".join(lines)
-
-
 def _live_actors(timeout: float = 60.0) -> list[str]:
     """The server actors not dead yet, once they all are or after a generous wait (ray.kill
     is asynchronous). Read from the GCS: the state API needs the dashboard."""
@@ -68,7 +66,7 @@ def _live_actors(timeout: float = 60.0) -> list[str]:
 def test_three_models_of_two_gpus_are_ray_actors_two_at_a_time_and_all_gone(tmp_path, head):
     head()
     names = ("base", "dapo", "sdrl")
-    path = _experiment(tmp_path, _checkpoints(tmp_path, names, 2))
+    path = experiment_file(tmp_path, served_models(tmp_path, names, "tensor_parallel = 2"))
     record = {"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")}
 
     plan = mad_eval.experiment_plan(path, ray="auto")  # the dry run: the cluster's GPUs
@@ -86,13 +84,7 @@ def test_three_models_of_two_gpus_are_ray_actors_two_at_a_time_and_all_gone(tmp_
         assert set(start["cuda"].split(",")) <= {"0", "1", "2", "3"}
         host = start["argv"][start["argv"].index("--host") + 1]
         assert host == ray.util.get_node_ip_address()
-    up, most = 0, 0
-    for text in heard.said:
-        up += text.startswith("Starting vllm serve for ") - text.startswith("Server ") * (
-            " stopped " in text
-        )
-        most = max(most, up)
-    assert most == 2 and up == 0  # 4 GPUs hold two servers of 2 GPUs at once
+    assert most_at_once(heard.said) == (2, 0)  # 4 GPUs hold two servers of 2 GPUs at once
     assert any("on the Ray cluster, 2 GPU(s)" in text for text in heard.said)
     assert all(wait_gone(s["pid"]) for s in launched)  # no stand-in outlives its server
     assert _live_actors() == []
@@ -108,7 +100,7 @@ def test_three_models_of_two_gpus_are_ray_actors_two_at_a_time_and_all_gone(tmp_
 
 def test_a_server_dying_at_start_up_is_one_sentence_with_its_log_and_no_actor_left(tmp_path, head):
     head(STAND_IN_FAIL="CUDA out of memory on the stand-in")
-    path = _experiment(tmp_path, _checkpoints(tmp_path, ("base",), 1))
+    path = experiment_file(tmp_path, served_models(tmp_path, ("base",), "tensor_parallel = 1"))
     with pytest.raises(UserError) as caught:
         mad_eval.experiment(path, Heard(), ray="auto")
     said = str(caught.value)
@@ -121,7 +113,7 @@ def test_a_server_dying_at_start_up_is_one_sentence_with_its_log_and_no_actor_le
 
 def test_kill_9_of_mad_eval_leaves_no_actor_and_no_server(tmp_path, head):
     head(STAND_IN_DELAY="5")  # each answer slow: the experiment is mid-way when killed
-    path = _experiment(tmp_path, _checkpoints(tmp_path, ("base",), 2))
+    path = experiment_file(tmp_path, served_models(tmp_path, ("base",), "tensor_parallel = 2"))
     record = {"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")}
     address = ray.get_runtime_context().gcs_address  # mad-eval joins as a driver of its own
     command = [sys.executable, "-m", "mad_eval", "experiment", "run", str(path), "--ray", address]
@@ -144,7 +136,7 @@ def test_kill_9_of_mad_eval_leaves_no_actor_and_no_server(tmp_path, head):
 
 def test_a_model_wider_than_any_node_is_one_sentence_before_any_server(tmp_path, head):
     head()
-    path = _experiment(tmp_path, _checkpoints(tmp_path, ("big",), 8))
+    path = experiment_file(tmp_path, served_models(tmp_path, ("big",), "tensor_parallel = 8"))
     with pytest.raises(UserError, match=r"BIG needs 8 GPUs on one node .* largest node .* has 4"):
         mad_eval.experiment(path, Heard(), ray="auto")
     assert starts({"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")}) == []
@@ -157,7 +149,7 @@ def test_a_server_on_another_node_keeps_its_log_there_and_it_is_copied_back(
 
     head(STAND_IN_FAIL="CUDA out of memory on the stand-in")
     monkeypatch.setattr(ray_pool, "driver_node", lambda: "another-node")  # as if remote
-    path = _experiment(tmp_path, _checkpoints(tmp_path, ("base",), 1))
+    path = experiment_file(tmp_path, served_models(tmp_path, ("base",), "tensor_parallel = 1"))
     with pytest.raises(UserError) as caught:
         mad_eval.experiment(path, Heard(), ray="auto")
     said = str(caught.value)  # the log named where it is: on the server's node
@@ -199,7 +191,7 @@ def test_the_cpu_build_of_vllm_served_as_a_ray_actor(tmp_path, monkeypatch):
         "VLLM_LOGGING_LEVEL": "WARNING",
     }.items():
         monkeypatch.setenv(name, value)
-    path = _experiment(
+    path = experiment_file(
         tmp_path,
         f'"TINY" = {{ model = "serve:{model}", max_model_len = 512, max_tokens = 16, '
         'args = "--dtype float32 --enforce-eager" }',

@@ -6,8 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from serving_helpers import install_stand_in, starts
-from test_experiment_serve import Heard, _experiment
+from serving_helpers import Heard, checkpoint, experiment_file, install_stand_in, starts
 from typer.testing import CliRunner
 
 import mad_eval
@@ -19,10 +18,8 @@ def _one_model(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for name, value in install_stand_in(tmp_path).items():
         monkeypatch.setenv(name, value)
-    folder = tmp_path / "ckpt"
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
-    return _experiment(tmp_path, f'"A" = {{ model = "serve:{folder}" }}')
+    folder = checkpoint(tmp_path / "ckpt")
+    return experiment_file(tmp_path, f'"A" = {{ model = "serve:{folder}" }}')
 
 
 def test_ray_with_gpus_is_one_sentence(tmp_path, monkeypatch):

@@ -223,11 +223,17 @@ async def served(
 
 
 async def first_exit(servers: Sequence[LocalServer], poll: float = 0.2) -> LocalServer:
-    """Wait until one of the servers exits on its own; that server."""
+    """Wait until one of the servers exits on its own; that server. Asked off the event loop:
+    a server placed by Ray answers over the network (up to 30 s from a node that hangs),
+    and the run's requests share the loop."""
+
+    def gone() -> LocalServer | None:
+        return next((server for server in servers if not server.alive()), None)
+
     while True:
-        for server in servers:
-            if not server.alive():
-                return server
+        server = await asyncio.to_thread(gone)
+        if server is not None:
+            return server
         await asyncio.sleep(poll)
 
 

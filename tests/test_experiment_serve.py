@@ -91,3 +91,12 @@ def test_bad_serving_in_an_experiment_is_one_sentence(tmp_path, monkeypatch, mod
     with pytest.raises(ExperimentError) as caught:
         mad_eval.experiment_plan(path)
     assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_no_vllm_is_one_sentence_before_the_experiment_writes_anything(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no vllm here
+    path = experiment_file(tmp_path, served_models(tmp_path, ("base",)))
+    with pytest.raises(UserError, match=r"exp.toml's serve: models: no vllm command found"):
+        mad_eval.experiment(path, Heard(), gpus="0")
+    assert not (tmp_path / "out").exists()

@@ -139,6 +139,9 @@ def test_a_run_refuses_serving_settings_it_cannot_use(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no vllm here
     with pytest.raises(ConfigError, match="no vllm command found; install vllm or put it on PATH"):
         prepare({"model": "serve:org/m"}, None, None)
+    # a mistyped checkpoint is the user's to fix first, whatever the machine lacks
+    with pytest.raises(ConfigError, match=r"the checkpoint folder \./ckpts/nope of serve:\./ckpts"):
+        prepare({"model": "serve:./ckpts/nope"}, None, None)
     env = install_stand_in(tmp_path)
     monkeypatch.setenv("PATH", env["PATH"])
     with pytest.raises(ConfigError, match=r"\(or OPENAI_BASE_URL\) is for openai: models"):

@@ -21,7 +21,7 @@ from mad_eval.progress import Listener
 from mad_eval.sanitize import redact, remember
 from mad_eval.serving.launch import LocalServer
 from mad_eval.serving.pool import Work, describe, gpu_pool, plan, run_pool, slots
-from mad_eval.serving.session import PLACEHOLDER, Serving
+from mad_eval.serving.session import PLACEHOLDER, Serving, require_vllm
 from mad_eval.serving.spec import place
 from mad_eval.setup.config import run_defaults
 from mad_eval.store.files import refuse_records
@@ -183,6 +183,8 @@ async def run_experiment(
         refuse_both(gpus)
     refuse_records(experiment.out, f"{experiment.path}: out =")
     jobs = plan_cells(experiment)
+    if experiment.serving and ray is None:  # on Ray, vllm is the nodes' to have
+        require_vllm(f"{experiment.path}'s serve: models")
     try:
         experiment.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -60,7 +60,7 @@ class Work:
         if self.gpus < 1 or self.replicas < 1 or self.turns < 0:
             raise PoolError(
                 f"model '{self.label}' asks for {self.replicas} replicas of {self.gpus} GPUs"
-                f" with {self.turns} turns: replicas and GPUs must be at least 1, turns at least 0"
+                f" with {self.turns} turns: replicas and GPUs must be at least 1, turns at least 0."
             )
 
     @property
@@ -122,13 +122,13 @@ def _parse(text: str, where: str) -> list[int]:
         if match is None or (match[2] is not None and int(match[2]) < int(match[1])):
             raise PoolError(
                 f"{where} {text!r} is not a list of GPU indices: give indices and rising ranges"
-                " such as 0,1,2,3 or 0-3 or 0-1,4"
+                " such as 0,1,2,3 or 0-3 or 0-1,4."
             )
         first, last = int(match[1]), int(match[2] or match[1])
         ids += range(first, last + 1)
     repeated = [gpu for gpu, count in Counter(ids).items() if count > 1]
     if repeated:
-        raise PoolError(f"{where} {text!r} names GPU {repeated[0]} twice: name each GPU once")
+        raise PoolError(f"{where} {text!r} names GPU {repeated[0]} twice: name each GPU once.")
     return ids
 
 
@@ -157,7 +157,7 @@ def refusal(work: Work, pool: Sequence[int]) -> PoolError | None:
     return PoolError(
         f"model '{work.label}' needs {work.width} GPUs at once ({work.replicas} replicas x"
         f" {work.gpus} GPUs) but the pool holds {len(pool)} (GPUs {_ids(pool)}): lower its"
-        " replicas or parallel size, or give more GPUs with --gpus"
+        " replicas or parallel size, or give more GPUs with --gpus."
     )
 
 
@@ -214,12 +214,12 @@ def _improve(order: list[Work], pool: Sequence[int]) -> list[Work]:
 
 def _check(works: Sequence[Work], pool: Sequence[int]) -> None:
     if not pool:
-        raise PoolError("the GPU pool is empty: give at least one GPU with --gpus")
+        raise PoolError("the GPU pool is empty: give at least one GPU with --gpus.")
     if len(set(pool)) != len(pool):
-        raise PoolError(f"the GPU pool {_ids(pool)} names a GPU twice: name each GPU once")
+        raise PoolError(f"the GPU pool {_ids(pool)} names a GPU twice: name each GPU once.")
     twice = sorted(label for label, count in Counter(w.label for w in works).items() if count > 1)
     if twice:
-        raise PoolError(f"model '{twice[0]}' is given twice: give each model one label")
+        raise PoolError(f"model '{twice[0]}' is given twice: give each model one label.")
 
 
 def simulate(order: Sequence[Work | str], works: Sequence[Work], pool: Sequence[int]) -> list[Slot]:

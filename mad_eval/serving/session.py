@@ -102,15 +102,22 @@ def prepare(
             raise ConfigError(f"--gpus is for a serve:CHECKPOINT model, not {model or 'sim'}.")
         return None
     assert isinstance(model, str)
-    if shutil.which("vllm") is None:
-        raise ConfigError(
-            f"cannot serve {model}: no vllm command found; install vllm or put it on PATH."
-        )
     if settings.get("base_urls"):
         raise ConfigError(
             f"--base-url (or OPENAI_BASE_URL) is for openai: models; {model} is served on its "
             "own URLs."
         )
     length = settings.get("max_model_len")
+    # The user's own settings first (a mistyped checkpoint), then what the machine lacks.
     spec = parse_serve(model, serving, max_model_len=length if type(length) is int else None)
-    return Serving(spec, place(spec, gpu_pool(gpus)))
+    placement = place(spec, gpu_pool(gpus))
+    require_vllm(model)
+    return Serving(spec, placement)
+
+
+def require_vllm(what: str) -> None:
+    """A `vllm` on PATH, or one sentence saying to install it."""
+    if shutil.which("vllm") is None:
+        raise ConfigError(
+            f"cannot serve {what}: no vllm command found; install vllm or put it on PATH."
+        )

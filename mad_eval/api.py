@@ -73,7 +73,8 @@ def run(
 
     listener = listener or Listener()
     served = prepare(settings, serving, gpus)  # None unless the model is serve:
-    plan = make_plan(served.placeholder(settings) if served else settings)
+    record = served.spec.record() if served else None
+    plan = make_plan(served.placeholder(settings) if served else settings, serving=record)
     if settings.get("model") is None and not plan.config.roster:
         listener.say(
             "No --model given: using simulated agents (sim). "
@@ -81,14 +82,20 @@ def run(
         )
     store = RunStore(Path(out) if out is not None else plan.config.default_out())
     refuse_records(store.root, run_folder=True)  # never inside another run's records
+    whole = Job(plan, store, retry_failed)
     if served is None:
-        work = execute([Job(plan, store, retry_failed)], listener)
+        work = execute([whole], listener)
     else:  # planned again on the servers' URLs each time they start
         if plan.shared.cache is not None:
             plan.shared.cache.close()
+        if not retry_failed and whole.held() >= whole.requests:
+            whole.check()
+            label = served.spec.label
+            listener.say(f"{store.root} holds every turn: reported, {label} not served.")
+            return report(store.root)
 
         def job(urls: list[str]) -> Coroutine[Any, Any, None]:
-            planned = make_plan({**settings, "base_urls": urls})
+            planned = make_plan({**settings, "base_urls": urls}, serving=record)
             return execute([Job(planned, store, retry_failed)], listener)
 
         work = served.run(job, store.root, listener)

@@ -59,6 +59,22 @@ def test_five_checkpoints_on_two_gpus_are_served_once_each_two_at_a_time(tmp_pat
     assert not any(text.startswith("Starting vllm serve") for text in again.said)
 
 
+def test_a_cell_records_its_server_and_an_answer_changing_edit_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name, value in install_stand_in(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    record = {"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")}
+    path = experiment_file(tmp_path, served_models(tmp_path, ("sdrl",), 'args = "--seed 1"'))
+    (result,) = mad_eval.experiment(path, Heard(), gpus="0").values()
+    assert result.manifest.serving["args"] == ["--seed", "1"]
+    assert result.manifest.serving["checkpoint"].endswith("ckpts/sdrl")
+
+    path.write_text(path.read_text().replace("--seed 1", "--seed 2"))
+    with pytest.raises(UserError, match=r"serving args is \['--seed', '1'\] there"):
+        mad_eval.experiment(path, Heard(), gpus="0")
+    assert len(starts(record)) == 1  # refused before its server started again
+
+
 def test_a_model_larger_than_the_pool_is_one_sentence_before_any_server(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for name, value in install_stand_in(tmp_path).items():

@@ -21,6 +21,7 @@ from serving_helpers import alive, group, install_stand_in, starts, wait_gone
 from serving_helpers import checkpoint as make_checkpoint
 
 from mad_eval.backends import BackendError, backend_type, make_backend
+from mad_eval.errors import UserError
 from mad_eval.serving import (
     LocalServer,
     PoolError,
@@ -187,11 +188,12 @@ def test_a_served_run_starts_routes_to_and_stops_its_replicas(tmp_path, checkpoi
     assert "Server qwen-sdrl ready at http://127.0.0.1:" in result.stdout
     assert "Server qwen-sdrl stopped (2 replica(s))." in result.stdout
 
+    # Finished: reported again with fewer replicas (operational), no server started.
     again = run_served(tmp_path, checkpoint, env, "--gpus", "0", "--serving", "replicas=1")
     assert again.returncode == 0, again.stderr + again.stdout
-    assert "resuming: 12 turns already recorded" in " ".join(again.stdout.split())
+    assert "holds every turn: reported, qwen-sdrl not served." in " ".join(again.stdout.split())
     assert turns_of(run) == turns
-    assert len(starts(env)) == 3 and not alive(starts(env)[-1]["pid"])
+    assert len(starts(env)) == 2
 
 
 @pytest.mark.slow
@@ -302,6 +304,37 @@ def test_single_from_python_serves_its_model_too(tmp_path, monkeypatch, checkpoi
     assert not alive(start["pid"])
     assert said[0].startswith("Starting vllm serve for qwen-sdrl (GPUs 5); log: ")
     assert said[-1] == "Server qwen-sdrl stopped (1 replica(s))."
+
+
+@pytest.mark.slow
+def test_a_served_run_records_its_server_and_resumes_only_on_the_same_answers(
+    tmp_path, monkeypatch, checkpoint
+):
+    import mad_eval
+
+    for name, value in install_stand_in(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    record = {"STAND_IN_RECORD": os.environ["STAND_IN_RECORD"]}
+    out = tmp_path / "r"
+    common = dict(model=f"serve:{checkpoint}", agents=2, rounds=1, limit=2, out=out)
+    args = "--seed 7 --gpu-memory-utilization 0.8 --api-key sk-abcdefghijklmnop1234"
+    mad_eval.run(**common, serving={"args": args}, gpus="0")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["serving"] == {
+        "checkpoint": str(checkpoint), "base": None, "max_model_len": None,
+        "args": ["--seed", "7"],
+        "operational": {"tensor_parallel": 1, "data_parallel": 1, "replicas": 1,
+                        "args": ["--gpu-memory-utilization", "0.8", "--api-key", "***"]},
+    }  # fmt: skip
+    assert "sk-abcdefghijklmnop1234" not in (out / "manifest.json").read_text()
+
+    # What changes the answers (another seed) is refused, before any server starts.
+    with pytest.raises(UserError, match=r"serving args is \['--seed', '7'\] there"):
+        mad_eval.run(**common, serving={"args": "--seed 8"}, gpus="0")
+    # What does not (memory, replicas) is the same run: finished, so reported unserved.
+    again = mad_eval.run(**common, serving={"args": "--seed 7", "replicas": 2}, gpus="0,1")
+    assert len(again.turns()) == 2 * 2 * 2
+    assert len(starts(record)) == 1
 
 
 @pytest.mark.slow

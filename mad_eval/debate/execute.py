@@ -40,6 +40,17 @@ class Job:
         config = self.plan.config
         return config.runs * len(self.plan.questions) * config.agents * (config.rounds + 1)
 
+    def held(self) -> int:
+        """Turns its folder holds now, read only (a run writing there may be mid-line)."""
+        turns = self.store.turns_path
+        return len(Recorded.index(turns, repair=False)) if turns.exists() else 0
+
+    def check(self) -> None:
+        """Refuse a folder that holds a run of other settings, before any server starts (the
+        team's seats need the servers; a resume compares no seat)."""
+        with blamed(self):
+            self.store.check(self.plan.config, self.plan.manifest_extra([]))
+
     def describe(self, resumed: int) -> str:
         config, plan = self.plan.config, self.plan
         team = ", ".join(sorted({a.group for a in plan.team}))

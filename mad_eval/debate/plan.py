@@ -119,6 +119,7 @@ class Plan:
     answer: str  # the answer protocol: how replies write their answer, how it is read
     shared: Shared
     warnings: list[str] = field(default_factory=list)
+    serving: dict[str, Any] | None = None  # a served model's server (ServeSpec.record())
 
     @property
     def cache(self) -> RequestCache | None:
@@ -178,7 +179,8 @@ class Plan:
 
     def manifest_extra(self, seats: list[Seat]) -> dict[str, Any]:
         protocol, n = self.choice.protocol, len(self.team)
-        return {
+        served = {"serving": self.serving} if self.serving is not None else {}
+        return served | {
             "benchmark": {
                 "name": self.spec.name,
                 "title": self.spec.title,
@@ -264,10 +266,15 @@ async def check_extra_body(backend: Backend, model: str, body: dict[str, Any]) -
         pass
 
 
-def make_plan(choices: Mapping[str, Any], shared: Shared | None = None) -> Plan:
+def make_plan(
+    choices: Mapping[str, Any],
+    shared: Shared | None = None,
+    serving: dict[str, Any] | None = None,
+) -> Plan:
     """Resolve and check everything a run needs; raise a user error with one sentence.
     `choices` names settings as run_defaults() does (the rest keep their defaults); runs
-    planned with one `shared` share its backends, endpoint limits and request cache."""
+    planned with one `shared` share its backends, endpoint limits and request cache.
+    `serving`: the server mad-eval starts for a serve: model, as its manifest records it."""
     check_names(choices, run_defaults(), "a run")
     check_types(choices, "a run")
     settings = {**run_defaults(), **as_text(choices)}
@@ -371,6 +378,7 @@ def make_plan(choices: Mapping[str, Any], shared: Shared | None = None) -> Plan:
         answer,
         shared,
         warnings,
+        serving,
     )
 
 

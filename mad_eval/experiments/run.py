@@ -14,6 +14,7 @@ from mad_eval.backends.base import every
 from mad_eval.backends.cache import RequestCache
 from mad_eval.data.benchmarks import load_questions
 from mad_eval.debate.execute import Job, close_shared, execute
+from mad_eval.debate.plan import Plan as RunPlan
 from mad_eval.debate.plan import Shared, make_plan
 from mad_eval.errors import UserError
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError
@@ -25,7 +26,7 @@ from mad_eval.serving.session import PLACEHOLDER, Serving, require_vllm
 from mad_eval.serving.spec import place
 from mad_eval.setup.config import run_defaults
 from mad_eval.store.files import refuse_records
-from mad_eval.store.folder import Recorded, RunStore, write_json
+from mad_eval.store.folder import RunStore, write_json
 
 
 @dataclass(frozen=True)
@@ -49,20 +50,23 @@ def plan_cells(experiment: Experiment, cache: bool = True) -> list[Job]:
     for cell in experiment.cells:
         where = f"{experiment.path}: cell {cell.name} ({', '.join(grids[cell.name])})"
         try:
-            plan = make_plan(planned_settings(experiment, cell), shared)
+            plan = planned(experiment, cell, shared)
         except UserError as exc:
             raise ExperimentError(f"{where}: {exc}") from None
         jobs.append(Job(plan, RunStore(experiment.folder(cell)), where=where))
     return jobs
 
 
-def planned_settings(experiment: Experiment, cell: Cell, urls: list[str] | None = None) -> dict:
-    """A cell's settings; a served model's with its servers' URLs (stand-ins before they
-    start: every setting is checked before any server does)."""
+def planned(
+    experiment: Experiment, cell: Cell, shared: Shared, urls: list[str] | None = None
+) -> RunPlan:
+    """A cell's plan; a served model's on its servers' URLs (stand-ins before they start:
+    every setting is checked before any server does), with the server it records."""
     spec = experiment.serving.get(cell.settings.get("model"))
     if spec is None:
-        return cell.settings
-    return {**cell.settings, "base_urls": urls or [PLACEHOLDER] * spec.replicas}
+        return make_plan(cell.settings, shared)
+    urls = urls or [PLACEHOLDER] * spec.replicas
+    return make_plan({**cell.settings, "base_urls": urls}, shared, spec.record())
 
 
 def count_turns(experiment: Experiment, shared: Shared) -> dict[str, int]:
@@ -125,10 +129,9 @@ def dry_run_states(experiment: Experiment, cells: list[Cell], jobs: list[Job]) -
     """What these cells need and what their folders hold already."""
     states = []
     for cell, job in zip(cells, jobs, strict=True):
-        turns = job.store.turns_path
-        # Read only: a run writing there now may be mid-line, which repairing would cut.
-        done = len(Recorded.index(turns, repair=False)) if turns.exists() else 0
-        states.append(CellState(cell, job.store.root, len(job.plan.questions), job.requests, done))
+        states.append(
+            CellState(cell, job.store.root, len(job.plan.questions), job.requests, job.held())
+        )
     return states
 
 
@@ -238,6 +241,8 @@ async def serve_and_execute(
     by_label = {spec.label: model for model, spec in experiment.serving.items()}
     served = [(c, j) for c, j in pairs if c.settings.get("model") in experiment.serving]
     plain = [j for c, j in pairs if c.settings.get("model") not in experiment.serving]
+    for _, job in served:
+        job.check()
     states = dry_run_states(experiment, [c for c, _ in served], [j for _, j in served])
 
     async def serve(work: Work, gpus_given: list[int]) -> None:
@@ -247,8 +252,7 @@ async def serve_and_execute(
 
         async def run_cells(urls: list[str]) -> None:
             replanned = [
-                Job(make_plan(planned_settings(experiment, c, urls), j.plan.shared), j.store,
-                    j.retry_failed, j.where)
+                Job(planned(experiment, c, j.plan.shared, urls), j.store, j.retry_failed, j.where)
                 for c, j in mine
             ]  # fmt: skip
             await execute(replanned, listener, close=False)

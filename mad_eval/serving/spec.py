@@ -28,6 +28,28 @@ from mad_eval.setup.config import ConfigError
 PREFIX = "serve:"
 SIZES = ("tensor_parallel", "data_parallel", "replicas", "max_model_len")
 KEYS = ("base", *SIZES, "args")
+# `vllm serve` arguments that change how fast or where a server runs, never what it answers
+# (True: the flag takes a value); every other argument is taken to change the answers.
+OPERATIONAL_ARGS = {
+    "--api-key": True,
+    "--block-size": True,
+    "--cpu-offload-gb": True,
+    "--disable-log-requests": False,
+    "--disable-log-stats": False,
+    "--distributed-executor-backend": True,
+    "--enable-chunked-prefill": False,
+    "--enable-prefix-caching": False,
+    "--enforce-eager": False,
+    "--gpu-memory-utilization": True,
+    "--max-num-batched-tokens": True,
+    "--max-num-seqs": True,
+    "--no-enable-chunked-prefill": False,
+    "--no-enable-prefix-caching": False,
+    "--pipeline-parallel-size": True,
+    "--swap-space": True,
+    "--trust-remote-code": False,
+    "--uvicorn-log-level": True,
+}
 
 
 @dataclass(frozen=True)
@@ -49,6 +71,23 @@ class ServeSpec:
         """GPUs one replica needs."""
         return self.tensor_parallel * self.data_parallel
 
+    def record(self) -> dict[str, Any]:
+        """What a run's manifest records of its server: at the top what changes the answers
+        (a resume requires it unchanged), under "operational" what does not."""
+        answering, operational = split_args(self.args)
+        return {
+            "checkpoint": self.checkpoint,
+            "base": self.base,
+            "max_model_len": self.max_model_len,
+            "args": answering,
+            "operational": {
+                "tensor_parallel": self.tensor_parallel,
+                "data_parallel": self.data_parallel,
+                "replicas": self.replicas,
+                "args": operational,
+            },
+        }
+
     def command(self, port: int, host: str = "127.0.0.1") -> list[str]:
         """`vllm serve` for one replica on `port`, listening on `host` (this node only by
         default; a Ray-placed server listens on its node's IP)."""
@@ -68,6 +107,25 @@ class ServeSpec:
         if self.max_model_len is not None:
             command += ["--max-model-len", str(self.max_model_len)]
         return command + list(self.args)
+
+
+def split_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """`vllm serve` arguments split into those that may change the answers and the
+    operational ones (OPERATIONAL_ARGS, with their values; an API key's value hidden)."""
+    answering: list[str] = []
+    operational: list[str] = []
+    items = iter(args)
+    for arg in items:
+        flag, eq, value = arg.partition("=")
+        takes_value = OPERATIONAL_ARGS.get(flag)
+        if takes_value is None:
+            answering.append(arg)
+            continue
+        if takes_value and not eq:
+            value = next(items, "")
+        hidden = "***" if flag == "--api-key" else value
+        operational += [flag, hidden] if takes_value else [flag]
+    return answering, operational
 
 
 def is_served(model: str | None) -> bool:

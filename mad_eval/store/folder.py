@@ -245,6 +245,11 @@ class RunStore:
                     templates[ref].sha256 if ref in templates else None
                 )
                 wanted[f"prompt template {ref}"] = template["sha256"]
+        served = extra.get("serving")
+        if manifest.serving is not None and served is not None:  # what changes the answers
+            for key in served.keys() - {"operational"}:
+                recorded[f"serving {key}"] = manifest.serving.get(key)
+                wanted[f"serving {key}"] = redact(served[key])
         changed = [k for k in wanted if recorded.get(k) != wanted[k]]
         if changed:
             diffs = ", ".join(

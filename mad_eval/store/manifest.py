@@ -190,6 +190,9 @@ class RunManifest:
     prompt: PromptPart
     team: tuple[TeamSeat, ...] = ()  # empty in runs made before per-agent seats
     operational: dict[str, Any] = field(default_factory=dict)  # endpoints, limits (redacted)
+    # The server mad-eval started for a serve: model (ServeSpec.record()); None for other runs
+    # and for served runs made before it was recorded.
+    serving: dict[str, Any] | None = None
     versions: dict[str, str] = field(default_factory=dict)
     git_commit: str | None = None
     command: tuple[str, ...] = ()  # redacted
@@ -202,7 +205,7 @@ class RunManifest:
     def new(cls, config: RunConfig, extra: dict[str, Any]) -> Self:
         """A new run's manifest: `config`, the sections `extra` gives (benchmark, protocol,
         prompt, team, as plan.Plan.manifest_extra builds them) and this process's facts."""
-        unknown = set(extra) - {"benchmark", "protocol", "prompt", "team"}
+        unknown = set(extra) - {"benchmark", "protocol", "prompt", "team", "serving"}
         assert not unknown, f"not a manifest section: {sorted(unknown)}"
         data = {
             "schema_version": SCHEMA_VERSION,
@@ -244,6 +247,8 @@ class RunManifest:
         errors)."""
         if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
             raise StoreError(f"{path} is not a mad-eval run manifest.")
+        if not isinstance(data.get("serving", {}), dict | None):
+            raise StoreError(f'{path} is not a mad-eval run manifest (its "serving" is no table).')
         version = data.get("schema_version", 1)
         if type(version) is not int or version < 1:
             raise StoreError(f"{path} is not a mad-eval run manifest (schema {version!r}).")
@@ -265,6 +270,7 @@ class RunManifest:
                 prompt=PromptPart.from_dict(sections["prompt"], config),
                 team=tuple(TeamSeat.from_dict(seat) for seat in team),
                 operational=data.get("operational") or {},
+                serving=data.get("serving"),
                 versions=data.get("versions") or {},
                 git_commit=data.get("git_commit"),
                 command=tuple(data.get("command") or ()),
@@ -287,6 +293,7 @@ class RunManifest:
             "benchmark": self.benchmark.to_dict(),
             "protocol": self.protocol.to_dict(),
             "prompt": self.prompt.to_dict(),
+            **({"serving": redact(self.serving)} if self.serving is not None else {}),
             "team": [
                 {
                     **seat.to_dict(),

@@ -98,7 +98,8 @@ def run(
             planned = make_plan({**settings, "base_urls": urls}, serving=record)
             return execute([Job(planned, store, retry_failed)], listener)
 
-        work = served.run(job, store.root, listener)
+        left = whole.requests - whole.held()
+        work = served.run(job, store.root, listener, task=f"{left:,} turns left")
     drive(work, store.turns_path)
     return report(store.root)
 

@@ -26,6 +26,7 @@ from mad_eval.experiments.cells import ExperimentError
 pytestmark = pytest.mark.slow  # it starts server processes
 
 CHECKPOINTS = ("base", "dapo", "sdrl", "tiny", "small")
+LABELS = sorted(name.upper() for name in CHECKPOINTS)
 
 
 def test_five_checkpoints_on_two_gpus_are_served_once_each_two_at_a_time(tmp_path, monkeypatch):
@@ -49,6 +50,8 @@ def test_five_checkpoints_on_two_gpus_are_served_once_each_two_at_a_time(tmp_pat
     assert served == sorted(CHECKPOINTS)  # every model served exactly once
     assert {s["cuda"] for s in launched} <= {"0", "1"}
     assert not any(alive(s["pid"]) for s in launched)  # none outlives the experiment
+    busy = [text for text in heard.said if " busy: " in text]
+    assert sorted(busy) == [f"Server {n.upper()} busy: 1 cell, 8 turns left." for n in LABELS]
     assert most_at_once(heard.said) == (2, 0)  # two at a time, on a pool of two GPUs
     logs = sorted(p.name for p in (tmp_path / "out" / "servers").iterdir())
     assert logs == sorted(f"server-{name.upper()}-0.log" for name in CHECKPOINTS)

@@ -303,6 +303,8 @@ def test_single_from_python_serves_its_model_too(tmp_path, monkeypatch, checkpoi
     assert start["cuda"] == "5" and "--max-model-len" in start["argv"]
     assert not alive(start["pid"])
     assert said[0].startswith("Starting vllm serve for qwen-sdrl (GPUs 5); log: ")
+    assert said[1].startswith("Server qwen-sdrl ready at http://127.0.0.1:")
+    assert said[2] == "Server qwen-sdrl busy: 4 turns left."
     assert said[-1] == "Server qwen-sdrl stopped (1 replica(s))."
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from mad_eval.backends.base import every
 from mad_eval.backends.cache import RequestCache
 from mad_eval.data.benchmarks import load_questions
-from mad_eval.debate.execute import Job, close_shared, execute
+from mad_eval.debate.execute import Job, close_shared, execute, plural
 from mad_eval.debate.plan import Plan as RunPlan
 from mad_eval.debate.plan import Shared, make_plan
 from mad_eval.errors import UserError
@@ -258,7 +258,9 @@ async def serve_and_execute(
             await execute(replanned, listener, close=False)
 
         placement = place(spec, gpus_given if pool else [])
-        await Serving(spec, placement, make).run(run_cells, experiment.out / "servers", listener)
+        task = f"{len(mine)} {plural(len(mine), 'cell')}, {work.turns:,} turns left"
+        servers = experiment.out / "servers"
+        await Serving(spec, placement, make).run(run_cells, servers, listener, task=task)
 
     todo = works(experiment, states)
     plan(todo, slots(pool))  # a model the pool cannot hold: refused before anything starts

@@ -39,16 +39,19 @@ class Serving:
         folder: Path,
         listener: Listener,
         restarts: int = RESTARTS,
+        task: str = "",
         **limits: float,
     ) -> None:
         """Serve, do `work(urls)`, stop the servers whatever happens; their logs in `folder`.
         A server that exits mid-run stops the work (which records nothing unfinished) and
-        all are started again, `restarts` times at most, the work resuming on them."""
+        all are started again, `restarts` times at most, the work resuming on them. `task`
+        says what the work is, once the servers are busy with it."""
         label = self.spec.label
         for attempt in range(restarts + 1):
             async with replicas(
                 self.spec, self.placement, folder, listener, self.make, **limits
             ) as servers:
+                listener.say(f"Server {label} busy" + (f": {task}." if task else "."))
                 dead = await _until_done_or_exit(work([s.url or "" for s in servers]), servers)
             if dead is None:
                 return

@@ -159,6 +159,50 @@ def test_a_server_on_another_node_keeps_its_log_there_and_it_is_copied_back(
     assert "CUDA out of memory on the stand-in" in copied.splitlines()  # brought back at stop
 
 
+@pytest.fixture
+def two_nodes(tmp_path, monkeypatch):
+    """A Ray cluster of three nodes on this machine (ray.cluster_utils): a head without
+    GPUs, where mad-eval drives, and two nodes of 2 logical GPUs each."""
+    from ray.cluster_utils import Cluster
+
+    monkeypatch.chdir(tmp_path)
+    for name, value in install_stand_in(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "num_gpus": 0, "include_dashboard": False},
+    )
+    for _ in range(2):
+        cluster.add_node(num_cpus=2, num_gpus=2)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def test_servers_on_two_nodes_keep_their_logs_there_and_bring_them_back(tmp_path, two_nodes):
+    names = ("base", "dapo", "sdrl")
+    path = experiment_file(tmp_path, served_models(tmp_path, names, "tensor_parallel = 2"))
+    heard = Heard()
+    results = mad_eval.experiment(path, heard, ray="auto")
+    assert all(r.metrics["questions"] == 2 for r in results.values())
+    launched = starts({"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")})
+    assert sorted(Path(s["argv"][1]).name for s in launched) == sorted(names)
+    assert all(sorted(s["cuda"].split(",")) == ["0", "1"] for s in launched)  # a node's two
+    assert most_at_once(heard.said) == (2, 0)  # one server per node at a time
+    assert all(wait_gone(s["pid"]) for s in launched) and _live_actors() == []
+    for name in names:  # every server ran on a node without the experiment folder
+        log = tmp_path / "out" / "servers" / f"server-{name.upper()}-0.log"
+        assert "ready" in log.read_text().splitlines()
+
+    wide = experiment_file(
+        tmp_path, served_models(tmp_path / "w", ("wide",), "tensor_parallel = 3")
+    )
+    with pytest.raises(UserError, match=r"WIDE needs 3 GPUs on one node .* largest node .* has 2"):
+        mad_eval.experiment(wide, Heard(), ray="auto")  # 4 GPUs in all, but 2 per node
+
+
 VLLM_SHIM = """\
 import os, sys
 args = sys.argv[1:]

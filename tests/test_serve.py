@@ -310,7 +310,7 @@ def test_single_from_python_serves_its_model_too(tmp_path, monkeypatch, checkpoi
 
 @pytest.mark.slow
 def test_a_served_run_records_its_server_and_resumes_only_on_the_same_answers(
-    tmp_path, monkeypatch, checkpoint
+    tmp_path, monkeypatch, checkpoint, caplog
 ):
     import mad_eval
 
@@ -320,13 +320,16 @@ def test_a_served_run_records_its_server_and_resumes_only_on_the_same_answers(
     out = tmp_path / "r"
     common = dict(model=f"serve:{checkpoint}", agents=2, rounds=1, limit=2, out=out)
     args = "--seed 7 --gpu-memory-utilization 0.8 --api-key sk-abcdefghijklmnop1234"
-    mad_eval.run(**common, serving={"args": args}, gpus="0")
+    with caplog.at_level("WARNING", logger="mad_eval"):
+        mad_eval.run(**common, serving={"args": args + " --trust-remote-code"}, gpus="0")
+    assert "qwen-sdrl is served with --trust-remote-code: vllm runs the Python code" in caplog.text
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["serving"] == {
         "checkpoint": str(checkpoint), "base": None, "max_model_len": None,
         "args": ["--seed", "7"],
         "operational": {"tensor_parallel": 1, "data_parallel": 1, "replicas": 1,
-                        "args": ["--gpu-memory-utilization", "0.8", "--api-key", "***"]},
+                        "args": ["--gpu-memory-utilization", "0.8", "--api-key", "***",
+                                 "--trust-remote-code"]},
     }  # fmt: skip
     assert "sk-abcdefghijklmnop1234" not in (out / "manifest.json").read_text()
 

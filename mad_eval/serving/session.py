@@ -47,6 +47,12 @@ class Serving:
         all are started again, `restarts` times at most, the work resuming on them. `task`
         says what the work is, once the servers are busy with it."""
         label = self.spec.label
+        if "--trust-remote-code" in self.spec.args:  # an experiment file may come from anyone
+            listener.warn(
+                "warning",
+                f"{label} is served with --trust-remote-code: vllm runs the Python code that "
+                f"comes with {self.spec.base or self.spec.checkpoint}.",
+            )
         for attempt in range(restarts + 1):
             async with replicas(
                 self.spec, self.placement, folder, listener, self.make, **limits

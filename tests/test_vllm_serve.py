@@ -91,10 +91,11 @@ def test_a_served_checkpoint_runs_on_real_vllm_and_its_server_is_gone_after(tmp_
     assert group(pid) == []  # its engine process went with it
     assert f"Server {label} stopped" in result.stdout
 
-    again = mad_eval(*args, cwd=tmp_path, env=env)
+    again = mad_eval(*args, cwd=tmp_path, env=env)  # finished: reported, nothing served
     assert again.returncode == 0, again.stderr + again.stdout
-    assert "resuming: 8 turns already recorded" in " ".join(again.stdout.split())
+    assert f"holds every turn: reported, {label} not served." in " ".join(again.stdout.split())
     assert turns_of(tmp_path / "r") == turns
+    assert len(record.read_text().split()) == 1
 
 
 EXPERIMENT = """\
@@ -136,11 +137,12 @@ def _pids(tmp_path: Path) -> list[int]:
     return list(map(int, record.read_text().split())) if record.exists() else []
 
 
-def _until(condition, timeout: float = 180) -> None:
-    """Wait (generously) until condition() holds; fail if it never does."""
+def _until(condition, timeout: float = 420) -> None:
+    """Wait (generously: a loaded machine starts vLLM slowly) until condition() holds; fail
+    if it never does."""
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, "waited 180 s in vain"
+        assert time.monotonic() < deadline, f"waited {timeout:g} s in vain"
         time.sleep(0.1)
 
 

@@ -285,8 +285,9 @@ def table(
     out: str | Path | None = None,
     prices: str | Path | None = None,
 ) -> str:
-    """A paper table of the runs, grouped by benchmark and method, as CSV, LaTeX or Markdown
-    text (`format`), also written to `out` when given. `labels` names runs' methods (folder
+    """A paper table of the runs (run folders, or folders holding them), grouped by
+    benchmark and method, as CSV, LaTeX or Markdown text (`format`), also written to `out`
+    when given. `labels` names runs' methods (folder
     -> name, or RUN=NAME strings); `replicates`: bootstrap resamples (default 2000)."""
     from mad_eval.reporting.paper import make_table
 
@@ -312,7 +313,7 @@ def plot(
 ) -> list[Path]:
     """Draw the runs' figures (accuracy by round, transitions, diversity, margin, drift,
     stopping; budget where a debate run has its single run) as PNG files in `out`; return
-    the files written."""
+    the files written. `run_dirs`: run folders, or folders holding them."""
     from mad_eval.reporting.paper import make_plots
 
     return make_plots([Path(d) for d in run_dirs], Path(out), labels, replicates)

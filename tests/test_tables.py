@@ -240,3 +240,23 @@ def test_csv_numbers_carry_no_float_noise(runs):
     for number in numbers:
         digits = number.lstrip("-").replace(".", "").lstrip("0")
         assert len(digits) <= 12, number
+
+
+def test_a_folder_of_run_folders_is_read_as_the_runs_inside(runs):
+    """`mad-eval table results`: every run folder below, in name order, none inside a run."""
+    (runs / "results" / "exp").mkdir(parents=True)
+    shutil.move(runs / "alpha", runs / "results" / "exp" / "alpha")
+    shutil.move(runs / "beta", runs / "results" / "beta")
+    (runs / "results" / "exp" / "tables").mkdir()  # an experiment's other folders
+    found = mad_eval("table", "results", cwd=runs)
+    assert found.returncode == 0, found.stderr
+    named = mad_eval("table", "results/beta", "results/exp/alpha", cwd=runs)
+    assert found.stdout == named.stdout and "| alpha |" in found.stdout
+    wrote = mad_eval("table", "results", "--out", "t.md", cwd=runs)
+    assert "Wrote t.md (debate layout, 2 runs)." in wrote.stdout
+    (runs / "empty" / "deeper").mkdir(parents=True)
+    none = mad_eval("table", "empty", cwd=runs)
+    assert none.returncode == 2
+    assert "empty is not a run directory (no manifest.json) and holds none below it." in (
+        none.stderr
+    )

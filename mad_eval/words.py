@@ -4,6 +4,5 @@ from __future__ import annotations
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """`n` and the noun, singular for one (plural: the noun + "s" unless given);
-    thousands separated, as every count the console prints."""
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+    """`n` and the noun, singular for one (plural: the noun + "s" unless given)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

@@ -27,6 +27,7 @@ from mad_eval.serving.spec import place
 from mad_eval.setup.config import run_defaults
 from mad_eval.store.files import refuse_records, write_atomically
 from mad_eval.store.folder import Recorded, RunStore, write_json
+from mad_eval.words import counted
 
 
 @dataclass(frozen=True)
@@ -244,8 +245,9 @@ async def _run(
     experiment: Experiment, jobs: list[Job], listener: Listener, gpus: str | None, ray: str | None
 ) -> None:
     listener.say(
-        f"{experiment.name}: {len(jobs)} runs -> {experiment.out}{os.sep}, "
-        f"{sum(job.requests for job in jobs)} turns in all (those recorded before are skipped)"
+        f"{experiment.name}: {counted(len(jobs), 'run')} -> {experiment.out}{os.sep}, "
+        f"{counted(sum(job.requests for job in jobs), 'turn')} in all (those recorded before "
+        "are skipped)"
     )
     if not experiment.serving:
         await execute(jobs, listener)

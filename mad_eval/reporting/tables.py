@@ -17,6 +17,7 @@ from mad_eval.measure.schema import lookup
 from mad_eval.protocols.scoring import RULES, default_rule
 from mad_eval.reporting.layouts import LAYOUT_NOTES, LAYOUTS, Column
 from mad_eval.reporting.results import Run
+from mad_eval.words import counted
 
 if TYPE_CHECKING:  # pandas loads when a table is made, not when the CLI starts
     import pandas as pd
@@ -79,9 +80,9 @@ def tidy(
             )
         if layout == "single-bootstrap" and run.rounds > 0:
             raise ValueError(
-                f"{run.root} is a debate ({run.rounds} rounds): verl's bootstrap maj@K is kept "
-                "for runs without debate (mad-eval single); use --layout single for its "
-                "exact maj@K."
+                f"{run.root} is a debate ({counted(run.rounds, 'round')}): verl's bootstrap "
+                "maj@K is kept for runs without debate (mad-eval single); use --layout single for "
+                "its exact maj@K."
             )
         if layout == "critique" and not run.verdicts:
             raise ValueError(

@@ -287,8 +287,8 @@ def table(
 ) -> str:
     """A paper table of the runs (run folders, or folders holding them), grouped by
     benchmark and method, as CSV, LaTeX or Markdown text (`format`), also written to `out`
-    when given. `labels` names runs' methods (folder
-    -> name, or RUN=NAME strings); `replicates`: bootstrap resamples (default 2000)."""
+    when given. `labels` names runs' methods (folder -> name, or RUN=NAME strings);
+    `replicates`: bootstrap resamples (default 2000)."""
     from mad_eval.reporting.paper import make_table
 
     return make_table(

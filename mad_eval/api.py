@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mad_eval.progress import Listener
+from mad_eval.words import counted
 
 if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
     from collections.abc import Coroutine
@@ -99,7 +100,7 @@ def run(
             return execute([Job(planned, store, retry_failed)], listener)
 
         left = whole.requests - whole.held()
-        work = served.run(job, store.root, listener, task=f"{left:,} turns left")
+        work = served.run(job, store.root, listener, task=f"{counted(left, 'turn')} left")
     drive(work, store.turns_path)
     return report(store.root)
 
@@ -293,9 +294,10 @@ def table(
     out: str | Path | None = None,
     prices: str | Path | None = None,
 ) -> str:
-    """A paper table of the runs, grouped by benchmark and method, as CSV, LaTeX or Markdown
-    text (`format`), also written to `out` when given. `labels` names runs' methods (folder
-    -> name, or RUN=NAME strings); `replicates`: bootstrap resamples (default 2000)."""
+    """A paper table of the runs (run folders, or folders holding them), grouped by
+    benchmark and method, as CSV, LaTeX or Markdown text (`format`), also written to `out`
+    when given. `labels` names runs' methods (folder -> name, or RUN=NAME strings);
+    `replicates`: bootstrap resamples (default 2000)."""
     from mad_eval.reporting.paper import make_table
 
     return make_table(
@@ -320,7 +322,7 @@ def plot(
 ) -> list[Path]:
     """Draw the runs' figures (accuracy by round, transitions, diversity, margin, drift,
     stopping; budget where a debate run has its single run) as PNG files in `out`; return
-    the files written."""
+    the files written. `run_dirs`: run folders, or folders holding them."""
     from mad_eval.reporting.paper import make_plots
 
     return make_plots([Path(d) for d in run_dirs], Path(out), labels, replicates)

@@ -316,6 +316,24 @@ def test_server_and_folder_problems_stop_before_any_request(tmp_path):
     assert "different configuration" in again.stderr
 
 
+def test_a_failed_run_leaves_no_copy_of_the_file_and_keeps_an_earlier_one(tmp_path):
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    body = f'[models]\nm = {{ model = "openai:x", base_url = "{url}" }}\n'
+    body += '[settings]\nlimit = 2\nretries = 0\n[grids.main]\nbenchmarks = ["arith"]\n'
+    path = write(tmp_path, "[experiment]\nout = 'results/o'\n" + body)
+    result = mad_eval("experiment", "run", str(path), cwd=tmp_path)
+    assert result.returncode == 2 and "Connection refused" in result.stderr
+    assert not (tmp_path / "results").exists()  # no experiment.json, no empty folders
+
+    small = write(tmp_path, SMALL)
+    assert mad_eval("experiment", "run", str(small), cwd=tmp_path).returncode == 0
+    copy = (tmp_path / "out" / "experiment.json").read_bytes()
+    assert b"sim:p0=0.4" in copy
+    changed = write(tmp_path, SMALL.replace("sim:p0=0.4", "sim:p0=0.2"))
+    assert mad_eval("experiment", "run", str(changed), cwd=tmp_path).returncode == 2
+    assert (tmp_path / "out" / "experiment.json").read_bytes() == copy  # the earlier run's
+
+
 def test_cells_are_ordinary_run_folders(tmp_path):
     path = write(tmp_path, SMALL)
     assert mad_eval("experiment", "run", str(path), cwd=tmp_path).returncode == 0

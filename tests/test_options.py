@@ -75,3 +75,11 @@ def test_the_command_line_starts_without_the_measuring_stack():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert found.stdout.strip() == "[]"
+
+
+def test_the_base_url_help_says_how_requests_are_routed():
+    """backends/base.Guarded._pick: a question's own replica by a hash of its id, the least
+    busy one only when that replica is a margin busier or resting after a failure."""
+    said = " ".join(options.OPTIONS["base_urls"].info.help.split())
+    assert "picked by a hash of the question's id" in said
+    assert "least busy one only when that replica falls behind or fails" in said

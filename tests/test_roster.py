@@ -1,6 +1,7 @@
 """Reading a team from --agent options and roster files, and resolving each agent."""
 
 import pytest
+from cli_helpers import mad_eval
 
 from mad_eval.setup.config import ConfigError, RunConfig
 from mad_eval.setup.roster import (
@@ -37,6 +38,7 @@ def test_agent_options(text, entry):
         ("sim*0", "count must be at least 1"),
         ("sim*two", "cannot read --agent"),
         ("openai:m@host:8000/v1*2", "endpoint 'host:8000/v1' .* needs a scheme"),
+        (" 5", "--agent ' 5' is no model.*; did you mean --agents 5\\?"),
     ],
 )
 def test_bad_agent_options(text, message):
@@ -108,3 +110,13 @@ def test_endpoints_are_operational_but_models_are_identity():
     c = RunConfig(agents=1, roster=(Entry("openai:n", base_urls=("http://one/v1",)),))
     assert a.identity() == b.identity() != c.identity()
     assert a.default_out().name == "arith-decentralized-n1-t3-openai_mx1"
+
+
+def test_an_option_mistyped_gets_a_hint(tmp_path):
+    """`--agent 5` is a real option given a number of agents; `--agnts` no option at all."""
+    result = mad_eval("run", "--agent", "5", "--benchmark", "arith", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "did you mean --agents 5?" in result.stderr
+    result = mad_eval("run", "--agnts", "5", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "No such option: --agnts" in result.stderr and "--agents" in result.stderr

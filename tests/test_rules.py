@@ -89,19 +89,28 @@ def test_the_rule_changes_the_scoring_never_the_debate(hub_runs):
 
 
 def test_tables_name_the_rule_of_a_row_that_is_not_plurality(hub_runs):
-    args = ("table", "h", "p", "--label", "h=hub", "--label", "p=vote")
+    args = ("table", "h", "p", "--label", "h=leader", "--label", "p=vote")
     md = mad_eval(*args, cwd=hub_runs)
     assert md.returncode == 0, md.stderr
-    assert "| hub (score=hub) |" in md.stdout and "| vote |" in md.stdout
+    assert "| leader (score=hub) |" in md.stdout and "| vote |" in md.stdout
     assert "_score=hub: the hub's own answer in every round" in md.stdout
     csv = mad_eval(*args, "--format", "csv", "--replicates", "200", cwd=hub_runs)
     frame = pd.read_csv(io.StringIO(csv.stdout)).set_index(["method", "metric"])
-    assert frame.loc[("hub", "Maj"), "score"] == "hub"
+    assert frame.loc[("leader", "Maj"), "score"] == "hub"
     assert frame.loc[("vote", "Maj"), "score"] == "plurality"
     scored = json.loads((hub_runs / "h" / "metrics.json").read_text())
-    assert frame.loc[("hub", "Debate"), "value"] == pytest.approx(scored["debate"])
+    assert frame.loc[("leader", "Debate"), "value"] == pytest.approx(scored["debate"])
     tex = mad_eval(*args, "--format", "latex", cwd=hub_runs).stdout
-    assert "hub (score=hub) &" in tex and "% score=hub: the hub's own answer" in tex
+    assert "leader (score=hub) &" in tex and "% score=hub: the hub's own answer" in tex
+
+
+def test_a_label_that_names_the_rule_already_says_it_once(hub_runs):
+    """The offline demo labels its hub-scored row "centralized (hub scores)"."""
+    label = "centralized (hub scores)"
+    md = mad_eval("table", "h", "p", "--label", f"h={label}", "--label", "p=vote", cwd=hub_runs)
+    assert md.returncode == 0, md.stderr
+    assert f"| {label} |" in md.stdout and "(score=hub)" not in md.stdout
+    assert "_score=hub: the hub's own answer in every round" in md.stdout  # still explained
 
 
 def test_hub_rule_counts_a_failed_or_unparsed_hub_as_wrong():

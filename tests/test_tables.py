@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -210,3 +211,52 @@ def test_methods_are_named_by_the_fewest_settings_that_tell_them_apart(runs):
         "beta decentralized",
         "alpha sparse",
     ]
+
+
+def test_the_error_bar_note_is_printed_only_under_a_table_that_shows_one(runs):
+    frame = tidy(load_runs([runs / "alpha", runs / "beta"]), "debate", replicates=200)
+    for fmt in ("md", "latex"):  # one run each: no std, no ±, no note
+        text = render(frame, fmt)
+        assert "±" not in text and "pm" not in text and "sample std" not in text
+        assert "bootstrap interval" in render(frame, fmt, "ci")  # intervals exist
+    shown = frame.copy()
+    shown.loc[0, "std"] = 1.5  # as a method of two seeded runs would have
+    for fmt in ("md", "latex"):
+        assert "sample std over seeded runs" in render(shown, fmt)
+    assert "± 1.5" in render(shown, "md")
+
+
+def test_csv_numbers_carry_no_float_noise(runs):
+    """Every number keeps 12 significant digits, all a metric has: a rate summed in
+    another order reads 2.2, not 2.1999999999999997, and a small p-value keeps its own."""
+    from mad_eval.reporting.tables import clean
+
+    assert repr(clean(2.1999999999999997)) == "2.2"
+    assert repr(clean(6.499999999999997)) == "6.5"
+    assert clean(0.0004997501249375312) == 0.000499750124938
+    text = api.table([runs / "alpha", runs / "beta"], format="csv", replicates=200)
+    numbers = re.findall(r"(?<![\w/.-])-?\d+\.\d+(?![\w/])", text)
+    assert numbers  # 66.66666666666667 before, written to 12 digits
+    for number in numbers:
+        digits = number.lstrip("-").replace(".", "").lstrip("0")
+        assert len(digits) <= 12, number
+
+
+def test_a_folder_of_run_folders_is_read_as_the_runs_inside(runs):
+    """`mad-eval table results`: every run folder below, in name order, none inside a run."""
+    (runs / "results" / "exp").mkdir(parents=True)
+    shutil.move(runs / "alpha", runs / "results" / "exp" / "alpha")
+    shutil.move(runs / "beta", runs / "results" / "beta")
+    (runs / "results" / "exp" / "tables").mkdir()  # an experiment's other folders
+    found = mad_eval("table", "results", cwd=runs)
+    assert found.returncode == 0, found.stderr
+    named = mad_eval("table", "results/beta", "results/exp/alpha", cwd=runs)
+    assert found.stdout == named.stdout and "| alpha |" in found.stdout
+    wrote = mad_eval("table", "results", "--out", "t.md", cwd=runs)
+    assert "Wrote t.md (debate layout, 2 runs)." in wrote.stdout
+    (runs / "empty" / "deeper").mkdir(parents=True)
+    none = mad_eval("table", "empty", cwd=runs)
+    assert none.returncode == 2
+    assert "empty is not a run directory (no manifest.json) and holds none below it." in (
+        none.stderr
+    )

@@ -12,6 +12,7 @@ from rich.table import Table
 from mad_eval import api
 from mad_eval.cli import options
 from mad_eval.cli.ui import ConsoleListener, console, one_sentence
+from mad_eval.words import counted
 
 app = typer.Typer(
     help="A paper's evaluation in one file: the models, grids of settings (models x "
@@ -69,7 +70,7 @@ LISTED = 50
 def _dry_run(file: Path, gpus: str | None, ray: str | None) -> None:
     plan = api.experiment_plan(file, gpus, ray)
     experiment, states = plan.experiment, plan.states
-    title = f"{experiment.name}: {len(states)} runs -> {experiment.out}"
+    title = f"{experiment.name}: {counted(len(states), 'run')} -> {experiment.out}"
     if len(states) <= LISTED:
         table = Table(title=title)
         for column in ("run", "grids", "questions", "turns", "recorded"):
@@ -98,7 +99,8 @@ def _dry_run(file: Path, gpus: str | None, ray: str | None) -> None:
             table.add_row(model, str(runs), str(turns), str(done))
     console.print(table)
     console.print(
-        f"{plan.needed} turns in all, {plan.held} recorded, {plan.needed - plan.held} to ask."
+        f"{counted(plan.needed, 'turn')} in all, {plan.held} recorded, "
+        f"{plan.needed - plan.held} to ask."
     )
     for line in plan.serving:
         console.print(line, markup=False, highlight=False)

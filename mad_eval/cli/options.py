@@ -156,7 +156,9 @@ OPTIONS: dict[str, Option] = {
             metavar="URL",
             envvar="OPENAI_BASE_URL",
             help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1; repeat it for "
-            "replicas of the model (each request goes to the least busy one).",
+            "replicas of the model: a question's requests go to one replica, picked by a hash "
+            "of the question's id (its prefix cache then serves the whole debate), and to the "
+            "least busy one only when that replica falls behind or fails.",
         ),
     ),
     "api": Option(

@@ -113,9 +113,9 @@ def report(run_dir: Path, **chosen: Any) -> None:
 def show(run: Run, command: str | None = None) -> None:
     """A run's metrics on the console, where they are kept, and, after a `command` that
     made the run, how to ask its failed turns again."""
-    from mad_eval.debate.execute import plural
     from mad_eval.reporting.console import metrics_view
     from mad_eval.store.folder import RunStore
+    from mad_eval.words import counted
 
     console.print(metrics_view(run.metrics, title=run.root.name, escaping=run.escaping))
     store = RunStore(run.root)
@@ -125,6 +125,6 @@ def show(run: Run, command: str | None = None) -> None:
     if sent and command:
         warn(
             "failed",
-            f"{sent} {plural(sent, 'request')} failed (their errors are in turns.jsonl); "
+            f"{counted(sent, 'request')} failed (their errors are in turns.jsonl); "
             f"run the same mad-eval {command} command with --retry-failed to ask again.",
         )

@@ -12,6 +12,7 @@ import typer
 from mad_eval import api
 from mad_eval.cli import options
 from mad_eval.cli.ui import console, one_sentence
+from mad_eval.words import counted
 
 app = typer.Typer(
     help="Self-debate RL (SDRL) data for verl or TRL: debate pairs built from a model's own "
@@ -89,7 +90,8 @@ def prompts(benchmark: str, **chosen: Any) -> None:
     """Write a benchmark's first-turn prompts (what round 0 asks) as verl data."""
     with one_sentence(ValueError):
         rows = api.train_prompts(benchmark, **chosen)
-    console.print(f"Wrote {len(rows)} {rows[0]['data_source']} prompts -> {chosen['out']}")
+    what = counted(len(rows), f"{rows[0]['data_source']} prompt")
+    console.print(f"Wrote {what} -> {chosen['out']}")
     _print_lengths(rows.lengths)  # type: ignore[attr-defined]
 
 

@@ -3,12 +3,13 @@ and the Listener that shows a library call's progress on the console."""
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -21,12 +22,30 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from mad_eval.cli.progress_log import ProgressLog
 from mad_eval.errors import Interrupted, UserError
 from mad_eval.progress import Advance, Listener
 from mad_eval.sanitize import outward, redact
 
-console = Console()
-errors = Console(stderr=True)
+# Off a terminal a line or table is as wide as its text needs, up to this many columns.
+LOG_WIDTH = 400
+
+
+class LogConsole(Console):
+    """A rich console that, writing to a file or a pipe (nohup, Slurm, | tee), keeps tables
+    and lines whole instead of squeezing them to rich's 80 columns; $COLUMNS still decides
+    where it is set."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self.is_terminal or self._width is not None or os.environ.get("COLUMNS"):
+            return size
+        return ConsoleDimensions(LOG_WIDTH, size.height)
+
+
+console = LogConsole()
+errors = LogConsole(stderr=True)
 
 
 def fail(message: str) -> typer.Exit:
@@ -71,6 +90,13 @@ class ConsoleListener(Listener):
 
     @contextmanager
     def tracking(self, counts: list[tuple[str, int, str]]) -> Iterator[list[Advance]]:
+        if not console.is_terminal:  # rich draws no live bar there: plain lines instead
+            log = ProgressLog(counts, lambda line: console.print(line, markup=False))
+            try:
+                yield [lambda done, i=i: log.advance(i, done) for i in range(len(counts))]
+            finally:
+                log.close()
+            return
         with progress_bar() as progress:
             tasks = [
                 progress.add_task(what, total=total, unit=unit) for what, total, unit in counts

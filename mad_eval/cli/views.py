@@ -13,12 +13,18 @@ from mad_eval import api
 from mad_eval.cli import options
 from mad_eval.cli.app import app
 from mad_eval.cli.ui import console, one_sentence
+from mad_eval.words import counted
 
 RUN_DIRS = inspect.Parameter(
     "run_dirs",
     inspect.Parameter.POSITIONAL_OR_KEYWORD,
     annotation=Annotated[
-        list[Path], typer.Argument(metavar="RUN", help="Run directories, any number.")
+        list[Path],
+        typer.Argument(
+            metavar="RUN",
+            help="Run directories, any number, or folders holding them (results/, an "
+            "experiment's folder): every run folder below is read.",
+        ),
     ],
 )
 TABLE = ["layout", "format", "labels", "baseline", "error", "replicates", "out", "prices"]
@@ -39,7 +45,10 @@ def table(run_dirs: list[Path], **chosen: Any) -> None:
     if out is None:
         print(text, end="")
     else:
-        console.print(f"Wrote {out} ({chosen['layout']} layout, {len(run_dirs)} runs).")
+        from mad_eval.reporting.paper import run_folders
+
+        runs = counted(len(run_folders(run_dirs)), "run")
+        console.print(f"Wrote {out} ({chosen['layout']} layout, {runs}).")
 
 
 @options.command(

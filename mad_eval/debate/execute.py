@@ -21,6 +21,7 @@ from mad_eval.errors import Interrupted, UserError
 from mad_eval.progress import Listener
 from mad_eval.records import Question
 from mad_eval.store.folder import SUPERSEDED, Recorded, RunStore
+from mad_eval.words import counted
 
 T = TypeVar("T")
 
@@ -55,16 +56,17 @@ class Job:
         config, plan = self.plan.config, self.plan
         team = ", ".join(sorted({a.group for a in plan.team}))
         if config.protocol == "single":
-            what = f"{config.agents} independent samples ({team}), no debate"
+            what = f"{counted(config.agents, 'independent sample')} ({team}), no debate"
         else:
             what = (
-                f"{config.agents} agents ({team}), {config.rounds} rounds, "
+                f"{counted(config.agents, 'agent')} ({team}), {counted(config.rounds, 'round')}, "
                 f"{plan.choice.cls} protocol, {config.prompt_style} prompts"
             )
         return (
-            f"{plan.spec.name}: {len(plan.questions)} questions x {config.runs} run(s), "
+            f"{plan.spec.name}: {counted(len(plan.questions), 'question')} x "
+            f"{counted(config.runs, 'run')}, "
             f"{what} -> {self.store.root}"
-            + (f" (resuming: {resumed} turns already recorded)" if resumed else "")
+            + (f" (resuming: {counted(resumed, 'turn')} already recorded)" if resumed else "")
         )
 
 
@@ -151,8 +153,8 @@ def blamed(job: Job) -> Iterator[None]:
 def close_cache(cache: RequestCache | None, listener: Listener) -> None:
     if cache is not None:
         listener.say(
-            f"Request cache {cache.path}: {cache.hits} answers reused, "
-            f"{cache.stored} new ones stored."
+            f"Request cache {cache.path}: {counted(cache.hits, 'answer')} reused, "
+            f"{cache.stored} new {'one' if cache.stored == 1 else 'ones'} stored."
         )
         cache.close()
 
@@ -167,17 +169,14 @@ def ask_again(job: Job, done: Recorded, listener: Listener) -> Recorded:
     if again:
         later = len(again) - failed
         listener.say(
-            f"Asking again {failed} failed {plural(failed, 'turn')} and {later} later "
-            f"{plural(later, 'turn')} built without them; the old records are in "
+            f"Asking again {counted(failed, 'failed turn')} and {counted(later, 'later turn')} "
+            "built without them; the old records are in "
             f"{store.root / SUPERSEDED}."
         )
     else:
         listener.say("No failed turns to ask again.")
     return Recorded.index(store.turns_path)  # the records left, where they now lie
 
-
-def plural(n: int, word: str) -> str:
-    return word if n == 1 else word + "s"
 
 
 def drive(work: Coroutine[Any, Any, T], records: object, what: str = "turn") -> T:

@@ -6,14 +6,15 @@ what each cell needs and already holds."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mad_eval.backends.base import every
 from mad_eval.backends.cache import RequestCache
 from mad_eval.data.benchmarks import load_questions
-from mad_eval.debate.execute import Job, close_shared, execute, plural
+from mad_eval.debate.execute import Job, close_shared, execute
 from mad_eval.debate.plan import Plan as RunPlan
 from mad_eval.debate.plan import Shared, make_plan
 from mad_eval.errors import UserError
@@ -25,8 +26,9 @@ from mad_eval.serving.pool import Work, describe, gpu_pool, plan, run_pool, slot
 from mad_eval.serving.session import PLACEHOLDER, Serving, require_vllm
 from mad_eval.serving.spec import place
 from mad_eval.setup.config import run_defaults
-from mad_eval.store.files import refuse_records
+from mad_eval.store.files import refuse_records, write_atomically
 from mad_eval.store.folder import RunStore, write_json
+from mad_eval.words import counted
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,22 @@ async def run_experiment(
     jobs = plan_cells(experiment)
     if experiment.serving and ray is None:  # on Ray, vllm is the nodes' to have
         require_vllm(f"{experiment.path}'s serve: models")
+    with copied(experiment, jobs):
+        await _run(experiment, jobs, listener, gpus, ray)
+
+
+@contextmanager
+def copied(experiment: Experiment, jobs: list[Job]) -> Iterator[None]:
+    """The experiment file's copy (experiment.json) in its folder while its cells run; a
+    command that fails or stops before recording a turn leaves the folder's copy as it was
+    (none, or an earlier run's), and no folder of its own making left empty."""
+    path = experiment.out / "experiment.json"
+    before = path.read_bytes() if path.is_file() else None
+    # The outermost folder this command makes, if any.
+    made = next(
+        (f for f in [*experiment.out.parents[::-1], experiment.out] if not f.exists()), None
+    )
+    sizes = {job.store.turns_path: _size(job.store.turns_path) for job in jobs}
     try:
         experiment.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -195,18 +213,44 @@ async def run_experiment(
     # The file's text with its secrets hidden (sanitize.redact): each cell's URL passwords
     # and extra bodies' secret values, wherever the text writes them.
     remember([cell.settings for cell in experiment.cells])
+    then = "free space and run the same command again."
     write_json(
-        experiment.out / "experiment.json",
+        path,
         {
             "file": str(experiment.path),
             "text": redact(experiment.path.read_text(encoding="utf-8")),
             "cells": {cell.name: list(experiment.grids(cell)) for cell in experiment.cells},
         },
-        "free space and run the same command again.",
+        then,
     )
+    try:
+        yield
+    except BaseException:
+        if all(_size(turns) == size for turns, size in sizes.items()):
+            if before is None:
+                path.unlink(missing_ok=True)
+            else:
+                write_atomically(path, before, then)
+            folder = experiment.out
+            while made is not None and folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+                if folder == made:
+                    break
+                folder = folder.parent
+        raise
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+async def _run(
+    experiment: Experiment, jobs: list[Job], listener: Listener, gpus: str | None, ray: str | None
+) -> None:
     listener.say(
-        f"{experiment.name}: {len(jobs)} runs -> {experiment.out}{os.sep}, "
-        f"{sum(job.requests for job in jobs)} turns in all (those recorded before are skipped)"
+        f"{experiment.name}: {counted(len(jobs), 'run')} -> {experiment.out}{os.sep}, "
+        f"{counted(sum(job.requests for job in jobs), 'turn')} in all (those recorded before "
+        "are skipped)"
     )
     if not experiment.serving:
         await execute(jobs, listener)
@@ -258,7 +302,7 @@ async def serve_and_execute(
             await execute(replanned, listener, close=False)
 
         placement = place(spec, gpus_given if pool else [])
-        task = f"{len(mine)} {plural(len(mine), 'cell')}, {work.turns:,} turns left"
+        task = f"{counted(len(mine), 'cell')}, {counted(work.turns, 'turn')} left"
         servers = experiment.out / "servers"
         await Serving(spec, placement, make).run(run_cells, servers, listener, task=task)
 

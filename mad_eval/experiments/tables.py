@@ -12,6 +12,7 @@ from mad_eval.reporting.pairing import pair
 from mad_eval.reporting.results import Run, load_run, load_runs
 from mad_eval.store.files import refuse_records
 from mad_eval.store.folder import RunStore, StoreError, write_atomically
+from mad_eval.words import counted
 
 EXTENSIONS = {"csv": "csv", "latex": "tex", "md": "md"}
 THEN = "free space and run the same command again."
@@ -99,7 +100,12 @@ def _link(experiment: Experiment, path: Path) -> str:
 
 def _table_section(experiment: Experiment, view: View, files: dict[str, Path], runs: int) -> str:
     links = ", ".join(f"[{fmt}]({_link(experiment, p)})" for fmt, p in files.items())
-    lines = [f"## Table: {view.name}", "", f"{view.layout} layout, {runs} runs; {links}.", ""]
+    lines = [
+        f"## Table: {view.name}",
+        "",
+        f"{view.layout} layout, {counted(runs, 'run')}; {links}.",
+        "",
+    ]
     if "md" in files:
         lines += [files["md"].read_text(encoding="utf-8").rstrip(), ""]
     return "\n".join(lines)
@@ -116,8 +122,8 @@ def _summary(experiment: Experiment, sections: list[str]) -> str:
     if experiment.description:
         head += [experiment.description, ""]
     head += [
-        f"From `{experiment.path}`: {len(experiment.cells)} runs, each a run folder here "
-        "(`mad-eval report FOLDER` recomputes its metrics.json; every number below is one of "
+        f"From `{experiment.path}`: {counted(len(experiment.cells), 'run')}, each a run folder "
+        "here (`mad-eval report FOLDER` recomputes its metrics.json; every number below is one of "
         "them).",
         "",
         "| run | grids |",

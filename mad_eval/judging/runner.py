@@ -18,6 +18,7 @@ from mad_eval.setup.config import ConfigError, RunConfig, operational_defaults
 from mad_eval.setup.roster import parse_extra_body
 from mad_eval.setup.settings import as_text, check_names, check_types
 from mad_eval.store.folder import JudgeLog, RunStore, StoreError
+from mad_eval.words import counted
 
 
 async def judge_run(
@@ -81,7 +82,7 @@ async def judge_run(
         await backend.check()
         await check_extra_body(backend, model, body)
         listener.say(
-            f"Judging {len(cases)} debate turns of {store.root} (rounds "
+            f"Judging {counted(len(cases), 'debate turn')} of {store.root} (rounds "
             f"{', '.join(map(str, chosen))}) with {setting.describe()}"
             + (f"; {len(cases) - len(todo)} already judged" if len(todo) < len(cases) else "")
         )

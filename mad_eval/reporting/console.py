@@ -11,6 +11,7 @@ from mad_eval.grading.grader import ROUGE
 from mad_eval.grading.kinds import get_kind
 from mad_eval.grading.rubric import CRITIQUE, CRITIQUE_HEADERS, JUDGE_CRITERIA
 from mad_eval.protocols.scoring import RULES, default_rule
+from mad_eval.words import counted
 
 
 def fmt(
@@ -167,7 +168,7 @@ def matched_view(metrics: dict[str, Any]) -> Table:
     each number with its 95% interval, and the baselines' paired p-value against Debate."""
     m = metrics["matched"]
     table = Table(
-        title=f"Compute-matched baselines, {m['questions']} questions shared with "
+        title=f"Compute-matched baselines, {counted(m['questions'], 'question')} shared with "
         f"{m['single_run']} (%)",
         title_justify="left",
     )
@@ -262,8 +263,8 @@ def _footer(metrics: dict[str, Any], escaping: str) -> str:
     if invalid:
         escaped += f"; replies whose token counts were no numbers (unknown): {invalid}"
     return (
-        f"{metrics['questions']} questions, {metrics['agents']} agents, "
-        f"{metrics['turns']} turns; unparsed answers: {metrics['unparsed']}{cut}, "
+        f"{counted(metrics['questions'], 'question')}, {counted(metrics['agents'], 'agent')}, "
+        f"{counted(metrics['turns'], 'turn')}; unparsed answers: {metrics['unparsed']}{cut}, "
         f"failed turns: {metrics['failed_turns']}, stopped at max tokens: "
         f"{metrics.get('length_stops', 0)}, prompts cut to fit: "
         f"{metrics.get('context_cut_turns', 0)}; requests sent: "

@@ -18,6 +18,7 @@ from mad_eval.protocols.scoring import Scoring
 from mad_eval.reporting.results import Run, Sink, load_run, name_runs
 from mad_eval.store.folder import RunStore, StoreError, read_debates
 from mad_eval.store.manifest import RunManifest
+from mad_eval.words import counted
 
 
 class PairingError(StoreError):
@@ -33,8 +34,9 @@ def single_run(run: Run) -> Run:
     """`run`, checked to be a single run: given as one, a debate run is refused."""
     if not run.single:
         raise PairingError(
-            f"{run.root} is a debate ({run.scoring.agents} agents, {run.rounds} rounds), not "
-            "a `mad-eval single` run; give the single run of the debate's model and benchmark."
+            f"{run.root} is a debate ({counted(run.scoring.agents, 'agent')}, "
+            f"{counted(run.rounds, 'round')}), not a `mad-eval single` run; give the single run "
+            "of the debate's model and benchmark."
         )
     return run
 

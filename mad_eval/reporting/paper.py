@@ -3,6 +3,7 @@ mad_eval.table, mad_eval.plot) make them: options checked, runs read, files writ
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from mad_eval.measure.prices import read_prices
 from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
 from mad_eval.reporting.results import load_runs, parse_labels
 from mad_eval.store.files import StoreError, refuse_records
+from mad_eval.store.manifest import MANIFEST_FILE
 
 # Fewer resamples give intervals too rough to print.
 MIN_REPLICATES = 100
@@ -29,6 +31,29 @@ def labels_of(labels: Labels) -> dict[str, str]:
     if isinstance(labels, Mapping):
         return {str(Path(folder)): name for folder, name in labels.items()}
     return parse_labels(list(labels))
+
+
+def run_folders(paths: Sequence[Path]) -> list[Path]:
+    """Each path a run folder, or a folder holding run folders at any depth (results/, an
+    experiment's folder): those, in name order, never looking inside a run folder. A folder
+    with none is a StoreError naming it; a path that is no folder is left for its reader."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir() or (path / MANIFEST_FILE).is_file():
+            found.append(path)
+            continue
+        inside = []
+        for folder, subfolders, files in os.walk(path):
+            subfolders.sort()
+            if MANIFEST_FILE in files:
+                inside.append(Path(folder))
+                subfolders.clear()  # a run folder's superseded/ and such are its own
+        if not inside:
+            raise StoreError(
+                f"{path} is not a run directory (no {MANIFEST_FILE}) and holds none below it."
+            )
+        found += inside
+    return list(dict.fromkeys(found))
 
 
 def _check(layout: str, fmt: str, error: str, replicates: int) -> None:
@@ -62,6 +87,7 @@ def make_table(
     if out is not None:
         refuse_records(out)
     names, costs = labels_of(labels), read_prices(prices)
+    run_dirs = run_folders(run_dirs)
     if layout in PAIRED:
         from mad_eval.reporting.pairing import load_paired
 
@@ -82,5 +108,5 @@ def make_plots(
     from mad_eval.reporting.plots import draw  # matplotlib loads only when plotting
 
     refuse_records(out)
-    runs = load_runs(list(run_dirs), labels_of(labels))
+    runs = load_runs(run_folders(run_dirs), labels_of(labels))
     return draw(runs, out, REPLICATES if replicates is None else replicates)

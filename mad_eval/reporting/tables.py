@@ -5,6 +5,7 @@ and number, with its spread, bootstrap interval and test), rendered as CSV, LaTe
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from mad_eval.measure.schema import lookup
 from mad_eval.protocols.scoring import RULES, default_rule
 from mad_eval.reporting.layouts import LAYOUT_NOTES, LAYOUTS, Column
 from mad_eval.reporting.results import Run
+from mad_eval.words import counted
 
 if TYPE_CHECKING:  # pandas loads when a table is made, not when the CLI starts
     import pandas as pd
@@ -78,9 +80,9 @@ def tidy(
             )
         if layout == "single-bootstrap" and run.rounds > 0:
             raise ValueError(
-                f"{run.root} is a debate ({run.rounds} rounds): verl's bootstrap maj@K is kept "
-                "for runs without debate (mad-eval single); use --layout single for its "
-                "exact maj@K."
+                f"{run.root} is a debate ({counted(run.rounds, 'round')}): verl's bootstrap "
+                "maj@K is kept for runs without debate (mad-eval single); use --layout single for "
+                "its exact maj@K."
             )
         if layout == "critique" and not run.verdicts:
             raise ValueError(
@@ -133,7 +135,20 @@ def tidy(
     frame = frame[~frame["key"].isin(empty)].reset_index(drop=True)
     if not any(run.group for run in runs):  # an average over N = 3, 5, 7 would mean nothing
         frame = pd.concat([frame, _average(frame)], ignore_index=True)
-    return frame.astype({c: float for c in ("value", "std", "ci_low", "ci_high", "p_value")})
+    numbers = ("value", "std", "ci_low", "ci_high", "p_value")
+    frame = frame.astype({c: float for c in numbers})
+    return frame.assign(**{c: frame[c].map(clean) for c in numbers})
+
+
+# Significant digits a table's number keeps: all a metric has, none of the float arithmetic's
+# noise (a rate summed in another order reads 6.499999999999997 for 6.5).
+SIGNIFICANT = 12
+
+
+def clean(value: float) -> float:
+    """The number every format of a table prints (CSV as written, LaTeX and Markdown rounded
+    further): `value` to SIGNIFICANT digits, so a p-value of 0.0004997... keeps its own."""
+    return float(f"{value:.{SIGNIFICANT}g}")
 
 
 def _test(
@@ -298,7 +313,12 @@ def _row_label(g: Grid, method: str, part: str) -> str:
     """The method, its row part, and the scoring rule its numbers used where it is not the
     usual one (score=hub)."""
     inside = [part] if part else []
-    inside += [f"score={rule}" for rule in g.scores.get(method, [])]
+    inside += [
+        f"score={rule}"
+        for rule in g.scores.get(method, [])
+        # A label naming the rule already (a "centralized (hub scores)" row) says it once.
+        if not re.search(rf"\b{re.escape(rule)}\b", method, re.IGNORECASE)
+    ]
     return f"{method} ({'; '.join(inside)})" if inside else method
 
 
@@ -311,12 +331,15 @@ def _notes(frame: pd.DataFrame, g: Grid) -> list[str]:
     return notes + [f"score={rule}: {RULES[rule].description}" for rule in rules]
 
 
+def _has_bars(g: Grid, error: str) -> bool:
+    """Whether any cell prints a ± (one-run tables have no std): its footnote only then."""
+    return any(bar for method, part in g.rows for _, bar, _ in _row_cells(g, method, part, error))
+
+
 def _error_note(error: str) -> str:
     if error == "std":
         return "± is the sample std over seeded runs (none with one run)"
-    if error == "ci":
-        return "± is half the width of a 95% bootstrap interval over questions"
-    return "no error bars"
+    return "± is half the width of a 95% bootstrap interval over questions"
 
 
 LATEX_SPECIAL = {c: f"\\{c}" for c in "&%$#_{}"} | {
@@ -339,8 +362,9 @@ def to_latex(frame: pd.DataFrame, error: str = "std") -> str:
     g = grid(frame)
     width = len(g.metrics)
     spec = "l" + ("@{\\hspace{1em}}" + "r" * width) * len(g.benchmarks)
+    what = f": {_error_note(error)}" if _has_bars(g, error) else ""
     lines = [
-        f"% mad-eval table --layout {frame['layout'].iloc[0]}: {_error_note(error)}.",
+        f"% mad-eval table --layout {frame['layout'].iloc[0]}{what}.",
         *(f"% {note}." for note in _notes(frame, g)),
         "% Needs \\usepackage{booktabs}.",
         f"\\begin{{tabular}}{{{spec}}}",
@@ -386,9 +410,9 @@ def to_markdown(frame: pd.DataFrame, error: str = "std") -> str:
         for text, bar, bold in _row_cells(g, method, part, error):
             cells.append((f"**{text}**" if bold else text) + (f" ± {bar}" if bar else ""))
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    lines.append(f"_{_error_note(error).capitalize()}._")
-    lines += [f"_{note}._" for note in _notes(frame, g)]
+    notes = [_error_note(error).capitalize()] if _has_bars(g, error) else []
+    notes += _notes(frame, g)
+    lines += ["", *(f"_{note}._" for note in notes)] if notes else []
     return "\n".join(lines) + "\n"
 
 

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from mad_eval.errors import UserError
+from mad_eval.words import counted
 
 log = logging.getLogger("mad_eval")
 
@@ -258,7 +259,8 @@ def describe(order: Sequence[Work], pool: Sequence[int]) -> list[str]:
     width = max((len(work.label) for work in order), default=0)
     digits = max((len(str(work.turns)) for work in order), default=0)
     lines = [
-        f"serving plan on GPUs {_ids(pool)}: {sum(w.turns > 0 for w in order)} servers to start,"
+        f"serving plan on GPUs {_ids(pool)}: "
+        f"{counted(sum(w.turns > 0 for w in order), 'server')} to start,"
         f" estimated end at {max((s.end for s in slots), default=0):g} turn units"
     ]
     for number, slot in enumerate(slots, 1):

@@ -84,6 +84,11 @@ _OPTION = re.compile(r"^(?P<model>.+?)(?:@(?P<url>https?://\S+?))?(?:\*(?P<count
 def parse_agent_option(text: str) -> Entry:
     """'openai:q3@http://host:8000/v1*3' -> 3 agents of openai:q3 served at that URL;
     'openai:q3@http://a/v1,http://b/v1' -> one agent served by two replicas."""
+    if text.strip().isdigit():  # `--agent 5`, meaning the number of agents
+        raise RosterError(
+            f"--agent '{text}' is no model: --agent takes MODEL[@URL][*COUNT], e.g. "
+            f"openai:q25*2; did you mean --agents {text.strip()}?"
+        )
     match = _OPTION.match(text.strip())
     if match and "@" in match["model"] and "@http" not in match["model"]:
         where = match["model"].rsplit("@", 1)[1]

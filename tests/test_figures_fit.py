@@ -14,6 +14,7 @@ import pytest
 from factories import sim_run
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
+from matplotlib.text import Text
 from test_plots import drawn_texts
 
 import mad_eval as api
@@ -146,19 +147,23 @@ def check(debate: Run, kind: str, benchmarks: int, methods: int, dpi: int) -> No
             assert labels == [n + rounds for n in names] + singles + ["Paretofront"]
         else:
             assert labels == names
-        assert overlapping(fig, renderer) == []
+        assert overlapping(fig, texts, renderer) == []
     finally:
         plt.close(fig)
 
 
-def overlapping(fig: Figure, renderer) -> list[tuple[str, str]]:
-    """Pairs of the figure's frame texts that overlap: its title, each panel's title and
-    axis labels, and the legend (as one box)."""
+def overlapping(fig: Figure, texts: list[Text], renderer) -> list[tuple[str, str]]:
+    """Pairs of the figure's texts that overlap, but for a panel's own annotations (a
+    point's round number may touch another line's): titles, axis and tick labels, and the
+    legend (as one box)."""
+    notes = {id(t) for ax in fig.axes for t in ax.texts}
+    legends = {id(t) for legend in fig.legends for t in legend.findobj(Text)}
     boxes = [("legend", legend.get_window_extent(renderer)) for legend in fig.legends]
-    texts = [fig._suptitle] if fig._suptitle else []
-    for ax in fig.axes:
-        texts += [ax.title, ax.xaxis.label, ax.yaxis.label]
-    boxes += [(t.get_text(), t.get_window_extent(renderer)) for t in texts if t.get_text()]
+    boxes += [
+        (t.get_text(), t.get_window_extent(renderer))
+        for t in texts
+        if id(t) not in notes and id(t) not in legends
+    ]
     return [(a, b) for (a, one), (b, other) in combinations(boxes, 2) if one.overlaps(other)]
 
 

@@ -4,6 +4,8 @@ point on a plot is a number of metrics.json: accuracy by round, transitions, div
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
@@ -13,7 +15,10 @@ matplotlib.use("Agg")  # files only: no display needed, none opened
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
+from matplotlib.legend import Legend
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
@@ -22,15 +27,18 @@ from mad_eval.reporting.results import Run
 from mad_eval.reporting.tables import tidy
 
 PANEL = (4.2, 3.4)  # inches per benchmark panel
+NARROWEST = 5.6  # inches: a one-panel figure still fits a legend of long method names
 C2I, I2C = "#c0392b", "#27ae60"
 HATCHES = ("", "//", "..", "xx", "\\\\", "oo")
+SAVED_DPI = 150
+SPARE = 4  # pixels kept free at the figure's edges: a saved PNG's text measures a hair wider
 
 
 def _panels(count: int, rows: int = 1) -> tuple[Figure, np.ndarray]:
     fig, axes = plt.subplots(
         rows,
         count,
-        figsize=(PANEL[0] * count, PANEL[1] * rows + 0.6),
+        figsize=(max(PANEL[0] * count, NARROWEST), PANEL[1] * rows),
         squeeze=False,
         layout="constrained",
     )
@@ -41,21 +49,109 @@ def _benchmarks(frame: pd.DataFrame) -> list[str]:
     return [b for b in dict.fromkeys(frame["benchmark"]) if b != "Avg"]
 
 
-def _legend(fig: Figure, axes: np.ndarray, columns: int = 4) -> None:
-    """One legend for the figure, below the panels, so it never covers a line."""
-    handles, labels = {}, []
+def wrap(text: str, pixels: float, size: str | float, fig: Figure, even: bool = True) -> str:
+    """`text` broken into lines no wider than `pixels` at font size `size` (`even`: of even
+    widths, no last word alone): at spaces, and inside a long name after a hyphen,
+    underscore or slash; its own line breaks kept."""
+    renderer = fig.canvas.get_renderer()
+    font = FontProperties(size=size)
+
+    def width(line: str) -> float:
+        return renderer.get_text_width_height_descent(line, font, ismath=False)[0]
+
+    lines = []
+    for paragraph in text.split("\n"):
+        pieces = _pieces(paragraph)
+        greedy = _lines(pieces, pixels, width)
+        narrow, wide = 0.0, pixels  # the narrowest width that needs no more lines
+        while even and len(greedy) > 1 and wide - narrow > 2:
+            middle = (narrow + wide) / 2
+            narrow, wide = (
+                (narrow, middle)
+                if len(_lines(pieces, middle, width)) == len(greedy)
+                else (middle, wide)
+            )
+        lines += _lines(pieces, wide, width)
+    return "\n".join(lines)
+
+
+def _lines(
+    pieces: list[tuple[str, str]], pixels: float, width: Callable[[str], float]
+) -> list[str]:
+    """The pieces filled greedily into lines of at most `pixels` (a piece wider alone
+    takes a line of its own)."""
+    lines, line = [], ""
+    for gap, piece in pieces:
+        longer = line + gap + piece
+        if line and width(longer) > pixels:
+            lines.append(line)
+            line = piece
+        else:
+            line = longer
+    return [*lines, line]
+
+
+def _pieces(paragraph: str) -> list[tuple[str, str]]:
+    """The places a line may break: (what goes before the piece on one line, the piece)."""
+    pieces = []
+    for w, word in enumerate(paragraph.split(" ")):
+        parts = re.findall(r"[^-_/]*[-_/]+|[^-_/]+$", word) or [word]
+        pieces += [(" " if w and not p else "", part) for p, part in enumerate(parts)]
+    return pieces
+
+
+def _finish(
+    fig: Figure,
+    axes: np.ndarray,
+    title: str,
+    handles: list[Artist] | None = None,
+    title_size: str = "large",
+) -> None:
+    """The titles wrapped to the space they have and one legend below the panels, in as
+    many columns as fit the figure's width; the figure grows taller by what they take, so
+    the panels keep their size. `handles`: the legend's entries (default: every labelled
+    artist of the panels, each label once)."""
+    inches = fig.get_figwidth()
+    room = fig.bbox.width - 2 * (SPARE + fig.dpi * plt.rcParams["figure.constrained_layout.w_pad"])
+    for ax in axes.flat:
+        panel = room / axes.shape[1] - 0.3 * fig.dpi  # less its y tick labels' share
+        ax.set_title(wrap(ax.get_title(), panel, plt.rcParams["axes.titlesize"], fig))
+    suptitle = fig.suptitle(wrap(title, room, title_size, fig), fontsize=title_size)
+    handles = handles if handles is not None else _labelled(axes)
+    renderer = fig.canvas.get_renderer()
+    taken = suptitle.get_window_extent(renderer).height
+    if handles:
+        taken += _fitting_legend(fig, handles, room).get_window_extent(renderer).height
+    fig.set_size_inches(inches, fig.get_figheight() + taken / fig.dpi + 0.25)
+
+
+def _labelled(axes: np.ndarray) -> list[Artist]:
+    """Each label of the panels' artists once, with the first artist that carries it."""
+    handles: dict[str, Artist] = {}
     for ax in axes.flat:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            if label not in handles:
-                handles[label] = handle
-                labels.append(label)
-    fig.legend(
-        [handles[label] for label in labels],
-        labels,
-        loc="outside lower center",
-        ncols=min(len(labels), columns),
-        frameon=False,
-    )
+            handles.setdefault(label, handle)
+    return list(handles.values())
+
+
+def _fitting_legend(fig: Figure, handles: list[Artist], room: float) -> Legend:
+    """A legend below the panels with every entry's full label (wrapped if one alone is too
+    wide), in the most columns that fit `room` pixels, balanced over its rows."""
+    size = plt.rcParams["legend.fontsize"]
+    em = FontProperties(size=size).get_size_in_points() * fig.dpi / 72
+    labels = [wrap(h.get_label(), room - 5 * em, size, fig, even=False) for h in handles]
+    renderer = fig.canvas.get_renderer()
+    columns = len(handles)
+    while True:
+        rows = -(-len(handles) // columns)
+        columns = -(-len(handles) // rows)  # as few as fill those rows: 3 + 2, not 4 + 1
+        legend = fig.legend(
+            handles, labels, loc="outside lower center", ncols=columns, frameon=False
+        )
+        if columns == 1 or legend.get_window_extent(renderer).width <= room:
+            return legend
+        legend.remove()
+        columns -= 1
 
 
 def _scored(method: str, rows: pd.DataFrame) -> str:
@@ -80,8 +176,7 @@ def rounds_figure(frame: pd.DataFrame) -> Figure:
         ax.set_ylabel("vote accuracy (%)")
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.grid(alpha=0.3)
-    fig.suptitle("Accuracy by round (shaded: 95% bootstrap interval over questions)")
-    _legend(fig, axes)
+    _finish(fig, axes, "Accuracy by round (shaded: 95% bootstrap interval over questions)")
     return fig
 
 
@@ -124,10 +219,7 @@ def transitions_figure(frame: pd.DataFrame) -> Figure:
         Patch(facecolor="grey", hatch=HATCHES[m % len(HATCHES)], edgecolor="white", label=method)
         for m, method in enumerate(methods)
     ]
-    fig.legend(
-        handles=handles, loc="outside lower center", ncols=min(len(handles), 4), frameon=False
-    )
-    fig.suptitle("Agent transitions per round (bars: 95% bootstrap interval)")
+    _finish(fig, axes, "Agent transitions per round (bars: 95% bootstrap interval)", handles)
     return fig
 
 
@@ -153,8 +245,7 @@ def diversity_figure(frame: pd.DataFrame) -> Figure:
         for ax in (top, bottom):
             ax.xaxis.get_major_locator().set_params(integer=True)
             ax.grid(alpha=0.3)
-    fig.suptitle("Answer diversity by round (dotted: N_eff = N and N_eff = 1)")
-    _legend(fig, axes)
+    _finish(fig, axes, "Answer diversity by round (dotted: N_eff = N and N_eff = 1)")
     return fig
 
 
@@ -215,8 +306,7 @@ def _parts_figure(frame: pd.DataFrame, metric: str, ylabel: str, xlabel: str, ti
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle(title, fontsize="medium")
-    _legend(fig, axes)
+    _finish(fig, axes, title, title_size="medium")
     return fig
 
 
@@ -253,11 +343,12 @@ def stopping_figure(frame: pd.DataFrame) -> Figure:
         ax.set_xlabel("tokens per question")
         ax.set_ylabel("vote accuracy (%)")
         ax.grid(alpha=0.3)
-    fig.suptitle(
+    _finish(
+        fig,
+        axes,
         "Stopping early, replayed\n(after round r, numbered; at unanimity, a star)",
-        fontsize="medium",
+        title_size="medium",
     )
-    _legend(fig, axes)
     return fig
 
 
@@ -324,8 +415,7 @@ def budget_figure(runs: list[Run]) -> Figure:
         ax.set_xlabel("tokens per question (prompt + completion)")
         ax.set_ylabel("vote accuracy (%)")
         ax.grid(alpha=0.3)
-    fig.suptitle("Accuracy against compute\n(numbers: debate rounds; dashed: single maj@m)")
-    _legend(fig, axes, columns=1)
+    _finish(fig, axes, "Accuracy against compute\n(numbers: debate rounds; dashed: single maj@m)")
     return fig
 
 
@@ -335,7 +425,7 @@ def draw_budget(runs: list[Run], folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     fig = budget_figure(runs)
     path = folder / "budget.png"
-    fig.savefig(path, dpi=150)
+    fig.savefig(path, dpi=SAVED_DPI)
     plt.close(fig)
     return path
 
@@ -361,7 +451,7 @@ def draw(runs: list[Run], folder: Path, replicates: int = REPLICATES) -> list[Pa
             continue
         fig = make(frame)
         path = folder / f"{name}.png"
-        fig.savefig(path, dpi=150)
+        fig.savefig(path, dpi=SAVED_DPI)
         plt.close(fig)
         written.append(path)
     debates, singles = split(runs)

@@ -125,6 +125,15 @@ def test_parse_attaches_checks_and_refuses_unmarked_shell_blocks() -> None:
         parse("```sh\nls\n```\n")
 
 
+def test_tutorial_starts_from_the_readme_quick_start() -> None:
+    """Its first command is the README's, word for word, so a reader of either gets one setup."""
+    first = parse(TUTORIAL.read_text(encoding="utf-8"))[0].code.strip()
+    assert first.startswith(INSTALL)
+    assert first in (ROOT / "README.md").read_text(encoding="utf-8"), (
+        "docs/tutorial.md's first command is no longer the README's quick-start command"
+    )
+
+
 @pytest.mark.slow
 def test_tutorial_runs_as_written(tmp_path: Path) -> None:
     steps = parse(TUTORIAL.read_text(encoding="utf-8"))

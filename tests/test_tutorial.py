@@ -2,7 +2,8 @@
 
 Every ```bash block is run by bash in that folder; each must exit 0. After a block, the files
 its `<!-- expect-files: ... -->` comment names (globs allowed) must exist, and each line of
-the ```text block after an `<!-- expect-output -->` comment must be a line of what it printed.
+the ```text block after an `<!-- expect-output -->` comment must be a line of what it printed
+(after `<!-- expect-output: PATH -->`, a line of that file).
 Blocks of any other language are not run; a shell block must say `bash` (run) or `text`.
 """
 
@@ -43,21 +44,21 @@ class Step:
     code: str
     line: int
     files: list[str] = field(default_factory=list)
-    output: list[str] = field(default_factory=list)
+    output: list[tuple[str, str]] = field(default_factory=list)  # (file or "", line)
 
 
 def parse(text: str) -> list[Step]:
     """The tutorial's bash blocks in order, with the checks its comments attach to them."""
     steps: list[Step] = []
     lines = text.splitlines()
-    i, want_output = 0, False
+    i, want_output = 0, None
     while i < len(lines):
         marker = MARKER.match(lines[i].strip())
         if marker and steps:
             if marker.group(1) == "expect-files":
                 steps[-1].files += marker.group(2).split()
             else:
-                want_output = True
+                want_output = marker.group(2).strip()
         fence = FENCE.match(lines[i])
         if fence:
             lang, start = fence.group(1), i
@@ -69,10 +70,11 @@ def parse(text: str) -> list[Step]:
             )
             if lang == "bash":
                 steps.append(Step("\n".join(body) + "\n", start + 1))
-                want_output = False
-            elif lang == "text" and want_output:
-                steps[-1].output += [line.strip() for line in body if line.strip() != "..."]
-                want_output = False
+                want_output = None
+            elif lang == "text" and want_output is not None:
+                shown = [line.strip() for line in body if line.strip() not in {"", "..."}]
+                steps[-1].output += [(want_output, line) for line in shown]
+                want_output = None
             i = end
         i += 1
     return steps
@@ -117,10 +119,11 @@ def test_parse_attaches_checks_and_refuses_unmarked_shell_blocks() -> None:
     text = (
         "```bash\necho hi\n```\n<!-- expect-files: a.txt b/*.png -->\n"
         "<!-- expect-output -->\n```text\nhi\n...\n```\n```text\nnot checked\n```\n"
+        "<!-- expect-output: a.txt -->\n```text\nin a\n```\n"
     )
     (step,) = parse(text)
     assert step.code == "echo hi\n" and step.files == ["a.txt", "b/*.png"]
-    assert step.output == ["hi"]
+    assert step.output == [("", "hi"), ("a.txt", "in a")]
     with pytest.raises(AssertionError, match="```sh block"):
         parse("```sh\nls\n```\n")
 
@@ -167,5 +170,9 @@ def test_tutorial_runs_as_written(tmp_path: Path) -> None:
         for name in step.files:
             assert glob.glob(str(clone / name)), f"{where}: {name} was not written"
         printed = {line.strip() for line in (done.stdout + done.stderr).splitlines()}
-        for line in step.output:
-            assert line in printed, f"{where}: the shown output line {line!r} was not printed"
+        for source, line in step.output:
+            if source:
+                held = {text.strip() for text in (clone / source).read_text().splitlines()}
+                assert line in held, f"{where}: the line {line!r} shown is not in {source}"
+            else:
+                assert line in printed, f"{where}: the output line {line!r} was not printed"

@@ -106,10 +106,13 @@ def _fake_venv(clone: Path) -> None:
 
 
 def _env(clone: Path) -> dict[str, str]:
-    """This environment with the checkout first on the path, no benchmark data and no hub."""
+    """This environment with the checkout first on the import path, .venv/bin then this
+    interpreter's bin (a bare `mad-eval`, as after `source .venv/bin/activate`) first on PATH,
+    and no benchmark data, endpoint or hub: a fresh clone on a machine without ../shared."""
     env = {k: v for k, v in os.environ.items() if k not in {"MAD_EVAL_DATA", "OPENAI_BASE_URL"}}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env["PATH"] = os.pathsep.join([str(clone / ".venv" / "bin"), env.get("PATH", "")])
+    bins = [str(clone / ".venv" / "bin"), str(Path(sys.executable).parent)]
+    env["PATH"] = os.pathsep.join([*bins, env.get("PATH", "")])
     env["HF_HUB_OFFLINE"] = "1"
     env["COLUMNS"] = "100"
     return env

@@ -1,6 +1,6 @@
-"""The docs: the README's relative links name files of the repository, the site builds with
-`mkdocs build --strict` (a broken link, anchor or nav entry fails it), and the extension pages
-show the examples tests/test_extension_examples.py runs."""
+"""The docs: the README stays short, its relative links name files of the repository and its
+Python runs as written; the site builds with `mkdocs build --strict` (a broken link, anchor or
+nav entry fails it); the extension pages show the examples test_extension_examples.py runs."""
 
 from __future__ import annotations
 
@@ -41,6 +41,31 @@ def test_every_relative_link_of_the_readme_names_a_file_of_the_repository() -> N
     assert len(links) > 20  # the table of links, the figure, conformance/ and bench/
     missing = [link for link in links if not (ROOT / link).is_file()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+def test_the_readme_stays_short() -> None:
+    """What a newcomer needs first; the reference lives in docs/."""
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
+
+
+@pytest.mark.slow
+def test_the_readmes_python_runs_as_written(tmp_path: Path) -> None:
+    """The README's Python block, run as a script in a fresh folder: it needs no server, no
+    network and no data, and writes what its comments say."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [code] = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    (tmp_path / "readme.py").write_text(code, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "readme.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Maj "), done.stdout
+    assert "| Method |" in done.stdout  # the table, as text
+    for written in ("results/sim-debate/metrics.json", "results/sim-single/metrics.json",
+                    "results/plots/rounds.png", "results/view/index.html"):  # fmt: skip
+        assert (tmp_path / written).is_file(), written
 
 
 def test_the_extension_pages_show_the_tested_examples() -> None:

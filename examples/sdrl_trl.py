@@ -13,7 +13,7 @@ The defaults are the seed paper's, as its authors' released verl scripts set the
 Qwen3-4B-Base: 8 replies per group in both turns, 256 prompts per step, one debate context per
 prompt of first-turn replies of at most 2,048 tokens, replies of up to 8,192 tokens with DAPO's
 overlong penalty over the last 2,048, learning rate 1e-6 with 10 warm-up steps and weight decay
-0.1, clip 0.2/0.28, no KL term, temperature 1.0, 200 steps (README: Training with self-debate).
+0.1, clip 0.2/0.28, no KL term, temperature 1.0, 200 steps (docs/how-to/train-with-self-debate.md).
 They need GPUs; --cpu and small values run it on a toy model. TRL 1.16 does not truncate
 prompts: a debate-turn prompt is the question plus two replies (`train prompts` prints its base).
 """

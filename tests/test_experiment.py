@@ -121,7 +121,7 @@ def test_a_budget_table_requests_the_single_cells_it_needs(tmp_path):
 
 
 def test_the_demo_plans_its_turns_and_writes_nothing(tmp_path):
-    """The README's first experiment command, on the real demo file."""
+    """The dry run docs/how-to/run-an-experiment.md shows first, on the real demo file."""
     dry = mad_eval("experiment", "run", str(DEMO), "--dry-run", cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr
     # 31800 turns of the grids and [single], and 9000 of the budget table's three single

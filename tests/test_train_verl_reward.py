@@ -1,7 +1,8 @@
 """DAPO's overlong penalty for verl users: verl 0.9.1's own DAPO reward manager with mad-eval's
-compute_score, set by the keys the README gives, loaded by verl's reward-loop worker from verl's
-composed config, scoring replies (right/wrong, below, inside and at the end of the buffer) of
-first-turn and debate-turn rows. The penalty is verl's; compute_score grades only."""
+compute_score, set by the keys docs/how-to/train-with-self-debate.md gives, loaded by verl's
+reward-loop worker from verl's composed config, scoring replies (right/wrong, below, inside and
+at the end of the buffer) of first-turn and debate-turn rows. The penalty is verl's;
+compute_score grades only."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ SELF_DEBATE = [
 
 
 def dapo_keys(max_resp_len: int, buffer: int, factor: float, log: bool = False) -> list[str]:
-    """The README's keys: verl's DAPO reward manager around mad-eval's compute_score."""
+    """The docs' keys (docs/how-to/train-with-self-debate.md): verl's DAPO reward manager
+    around mad-eval's compute_score."""
     return [
         "reward.reward_manager.name=dapo",
         "+reward.reward_kwargs.overlong_buffer_cfg.enable=true",
@@ -71,7 +73,7 @@ def reward_worker(config) -> RewardLoopWorker:
     return RewardLoopWorker(config, reward_router_address=None)
 
 
-def test_the_readme_keys_pass_the_check_and_build_verls_dapo_manager(model):
+def test_the_docs_keys_pass_the_check_and_build_verls_dapo_manager(model):
     config = verl_config(
         *SELF_DEBATE,
         *dapo_keys(8192, 2048, 1.0),

@@ -35,12 +35,16 @@ def _answer_protocol(default: str, use: str = "") -> str:
     return (
         f"How replies write their final answer and how it is read{use}: "
         f"{', '.join(ANSWER_PROTOCOLS)} (default: {default}); math-verify takes Math-Verify's "
-        "settings after a colon, e.g. math-verify:precision=2 (README: Answer protocols)."
+        "settings after a colon, e.g. math-verify:precision=2 "
+        "(docs/reference/answer-protocols.md)."
     )
 
 
 # Help said once and used by more than one command.
-PRICES = "A TOML file of dollars per 1M input, cached input and output tokens (README: Cost)"
+PRICES = (
+    "A TOML file of dollars per 1M input, cached input and output tokens "
+    "(docs/explanation/diagnostics.md#cost)"
+)
 TRAIN_OUT = "File to write: .parquet (verl's format) or .jsonl, the same rows."
 # measure.bootstrap.REPLICATES, the calls' default (None), written out for --help because
 # importing it would load numpy whenever the command line starts (tests/test_options.py

@@ -1,5 +1,5 @@
-"""Prices: what a model's tokens cost, from a TOML prices file (README: Cost), so the cost
-family can put a run's cost in money too."""
+"""Prices: what a model's tokens cost, from a TOML prices file (docs/explanation/diagnostics.md,
+Cost), so the cost family can put a run's cost in money too."""
 
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ class Prices:
 
 
 def load_prices(path: Path) -> Prices:
-    """Read a TOML prices file (see README: Cost); a wrong file is a PricesError naming it."""
+    """Read a TOML prices file (docs/explanation/diagnostics.md, Cost); a wrong file is a
+    PricesError naming it."""
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -48,7 +48,7 @@ class Run:
     # More than its benchmark to set it apart in a table's columns (an experiment's table
     # with columns = ["benchmarks", "agents"]: "N=3"); "" for none.
     group: str = ""
-    # What its tokens cost (README: Cost); None: its cost is in tokens only.
+    # What its tokens cost (docs/explanation/diagnostics.md, Cost); None: in tokens only.
     prices: Prices | None = None
     # Numbers counted on other tallies than the run's own (the compute-matched baselines,
     # on the questions a single run shares with it): formula name -> (formula, tallies).

@@ -73,10 +73,10 @@ class DataMissingError(BenchmarkError):
 
 class HubError(BenchmarkError):
     """A hub file that could not be had; `offline`: the hub cannot be reached (or the client
-    is told not to) and the hub cache lacks the file."""
+    is told not to: HF_HUB_OFFLINE) and the hub cache lacks the file, `why` says which."""
 
-    def __init__(self, problem: str, offline: bool) -> None:
-        self.problem, self.offline = problem, offline
+    def __init__(self, problem: str, why: str, offline: bool) -> None:
+        self.problem, self.why, self.offline = problem, why, offline
         super().__init__(f"{problem}.")
 
 
@@ -166,6 +166,16 @@ def _overrides(given: str, names: list[str], path: Path) -> dict[str, str]:
             )
         found[key] = value
     return found
+
+
+def named_spec(benchmark: str) -> BenchmarkSpec:
+    """The spec of a name (with parameters) or of a .toml file's path."""
+    path = Path(benchmark)
+    if benchmark.endswith(".toml"):
+        if not path.is_file():
+            raise BenchmarkError(f"benchmark file '{benchmark}' does not exist")
+        return _parse_spec(path)
+    return load_spec(benchmark)
 
 
 def spec_kind(benchmark: str | Path) -> tuple[str, str]:
@@ -330,15 +340,7 @@ def _spec_questions(spec: BenchmarkSpec, data_dir: Path | None, given: str) -> l
     folder = data_dir or os.environ.get(DATA_ENV) or None
     if spec.local and (folder or not spec.hub):
         base = Path(folder).expanduser() if folder else Path(spec.path or ".").parent
-        file = base / spec.local["file"]
-        if not file.is_file():
-            raise DataMissingError(
-                f"local data file '{spec.local['file']}' for benchmark '{spec.name}' is not in "
-                f"{base}",
-                given,
-                spec.local["file"],
-            )
-        return _to_questions(read_jsonl(file, file.name), spec.local, spec)
+        return local_questions(spec, base, given)
     try:
         rows = hub_rows(spec)
     except HubError as exc:
@@ -348,6 +350,27 @@ def _spec_questions(spec: BenchmarkSpec, data_dir: Path | None, given: str) -> l
             f"{exc.problem}; benchmark '{spec.name}' names no [local] file to read instead."
         ) from exc
     return _to_questions(rows, spec.hub or {}, spec)
+
+
+def local_questions(spec: BenchmarkSpec, folder: Path, given: str) -> list[Question]:
+    """Every question of the spec's [local] file in `folder`, each row checked; a
+    DataMissingError when the file is not there (`given`: the benchmark as named)."""
+    local: dict[str, Any] = spec.local or {}
+    file = folder / local["file"]
+    if not file.is_file():
+        raise DataMissingError(
+            f"local data file '{local['file']}' for benchmark '{spec.name}' is not in {folder}",
+            given,
+            local["file"],
+        )
+    return _to_questions(read_jsonl(file, file.name), local, spec)
+
+
+def table_questions(
+    spec: BenchmarkSpec, rows: Rows, table: Literal["hub", "local"]
+) -> list[Question]:
+    """The questions of rows as the spec's [hub] or [local] table reads them."""
+    return _to_questions(rows, getattr(spec, table) or {}, spec)
 
 
 def hub_rows(spec: BenchmarkSpec) -> Rows:
@@ -371,13 +394,14 @@ def _download(hub: dict[str, Any]) -> Path:
         return Path(hf_hub_download(repo, file, repo_type="dataset", revision=revision, **extra))
     except Exception as exc:  # offline, missing file, no client: all mean "use local files"
         if not reachable:
-            why = "the hub cannot be reached"
+            why, shown = "the hub cannot be reached", "the hub cannot be reached"
         elif told:
-            why = "HF_HUB_OFFLINE is set and the hub cache lacks it"
+            why, shown = "HF_HUB_OFFLINE is set", "HF_HUB_OFFLINE is set and the hub cache lacks it"
         else:
-            why = type(exc).__name__
+            why = shown = type(exc).__name__
         raise HubError(
-            f"could not download {file} from the Hugging Face hub dataset {repo} ({why})",
+            f"could not download {file} from the Hugging Face hub dataset {repo} ({shown})",
+            why,
             offline=not reachable or told,
         ) from exc
 

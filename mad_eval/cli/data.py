@@ -3,6 +3,7 @@ data_dir read, written from the Hugging Face hub where it can be reached and che
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -10,6 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from mad_eval.cli import options
 from mad_eval.cli.ui import console, fail, one_sentence
 
 if TYPE_CHECKING:
@@ -26,9 +28,10 @@ READ_WITH = (
 )
 
 
-@app.command()
-def fetch(
-    benchmarks: Annotated[
+BENCHMARKS = inspect.Parameter(
+    "benchmarks",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    annotation=Annotated[
         list[str],
         typer.Argument(
             metavar="BENCHMARK",
@@ -36,21 +39,29 @@ def fetch(
             ".toml paths.",
         ),
     ],
-    to: Annotated[
+)
+FOLDER = inspect.Parameter(
+    "folder",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    annotation=Annotated[
         Path,
-        typer.Option(
-            metavar="FOLDER", help="The folder to write the files into (made if missing)."
+        typer.Argument(
+            metavar="FOLDER",
+            envvar="MAD_EVAL_DATA",
+            help="The folder of benchmark files (default: $MAD_EVAL_DATA).",
         ),
     ],
-    force: Annotated[
-        bool, typer.Option("--force", help="Write a file again that the folder already holds.")
-    ] = False,
-) -> None:
+)
+
+
+@options.command(app, ["to", "force"], {"force": False}, arguments=[BENCHMARKS])
+def fetch(benchmarks: list[str], to: Path, force: bool) -> None:
     """Write each benchmark's JSON Lines file into a folder from its Hugging Face hub dataset.
 
     Each row is stored under the field names the benchmark's spec reads locally, with the
     question ids a run gives the hub's rows, so a run reading the folder asks the same
-    questions. The hub's files come from its cache where it cannot be reached.
+    questions. A file the folder already holds is kept (and checked) unless --force. The
+    hub's files come from its local cache where the hub cannot be reached.
     """
     from mad_eval.data.benchmarks import HubError, named_spec
     from mad_eval.data.files import FileState
@@ -80,7 +91,9 @@ def fetch(
     if states:
         _table(states, "fetched")
     if any(state.ok and state.rows is not None for state in states):
-        console.print(READ_WITH.format(folder=to), markup=False, highlight=False, soft_wrap=True)
+        console.print(
+            READ_WITH.format(folder=to.resolve()), markup=False, highlight=False, soft_wrap=True
+        )
     if offline:
         wanted = list(offline.values())
         lacks = "its file" if len(wanted) == 1 else "their files"
@@ -93,25 +106,8 @@ def fetch(
         raise typer.Exit(code=1)
 
 
-@app.command()
-def check(
-    folder: Annotated[
-        Path,
-        typer.Argument(
-            metavar="FOLDER",
-            envvar="MAD_EVAL_DATA",
-            help="The folder of benchmark files (default: $MAD_EVAL_DATA).",
-        ),
-    ],
-    benchmark: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="NAME",
-            help="A benchmark whose file must be there (repeatable); none: every benchmark "
-            "file the folder holds.",
-        ),
-    ] = None,
-) -> None:
+@options.command(app, ["benchmark"], {"benchmark": None}, options.CHECK, [FOLDER])
+def check(folder: Path, benchmark: list[str] | None) -> None:
     """Check offline that a folder holds each benchmark's file, every row with the fields
     its spec names, read as a run reads it; exit 1 when a file is missing or malformed."""
     from mad_eval.data.files import check as check_one

@@ -62,20 +62,22 @@ def check(benchmark: str, folder: Path) -> FileState:
 
 
 def check_folder(folder: Path) -> list[FileState]:
-    """Every benchmark file `folder` holds (one spec per file name: the first by name),
-    checked; a .jsonl file no spec names is listed as such."""
+    """Every benchmark file `folder` holds, checked: a file is its own-named spec's
+    (mmlu_professional_medicine.jsonl), else the first spec's by name that reads it, else
+    (mmlu_anatomy.jsonl) a parameter's value of the first whose file name takes one. A .jsonl
+    file no spec names is listed as such."""
     present = {path.name for path in folder.glob("*.jsonl") if path.is_file()}
+    specs = [spec for spec in list_specs() if spec.local]
+    files = {spec.name: (spec.local or {})["file"] for spec in specs}
     found: dict[str, str] = {}  # file name -> benchmark
-    patterns: list[tuple[re.Pattern[str], str, str]] = []
-    # A file is its own-named spec's (mmlu_professional_medicine.jsonl), else the first's.
-    own = sorted(list_specs(), key=lambda s: (s.local or {}).get("file") != f"{s.name}.jsonl")
-    for spec in own:
-        if not spec.local:
-            continue
-        found.setdefault(spec.local["file"], spec.name)
-        if len(spec.params) == 1 and spec.path:  # mmlu_{subject}.jsonl: any subject's file
-            (param,) = spec.params
-            patterns.append((_file_pattern(spec, param), spec.name, param))
+    for name in sorted(files, key=lambda name: files[name] != f"{name}.jsonl"):
+        found.setdefault(files[name], name)
+    patterns = [
+        (_file_pattern(spec, param), spec.name, param)
+        for spec in specs
+        for param in spec.params
+        if len(spec.params) == 1
+    ]
     for name in sorted(present - set(found)):
         for pattern, stem, param in patterns:
             match = pattern.fullmatch(name)
@@ -169,11 +171,13 @@ def _same_questions(spec: BenchmarkSpec, rows: Rows, written: list[dict[str, Any
     golds); else the problem, so no file is written that a run would read otherwise."""
     hub = table_questions(spec, rows, "hub")
     local = table_questions(spec, [(f"row {i}", row) for i, row in enumerate(written)], "local")
+    file = (spec.local or {}).get("file")
     for a, b in zip(hub, local, strict=True):
         if (a.id, a.text, a.gold) != (b.id, b.text, b.gold):
+            how = f"as {b.id}" if a.id != b.id else "with another text or gold"
             return (
-                f"the hub's question {a.id} would read as {b.id} with other text or gold from "
-                "the [local] fields; the spec's [hub] and [local] tables do not match."
+                f"the hub's question {a.id} would be read back from {file} {how}; make the "
+                "spec's [local] table read the fields (and id) its [hub] table reads."
             )
     return None
 

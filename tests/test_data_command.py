@@ -15,7 +15,7 @@ from cli_helpers import mad_eval
 
 import mad_eval as api
 from mad_eval.data import hub as online
-from mad_eval.data.benchmarks import DataMissingError, load_questions
+from mad_eval.data.benchmarks import BenchmarkError, DataMissingError, load_questions
 from mad_eval.data.files import check, check_folder, fetch
 
 SHARED_ROWS = {
@@ -299,6 +299,20 @@ def test_fetch_reports_a_hub_file_it_cannot_get(
     assert result.returncode == 1
     assert "could not download main/test-00000-of-00001.parquet" in result.stdout
     assert (tmp_path / "out" / "math500.jsonl").is_file()  # the one it could get is written
+
+
+def test_fetch_writes_nothing_from_a_hub_file_with_a_bad_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad = _write(tmp_path / "test.jsonl", [{"problem": "One?", "answer": "1"}, {"problem": "?"}])
+    _hub(monkeypatch, {"HuggingFaceH4/MATH-500": bad})
+    with pytest.raises(
+        BenchmarkError, match=r"^HuggingFaceH4/MATH-500/test\.jsonl line 2: missing"
+    ):
+        fetch("math500", tmp_path / "out")
+    result = mad_eval("data", "fetch", "math500", "--to", "out", cwd=tmp_path)
+    assert result.returncode == 1 and "missing field 'answer'" in result.stdout
+    assert not (tmp_path / "out" / "math500.jsonl").exists()
 
 
 def test_fetch_offline_says_in_one_sentence_how_to_copy_files_in(

@@ -63,7 +63,7 @@ def fetch(benchmarks: list[str], to: Path, force: bool) -> None:
     questions. A file the folder already holds is kept (and checked) unless --force. The
     hub's files come from its local cache where the hub cannot be reached.
     """
-    from mad_eval.data.benchmarks import HubError, named_spec
+    from mad_eval.data.benchmarks import BenchmarkError, HubError, named_spec
     from mad_eval.data.files import FileState
     from mad_eval.data.files import fetch as fetch_one
 
@@ -81,8 +81,8 @@ def fetch(benchmarks: list[str], to: Path, force: bool) -> None:
         done.update({file: name} if file else {})
         try:
             states.append(fetch_one(name, to, force))
-        except HubError as exc:
-            if exc.offline:
+        except BenchmarkError as exc:  # no hub file, a hub row the spec cannot read
+            if isinstance(exc, HubError) and exc.offline:
                 offline[name], why = file or "", exc.why
             else:
                 states.append(FileState(name, file, problem=str(exc)))

@@ -137,7 +137,8 @@ OPTIONS: dict[str, Option] = {
         Path | None,
         typer.Option(
             envvar="MAD_EVAL_DATA",
-            help="Read benchmark files from this folder instead of the Hugging Face hub.",
+            help="Read benchmark files from this folder instead of the Hugging Face hub "
+            "(`mad-eval data fetch` writes them, `mad-eval data check` checks them).",
         ),
     ),
     "limit": Option(

@@ -410,7 +410,9 @@ def test_hub_download_failure_says_how_to_work_offline(monkeypatch: pytest.Monke
     message = str(info.value)
     assert message.startswith("could not download test.jsonl from the Hugging Face hub")
     assert "HuggingFaceH4/MATH-500" in message
-    assert "--data-dir" in message and "MAD_EVAL_DATA" in message
+    # The library's callers name a folder by keyword: the advice says so, never --data-dir.
+    assert "pass data_dir= a folder holding math500.jsonl or set MAD_EVAL_DATA" in message
+    assert "--data-dir" not in message and "mad-eval data fetch math500 --to" in message
 
 
 def no_hub(tmp_path: Path) -> dict[str, str]:
@@ -429,8 +431,9 @@ def test_an_unreachable_hub_fails_in_one_sentence_within_seconds(tmp_path: Path)
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "error: could not download main/test-00000-of-00001.parquet from the Hugging Face hub "
-        "dataset openai/gsm8k (the hub cannot be reached); pass --data-dir pointing at local "
-        "files or set MAD_EVAL_DATA."
+        "dataset openai/gsm8k (the hub cannot be reached); pass --data-dir with a folder holding "
+        "gsm8k.jsonl or set MAD_EVAL_DATA to one (`mad-eval data fetch gsm8k --to FOLDER` writes "
+        "it from the hub, `mad-eval data check FOLDER` checks it)."
     )
 
 

@@ -104,7 +104,8 @@ def benchmarks() -> None:
     console.print(table)
     console.print(
         "Parameters: NAME:key=value (e.g. mmlu:subject=anatomy, or mmlu:anatomy). Local files "
-        "are read from --data-dir or $MAD_EVAL_DATA; any .jsonl or .toml path works too."
+        "are read from --data-dir or $MAD_EVAL_DATA (`mad-eval data fetch NAME --to FOLDER` "
+        "writes them from the hub); any .jsonl or .toml path works too."
     )
 
 

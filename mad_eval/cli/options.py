@@ -137,7 +137,8 @@ OPTIONS: dict[str, Option] = {
         Path | None,
         typer.Option(
             envvar="MAD_EVAL_DATA",
-            help="Read benchmark files from this folder instead of the Hugging Face hub.",
+            help="Read benchmark files from this folder instead of the Hugging Face hub "
+            "(`mad-eval data fetch` writes them, `mad-eval data check` checks them).",
         ),
     ),
     "limit": Option(
@@ -508,6 +509,25 @@ OPTIONS["show_round"] = Option(
 OPTIONS["show_agent"] = Option(
     int, typer.Option("--agent", help="The agent (0-2) whose prompt to show.")
 )
+
+# `mad-eval data fetch|check`.
+OPTIONS["to"] = Option(
+    Path,
+    typer.Option(metavar="FOLDER", help="The folder to write the files into (made if missing)."),
+)
+OPTIONS["force"] = Option(
+    bool, typer.Option("--force", help="Write a file again that the folder already holds.")
+)
+CHECK = {
+    "benchmark": Option(
+        list[str] | None,
+        typer.Option(
+            metavar="NAME",
+            help="A benchmark whose file must be there, as --benchmark names it (repeatable); "
+            "none: every benchmark file the folder holds.",
+        ),
+    )
+}
 
 
 def annotated(name: str) -> Any:

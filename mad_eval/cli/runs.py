@@ -44,7 +44,7 @@ def run(**chosen: Any) -> None:
     Running the same command again resumes an interrupted run in the same directory; add
     --retry-failed to ask its failed turns again.
     """
-    with one_sentence():
+    with one_sentence(data_dir=True):
         show(api.run(listener=ConsoleListener(), **chosen), "run")
 
 
@@ -55,7 +55,7 @@ def single(**chosen: Any) -> None:
     Each answer is one turn of round 0, seeded like a debate's round 0, so turns.jsonl is
     also a rollout file for `mad-eval train`. The same command resumes an interrupted run.
     """
-    with one_sentence():
+    with one_sentence(data_dir=True):
         show(api.single(listener=ConsoleListener(), **chosen), "single")
 
 
@@ -84,7 +84,7 @@ def judge(run_dir: Path, **chosen: Any) -> None:
     and engagement and revision (0-2). Questions come from the run folder (--data-dir only
     for a folder recorded before it held questions.jsonl). Running it again resumes.
     """
-    with one_sentence():
+    with one_sentence(data_dir=True):
         show(api.judge(run_dir, listener=ConsoleListener(), **chosen))
 
 

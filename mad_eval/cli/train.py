@@ -61,7 +61,7 @@ def pairs(source: Path, **chosen: Any) -> None:
             "num_generations to R.",
             param_hint="'--repeats'",
         )
-    with one_sentence(ValueError):  # a bad file, option or benchmark: one sentence
+    with one_sentence(ValueError, data_dir=True):  # a bad file, option or benchmark: one sentence
         s = api.train_pairs(source, **chosen)
     out, max_length, copies = chosen["out"], chosen["max_length"], chosen["copies"]
     dropped = [f"{s.all_correct} prompts all correct", f"{s.all_wrong} all wrong"]
@@ -88,7 +88,7 @@ def pairs(source: Path, **chosen: Any) -> None:
 @options.command(app, PROMPTS, options.defaults_of(api.train_prompts), options.PROMPTS, [BENCHMARK])
 def prompts(benchmark: str, **chosen: Any) -> None:
     """Write a benchmark's first-turn prompts (what round 0 asks) as verl data."""
-    with one_sentence(ValueError):
+    with one_sentence(ValueError, data_dir=True):
         rows = api.train_prompts(benchmark, **chosen)
     what = counted(len(rows), f"{rows[0]['data_source']} prompt")
     console.print(f"Wrote {what} -> {chosen['out']}")

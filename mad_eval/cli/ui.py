@@ -108,13 +108,18 @@ class ConsoleListener(Listener):
 
 
 @contextmanager
-def one_sentence(*also: type[Exception]) -> Iterator[None]:
+def one_sentence(*also: type[Exception], data_dir: bool = False) -> Iterator[None]:
     """A user error (or one of the errors `also` names, which that library call raises
     for a bad value) ends the command in one sentence (exit 2); a stop says where the
-    finished records are (exit 128 + the signal)."""
+    finished records are (exit 128 + the signal). A missing benchmark file is advised as the
+    command takes a folder: --data-dir where it has that option (`data_dir`), else MAD_EVAL_DATA."""
     try:
         yield
     except (UserError, *also) as exc:
+        from mad_eval.data.benchmarks import DataMissingError
+
+        if isinstance(exc, DataMissingError):
+            exc = exc.advised("option" if data_dir else "env")
         raise fail(str(exc)) from None
     except Interrupted as exc:
         sig = exc.signal

@@ -12,7 +12,7 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from mad_eval.data import hub as online
 from mad_eval.errors import UserError
@@ -39,6 +39,45 @@ Rows = list[tuple[str, dict[str, Any]]]  # (where, row), where = "math500.jsonl 
 
 class BenchmarkError(UserError, ValueError):
     """A bad benchmark name, spec or row; the message is one sentence naming the bad value."""
+
+
+# How a caller names the folder of benchmark files, as a DataMissingError advises it: the
+# Python API's keyword (the default), a command's --data-dir, an experiment file's key, or
+# only the environment variable (a command without --data-dir).
+Via = Literal["keyword", "option", "experiment", "env"]
+_VIA: dict[Via, str] = {
+    "keyword": "pass data_dir= a folder holding {file} or set {env} to one",
+    "option": "pass --data-dir with a folder holding {file} or set {env} to one",
+    "experiment": "set data_dir in the experiment file's [settings] to a folder holding {file} "
+    "(relative to the file) or set {env} to one",
+    "env": "set {env} to a folder holding {file}",
+}
+
+
+class DataMissingError(BenchmarkError):
+    """A benchmark's file is neither in the folder nor on the hub; the advice names how the
+    caller gives a folder (`via`), which each front end sets with `advised`."""
+
+    def __init__(self, problem: str, benchmark: str, file: str, via: Via = "keyword") -> None:
+        self.problem, self.benchmark, self.file, self.via = problem, benchmark, file, via
+        advice = _VIA[via].format(file=file, env=DATA_ENV)
+        super().__init__(
+            f"{problem}; {advice} (`mad-eval data fetch {benchmark} --to FOLDER` writes it from "
+            "the hub, `mad-eval data check FOLDER` checks it)."
+        )
+
+    def advised(self, via: Via) -> DataMissingError:
+        """The same error, its advice worded for another caller."""
+        return DataMissingError(self.problem, self.benchmark, self.file, via)
+
+
+class HubError(BenchmarkError):
+    """A hub file that could not be had; `offline`: the hub cannot be reached (or the client
+    is told not to: HF_HUB_OFFLINE) and the hub cache lacks the file, `why` says which."""
+
+    def __init__(self, problem: str, why: str, offline: bool) -> None:
+        self.problem, self.why, self.offline = problem, why, offline
+        super().__init__(f"{problem}.")
 
 
 @dataclass(frozen=True)
@@ -129,6 +168,16 @@ def _overrides(given: str, names: list[str], path: Path) -> dict[str, str]:
     return found
 
 
+def named_spec(benchmark: str) -> BenchmarkSpec:
+    """The spec of a name (with parameters) or of a .toml file's path."""
+    path = Path(benchmark)
+    if benchmark.endswith(".toml"):
+        if not path.is_file():
+            raise BenchmarkError(f"benchmark file '{benchmark}' does not exist")
+        return _parse_spec(path)
+    return load_spec(benchmark)
+
+
 def spec_kind(benchmark: str | Path) -> tuple[str, str]:
     """(kind, default answer protocol) of a benchmark, found without reading its rows, so a
     setting the kind cannot take is refused before any data is fetched."""
@@ -162,7 +211,7 @@ def load_questions(
         )
         return spec, _to_questions(rows, fields, spec)[:limit]
     spec = _parse_spec(path) if benchmark.endswith(".toml") else load_spec(benchmark)
-    return spec, _spec_questions(spec, data_dir)[:limit]
+    return spec, _spec_questions(spec, data_dir, benchmark)[:limit]
 
 
 def _raw_spec(path: Path, depth: int = 0) -> dict[str, Any]:
@@ -282,43 +331,78 @@ def _fill(raw: dict[str, Any], params: dict[str, str]) -> dict[str, Any]:
     return filled
 
 
-def _spec_questions(spec: BenchmarkSpec, data_dir: Path | None) -> list[Question]:
-    """Built-in, else a local folder when one is given (or there is no hub), else the hub."""
+def _spec_questions(spec: BenchmarkSpec, data_dir: Path | None, given: str) -> list[Question]:
+    """Built-in, else a local folder when one is given (or there is no hub), else the hub.
+    `given` is the benchmark as the caller named it, for the advice of a missing file."""
     if spec.builtin:
         generate = GENERATORS[spec.builtin["generator"]]
         return generate(spec.builtin["size"], spec.builtin.get("seed", 0), spec.name)
     folder = data_dir or os.environ.get(DATA_ENV) or None
     if spec.local and (folder or not spec.hub):
         base = Path(folder).expanduser() if folder else Path(spec.path or ".").parent
-        file = base / spec.local["file"]
-        if not file.is_file():
-            raise BenchmarkError(
-                f"local data file '{spec.local['file']}' for benchmark '{spec.name}' is not in "
-                f"{base}; pass --data-dir pointing at the folder that holds it or set {DATA_ENV}"
-            )
-        return _to_questions(read_jsonl(file, file.name), spec.local, spec)
+        return local_questions(spec, base, given)
+    try:
+        rows = hub_rows(spec)
+    except HubError as exc:
+        if spec.local:
+            raise DataMissingError(exc.problem, given, spec.local["file"]) from exc
+        raise BenchmarkError(
+            f"{exc.problem}; benchmark '{spec.name}' names no [local] file to read instead."
+        ) from exc
+    return _to_questions(rows, spec.hub or {}, spec)
+
+
+def local_questions(spec: BenchmarkSpec, folder: Path, given: str) -> list[Question]:
+    """Every question of the spec's [local] file in `folder`, each row checked; a
+    DataMissingError when the file is not there (`given`: the benchmark as named)."""
+    local: dict[str, Any] = spec.local or {}
+    file = folder / local["file"]
+    if not file.is_file():
+        raise DataMissingError(
+            f"local data file '{local['file']}' for benchmark '{spec.name}' is not in {folder}",
+            given,
+            local["file"],
+        )
+    return _to_questions(read_jsonl(file, file.name), local, spec)
+
+
+def table_questions(
+    spec: BenchmarkSpec, rows: Rows, table: Literal["hub", "local"]
+) -> list[Question]:
+    """The questions of rows as the spec's [hub] or [local] table reads them."""
+    return _to_questions(rows, getattr(spec, table) or {}, spec)
+
+
+def hub_rows(spec: BenchmarkSpec) -> Rows:
+    """The rows of a spec's [hub] file as the hub holds them (parquet values as pandas gives
+    them); a HubError when the file cannot be had."""
     hub: dict[str, Any] = spec.hub or {}
     path, label = _download(hub), f"{hub['repo']}/{hub['file']}"
-    rows = _read_parquet(path, label) if label.endswith(".parquet") else read_jsonl(path, label)
-    return _to_questions(rows, hub, spec)
+    return _read_parquet(path, label) if label.endswith(".parquet") else read_jsonl(path, label)
 
 
 def _download(hub: dict[str, Any]) -> Path:
     """The hub file, from the local hub cache when the hub cannot be reached. Lazy import:
     offline users with local files never touch the hub client."""
     repo, file, revision = hub["repo"], hub["file"], hub.get("revision")
-    reachable = True
+    reachable, told = True, False
     try:
-        from huggingface_hub import hf_hub_download
+        from huggingface_hub import constants, hf_hub_download
 
-        reachable = online.hub_reachable()
+        reachable, told = online.hub_reachable(), constants.HF_HUB_OFFLINE
         extra = {} if reachable else {"local_files_only": True}
         return Path(hf_hub_download(repo, file, repo_type="dataset", revision=revision, **extra))
     except Exception as exc:  # offline, missing file, no client: all mean "use local files"
-        why = f"({type(exc).__name__})" if reachable else "(the hub cannot be reached)"
-        raise BenchmarkError(
-            f"could not download {file} from the Hugging Face hub dataset {repo} {why}; "
-            f"pass --data-dir pointing at local files or set {DATA_ENV}."
+        if not reachable:
+            why, shown = "the hub cannot be reached", "the hub cannot be reached"
+        elif told:
+            why, shown = "HF_HUB_OFFLINE is set", "HF_HUB_OFFLINE is set and the hub cache lacks it"
+        else:
+            why = shown = type(exc).__name__
+        raise HubError(
+            f"could not download {file} from the Hugging Face hub dataset {repo} ({shown})",
+            why,
+            offline=not reachable or told,
         ) from exc
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from mad_eval.data.benchmarks import load_questions
+from mad_eval.data.benchmarks import DataMissingError, load_questions
 from mad_eval.debate.context import (
     ContextError,
     EstimateCounter,
@@ -139,17 +139,20 @@ def run_questions(
     """The run's questions by id: from its questions.jsonl; a folder recorded before that
     file existed has them loaded again from its benchmark (from `data_dir`, else the hub)."""
     recorded = read_questions(root)
+    local = None
     if recorded is not None:
         where, fix, found = f"{root / QUESTIONS_FILE}", "restore it from a copy", recorded
     else:
         benchmark = manifest.config.benchmark
-        _, questions = load_questions(benchmark, data_dir)
+        spec, questions = load_questions(benchmark, data_dir)
         answer = manifest.benchmark.answer  # None before protocols were data
         found = {q.id: replace(q, answer=answer or q.answer) for q in questions}
-        where, fix = f"benchmark {benchmark} as loaded here", "pass the --data-dir the run used"
+        where, fix = f"benchmark {benchmark} as loaded here", "give the benchmark file the run used"
+        local = spec.local and spec.local["file"]
     missing = [qid for qid in manifest.benchmark.questions if qid not in found]
     if missing:
-        raise StoreError(
-            f"{where} lacks {len(missing)} of the run's questions (e.g. {missing[0]!r}); {fix}."
-        )
+        problem = f"{where} lacks {len(missing)} of the run's questions (e.g. {missing[0]!r})"
+        if local:  # the folder the run read is not the one read here: advised as the caller's
+            raise DataMissingError(problem, manifest.config.benchmark, local)
+        raise StoreError(f"{problem}; {fix}.")
     return found

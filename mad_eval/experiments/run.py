@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mad_eval.backends.base import every
 from mad_eval.backends.cache import RequestCache
-from mad_eval.data.benchmarks import load_questions
+from mad_eval.data.benchmarks import DataMissingError, load_questions
 from mad_eval.debate.execute import Job, close_shared, execute
 from mad_eval.debate.plan import Plan as RunPlan
 from mad_eval.debate.plan import Shared, make_plan
@@ -54,9 +54,14 @@ def plan_cells(experiment: Experiment, cache: bool = True) -> list[Job]:
         try:
             plan = planned(experiment, cell, shared)
         except UserError as exc:
-            raise ExperimentError(f"{where}: {exc}") from None
+            raise ExperimentError(f"{where}: {_in_file(exc)}") from None
         jobs.append(Job(plan, RunStore(experiment.folder(cell)), where=where))
     return jobs
+
+
+def _in_file(exc: UserError) -> UserError:
+    """A missing benchmark file advised as an experiment gives its folder: the file's data_dir."""
+    return exc.advised("experiment") if isinstance(exc, DataMissingError) else exc
 
 
 def planned(
@@ -88,7 +93,7 @@ def count_turns(experiment: Experiment, shared: Shared) -> dict[str, int]:
             )
         except UserError as exc:
             where = f"{experiment.path}: cell {cell.name} ({', '.join(grids[cell.name])})"
-            raise ExperimentError(f"{where}: {exc}") from None
+            raise ExperimentError(f"{where}: {_in_file(exc)}") from None
         turns[cell.name] = (
             given.get("runs", runs) * len(questions) * given["agents"] * (given["rounds"] + 1)
         )

@@ -380,7 +380,7 @@ def test_pairs_from_a_single_run_hold_its_two_most_frequent_answers(tmp_path, sh
         sizes = sorted(Counter(t["answer"] for t in mine if t["answer"]).values(), reverse=True)
         counts = [sum(1 for t in mine if t["answer"] == a) for a in info["answers"]]
         assert sorted(counts, reverse=True) == sizes[:2]  # the two most frequent classes
-        texts = [t["text"] for t in mine]
+        texts = {t["agent"]: t["text"] for t in mine}  # the file is in completion order
         messages = [dict(m) for m in row["prompt"]]
         first, second = (texts[int(s.rsplit("agent", 1)[1])] for s in info["sources"])
         question = Question(qid, questions[qid]["problem"], questions[qid]["answer"])

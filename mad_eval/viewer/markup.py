@@ -2,8 +2,8 @@
 whole as escaped text in `<span class="math">` (the page typesets those with KaTeX, with
 `trust` off), so Markdown never mangles a formula and no reply can inject markup.
 
-Math is `$$...$$`, `\\[...\\]`, `\\(...\\)`, `$...$` (pandoc's rule: no space inside the
-dollars, no digit right after the closing one, so "$5 and $6" stays text) and a bare
+Math is `$$...$$`, `\\[...\\]`, `\\(...\\)`, `$...$` (closed by the next `$`, and as pandoc
+has it: no space inside the dollars, no digit after them, so "$5 and $6" stays text) and a bare
 `\\boxed{...}`, which models write outside any delimiters."""
 
 from __future__ import annotations
@@ -34,20 +34,22 @@ def _closing_brace(src: str, start: int, end: int) -> int:
 
 
 def _dollar_end(src: str, start: int, end: int) -> int:
-    """Where the `$` closing an inline formula opened just before `start` is (-1: none)."""
+    """Where the `$` closing an inline formula opened just before `start` is: the next
+    unescaped `$`, if it may close one (-1: none, or it may not)."""
     if start >= end or src[start].isspace():
         return -1
     i = start
     while True:
         i = src.find("$", i, end)
-        if i < 0 or "\n\n" in src[start:i]:
+        if i < 0:
             return -1
-        if src[i - 1] == "\\":
-            i += 1
-            continue
-        if not src[i - 1].isspace() and not (i + 1 < len(src) and src[i + 1].isdigit()):
-            return i
+        if src[i - 1] != "\\":
+            break
         i += 1
+    after = src[i + 1] if i + 1 < len(src) else ""
+    if src[i - 1].isspace() or after.isdigit() or "\n\n" in src[start:i]:
+        return -1
+    return i
 
 
 def find_math(src: str, pos: int, end: int | None = None) -> tuple[int, str, str] | None:

@@ -366,7 +366,7 @@ function card(t, page, run, prefix) {
       el("span", { class: "who" }, "agent " + t.agent + (t.agent === page.hub ? " (hub)" : "")),
       answer ? el("span", { class: "chip-answer none" }, answer)
         : el("mark", { class: "chip-answer g" + Math.min(t.group, 5), title: "extracted answer" }, answerEl(t.answer, run.kind)),
-      stand ? el("span", { class: "standing " + stand }, STANDING[stand]) : null,
+      stand === "minority" ? el("span", { class: "standing minority" }, STANDING.minority) : null,
       t.changed ? el("span", { class: "changed-mark", title: "changed its answer since the last round" }, "↻ changed") : null,
       t.truncated ? el("span", { class: "trunc", title: "cut off at the token limit" }, "✂ cut off") : null,
       t.verdict && t.verdict.total !== null && t.verdict.total !== undefined ? el("span", { class: "small" }, "judge " + t.verdict.total) : null),
@@ -388,7 +388,7 @@ function roundLine(page, run, r) {
   }
   const v = page.votes[r];
   return el("p", { class: "round-line", id: "round-line" }, el("strong", {}, "Round " + r + ". "),
-    run.voted ? el("span", { class: "vote " + markClass(v) }, "vote " + mark(v) + " ") : null,
+    run.voted ? el("span", { class: "vote " + markClass(v) }, "vote " + mark(v)) : null, " ",
     page.answers[r] === null ? null : answerEl(page.answers[r], run.kind), " ",
     page.majority[r] ? null : el("span", { class: "standing split" }, "no most common answer"), " ", who);
 }
@@ -408,7 +408,7 @@ function debatePanel(page, run, prefix, label, all) {
     if (target && target.scrollIntoView) target.scrollIntoView({ block: "nearest", inline: "nearest" });
   };
   const draw = () => {
-    if (chosen.round === null) { put(body, el("p", { class: "note" }, "Click a cell to read its reply.")); return; }
+    if (chosen.round === null) { put(body); return; }
     const r = chosen.round;
     const turns = page.turns.filter((t) => t.round === r && (all || t.agent === chosen.agent));
     const tabs = all ? el("nav", { class: "round-tabs" }, Array.from({ length: page.rounds + 1 }, (_, i) =>
@@ -420,8 +420,11 @@ function debatePanel(page, run, prefix, label, all) {
         return c;
       })));
   };
+  const legend = el("p", { class: "small legend" }, "Green: right; red: wrong; yellow: unparsed; grey: failed. " +
+    "≠ differs from the round's most common answer; ↻ changed its answer; ✂ cut off at the token limit. " +
+    (all ? "Click a cell or a round to read its replies." : "Click a cell to read its reply."));
   const panel = el("div", { class: "panel", id: prefix + "panel" }, label ? el("h3", {}, label) : null,
-    el("div", { id: prefix + "grid" }, grid(page, run, pick, prefix)), body);
+    el("div", { id: prefix + "grid" }, grid(page, run, pick, prefix)), legend, body);
   draw();
   return panel;
 }
@@ -495,7 +498,8 @@ function last(d) { return d.votes[d.votes.length - 1]; }
 function compareRows() {
   const { maps, keys } = shared();
   const test = COMPARE[state.compare][1];
-  return { maps, keys, rows: keys.filter((k) => test(maps[state.a].get(k), maps[state.b].get(k))) };
+  const [a, b] = [maps[state.a], maps[state.b]];
+  return { maps, keys, rows: a && b ? keys.filter((k) => test(a.get(k), b.get(k))) : keys };
 }
 function compareRoute(maps, k) { return "#/c/" + maps.map((m) => m.get(k).file).join(","); }
 const letter = (i) => (i < 26 ? String.fromCharCode(65 + i) : "R" + (i + 1));

@@ -301,18 +301,18 @@ def question_order(qid: str) -> tuple:
 
 
 def alerts_of(run: Run) -> list[str]:
-    """The run's alerts (one sentence each) from its metrics, or its metrics.json where the
-    recomputed metrics lack them; none for a folder written before alerts existed."""
-    found = run.metrics.get("alerts")
+    """The run's alerts (one sentence each) as its metrics.json holds them, else as its
+    recomputed metrics do; none for a folder written before alerts existed."""
+    try:
+        written = json.loads((Path(run.root) / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        written = None
+    found = written.get("alerts") if isinstance(written, dict) else None
     if found is None:
-        try:
-            found = json.loads((Path(run.root) / "metrics.json").read_text(encoding="utf-8"))
-            found = found.get("alerts") if isinstance(found, dict) else None
-        except (OSError, ValueError):
-            found = None
+        found = run.metrics.get("alerts")
     if not isinstance(found, list):
         return []
-    return [str(a) for a in found if isinstance(a, str) and a.strip()]
+    return [a for a in found if isinstance(a, str) and a.strip()]
 
 
 def debates_of(view: RunView) -> Iterator[list[Turn]]:

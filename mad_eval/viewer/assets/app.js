@@ -156,6 +156,14 @@ function roundsDetail(run) {
       el("td", { class: "num" }, fmt(t.delta)))))) : null);
 }
 
+// A debate's question as the list shows it: its first characters, formulas typeset.
+function snippet(d) {
+  const cell = el("td", { class: "text", title: d.text });
+  if (typeof d.text_html === "string") cell.innerHTML = d.text_html; // Python-escaped, math spans
+  else cell.textContent = d.text;
+  return cell;
+}
+
 function filtered(run) {
   const needle = state.search.trim().toLowerCase();
   const below = state.below === "" ? null : Number(state.below);
@@ -210,7 +218,7 @@ function debateList(i) {
     const body = el("tbody", { id: "rows" }, shown.map((d) => el("tr", { "data-key": d.key, class: "row",
       onclick: () => { location.hash = "#/q/" + d.file; } },
       el("td", { class: "qid" }, el("a", { href: "#/q/" + d.file }, d.question), d.seed_run ? " (run " + d.seed_run + ")" : ""),
-      el("td", { class: "text" }, d.text),
+      snippet(d),
       el("td", {}, answerEl(d.gold, run.kind)),
       el("td", { class: "votes" }, d.votes.map((v, r) => el("span", { class: "vote " + markClass(v),
         title: "round " + r + ": " + (d.answers[r] === null ? "no answer" : d.answers[r]) }, mark(v)))),
@@ -521,7 +529,7 @@ function comparePage() {
       const route = compareRoute(maps, k);
       return el("tr", { "data-key": k, class: "row", onclick: () => { location.hash = route; } },
         el("td", { class: "qid" }, el("a", { href: route }, first.question), first.seed_run ? " (run " + first.seed_run + ")" : ""),
-        el("td", { class: "text" }, first.text), el("td", {}, answerEl(first.gold, INDEX.runs[0].kind)),
+        snippet(first), el("td", {}, answerEl(first.gold, INDEX.runs[0].kind)),
         maps.map((m) => { const d = m.get(k); return el("td", { class: "votes" },
           el("span", { class: "vote " + markClass(d.votes[0]), title: "Maj" }, mark(d.votes[0])), " → ",
           el("span", { class: "vote " + markClass(last(d)), title: "Debate" }, mark(last(d)))); }));

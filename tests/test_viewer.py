@@ -225,3 +225,21 @@ def test_judged_run_carries_verdicts_and_critique(tmp_path) -> None:
     assert row["critique_min"] == min(totals)
     assert row["critique"] == pytest.approx(sum(totals) / len(totals))
     assert set(judged[0]["verdict"]["scores"]) == set(JUDGE_CRITERIA)  # the four scores
+
+
+def test_the_site_carries_katex_and_every_font_its_stylesheet_names(demo) -> None:
+    import re
+
+    _, site = demo
+    css = (site / "katex" / "katex.min.css").read_text(encoding="utf-8")
+    fonts = set(re.findall(r"url\((fonts/[^)]+\.woff2)\)", css))
+    assert len(fonts) == 20 and all((site / "katex" / font).is_file() for font in fonts)
+    assert (site / "katex" / "katex.min.js").is_file() and (site / "katex" / "LICENSE").is_file()
+    page = (site / "index.html").read_text(encoding="utf-8")
+    assert re.findall(r'(?:src|href)="([^"]+)"', page) == [
+        "katex/katex.min.css",
+        "style.css",
+        "#/",
+        "katex/katex.min.js",
+        "app.js",
+    ]  # nothing from anywhere but the site's folder

@@ -216,6 +216,11 @@ def test_hostile_reply_is_text_and_runs_nothing(browser, tmp_path) -> None:
     assert len(question.find_elements("css selector", ".katex-display")) == 2
     assert len(question.find_elements("css selector", "span.math:not(.typeset)")) == 0
     assert "This costs $5 and $6. <b>bold?</b>" in question.get_attribute("textContent")
+    loaded = browser.execute_async_script(
+        "const done = arguments[0]; document.fonts.ready.then(() => done(Array.from("
+        "document.fonts, (f) => f.status === 'loaded' ? f.family : '').filter(Boolean)))"
+    )
+    assert {"KaTeX_Main", "KaTeX_Math"} <= {name.strip("\"'") for name in loaded}  # from file://
 
 
 @pytest.mark.slow

@@ -243,3 +243,9 @@ def test_the_site_carries_katex_and_every_font_its_stylesheet_names(demo) -> Non
         "katex/katex.min.js",
         "app.js",
     ]  # nothing from anywhere but the site's folder
+
+
+def test_markdown_tables_render_with_their_formulas() -> None:
+    html = render_markdown("| x | y |\n|---|---|\n| $a^2$ | <b>b</b> |")
+    assert "<table>" in html and '<td><span class="math inline">a^2</span></td>' in html
+    assert "<td>&lt;b&gt;b&lt;/b&gt;</td>" in html

@@ -139,6 +139,13 @@ def test_question_page_grid_colors_and_reply(browser, runs) -> None:
     assert [c.get_attribute("data-agent") for c in cards] == [str(a) for a in range(5)]
     assert {c.get_attribute("data-round") for c in cards} == {str(pick.round)}
     assert "picked" in browser.find_element("id", f"card-{pick.agent}").get_attribute("class")
+    assert len({c.location["y"] for c in cards}) == 1  # side by side, in one row
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element("id", "columns")).select_by_value("1")
+    cards = browser.find_elements("css selector", "#round-view .card")
+    assert len({c.location["x"] for c in cards}) == 1  # one below the other, for long replies
+    Select(browser.find_element("id", "columns")).select_by_value("all")
     assert text_of(browser, f"#a{pick.agent}-reply-raw") == pick.text
     rendered = browser.find_element("id", f"a{pick.agent}-reply-rendered")
     assert rendered.find_elements("css selector", ".math.boxed .katex")  # \boxed{...} typeset

@@ -121,7 +121,8 @@ def _math_rule(state: Any, silent: bool) -> bool:
 def _markdown() -> Any:
     from markdown_it import MarkdownIt
 
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False}).disable("image")
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+    md.disable("image")
     md.validateLink = lambda url: url.strip().lower().startswith(("http://", "https://"))
     md.inline.ruler.before("escape", "math", _math_rule)
     md.add_render_rule(

@@ -95,7 +95,7 @@ const markClass = (v) => (v === true ? "right" : v === false ? "wrong" : "none")
 
 let INDEX = null;
 const state = { run: 0, tags: new Set(), search: "", below: "", sort: "question", desc: false, page: 0,
-  a: 0, b: 1, compare: "differ", cpage: 0 };
+  a: 0, b: 1, compare: "differ", cpage: 0, columns: "all" };
 let NAV = null; // the open debate's previous and next routes (keys ← → and p n), or null
 
 function app() { return document.getElementById("app"); }
@@ -419,10 +419,15 @@ function debatePanel(page, run, prefix, label, all) {
     if (chosen.round === null) { put(body); return; }
     const r = chosen.round;
     const turns = page.turns.filter((t) => t.round === r && (all || t.agent === chosen.agent));
+    const columns = el("select", { id: prefix + "columns", title: "replies per row",
+      onchange: (e) => { state.columns = e.target.value; draw(); } },
+      [["all", "replies side by side"], ["2", "two per row"], ["1", "one per row"]]
+        .map(([v, text]) => el("option", { value: v, selected: state.columns === v }, text)));
     const tabs = all ? el("nav", { class: "round-tabs" }, Array.from({ length: page.rounds + 1 }, (_, i) =>
-      el("button", { class: i === r ? "on" : "", id: prefix + "round-" + i, onclick: () => pick(i, null) }, "round " + i))) : null;
+      el("button", { class: i === r ? "on" : "", id: prefix + "round-" + i, onclick: () => pick(i, null) }, "round " + i)),
+      columns) : null;
     put(body, tabs, all ? roundLine(page, run, r) : null,
-      el("div", { class: all ? "cards" : "cards one" }, turns.map((t) => {
+      el("div", { class: !all ? "cards one" : "cards per-" + state.columns }, turns.map((t) => {
         const c = card(t, page, run, prefix);
         if (t.agent === chosen.agent) c.classList.add("picked");
         return c;
@@ -560,7 +565,7 @@ async function compareDebate(files) {
   let what = rows.length === keys.length ? "shared debates" : "listed debates";
   if (!routes.includes(here)) { routes = keys.map((k) => compareRoute(maps, k)); what = "shared debates"; }
   show(navBar("#/compare", "← side by side", routes, here, what),
-    questionBlock(pages[0], runOf(files[0])),
+    questionBlock(pages[0], null),
     el("div", { class: "side" }, pages.map((page, i) => {
       const run = runOf(files[i]);
       return debatePanel(page, run, "p" + i + "-", letter(i) + ": " + (run.label), false);

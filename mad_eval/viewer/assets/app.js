@@ -367,7 +367,7 @@ function card(t, page, run, prefix) {
   const stand = standing(t, page);
   const answer = t.error ? "failed" : t.answer === null ? "unparsed" : null;
   const details = el("details", { class: "more" }, el("summary", {}, "details, judge and prompt"));
-  details.addEventListener("toggle", () => { if (details.open && details.children.length === 1) details.appendChild(turnDetails(t, id + "-")); }, { once: false });
+  details.addEventListener("toggle", () => { if (details.open && details.children.length === 1) details.appendChild(turnDetails(t, id + "-")); });
   return el("article", { class: "card " + t.class + (stand ? " " + stand : ""), id: prefix + "card-" + t.agent,
     "data-agent": t.agent, "data-round": t.round, "data-class": t.class },
     el("header", { class: "card-head" },
@@ -407,6 +407,7 @@ function debatePanel(page, run, prefix, label, all) {
   const body = el("div", { class: "round-view", id: prefix + "round-view" });
   const chosen = { round: all ? 0 : null, agent: null };
   const pick = (r, a) => {
+    if (!all && a === null) return; // runs side by side show one reply a panel, from a cell
     chosen.round = r; chosen.agent = a;
     document.querySelectorAll("#" + prefix + "grid .cell.picked").forEach((c) => c.classList.remove("picked"));
     const cell = a === null ? null : document.getElementById(prefix + "cell-" + a + "-" + r);

@@ -84,7 +84,9 @@ def site_files(views: list[RunView]) -> Iterator[tuple[str, str]]:
             name = f"{i}/{n}"
             row, page = debate_row(view, turns, verdicts, name)
             row["done"] = n
-            row["text_html"] = text_html(row["text"])
+            snippet = text_html(row["text"])
+            if snippet and "<span" in snippet:  # only where it has a formula to typeset
+                row["text_html"] = snippet
             page["question"]["text_html"] = text_html(page["question"]["text"])
             for turn in page["turns"]:
                 turn["text_html"] = render_markdown(turn["text"])

@@ -1,10 +1,14 @@
-"""The README's screenshots of `mad-eval view`, taken with headless Chromium from the
-offline demo (run it first, in a scratch folder):
+"""The docs' screenshots of `mad-eval view` (viewer-overview.png, viewer-debate.png), taken
+with headless Chromium from the offline demo. Run the demo in a scratch folder, then this
+script on its results, from anywhere:
 
+    cd "$(mktemp -d)" && cp -r /path/to/mad-eval/experiments .
     mad-eval experiment run experiments/offline_demo.toml
-    python docs/viewer_screenshots.py results/offline_demo docs/
+    python /path/to/mad-eval/docs/viewer_screenshots.py results/offline_demo /path/to/mad-eval/docs
 
-Writes viewer-overview.png and viewer-debate.png (256 colors, to keep them small).
+The debate shot is a debate the vote got right by debating, its round 1 picked (the five
+replies side by side) at an agent that disagreed with the round's most common answer.
+Both are saved with 256 colors, to keep them small.
 """
 
 from __future__ import annotations
@@ -37,20 +41,39 @@ def main(demo: Path, docs: Path) -> None:
     runs = [demo / "arith-decentralized-n5-t2-Base", demo / "arith-decentralized-n5-t2-SDRL"]
     with tempfile.TemporaryDirectory(prefix="viewer-shots-") as scratch:
         index = mad_eval.view(runs, Path(scratch) / "site")
-        text = (index.parent / "data" / "index.js").read_text()
-        rows = json.loads(text[text.index("[") : text.rindex("]") + 1])[1]["runs"][1]["debates"]
-        row = next(r for r in rows if "w2r" in r["tags"] and "split" not in r["tags"])
+        rows = read(index.parent, "index")["runs"][1]["debates"]
+        # A debate the vote got right by debating, whose round 1 has a most common answer
+        # and a dissent: the page shows that round's replies side by side.
+        row = next(
+            r for r in rows if "w2r" in r["tags"] and dissent(read(index.parent, r["file"]), 1)
+        )
         driver = chromium(Path(scratch) / "profile", window="1280,860")
         try:
             driver.get(index.resolve().as_uri() + "#/run/1")
             ready(driver)
             save(driver, docs / "viewer-overview.png")
+            driver.set_window_size(1280, 1040)
             driver.get(index.resolve().as_uri() + "#/q/" + row["file"])
             ready(driver)
-            driver.find_element("id", "cell-1-1").click()
+            agent = dissent(read(index.parent, row["file"]), 1)[0]
+            driver.find_element("id", f"cell-{agent}-1").click()
+            driver.execute_script("window.scrollTo(0, 0)")
             save(driver, docs / "viewer-debate.png")
         finally:
             driver.quit()
+
+
+def read(site: Path, name: str) -> dict:
+    """A data file of the site, its value."""
+    text = (site / "data" / f"{name}.js").read_text()
+    return json.loads(text[text.index("[") : text.rindex("]") + 1])[1]
+
+
+def dissent(page: dict, round_: int) -> list[int]:
+    """The agents whose answer in the round differs from its most common one."""
+    if not page["majority"][round_]:
+        return []
+    return [t["agent"] for t in page["turns"] if t["round"] == round_ and (t["group"] or 0) > 0]
 
 
 if __name__ == "__main__":

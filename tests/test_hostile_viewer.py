@@ -101,7 +101,7 @@ def test_a_route_naming_a_path_runs_nothing_and_is_not_found(browser, site, rout
     sources = browser.execute_script(
         "return Array.from(document.scripts, (s) => s.getAttribute('src'))"
     )
-    assert sorted(sources) == ["app.js", "data/index.js"]
+    assert sorted(sources) == ["app.js", "data/index.js", "katex/katex.min.js"]
 
 
 @pytest.mark.slow

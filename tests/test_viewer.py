@@ -9,11 +9,12 @@ import socket
 import pytest
 from cli_helpers import mad_eval
 from factories import sim_run
-from viewer_helpers import HOSTILE, expected_sets, hostile_run, read_data
+from viewer_helpers import HOSTILE, LATEX, expected_sets, hostile_run, read_data
 
 from mad_eval import api
 from mad_eval.grading.rubric import JUDGE_CRITERIA
-from mad_eval.viewer.site import ViewError, as_script, render_markdown
+from mad_eval.viewer.markup import render_markdown, text_html
+from mad_eval.viewer.site import ViewError, as_script
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +75,94 @@ def test_hostile_text_stays_data(tmp_path) -> None:
     assert hostile["text"] == HOSTILE  # every character back, the lone surrogate too
     html = hostile["text_html"]
     assert "<img" not in html and "<script" not in html and "<b " not in html
-    assert "href" not in html  # the javascript: link is left as text
+    assert "<a" not in html and "href=" not in html  # the javascript: link is left as text
     assert "&lt;script&gt;" in html
+    # Its formulas are escaped text in math spans, for KaTeX (trust off) to typeset.
+    assert '<span class="math inline boxed">\\boxed{7}</span>' in html
+    assert "<span class=\"math inline\">\\href{javascript:window.__pwned='href'}{x}</span>" in html
+    assert '<span class="math display">&lt;img src=x' in html
+
+
+def test_question_text_keeps_formulas_whole_and_escapes_the_rest(tmp_path) -> None:
+    run, turn = hostile_run(tmp_path / "run", question=True)
+    site = api.view([run], tmp_path / "site").parent
+    row = next(
+        r for r in read_data(site, "index")["runs"][0]["debates"] if r["question"] == turn.question
+    )
+    question = read_data(site, row["file"])["question"]
+    assert question["text"] == LATEX
+    assert question["text_html"] == text_html(LATEX)
+    assert "&lt;b&gt;bold?&lt;/b&gt;" in question["text_html"]
+    assert "This costs $5 and $6." in question["text_html"]  # dollars of money stay text
+
+
+@pytest.mark.parametrize(
+    ("text", "spans"),
+    [
+        ("$x_1 * y_2 * z$", [("inline", "x_1 * y_2 * z")]),  # no emphasis inside math
+        ("$$\\{a\\}\\\\ b$$", [("display", "\\{a\\}\\\\ b")]),  # escapes kept
+        ("so \\(a<b\\) and \\[c\\]", [("inline", "a&lt;b"), ("display", "c")]),
+        ("I get \\boxed{\\frac{1}{2}}.", [("inline boxed", "\\boxed{\\frac{1}{2}}")]),
+        ("$5 and $6, or \\$7.", []),
+        ("`$a$` in code", []),
+        ("$a$b$", [("inline", "a")]),
+    ],
+)
+def test_markdown_keeps_formulas_whole(text: str, spans: list[tuple[str, str]]) -> None:
+    import re
+
+    html = render_markdown(text)
+    found = re.findall(r'<span class="math ([a-z ]+)">(.*?)</span>', html)
+    assert found == spans
+
+
+def test_debates_are_listed_in_question_order(tmp_path) -> None:
+    run = sim_run(tmp_path / "run", limit=12, agents=3, rounds=1, runs=2)
+    site = api.view([run], tmp_path / "site").parent
+    rows = read_data(site, "index")["runs"][0]["debates"]
+    order = [(int(r["question"].split("-")[1]), r["seed_run"]) for r in rows]
+    assert order == sorted(order) and order[2] == (1, 0) and order[-1] == (11, 1)
+    assert sorted(r["done"] for r in rows) == list(range(24))  # completion order kept too
+
+
+def test_a_round_marks_answers_apart_from_its_most_common(demo) -> None:
+    _, site = demo
+    seen_minority = False
+    for row in read_data(site, "index")["runs"][0]["debates"]:
+        page = read_data(site, row["file"])
+        for r in range(page["rounds"] + 1):
+            turns = [t for t in page["turns"] if t["round"] == r and t["answer"] is not None]
+            sizes = {}
+            for t in turns:
+                sizes[t["group"]] = sizes.get(t["group"], 0) + 1
+            # Group 0 is the most common answer, and answers of one group are alike.
+            assert sizes[0] == max(sizes.values())
+            for t in turns:
+                mates = [u["answer"] for u in turns if u["group"] == t["group"]]
+                assert all(float(a) == float(t["answer"]) for a in mates)
+            top = sorted(sizes.values(), reverse=True)
+            assert page["majority"][r] == (len(top) == 1 or top[0] > top[1])
+            seen_minority |= page["majority"][r] and len(top) > 1
+    assert seen_minority  # the test means something
+
+
+def test_alerts_are_the_runs_own(tmp_path, demo) -> None:
+    import shutil
+
+    run, _ = demo
+    old = tmp_path / "old"
+    shutil.copytree(run, old)
+    metrics = json.loads((old / "metrics.json").read_text())
+    metrics.pop("alerts", None)  # a folder written before alerts existed
+    (old / "metrics.json").write_text(json.dumps(metrics))
+    loud = tmp_path / "loud"
+    shutil.copytree(run, loud)
+    alerts = ["Most answers are unparsed: <b>check</b> the answer protocol."]
+    (loud / "metrics.json").write_text(json.dumps({**metrics, "alerts": alerts}))
+    site = api.view([old, loud], tmp_path / "site").parent
+    runs = read_data(site, "index")["runs"]
+    assert runs[0]["alerts"] == [] and runs[1]["alerts"] == alerts
+    assert runs[0]["summary"] == runs[1]["summary"]  # the same numbers, alerts or none
 
 
 def test_as_script_escapes_what_ends_a_script() -> None:
@@ -138,3 +225,27 @@ def test_judged_run_carries_verdicts_and_critique(tmp_path) -> None:
     assert row["critique_min"] == min(totals)
     assert row["critique"] == pytest.approx(sum(totals) / len(totals))
     assert set(judged[0]["verdict"]["scores"]) == set(JUDGE_CRITERIA)  # the four scores
+
+
+def test_the_site_carries_katex_and_every_font_its_stylesheet_names(demo) -> None:
+    import re
+
+    _, site = demo
+    css = (site / "katex" / "katex.min.css").read_text(encoding="utf-8")
+    fonts = set(re.findall(r"url\((fonts/[^)]+\.woff2)\)", css))
+    assert len(fonts) == 20 and all((site / "katex" / font).is_file() for font in fonts)
+    assert (site / "katex" / "katex.min.js").is_file() and (site / "katex" / "LICENSE").is_file()
+    page = (site / "index.html").read_text(encoding="utf-8")
+    assert re.findall(r'(?:src|href)="([^"]+)"', page) == [
+        "katex/katex.min.css",
+        "style.css",
+        "#/",
+        "katex/katex.min.js",
+        "app.js",
+    ]  # nothing from anywhere but the site's folder
+
+
+def test_markdown_tables_render_with_their_formulas() -> None:
+    html = render_markdown("| x | y |\n|---|---|\n| $a^2$ | <b>b</b> |")
+    assert "<table>" in html and '<td><span class="math inline">a^2</span></td>' in html
+    assert "<td>&lt;b&gt;b&lt;/b&gt;</td>" in html

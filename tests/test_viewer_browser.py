@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,28 @@ def runs(tmp_path_factory: pytest.TempPathFactory):
     return a, b, root
 
 
+@pytest.fixture(scope="module")
+def more_runs(runs):
+    """Two more runs of the same questions: a sparse one (each agent reads its neighbours)
+    and one under a long name, for four runs side by side."""
+    _, _, root = runs
+    c = sim_run(root / "c", limit=30, agents=5, rounds=2, protocol="sparse")
+    d = sim_run(
+        root / ("a-run-whose-folder-name-is-very-long-" * 3 + "d"),
+        model="sim:p0=0.5,skill=0.4",
+        limit=30,
+        agents=5,
+        rounds=2,
+    )
+    return c, d
+
+
+def no_sideways_scroll(driver) -> bool:
+    return driver.execute_script(
+        "return document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+    )
+
+
 @pytest.mark.slow
 def test_overview_shows_metrics_json(browser, runs) -> None:
     a, _, root = runs
@@ -95,7 +118,7 @@ def test_question_page_grid_colors_and_reply(browser, runs) -> None:
     row = next(r for r in index if "r2w" in r["tags"] or "w2r" in r["tags"])
     turns = [t for t in RunStore(a).read_turns() if t.question == row["question"]]
     open_page(browser, site, "#/q/" + row["file"])
-    assert text_of(browser, "#gold") == row["gold"]
+    assert text_of(browser, "#gold annotation") == row["gold"]  # typeset; its TeX kept
     for turn in turns:
         cell = browser.find_element("id", f"cell-{turn.agent}-{turn.round}")
         want = "failed" if turn.failed else "unparsed" if turn.answer is None else None
@@ -111,9 +134,46 @@ def test_question_page_grid_colors_and_reply(browser, runs) -> None:
         ).get_attribute("class")
     pick = max(turns, key=lambda t: t.round)
     browser.find_element("id", f"cell-{pick.agent}-{pick.round}").click()
-    assert text_of(browser, "#reply-raw") == pick.text
-    assert pick.answer in browser.find_element("id", "reply-rendered").text
-    assert "prompt it was sent" in text_of(browser, "#detail")
+    # The picked round's replies side by side, one card per agent, the picked one marked.
+    cards = browser.find_elements("css selector", "#round-view .card")
+    assert [c.get_attribute("data-agent") for c in cards] == [str(a) for a in range(5)]
+    assert {c.get_attribute("data-round") for c in cards} == {str(pick.round)}
+    assert "picked" in browser.find_element("id", f"card-{pick.agent}").get_attribute("class")
+    assert len({c.location["y"] for c in cards}) == 1  # side by side, in one row
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element("id", "columns")).select_by_value("1")
+    cards = browser.find_elements("css selector", "#round-view .card")
+    assert len({c.location["x"] for c in cards}) == 1  # one below the other, for long replies
+    Select(browser.find_element("id", "columns")).select_by_value("all")
+    assert text_of(browser, f"#a{pick.agent}-reply-raw") == pick.text
+    rendered = browser.find_element("id", f"a{pick.agent}-reply-rendered")
+    assert rendered.find_elements("css selector", ".math.boxed .katex")  # \boxed{...} typeset
+    browser.find_element("css selector", f"#card-{pick.agent} details.more summary").click()
+    assert "prompt it was sent" in text_of(browser, f"#a{pick.agent}-details")
+    # Answers apart from the round's most common one are marked, in the grid and the cards.
+    by_round: dict[int, list[Turn]] = {}
+    for turn in turns:
+        by_round.setdefault(turn.round, []).append(turn)
+    for r, them in by_round.items():
+        counts = Counter(t.answer_class for t in them if t.answer is not None)
+        top = counts.most_common()
+        common = top[0][0] if len(top) == 1 or top[0][1] > top[1][1] else None
+        apart = {
+            t.agent
+            for t in them
+            if common is not None and t.answer is not None and t.answer_class != common
+        }
+        marked = {
+            int(c.get_attribute("data-agent"))
+            for c in browser.find_elements("css selector", f'.cell.minority[data-round="{r}"]')
+        }
+        assert marked == apart, r
+    minority = browser.find_elements("css selector", "#round-view .card.minority")
+    assert {int(c.get_attribute("data-agent")) for c in minority} == {
+        int(c.get_attribute("data-agent"))
+        for c in browser.find_elements("css selector", f'.cell.minority[data-round="{pick.round}"]')
+    }
 
 
 def _changed(turn: Turn, turns: list[Turn]) -> bool:
@@ -123,7 +183,7 @@ def _changed(turn: Turn, turns: list[Turn]) -> bool:
 
 @pytest.mark.slow
 def test_hostile_reply_is_text_and_runs_nothing(browser, tmp_path) -> None:
-    run, turn = hostile_run(tmp_path / "run")
+    run, turn = hostile_run(tmp_path / "run", question=True)
     site = api.view([run], tmp_path / "site").parent
     row = next(
         r for r in read_data(site, "index")["runs"][0]["debates"] if r["question"] == turn.question
@@ -137,20 +197,37 @@ def test_hostile_reply_is_text_and_runs_nothing(browser, tmp_path) -> None:
         "<script>window.__pwned = 'script'</script>",
         "javascript:",
     ):
-        assert browser.execute_script(shown, "reply-rendered", part), part
-    browser.find_element("id", "reply-toggle").click()
-    assert browser.find_element("id", "reply-raw").is_displayed()
-    raw = "return JSON.stringify(document.getElementById('reply-raw').textContent)"
+        assert browser.execute_script(shown, "a0-reply-rendered", part), part
+    # Its formulas are typeset, and \href, \url, \htmlClass, ... make no link or attribute.
+    rendered = browser.find_element("id", "a0-reply-rendered")
+    assert len(rendered.find_elements("css selector", ".katex")) >= 6
+    browser.find_element("id", "a0-reply-toggle").click()
+    assert browser.find_element("id", "a0-reply-raw").is_displayed()
+    raw = "return JSON.stringify(document.getElementById('a0-reply-raw').textContent)"
     assert json.loads(browser.execute_script(raw)) == HOSTILE  # every character, as recorded
+    page = "#card-0, #question-text"
     found = browser.execute_script(
-        "return document.querySelectorAll("
-        "'#detail img, #detail script, #detail a, #detail b').length"
+        "return document.querySelectorAll(arguments[0].split(', ').flatMap((root) => "
+        "['img', 'script', 'a', 'b', '.pwned', '#pwned', '[data-a]', '[style*=\"red\"]']"
+        ".map((bad) => root + ' ' + bad)).join(', ')).length",
+        page,
     )
     assert found == 0
-    for element in browser.find_elements("css selector", "#detail *"):
+    for element in browser.find_elements("css selector", "#card-0 *, #question-text *"):
         element.location_once_scrolled_into_view  # noqa: B018 - hovering and showing it
     time.sleep(0.2)
     assert browser.execute_script("return window.__pwned === undefined")
+    # The question's LaTeX: each formula typeset, the rest of its text as written.
+    question = browser.find_element("id", "question-text")
+    assert len(question.find_elements("css selector", ".katex")) == 5
+    assert len(question.find_elements("css selector", ".katex-display")) == 2
+    assert len(question.find_elements("css selector", "span.math:not(.typeset)")) == 0
+    assert "This costs $5 and $6. <b>bold?</b>" in question.get_attribute("textContent")
+    loaded = browser.execute_async_script(
+        "const done = arguments[0]; document.fonts.ready.then(() => done(Array.from("
+        "document.fonts, (f) => f.status === 'loaded' ? f.family : '').filter(Boolean)))"
+    )
+    assert {"KaTeX_Main", "KaTeX_Math"} <= {name.strip("\"'") for name in loaded}  # from file://
 
 
 @pytest.mark.slow
@@ -178,3 +255,114 @@ def test_runs_side_by_side_list_where_they_differ(browser, runs) -> None:
     first.click()
     wait_ready(browser)
     assert browser.find_elements("id", "p0-grid") and browser.find_elements("id", "p1-grid")
+
+
+@pytest.mark.slow
+def test_previous_and_next_walk_the_filtered_list_in_question_order(browser, runs) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    a, _, root = runs
+    site = api.view([a], root / "site-a").parent
+    open_page(browser, site)
+    browser.find_element("id", "filter-split").click()
+    keys = [r.get_attribute("data-key") for r in browser.find_elements("css selector", "#rows tr")]
+    assert set(keys) == expected_sets(a)["split"] and len(keys) > 2
+    numbers = [int(k.split("-")[-1]) for k in keys]
+    assert numbers == sorted(numbers)  # arith-2 before arith-10, not completion order
+
+    def step(how) -> None:
+        browser.execute_script("document.body.removeAttribute('data-ready')")
+        how()
+        wait_ready(browser)
+
+    step(lambda: browser.find_element("css selector", "#rows tr a").click())
+    seen = []
+    for i in range(len(keys)):
+        seen.append(text_of(browser, ".question h2"))
+        position = text_of(browser, "#position").split()
+        assert position == [str(i + 1), "of", str(len(keys)), "filtered", "debates"]
+        if i == len(keys) - 1:
+            break
+        if i % 2:  # the button, then the key
+            step(lambda: browser.find_element("id", "next-debate").click())
+        else:
+            step(lambda: browser.find_element("tag name", "body").send_keys(Keys.ARROW_RIGHT))
+    assert seen == [f"Question {k.split('/')[1]}" for k in keys]
+    assert browser.find_elements("css selector", "span#next-debate.off")  # the list's end
+    step(lambda: browser.find_element("tag name", "body").send_keys(Keys.ARROW_LEFT))
+    assert text_of(browser, ".question h2") == seen[-2]
+    step(lambda: browser.find_element("id", "back").click())
+    assert browser.find_element("id", "filter-split").is_selected()  # the filter is kept
+
+
+@pytest.mark.slow
+def test_four_runs_side_by_side_never_scroll_the_page_sideways(browser, runs, more_runs) -> None:
+    a, b, root = runs
+    site = api.view([a, b, *more_runs], root / "site-abcd").parent
+    browser.set_window_size(1100, 900)
+    try:
+        open_page(browser, site)
+        assert no_sideways_scroll(browser)
+        go(browser, "#/compare")
+        from selenium.webdriver.support.ui import Select
+
+        Select(browser.find_element("id", "compare-filter")).select_by_value("all")
+        assert no_sideways_scroll(browser)
+        assert len(browser.find_elements("css selector", "#compare-rows tr")) == 30
+        step_to = browser.find_element("css selector", "#compare-rows tr a").get_attribute("href")
+        go(browser, "#" + step_to.split("#", 1)[1])
+        for i in range(4):
+            assert browser.find_elements("id", f"p{i}-grid")
+            browser.find_element("id", f"p{i}-cell-2-2").click()
+            assert browser.find_element("id", f"p{i}-card-2").is_displayed()
+        assert no_sideways_scroll(browser)
+    finally:
+        browser.set_window_size(1400, 1000)
+
+
+@pytest.mark.slow
+def test_reads_are_said_once_a_round_when_all_read_all(browser, runs, more_runs) -> None:
+    a, _, root = runs
+    sparse = more_runs[0]
+    site = api.view([a, sparse], root / "site-reads").parent
+    index = read_data(site, "index")["runs"]
+    open_page(browser, site, "#/q/" + index[0]["debates"][0]["file"])
+    for r in (1, 2):
+        assert text_of(browser, f"#reads-{r}") == "each read all 5"
+    assert not browser.find_elements("css selector", ".cell .sees")
+    assert "read 0, 1" not in browser.find_element("id", "grid").text
+    go(browser, "#/q/" + index[1]["debates"][0]["file"])
+    page = read_data(site, index[1]["debates"][0]["file"])
+    for t in page["turns"]:
+        if t["round"] == 0:
+            continue
+        mark = text_of(browser, f"#cell-{t['agent']}-{t['round']} .sees")
+        assert mark.strip() == "←" + ",".join(map(str, t["sees"]))  # a compact mark, per cell
+
+
+@pytest.mark.slow
+def test_a_runs_alerts_are_shown_on_its_page(browser, runs, tmp_path) -> None:
+    import shutil
+
+    a, _, _ = runs
+    loud, old = tmp_path / "loud", tmp_path / "old"
+    shutil.copytree(a, loud)
+    shutil.copytree(a, old)
+    metrics = json.loads((a / "metrics.json").read_text())
+    metrics.pop("alerts", None)
+    (old / "metrics.json").write_text(json.dumps(metrics))  # as written before alerts
+    alerts = [
+        "Most answers (80%) are unparsed: the model does not write the answer protocol.",
+        "<b>Half</b> the turns were cut off at the token limit.",
+    ]
+    (loud / "metrics.json").write_text(json.dumps({**metrics, "alerts": alerts}))
+    site = api.view([loud, old], tmp_path / "site").parent
+    open_page(browser, site, "#/run/0")
+    shown = browser.find_elements("css selector", "#alerts li")
+    assert [li.get_attribute("textContent") for li in shown] == alerts
+    assert browser.find_element("id", "alerts").is_displayed()
+    assert not browser.find_elements("css selector", "#alerts b")
+    assert "⚠ 2" in browser.find_element("css selector", '#runs tr[data-run="0"]').text
+    go(browser, "#/run/1")
+    assert not browser.find_elements("id", "alerts")  # an old folder: nothing, no error
+    assert browser.find_elements("css selector", "#rows tr")

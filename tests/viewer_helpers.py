@@ -12,7 +12,7 @@ from factories import sim_run
 import mad_eval
 from mad_eval.measure.counts import tally
 from mad_eval.protocols.scoring import Scoring
-from mad_eval.records import Turn
+from mad_eval.records import Question, Turn
 from mad_eval.store.folder import RunStore
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -54,14 +54,26 @@ HOSTILE = (
     "Let me check. <img src=x onerror=\"window.__pwned = 'img'\"> "
     "<script>window.__pwned = 'script'</script></div></script></pre> "
     "[see here](javascript:window.__pwned='link') <b onmouseover=\"window.__pwned='b'\">bold</b> "
-    "\u2028 \u2029 \x00 \ud800 & &amp; ]]> \\boxed{7}"
+    "\u2028 \u2029 \x00 \ud800 & &amp; ]]> \\boxed{7} "
+    + r"$\href{javascript:window.__pwned='href'}{x}$ \(\url{javascript:window.__pwned='url'}\) "
+    + r"$\htmlClass{pwned}{y} \htmlId{pwned}{z}$ \[\htmlStyle{color:red}{w}\htmlData{a=1}{v}\] "
+    + r"$\includegraphics{x.png}$ $$<img src=x onerror=\"window.__pwned='math'\">$$"
+)
+# A question's text: formulas of every kind of delimiter, next to markup that must stay text.
+LATEX = (
+    r"Let $f(x) = \frac{14}{3}x^2$ and \(g\) be given; find \[\sum_{k=1}^{n} \{k\}\]"
+    "\nThis costs $5 and $6. <b>bold?</b> "
+    r"$\href{javascript:window.__pwned='question'}{click}$ $$x \\ y$$"
 )
 
 
-def hostile_run(out: Path) -> tuple[Path, Turn]:
+def hostile_run(out: Path, question: bool = False) -> tuple[Path, Turn]:
     """A small run whose last-round reply of agent 0 on its first question is HOSTILE (a
-    last-round reply is read by no one, so every prompt still rebuilds)."""
+    last-round reply is read by no one, so every prompt still rebuilds); with `question`,
+    that question's text is LATEX (its prompts then no longer rebuild)."""
     sim_run(out, limit=3, agents=3, rounds=1)
+    if question:
+        set_question_text(out, LATEX)
     path = RunStore(out).turns_path
     lines = path.read_text(encoding="utf-8").splitlines()
     first = Turn.from_json(lines[0]).question
@@ -75,6 +87,17 @@ def hostile_run(out: Path) -> tuple[Path, Turn]:
             mad_eval.report(out)
             return out, turn
     raise AssertionError("no last-round turn of agent 0")
+
+
+def set_question_text(run: Path, text: str) -> None:
+    """Give the run's first recorded question another text (its hash made to match)."""
+    path = run / "questions.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[0])
+    record["text"] = text
+    record["sha256"] = Question.from_dict(record).sha256
+    lines[0] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def read_data(site: Path, name: str) -> object:

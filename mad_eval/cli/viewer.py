@@ -27,10 +27,13 @@ DEFAULTS = {**options.defaults_of(api.view), "open": False, "serve": None}
 @options.command(app, ["out", "open", "serve"], DEFAULTS, options.VIEW, [RUN_DIRS])
 def view(run_dirs: list[Path], out: Path, open: bool, serve: int | None) -> None:
     """Write a static site to read the runs' debates in a browser: each run's Maj, Debate
-    and Δ, the debates with filters (right → wrong, split votes, failed turns, ...), every
-    reply, its prompt and the judge's verdict; two or more runs side by side.
+    and Δ and its alerts, the debates in question order with filters (right → wrong, split
+    votes, failed turns, ...) and previous/next through them, a round's replies side by
+    side with LaTeX typeset, each reply's prompt and the judge's verdict; two or more runs
+    side by side.
 
-    The site is plain files: index.html opens from file:// with no server and no network.
+    The site is plain files (KaTeX included): index.html opens from file:// with no server
+    and no network.
     """
     if serve is not None and not 1 <= serve <= 65535:
         raise fail(f"--serve must be a port from 1 to 65535, got {serve}.")

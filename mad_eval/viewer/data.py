@@ -8,6 +8,8 @@ page never re-derives a vote in the browser."""
 from __future__ import annotations
 
 import functools
+import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,9 +135,12 @@ def debate_row(
     picked: list[str | None] = []
     voters, hub, seed = list(scoring.voters), scoring.hub, scoring.seed
     agreement = None
+    group_of: dict[tuple[int, int], int] = {}  # (round, agent): its answer's group
+    majority: list[bool] = []
     for r in range(rounds + 1):
         live = [t for t in sorted(by_round.get(r, {}).values(), key=lambda t: t.agent)]
         live = [t for t in live if not t.failed]
+        majority.append(_group(live, alike, group_of))
         answer = None
         if voted and rule.scored(live, voters, hub):
             # The same draw counts.Counting makes, for the answer's text (its rightness is
@@ -203,11 +208,27 @@ def debate_row(
         "hub": hub,
         "votes": votes,
         "answers": picked,
+        "majority": majority,
         "turns": [
-            _turn_page(view, t, by_round, alike, verdicts.get(t.key), voted) for t in ordered
+            {
+                **_turn_page(view, t, by_round, alike, verdicts.get(t.key), voted),
+                "group": group_of.get((t.round, t.agent)),
+            }
+            for t in ordered
         ],
     }
     return row, page
+
+
+def _group(live: list[Turn], alike: Any, groups: dict[tuple[int, int], int]) -> bool:
+    """Number one round's answers by equivalence, the most common first (ties in agent
+    order), into `groups`; whether one answer is more common than every other (then each
+    other answer differs from the round's majority)."""
+    found = sorted(answer_groups(live, alike), key=len, reverse=True)  # stable: ties stay
+    for g, group in enumerate(found):
+        for turn in group:
+            groups[(turn.round, turn.agent)] = g
+    return len(found) == 1 or (len(found) > 1 and len(found[0]) > len(found[1]))
 
 
 def _turn_page(
@@ -268,6 +289,30 @@ def _turn_page(
             "judge": redact(verdict.setting.get("judge")),
         },
     }
+
+
+def question_order(qid: str) -> tuple:
+    """A sort key that puts math500-2 before math500-10: runs of digits compare as numbers."""
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part)
+        for part in re.split(r"(\d+)", qid)
+        if part
+    )
+
+
+def alerts_of(run: Run) -> list[str]:
+    """The run's alerts (one sentence each) as its metrics.json holds them, else as its
+    recomputed metrics do; none for a folder written before alerts existed."""
+    try:
+        written = json.loads((Path(run.root) / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        written = None
+    found = written.get("alerts") if isinstance(written, dict) else None
+    if found is None:
+        found = run.metrics.get("alerts")
+    if not isinstance(found, list):
+        return []
+    return [a for a in found if isinstance(a, str) and a.strip()]
 
 
 def debates_of(view: RunView) -> Iterator[list[Turn]]:

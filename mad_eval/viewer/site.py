@@ -18,10 +18,20 @@ from typing import Any
 
 from mad_eval.errors import UserError
 from mad_eval.store.files import refuse_records
-from mad_eval.viewer.data import TAGS, RunView, debate_row, debates_of, summary
+from mad_eval.viewer.data import (
+    TAGS,
+    RunView,
+    alerts_of,
+    debate_row,
+    debates_of,
+    question_order,
+    summary,
+)
+from mad_eval.viewer.markup import render_markdown, text_html
 
 MARKER = ".mad-eval-view"  # an --out folder holding it was written by this command
 ASSETS = ("index.html", "app.js", "style.css")
+KATEX = "katex"  # its folder of assets, copied whole (assets/katex/README.md)
 
 
 class ViewError(UserError):
@@ -35,23 +45,6 @@ def as_script(name: str, value: Any) -> str:
     text = json.dumps([name, value], ensure_ascii=True, allow_nan=False)
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return f"MADV.loaded.apply(null, {text});\n"
-
-
-@functools.cache
-def _markdown() -> Any:
-    from markdown_it import MarkdownIt
-
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False}).disable("image")
-    md.validateLink = lambda url: url.strip().lower().startswith(("http://", "https://"))
-    return md
-
-
-def render_markdown(text: str | None) -> str | None:
-    """A reply's Markdown as HTML, with raw HTML, images and every link but http(s) left
-    as text; LaTeX stays as written (nothing is downloaded to render it)."""
-    if not text:
-        return None
-    return str(_markdown().render(text))
 
 
 def load_view(root: Path) -> RunView:
@@ -90,6 +83,11 @@ def site_files(views: list[RunView]) -> Iterator[tuple[str, str]]:
                 continue
             name = f"{i}/{n}"
             row, page = debate_row(view, turns, verdicts, name)
+            row["done"] = n
+            snippet = text_html(row["text"])
+            if snippet and "<span" in snippet:  # only where it has a formula to typeset
+                row["text_html"] = snippet
+            page["question"]["text_html"] = text_html(page["question"]["text"])
             for turn in page["turns"]:
                 turn["text_html"] = render_markdown(turn["text"])
                 turn["reasoning_html"] = render_markdown(turn["reasoning"])
@@ -97,6 +95,7 @@ def site_files(views: list[RunView]) -> Iterator[tuple[str, str]]:
             files[name] = f"data/{name}.js"
             yield files[name], as_script(name, page)
         manifest = view.run.manifest
+        rows.sort(key=lambda row: (question_order(row["question"]), row["seed_run"]))
         runs.append(
             {
                 # The folder's name, or its whole path where two folders share a name.
@@ -112,6 +111,7 @@ def site_files(views: list[RunView]) -> Iterator[tuple[str, str]]:
                 "protocol": view.run.config.protocol,
                 "models": sorted({seat.model for seat in manifest.team}) or [view.run.config.model],
                 "summary": summary(view),
+                "alerts": alerts_of(view.run),
                 "judged": bool(view.run.verdicts),
                 "questions_note": view.missing,
                 "debates": rows,
@@ -138,12 +138,23 @@ def write_site(views: list[RunView], out: Path) -> Path:
         assets = resources.files("mad_eval.viewer") / "assets"
         for asset in ASSETS:
             (out / asset).write_bytes((assets / asset).read_bytes())
+        _copy_tree(assets / KATEX, out / KATEX)
         _write_all(site_files(views), out)
     except OSError as exc:
         raise ViewError(
             f"cannot write the site into {out} ({exc.strerror or exc}); give another --out folder."
         ) from None
     return out / "index.html"
+
+
+def _copy_tree(source: Any, target: Path) -> None:
+    """A folder of the package's assets (an importlib Traversable) copied under `target`."""
+    target.mkdir(parents=True, exist_ok=True)
+    for item in source.iterdir():
+        if item.is_dir():
+            _copy_tree(item, target / item.name)
+        elif not item.name.startswith("."):
+            (target / item.name).write_bytes(item.read_bytes())
 
 
 def _write_all(files: Iterable[tuple[str, str]], out: Path) -> None:

@@ -1,7 +1,10 @@
 // mad-eval view: the pages of a static site written by `mad-eval view`.
 // Data comes as scripts (data/*.js) that call MADV.loaded(name, value): file:// pages
 // cannot fetch(). Every text from a run is inserted as text (textContent), never as HTML;
-// the one exception is Markdown that Python rendered with raw HTML off (text_html).
+// the exceptions are what Python rendered and escaped (text_html, reasoning_html: Markdown
+// with raw HTML off; a question's text_html), whose formulas sit as escaped text in
+// <span class="math">. KaTeX (assets/katex, 0.19.1) typesets those spans' text with trust
+// off, so \href, \url, \htmlClass and the like render as plain red text, never as links.
 // Only the data files that the index lists are ever loaded: a route names a key of that
 // index, never a path, so no URL can make the page run another file.
 "use strict";
@@ -61,16 +64,46 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// KaTeX's settings: no command that makes links, classes, styles or images (trust), bounded
+// macro expansion and sizes, errors shown as red source instead of thrown.
+const KATEX = { throwOnError: false, trust: false, strict: "ignore", maxExpand: 500, maxSize: 20,
+  output: "htmlAndMathml" };
+
+// Typeset every math span under `root` (KaTeX missing: they stay as their TeX source).
+function typeset(root) {
+  if (!window.katex || !root) return;
+  root.querySelectorAll("span.math:not(.typeset)").forEach((span) => {
+    const tex = span.textContent;
+    try {
+      window.katex.render(tex, span, { ...KATEX, macros: {}, displayMode: span.classList.contains("display") });
+      span.classList.add("typeset");
+    } catch (err) {
+      span.textContent = tex;
+    }
+  });
+}
+
+// An answer or gold as an element: a formula when the benchmark's answers are LaTeX.
+function answerEl(text, kind, attrs) {
+  const math = kind === "math" && text !== null && text !== undefined && text !== "";
+  return el("span", { ...(attrs || {}), class: ((attrs || {}).class || "") + (math ? " math inline" : "") }, text);
+}
+
 const fmt = (x, digits = 1) => (x === null || x === undefined ? "–" : Number(x).toFixed(digits));
 const mark = (v) => (v === true ? "✓" : v === false ? "✗" : "–");
 const markClass = (v) => (v === true ? "right" : v === false ? "wrong" : "none");
 
 let INDEX = null;
-const state = { run: 0, tags: new Set(), search: "", below: "", sort: "order", desc: false, page: 0,
-  a: 0, b: 1, compare: "differ", cpage: 0 };
+const state = { run: 0, tags: new Set(), search: "", below: "", sort: "question", desc: false, page: 0,
+  a: 0, b: 1, compare: "differ", cpage: 0, columns: "all" };
+let NAV = null; // the open debate's previous and next routes (keys ← → and p n), or null
 
 function app() { return document.getElementById("app"); }
-function show(...nodes) { app().replaceChildren(...nodes.filter((n) => n !== null && n !== undefined)); }
+function show(...nodes) { put(app(), ...nodes); }
+function put(holder, ...nodes) {
+  holder.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined));
+  typeset(holder);
+}
 function where(text) { document.getElementById("where").textContent = text; }
 
 // ---- overview -------------------------------------------------------------------------
@@ -79,7 +112,8 @@ function runsTable() {
   const rows = INDEX.runs.map((run, i) => {
     const s = run.summary;
     return el("tr", { "data-run": i },
-      el("td", {}, el("a", { href: "#/run/" + i }, run.label)),
+      el("td", { class: "label" }, el("a", { href: "#/run/" + i }, run.label),
+        alertsOf(run).length ? el("span", { class: "alert-mark", title: alertsOf(run).join("\n") }, " ⚠ " + alertsOf(run).length) : null),
       el("td", {}, run.method), el("td", {}, run.benchmark), el("td", {}, String(run.agents)), el("td", {}, String(run.rounds)),
       el("td", {}, run.rule),
       el("td", { class: "num", "data-field": "maj", "data-value": s.maj }, fmt(s.maj)),
@@ -89,10 +123,22 @@ function runsTable() {
       el("td", {}, s.transitions.map((t) => "C→I " + fmt(t.c2i) + " / I→C " + fmt(t.i2c)).join("; ")),
       el("td", { class: "num" }, String(run.debates.length)));
   });
-  return el("table", { id: "runs", class: "runs" },
+  return el("div", { class: "wide" }, el("table", { id: "runs", class: "runs" },
     el("thead", {}, el("tr", {}, ["run", "settings", "benchmark", "N", "T", "rule", "Maj", "Debate", "Δ",
       "vote accuracy by round", "transitions (% of agents)", "debates"].map((h) => el("th", {}, h)))),
-    el("tbody", {}, rows));
+    el("tbody", {}, rows)));
+}
+
+// A run's alerts (metrics.json's "alerts": one sentence each); none for older runs.
+function alertsOf(run) { return Array.isArray(run.alerts) ? run.alerts : []; }
+
+function alertsBox(run, folded) {
+  const alerts = alertsOf(run);
+  if (!alerts.length) return null;
+  const list = el("ul", {}, alerts.map((a) => el("li", {}, a)));
+  const title = "⚠ " + (alerts.length === 1 ? "An alert" : alerts.length + " alerts") + " about " + run.label;
+  if (folded) return el("details", { class: "alerts", id: "alerts" }, el("summary", {}, title), list);
+  return el("div", { class: "alerts", id: "alerts", role: "alert" }, el("strong", {}, title), list);
 }
 
 function roundsDetail(run) {
@@ -110,6 +156,14 @@ function roundsDetail(run) {
       el("td", { class: "num" }, fmt(t.delta)))))) : null);
 }
 
+// A debate's question as the list shows it: its first characters, formulas typeset.
+function snippet(d) {
+  const cell = el("td", { class: "text", title: d.text });
+  if (typeof d.text_html === "string") cell.innerHTML = d.text_html; // Python-escaped, math spans
+  else cell.textContent = d.text;
+  return cell;
+}
+
 function filtered(run) {
   const needle = state.search.trim().toLowerCase();
   const below = state.below === "" ? null : Number(state.below);
@@ -120,7 +174,7 @@ function filtered(run) {
       .toLowerCase().includes(needle)) return false;
     return true;
   });
-  if (state.sort !== "order") {
+  if (state.sort !== "question") { // the index lists debates in question order
     const key = state.sort;
     const sign = state.desc ? -1 : 1;
     rows = rows.slice().sort((x, y) => {
@@ -144,7 +198,7 @@ function controls(run, redraw) {
     placeholder: "judge total below", disabled: !run.judged,
     oninput: (e) => { state.below = e.target.value; state.page = 0; redraw(); } });
   const sort = el("select", { id: "sort", onchange: (e) => { state.sort = e.target.value; redraw(); } },
-    [["order", "run order"], ["agreement", "agreement (last round)"], ["tokens", "tokens generated"],
+    [["question", "question"], ["done", "completion order"], ["agreement", "agreement (last round)"], ["tokens", "tokens generated"],
       ["critique", "critique score"]].map(([v, t]) => el("option", { value: v, selected: state.sort === v }, t)));
   const desc = el("label", {}, el("input", { type: "checkbox", id: "desc", checked: state.desc,
     onchange: (e) => { state.desc = e.target.checked; redraw(); } }), " descending");
@@ -163,9 +217,9 @@ function debateList(i) {
     const rounds = run.rounds;
     const body = el("tbody", { id: "rows" }, shown.map((d) => el("tr", { "data-key": d.key, class: "row",
       onclick: () => { location.hash = "#/q/" + d.file; } },
-      el("td", {}, el("a", { href: "#/q/" + d.file }, d.question), d.seed_run ? " (run " + d.seed_run + ")" : ""),
-      el("td", { class: "text" }, d.text),
-      el("td", {}, d.gold),
+      el("td", { class: "qid" }, el("a", { href: "#/q/" + d.file }, d.question), d.seed_run ? " (run " + d.seed_run + ")" : ""),
+      snippet(d),
+      el("td", {}, answerEl(d.gold, run.kind)),
       el("td", { class: "votes" }, d.votes.map((v, r) => el("span", { class: "vote " + markClass(v),
         title: "round " + r + ": " + (d.answers[r] === null ? "no answer" : d.answers[r]) }, mark(v)))),
       el("td", {}, d.tags.map((t) => el("span", { class: "chip" }, t))),
@@ -177,9 +231,9 @@ function debateList(i) {
       el("span", { id: "count" }, " " + rows.length + " of " + run.debates.length + " debates, page " +
         (state.page + 1) + " of " + pages + " "),
       el("button", { id: "next", disabled: state.page >= pages - 1, onclick: () => { state.page++; redraw(); } }, "next ›"));
-    holder.replaceChildren(controls(run, redraw), pager,
-      el("table", { class: "list" }, el("thead", {}, el("tr", {}, ["question", "text", "gold",
-        "vote by round (0.." + rounds + ")", "tags", "agree %", "tokens", "critique"].map((h) => el("th", {}, h)))), body));
+    put(holder, controls(run, redraw), pager,
+      el("div", { class: "wide" }, el("table", { class: "list" }, el("thead", {}, el("tr", {}, ["question", "text", "gold",
+        "vote by round (0.." + rounds + ")", "tags", "agree %", "tokens", "critique"].map((h) => el("th", {}, h)))), body)));
     const focus = document.getElementById("search");
     if (focus && state.search) { focus.focus(); focus.setSelectionRange(state.search.length, state.search.length); }
   };
@@ -194,66 +248,90 @@ function overview(i) {
   const tabs = INDEX.runs.length > 1 ? el("nav", { class: "tabs" },
     INDEX.runs.map((r, j) => el("a", { href: "#/run/" + j, class: j === i ? "on" : "" }, r.label)),
     el("a", { href: "#/compare", id: "compare-link" }, "side by side")) : null;
-  show(runsTable(), ...INDEX.runs.map(roundsDetail),
+  show(alertsBox(run, false), runsTable(), ...INDEX.runs.map(roundsDetail),
     run.questions_note ? el("p", { class: "note" }, run.questions_note) : null,
     tabs, el("h2", {}, "Debates of " + (run.label)), debateList(i));
 }
 
 // ---- a debate -------------------------------------------------------------------------
 
-function grid(page, onpick, prefix) {
+// Who the agents of round r read, said once for the round when it is the same for every
+// agent ("all 5", "the other 4", "agents 0, 2"), else null (each cell then says its own).
+function readsOfRound(page, r) {
+  const turns = page.turns.filter((t) => t.round === r);
+  if (r === 0 || !turns.length) return null;
+  const all = Array.from({ length: page.agents }, (_, a) => a).join(",");
+  const key = (t) => t.sees.slice().sort((x, y) => x - y).join(",");
+  if (turns.every((t) => key(t) === all)) return "all " + page.agents;
+  if (turns.every((t) => key(t) === all.split(",").filter((a) => Number(a) !== t.agent).join(",")))
+    return "the other " + (page.agents - 1);
+  if (turns.every((t) => key(t) === key(turns[0])))
+    return turns[0].sees.length ? "agent" + (turns[0].sees.length > 1 ? "s " : " ") + turns[0].sees.join(", ") : "nobody";
+  return null;
+}
+
+// How a turn's answer stands in its round: "minority" (differs from the round's most common
+// answer), "split" (no answer is the most common), or "" (with it, or no answer).
+function standing(t, page) {
+  if (t.group === null || t.group === undefined) return "";
+  if (!page.majority[t.round]) return "split";
+  return t.group > 0 ? "minority" : "";
+}
+const STANDING = { minority: "≠ most common", split: "no most common answer" };
+
+function grid(page, run, pick, prefix) {
   const byCell = {};
   page.turns.forEach((t) => { byCell[t.agent + "/" + t.round] = t; });
+  const reads = Array.from({ length: page.rounds + 1 }, (_, r) => readsOfRound(page, r));
   const head = el("tr", {}, el("th", {}, "agent"),
-    Array.from({ length: page.rounds + 1 }, (_, r) => el("th", {}, "round " + r)));
+    Array.from({ length: page.rounds + 1 }, (_, r) => el("th", { class: "round-head", "data-round": r,
+      onclick: () => pick(r, null) }, "round " + r,
+      reads[r] ? el("div", { class: "sees", id: prefix + "reads-" + r, title: "every agent of round " + r +
+        " read " + reads[r] + " of round " + (r - 1) }, "each read " + reads[r]) : null)));
   const rows = [];
   for (let a = 0; a < page.agents; a++) {
     const cells = [];
     for (let r = 0; r <= page.rounds; r++) {
       const t = byCell[a + "/" + r];
       if (!t) { cells.push(el("td", { class: "cell missing" }, "not recorded")); continue; }
-      cells.push(el("td", { class: "cell " + t.class + (t.changed ? " changed" : ""),
+      const stand = standing(t, page);
+      cells.push(el("td", { class: "cell " + t.class + (t.changed ? " changed" : "") + (stand ? " " + stand : ""),
         id: prefix + "cell-" + a + "-" + r, "data-agent": a, "data-round": r, "data-class": t.class,
-        title: t.class + (t.changed ? ", changed its answer" : ""), onclick: () => onpick(t) },
-        el("span", { class: "answer" }, t.error ? "failed" : t.answer === null ? "unparsed" : t.answer),
+        title: t.class + (t.changed ? ", changed its answer" : "") + (stand ? ", " + STANDING[stand] : ""),
+        onclick: () => pick(r, a) },
+        t.error ? el("span", { class: "answer" }, "failed") : t.answer === null ? el("span", { class: "answer" }, "unparsed")
+          : answerEl(t.answer, run.kind, { class: "answer" }),
+        stand === "minority" ? el("span", { class: "minority-mark", title: STANDING.minority }, " ≠") : null,
         t.changed ? el("span", { class: "changed-mark", title: "changed its answer" }, " ↻") : null,
         t.truncated ? el("span", { class: "trunc", title: "cut off at the token limit" }, " ✂") : null,
-        t.sees.length ? el("div", { class: "sees" }, "read " + t.sees.join(", ")) : null));
+        !reads[r] && r > 0 ? el("span", { class: "sees", title: "read agents " + (t.sees.join(", ") || "none") +
+          " of round " + (r - 1) }, " ←" + (t.sees.join(",") || "∅")) : null));
     }
     rows.push(el("tr", {}, el("th", {}, "agent " + a + (a === page.hub ? " (hub)" : "") +
       (page.voters.includes(a) ? "" : " (no vote)")), cells));
   }
   rows.push(el("tr", { class: "vote-row" }, el("th", {}, "vote"),
     page.votes.map((v, r) => el("td", { class: "vote " + markClass(v), "data-round": r },
-      mark(v) + " " + (page.answers[r] === null ? "" : page.answers[r])))));
-  return el("table", { class: "grid" }, el("thead", {}, head), el("tbody", {}, rows));
-}
-
-function readsWhom(page) {
-  const lines = [];
-  for (let r = 1; r <= page.rounds; r++) {
-    const reads = page.turns.filter((t) => t.round === r)
-      .map((t) => "agent " + t.agent + " ← " + (t.sees.length ? t.sees.join(", ") : "nobody"));
-    lines.push(el("li", {}, "round " + r + ": " + reads.join("; ")));
-  }
-  return lines.length ? el("details", { class: "reads" }, el("summary", {}, "Who read whom"), el("ul", {}, lines)) : null;
+      mark(v) + " ", page.answers[r] === null ? null : answerEl(page.answers[r], run.kind)))));
+  return el("div", { class: "wide" }, el("table", { class: "grid" }, el("thead", {}, head), el("tbody", {}, rows)));
 }
 
 function textBlock(title, text, html, id) {
   if (text === null || text === undefined) return null;
   const raw = el("pre", { class: "raw", id: id + "-raw" }, text);
-  if (!html) return el("section", {}, el("h4", {}, title), raw);
+  if (!html) return el("section", {}, title ? el("h4", {}, title) : null, raw);
   const rendered = el("div", { class: "markdown", id: id + "-rendered" });
   rendered.innerHTML = html; // Python's markdown-it output: raw HTML, images and unsafe links off
   raw.hidden = true;
   const toggle = el("button", { class: "toggle", id: id + "-toggle", onclick: () => {
     raw.hidden = !raw.hidden; rendered.hidden = !rendered.hidden;
-    toggle.textContent = raw.hidden ? "show raw text" : "show rendered";
-  } }, "show raw text");
-  return el("section", {}, el("h4", {}, title, " ", toggle), rendered, raw);
+    toggle.textContent = raw.hidden ? "raw text" : "rendered";
+  } }, "raw text");
+  return el("section", {}, el("div", { class: "block-head" }, title ? el("h4", {}, title) : null, toggle), rendered, raw);
 }
 
-function detail(t, prefix) {
+// What else is known of a turn: its numbers, the judge's verdict and the prompt it was sent.
+function turnDetails(t, prefix) {
   const meta = [["model", t.model], ["seed", t.seed], ["finish", t.finish_reason],
     ["prompt tokens", t.prompt_tokens], ["completion tokens", t.completion_tokens],
     ["reasoning tokens", t.reasoning_tokens], ["latency (s)", fmt(t.latency, 3)],
@@ -278,36 +356,120 @@ function detail(t, prefix) {
   } else {
     prompt = el("p", { class: "note prompt-note" }, t.prompt_note || "The prompt is not available.");
   }
-  return el("div", { class: "detail", id: prefix + "detail", "data-agent": t.agent, "data-round": t.round },
-    el("h3", {}, "Agent " + t.agent + ", round " + t.round + ": " + t.class + (t.changed ? " (changed its answer)" : "")),
-    t.sees.length ? el("p", {}, "Read agents " + t.sees.join(", ") + " of round " + (t.round - 1) + ".") : null,
-    textBlock("Reply", t.text, t.text_html, prefix + "reply"),
-    textBlock("Reasoning", t.reasoning, t.reasoning_html, prefix + "reasoning"),
+  return el("div", { class: "turn-details", id: prefix + "details" },
     el("table", { class: "meta" }, el("tbody", {}, meta)), verdict, prompt);
 }
 
-function debatePanel(page, prefix, label) {
-  const out = el("div", { class: "detail-holder", id: prefix + "detail-holder" },
-    el("p", { class: "note" }, "Click a cell to read its reply."));
-  const pick = (t) => {
-    out.replaceChildren(detail(t, prefix));
+// One reply as a card: who wrote it, its answer (marked where it differs from the round's
+// most common one), the reply (scrolling inside the card), its reasoning and details.
+function card(t, page, run, prefix) {
+  const id = prefix + "a" + t.agent;
+  const stand = standing(t, page);
+  const answer = t.error ? "failed" : t.answer === null ? "unparsed" : null;
+  const details = el("details", { class: "more" }, el("summary", {}, "details, judge and prompt"));
+  details.addEventListener("toggle", () => { if (details.open && details.children.length === 1) details.appendChild(turnDetails(t, id + "-")); });
+  return el("article", { class: "card " + t.class + (stand ? " " + stand : ""), id: prefix + "card-" + t.agent,
+    "data-agent": t.agent, "data-round": t.round, "data-class": t.class },
+    el("header", { class: "card-head" },
+      el("span", { class: "who" }, "agent " + t.agent + (t.agent === page.hub ? " (hub)" : "")),
+      answer ? el("span", { class: "chip-answer none" }, answer)
+        : el("mark", { class: "chip-answer g" + Math.min(t.group, 5), title: "extracted answer" }, answerEl(t.answer, run.kind)),
+      stand === "minority" ? el("span", { class: "standing minority" }, STANDING.minority) : null,
+      t.changed ? el("span", { class: "changed-mark", title: "changed its answer since the last round" }, "↻ changed") : null,
+      t.truncated ? el("span", { class: "trunc", title: "cut off at the token limit" }, "✂ cut off") : null,
+      t.verdict && t.verdict.total !== null && t.verdict.total !== undefined ? el("span", { class: "small" }, "judge " + t.verdict.total) : null),
+    el("div", { class: "card-body" },
+      t.error ? el("p", { class: "note" }, "The request failed: " + t.error) : null,
+      textBlock(null, t.text, t.text_html, id + "-reply"),
+      t.reasoning ? el("details", { class: "reasoning" }, el("summary", {}, "reasoning" + (t.reasoning_tokens ? " (" + t.reasoning_tokens + " tokens)" : "")),
+        textBlock(null, t.reasoning, t.reasoning_html, id + "-reasoning")) : null),
+    details);
+}
+
+// A round's line above its replies: its vote and who read whom.
+function roundLine(page, run, r) {
+  const reads = readsOfRound(page, r);
+  let who = null;
+  if (r > 0) {
+    who = reads ? "Each agent read " + reads + " of round " + (r - 1) + "."
+      : "Read: " + page.turns.filter((t) => t.round === r).map((t) => t.agent + " ← " + (t.sees.join(", ") || "nobody")).join("; ") + ".";
+  }
+  const v = page.votes[r];
+  return el("p", { class: "round-line", id: "round-line" }, el("strong", {}, "Round " + r + ". "),
+    run.voted ? el("span", { class: "vote " + markClass(v) }, "vote " + mark(v)) : null, " ",
+    page.answers[r] === null ? null : answerEl(page.answers[r], run.kind), " ",
+    page.majority[r] ? null : el("span", { class: "standing split" }, "no most common answer"), " ", who);
+}
+
+// A debate: its grid of answers, then one round's replies side by side (all: every agent of
+// the picked round; else only the picked reply, as runs side by side show it).
+function debatePanel(page, run, prefix, label, all) {
+  const body = el("div", { class: "round-view", id: prefix + "round-view" });
+  const chosen = { round: all ? 0 : null, agent: null };
+  const pick = (r, a) => {
+    if (!all && a === null) return; // runs side by side show one reply a panel, from a cell
+    chosen.round = r; chosen.agent = a;
     document.querySelectorAll("#" + prefix + "grid .cell.picked").forEach((c) => c.classList.remove("picked"));
-    const cell = document.getElementById(prefix + "cell-" + t.agent + "-" + t.round);
+    const cell = a === null ? null : document.getElementById(prefix + "cell-" + a + "-" + r);
     if (cell) cell.classList.add("picked");
+    draw();
+    const target = a === null ? null : document.getElementById(prefix + "card-" + a);
+    if (target && target.scrollIntoView) target.scrollIntoView({ block: "nearest", inline: "nearest" });
   };
-  return el("div", { class: "panel", id: prefix + "panel" }, label ? el("h3", {}, label) : null,
-    el("div", { id: prefix + "grid" }, grid(page, pick, prefix)), readsWhom(page), out);
+  const draw = () => {
+    if (chosen.round === null) { put(body); return; }
+    const r = chosen.round;
+    const turns = page.turns.filter((t) => t.round === r && (all || t.agent === chosen.agent));
+    const columns = el("select", { id: prefix + "columns", title: "replies per row",
+      onchange: (e) => { state.columns = e.target.value; draw(); } },
+      [["all", "replies side by side"], ["2", "two per row"], ["1", "one per row"]]
+        .map(([v, text]) => el("option", { value: v, selected: state.columns === v }, text)));
+    const tabs = all ? el("nav", { class: "round-tabs" }, Array.from({ length: page.rounds + 1 }, (_, i) =>
+      el("button", { class: i === r ? "on" : "", id: prefix + "round-" + i, onclick: () => pick(i, null) }, "round " + i)),
+      columns) : null;
+    put(body, tabs, all ? roundLine(page, run, r) : null,
+      el("div", { class: !all ? "cards one" : "cards per-" + state.columns }, turns.map((t) => {
+        const c = card(t, page, run, prefix);
+        if (t.agent === chosen.agent) c.classList.add("picked");
+        return c;
+      })));
+  };
+  const legend = el("p", { class: "small legend" }, "Green: right; red: wrong; yellow: unparsed; grey: failed. " +
+    "≠ differs from the round's most common answer; ↻ changed its answer; ✂ cut off at the token limit. " +
+    (all ? "Click a cell or a round to read its replies." : "Click a cell to read its reply."));
+  const panel = el("div", { class: "panel", id: prefix + "panel" }, label ? el("h3", {}, label) : null,
+    el("div", { id: prefix + "grid" }, grid(page, run, pick, prefix)), legend, body);
+  draw();
+  return panel;
 }
 
 function questionBlock(page, run) {
   const q = page.question;
+  let text;
+  if (q.text === null) text = el("p", { class: "note" }, q.missing || "The question's text is not recorded.");
+  else {
+    text = el("div", { class: "qtext", id: "question-text" });
+    if (q.text_html !== undefined && q.text_html !== null) text.innerHTML = q.text_html; // Python-escaped, math spans
+    else text.textContent = q.text;
+  }
   return el("section", { class: "question" },
     el("h2", {}, "Question " + q.id + (page.seed_run ? " (seeded run " + page.seed_run + ")" : "")),
-    q.text === null ? el("p", { class: "note" }, q.missing || "The question's text is not recorded.")
-      : el("pre", { class: "raw", id: "question-text" }, q.text),
-    el("p", {}, "Gold: ", el("code", { id: "gold" }, q.gold === null ? "–" : q.gold)),
+    text,
+    el("p", {}, "Gold: ", el("code", { id: "gold" }, q.gold === null ? "–" : answerEl(q.gold, q.kind))),
     run ? el("p", { class: "small" }, run.benchmark + ", " + run.protocol + ", N=" + run.agents + ", T=" + run.rounds +
       ", scored by " + run.rule) : null);
+}
+
+// Previous / next through a list of routes, from `here`; keys ← → (and p, n) follow them.
+function navBar(back, backText, routes, here, what) {
+  const at = routes.indexOf(here);
+  NAV = at < 0 ? null : { prev: at > 0 ? routes[at - 1] : null, next: at < routes.length - 1 ? routes[at + 1] : null };
+  const link = (id, route, text) => route ? el("a", { id, class: "button", href: route }, text)
+    : el("span", { id, class: "button off" }, text);
+  return el("nav", { class: "debate-nav" }, el("a", { href: back, id: "back" }, backText),
+    NAV ? [" ", link("prev-debate", NAV.prev, "‹ previous"),
+      el("span", { id: "position" }, " " + (at + 1) + " of " + routes.length + " " + what + " "),
+      link("next-debate", NAV.next, "next ›"), el("span", { class: "small" }, " (keys ← →)")] : null);
 }
 
 // The run a known data file belongs to (its name is "run/debate").
@@ -318,8 +480,14 @@ async function debatePage(name) {
   const i = INDEX.runs.indexOf(run);
   where(run.label);
   const page = await load(name);
-  show(el("p", {}, el("a", { href: "#/run/" + i, id: "back" }, "← all debates")),
-    questionBlock(page, run), debatePanel(page, "", null));
+  let rows = filtered(run);
+  let what = rows.length === run.debates.length ? "debates" : "filtered debates";
+  const listed = rows.some((d) => d.file === name);
+  if (!listed) { rows = run.debates; what = "debates"; }
+  // Back on the list, its page is the one holding this debate.
+  if (listed && i === state.run) state.page = Math.floor(rows.findIndex((d) => d.file === name) / PAGE);
+  show(navBar("#/run/" + i, "← all debates", rows.map((d) => "#/q/" + d.file), "#/q/" + name, what),
+    alertsBox(run, true), questionBlock(page, run), debatePanel(page, run, "", null, true));
 }
 
 // ---- runs side by side ----------------------------------------------------------------
@@ -340,30 +508,39 @@ const COMPARE = {
 };
 function last(d) { return d.votes[d.votes.length - 1]; }
 
+// The shared debates the side-by-side list shows now (its filter), in question order.
+function compareRows() {
+  const { maps, keys } = shared();
+  const test = COMPARE[state.compare][1];
+  const [a, b] = [maps[state.a], maps[state.b]];
+  return { maps, keys, rows: a && b ? keys.filter((k) => test(a.get(k), b.get(k))) : keys };
+}
+function compareRoute(maps, k) { return "#/c/" + maps.map((m) => m.get(k).file).join(","); }
+const letter = (i) => (i < 26 ? String.fromCharCode(65 + i) : "R" + (i + 1));
+
 function comparePage() {
   where("side by side");
   const { maps, keys } = shared();
-  const names = INDEX.runs.map((r, i) => String.fromCharCode(65 + i) + ": " + (r.label));
+  const names = INDEX.runs.map((r, i) => letter(i) + ": " + (r.label));
   const holder = el("div", { id: "compare" });
   const pickRun = (id, which) => el("select", { id, onchange: (e) => { state[which] = Number(e.target.value); state.cpage = 0; redraw(); } },
     names.map((nm, i) => el("option", { value: i, selected: state[which] === i }, nm)));
   const redraw = () => {
-    const test = COMPARE[state.compare][1];
-    const rows = keys.filter((k) => test(maps[state.a].get(k), maps[state.b].get(k)));
+    const { rows } = compareRows();
     const pages = Math.max(1, Math.ceil(rows.length / PAGE));
     state.cpage = Math.min(state.cpage, pages - 1);
     const shown = rows.slice(state.cpage * PAGE, (state.cpage + 1) * PAGE);
     const body = el("tbody", { id: "compare-rows" }, shown.map((k) => {
       const first = maps[0].get(k);
-      const files = maps.map((m) => m.get(k).file).join(",");
-      return el("tr", { "data-key": k, class: "row", onclick: () => { location.hash = "#/c/" + files; } },
-        el("td", {}, el("a", { href: "#/c/" + files }, first.question), first.seed_run ? " (run " + first.seed_run + ")" : ""),
-        el("td", { class: "text" }, first.text), el("td", {}, first.gold),
+      const route = compareRoute(maps, k);
+      return el("tr", { "data-key": k, class: "row", onclick: () => { location.hash = route; } },
+        el("td", { class: "qid" }, el("a", { href: route }, first.question), first.seed_run ? " (run " + first.seed_run + ")" : ""),
+        snippet(first), el("td", {}, answerEl(first.gold, INDEX.runs[0].kind)),
         maps.map((m) => { const d = m.get(k); return el("td", { class: "votes" },
           el("span", { class: "vote " + markClass(d.votes[0]), title: "Maj" }, mark(d.votes[0])), " → ",
           el("span", { class: "vote " + markClass(last(d)), title: "Debate" }, mark(last(d)))); }));
     }));
-    holder.replaceChildren(
+    put(holder,
       el("div", { class: "controls" }, "A ", pickRun("run-a", "a"), " B ", pickRun("run-b", "b"), " show ",
         el("select", { id: "compare-filter", onchange: (e) => { state.compare = e.target.value; state.cpage = 0; redraw(); } },
           Object.entries(COMPARE).map(([k, [t]]) => el("option", { value: k, selected: state.compare === k }, t)))),
@@ -371,8 +548,9 @@ function comparePage() {
         el("button", { disabled: state.cpage === 0, onclick: () => { state.cpage--; redraw(); } }, "‹ prev"),
         el("span", { id: "compare-count" }, " " + rows.length + " of " + keys.length + " shared debates "),
         el("button", { disabled: state.cpage >= pages - 1, onclick: () => { state.cpage++; redraw(); } }, "next ›")),
-      el("table", { class: "list" }, el("thead", {}, el("tr", {}, ["question", "text", "gold"].map((h) => el("th", {}, h)),
-        names.map((nm) => el("th", {}, nm + " (Maj → Debate)")))), body));
+      el("p", { class: "small" }, "Each run's column shows its Maj → Debate votes: " + names.join("; ") + "."),
+      el("div", { class: "wide" }, el("table", { class: "list compare" }, el("thead", {}, el("tr", {}, ["question", "text", "gold"].map((h) => el("th", {}, h)),
+        names.map((nm, i) => el("th", { title: nm }, letter(i))))), body)));
   };
   redraw();
   show(el("p", {}, el("a", { href: "#/" }, "← overview")), runsTable(),
@@ -382,11 +560,16 @@ function comparePage() {
 async function compareDebate(files) {
   where("side by side");
   const pages = await Promise.all(files.map(load));
-  show(el("p", {}, el("a", { href: "#/compare", id: "back" }, "← side by side")),
+  const { maps, keys, rows } = compareRows();
+  const here = "#/c/" + files.join(",");
+  let routes = rows.map((k) => compareRoute(maps, k));
+  let what = rows.length === keys.length ? "shared debates" : "listed debates";
+  if (!routes.includes(here)) { routes = keys.map((k) => compareRoute(maps, k)); what = "shared debates"; }
+  show(navBar("#/compare", "← side by side", routes, here, what),
     questionBlock(pages[0], null),
     el("div", { class: "side" }, pages.map((page, i) => {
       const run = runOf(files[i]);
-      return debatePanel(page, "p" + i + "-", String.fromCharCode(65 + i) + ": " + (run.label));
+      return debatePanel(page, run, "p" + i + "-", letter(i) + ": " + (run.label), false);
     })));
 }
 
@@ -408,6 +591,7 @@ function notFound() {
 }
 
 async function route() {
+  NAV = null;
   try {
     let parts;
     try {
@@ -430,11 +614,23 @@ async function route() {
   document.body.setAttribute("data-ready", location.hash || "#/");
 }
 
+// ← and → (or p and n) open the previous and next debate of the list it was opened from.
+function onKey(e) {
+  if (!NAV || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+  const t = e.target;
+  if (t && (t.isContentEditable || ["INPUT", "SELECT", "TEXTAREA"].includes(t.tagName))) return;
+  const to = e.key === "ArrowLeft" || e.key === "p" ? NAV.prev : e.key === "ArrowRight" || e.key === "n" ? NAV.next : undefined;
+  if (to === undefined) return;
+  e.preventDefault();
+  if (to) location.hash = to;
+}
+
 load("index").then((index) => {
   INDEX = index;
   for (const [name, src] of Object.entries(index.files || {})) {
     if (/^\d+\/\d+$/.test(name) && DATA_FILE.test(src) && src === "data/" + name + ".js") FILES.set(name, src);
   }
   window.addEventListener("hashchange", route);
+  document.addEventListener("keydown", onKey);
   route();
 }, (err) => show(el("p", { class: "note" }, err.message + ": run mad-eval view again to write the site.")));

@@ -506,3 +506,25 @@ def test_fetch_offline_in_a_fresh_process_says_so_in_one_sentence(tmp_path: Path
         "file; copy gsm8k.jsonl into out from a machine that can reach the hub (`mad-eval data "
         "fetch gsm8k --to FOLDER` there), then run `mad-eval data check out`."
     )
+
+
+def test_the_viewer_names_what_view_takes_when_an_old_folders_questions_are_gone(
+    tmp_path: Path, shared_data: Path, monkeypatch
+) -> None:
+    """`view` has no --data-dir and no data_dir=: its page names MAD_EVAL_DATA."""
+    from mad_eval import api
+    from mad_eval.viewer.site import load_view
+
+    run = api.run(benchmark="math500", data_dir=shared_data, limit=2, agents=2, rounds=1,
+                  out=tmp_path / "r")  # fmt: skip
+    (run.root / "questions.jsonl").unlink()
+    manifest = json.loads((run.root / "manifest.json").read_text())
+    del manifest["schema_version"]  # as a folder from before questions.jsonl
+    (run.root / "manifest.json").write_text(json.dumps(manifest))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("MAD_EVAL_DATA", str(empty))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    missing = load_view(run.root).missing
+    assert "set MAD_EVAL_DATA to a folder holding math500.jsonl" in missing
+    assert "data_dir=" not in missing and "--data-dir" not in missing

@@ -50,6 +50,7 @@ def as_script(name: str, value: Any) -> str:
 def load_view(root: Path) -> RunView:
     """A run folder read for the viewer: its results (as `mad-eval report` computes them),
     its questions and a replay of its prompts where those can be had."""
+    from mad_eval.data.benchmarks import DataMissingError
     from mad_eval.debate.replay import Replay, run_questions
     from mad_eval.reporting.results import load_run
     from mad_eval.store.folder import StoreError
@@ -62,6 +63,8 @@ def load_view(root: Path) -> RunView:
     try:
         questions = run_questions(root, run.manifest)
     except (StoreError, OSError, ValueError) as exc:
+        if isinstance(exc, DataMissingError):  # `view` has no data_dir: name what works
+            exc = exc.advised("env")
         missing = f"The run's questions cannot be read ({exc})"
     if questions is not None:
         replay = Replay(run.manifest, questions)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -46,3 +47,9 @@ def sim_run(out: Path, model: str = "sim:p0=0.5", limit: int = 12, **settings: A
     """A simulated debate on the built-in arith questions, run in-process into `out`."""
     api.run(model=model, benchmark="arith", limit=limit, out=out, **settings)
     return out
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    """`rows` as a JSON Lines file at `path`."""
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path

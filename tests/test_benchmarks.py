@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval
+from factories import write_jsonl
 
 from mad_eval.data import benchmarks
 from mad_eval.data import hub as online
@@ -28,11 +29,6 @@ MATH_COUNTS = {"math500": 500, "amc23": 40, "aime24": 30, "aime25": 30}
 def _no_env_data(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test says where data comes from; a developer's MAD_EVAL_DATA must not leak in."""
     monkeypatch.delenv("MAD_EVAL_DATA", raising=False)
-
-
-def _write_jsonl(path: Path, rows: list) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def _fake_hub(monkeypatch: pytest.MonkeyPatch, files: dict[str, Path]) -> list[dict]:
@@ -185,7 +181,7 @@ def test_arith_pinned_first_question() -> None:
 
 
 def test_jsonl_path_with_problem_field_and_no_ids(tmp_path: Path) -> None:
-    path = _write_jsonl(
+    path = write_jsonl(
         tmp_path / "mine.jsonl",
         [
             {"problem": "1+1?", "answer": 2, "source": "x"},
@@ -202,7 +198,7 @@ def test_jsonl_path_with_problem_field_and_no_ids(tmp_path: Path) -> None:
 
 
 def test_jsonl_path_with_question_field_and_ids(tmp_path: Path) -> None:
-    path = _write_jsonl(tmp_path / "q.jsonl", [{"id": "a", "question": "Q?", "answer": "B"}])
+    path = write_jsonl(tmp_path / "q.jsonl", [{"id": "a", "question": "Q?", "answer": "B"}])
     _, questions = load_questions(str(path))
     assert [(q.id, q.text, q.gold) for q in questions] == [("a", "Q?", "B")]
 
@@ -311,7 +307,7 @@ def test_bad_spec_is_one_clear_sentence(tmp_path: Path, body: str, message: str)
 
 
 def test_toml_path_with_local_file_next_to_it(tmp_path: Path) -> None:
-    _write_jsonl(tmp_path / "rows.jsonl", [{"n": "x1", "q": "What?", "a": 7.5}])
+    write_jsonl(tmp_path / "rows.jsonl", [{"n": "x1", "q": "What?", "a": 7.5}])
     spec_text = 'description = "d"\nkind = "math"\nmax_tokens = 99\n[local]\nfile = "rows.jsonl"\n'
     (tmp_path / "mine.toml").write_text(spec_text + 'id = "n"\nquestion = "q"\nanswer = "a"\n')
     spec, questions = load_questions(str(tmp_path / "mine.toml"))
@@ -338,7 +334,7 @@ def test_a_new_kind_is_its_class_and_its_registry_entry(
 
     monkeypatch.setitem(KINDS, "backwards", Backwards("backwards", "the word spelled backwards"))
     rows = [{"w": "abc", "n": 2, "h": "easy", "src": "x"}, {"w": "de", "n": 1, "h": "short"}]
-    _write_jsonl(tmp_path / "words.jsonl", rows)
+    write_jsonl(tmp_path / "words.jsonl", rows)
     head = 'description = "d"\nkind = "backwards"\nmax_tokens = 9\ninstruction = "Do it."\n'
     table = '[local]\nfile = "words.jsonl"\nword = "w"\n'
     (tmp_path / "words.toml").write_text(head + "seed = 3\n" + table + 'times = "n"\nhint = "h"\n')
@@ -358,10 +354,10 @@ def test_a_new_kind_is_its_class_and_its_registry_entry(
         load_questions(tmp_path / "words.toml")
     # A row the kind refuses, and a field the reader refuses, both name the file and line.
     (tmp_path / "words.toml").write_text(head + table + 'times = "n"\n')
-    _write_jsonl(tmp_path / "words.jsonl", [rows[0], {"w": "de", "n": "many"}])
+    write_jsonl(tmp_path / "words.jsonl", [rows[0], {"w": "de", "n": "many"}])
     with pytest.raises(BenchmarkError, match=r"^words\.jsonl line 2: times 'many' is not a whole"):
         load_questions(tmp_path / "words.toml")
-    _write_jsonl(tmp_path / "words.jsonl", [{"w": 5, "n": 1}])
+    write_jsonl(tmp_path / "words.jsonl", [{"w": 5, "n": 1}])
     with pytest.raises(BenchmarkError, match=r"^words\.jsonl line 1: field 'w' must be non-empty"):
         load_questions(tmp_path / "words.toml")
 
@@ -440,7 +436,7 @@ def test_an_unreachable_hub_fails_in_one_sentence_within_seconds(tmp_path: Path)
 def test_project_spec_asks_hub_for_pinned_dataset_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake = _write_jsonl(
+    fake = write_jsonl(
         tmp_path / "test.jsonl",
         [
             {"problem": "P0", "answer": "1/2", "unique_id": "test/a/1.json", "level": 3},
@@ -465,7 +461,7 @@ def test_project_spec_asks_hub_for_pinned_dataset_file(
 
 
 def test_hub_jsonl_numbers_and_ids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = _write_jsonl(
+    fake = write_jsonl(
         tmp_path / "test.jsonl",
         [
             {"id": 0, "question": "a", "answer": 27.0},
@@ -486,7 +482,7 @@ def test_hub_jsonl_numbers_and_ids(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_hub_errors_name_the_repo_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = _write_jsonl(tmp_path / "test.jsonl", [{"question": "a"}])
+    fake = write_jsonl(tmp_path / "test.jsonl", [{"question": "a"}])
     _fake_hub(monkeypatch, {"test.jsonl": fake})
     spec_path = _hub_spec(tmp_path, "test.jsonl", question="question", answer="answer")
     with pytest.raises(BenchmarkError, match=r"^someone/fake/test\.jsonl line 1: missing field"):

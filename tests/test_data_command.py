@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import typer
 from cli_helpers import mad_eval
+from factories import write_jsonl
 
 import mad_eval as api
 from mad_eval.data import hub as online
@@ -43,11 +44,6 @@ def _no_env_data(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-def _write(path: Path, rows: list) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def _hub(monkeypatch: pytest.MonkeyPatch, files: dict[str, Path]) -> list[str]:
@@ -121,19 +117,19 @@ def test_check_says_what_is_wrong_with_each_broken_file(shared_data: Path, tmp_p
     shutil.copy(shared_data / "math500.jsonl", folder)
     amc = _rows(shared_data / "amc23.jsonl")[:3]
     del amc[1]["answer"]
-    _write(folder / "amc23.jsonl", amc)
+    write_jsonl(folder / "amc23.jsonl", amc)
     (folder / "aime24.jsonl").write_text(
         '{"id": "aime24-0", "problem": "x", "answer": "1"}\n{oops\n'
     )
     aime25 = _rows(shared_data / "aime25.jsonl")[:2]
     aime25[1]["id"] = aime25[0]["id"]
-    _write(folder / "aime25.jsonl", aime25)
+    write_jsonl(folder / "aime25.jsonl", aime25)
     medicine = _rows(shared_data / "mmlu_professional_medicine.jsonl")[:2]
     medicine[0]["answer"] = "F"
-    _write(folder / "mmlu_professional_medicine.jsonl", medicine)
+    write_jsonl(folder / "mmlu_professional_medicine.jsonl", medicine)
     anatomy = _rows(shared_data / "mmlu_professional_medicine.jsonl")[:4]
-    _write(folder / "mmlu_anatomy.jsonl", anatomy)  # any subject's file is recognised
-    _write(folder / "notes.jsonl", [{"text": "mine"}])
+    write_jsonl(folder / "mmlu_anatomy.jsonl", anatomy)  # any subject's file is recognised
+    write_jsonl(folder / "notes.jsonl", [{"text": "mine"}])
 
     states = {s.benchmark or s.file: s for s in check_folder(folder)}
     assert states["math500"].ok and states["math500"].rows == 500
@@ -175,7 +171,7 @@ def _hub_files(tmp_path: Path) -> dict[str, Path]:
     MMLU's parquet with a 0-based index for the answer."""
     hub = tmp_path / "hub"
     hub.mkdir()
-    math500 = _write(
+    math500 = write_jsonl(
         hub / "test.jsonl",
         [
             {"problem": "What is $\\frac{1}{2}+\\frac{1}{2}$?", "answer": "1", "level": 1},
@@ -256,7 +252,7 @@ def test_fetch_keeps_a_file_already_there_unless_forced(
     asked = _hub(monkeypatch, files)
     out = tmp_path / "out"
     out.mkdir()
-    _write(out / "math500.jsonl", [{"id": "math500-0", "problem": "mine", "answer": "3"}])
+    write_jsonl(out / "math500.jsonl", [{"id": "math500-0", "problem": "mine", "answer": "3"}])
     kept = fetch("math500", out)
     assert kept.note.startswith("kept: already there") and kept.rows == 1 and asked == []
     assert _rows(out / "math500.jsonl")[0]["problem"] == "mine"
@@ -271,7 +267,7 @@ def test_fetch_refuses_to_write_rows_a_run_would_read_otherwise(
 ) -> None:
     """A spec whose [local] table reads no id where the hub's rows carry one: a run would
     number the file's rows afresh, so nothing is written."""
-    hub = _write(tmp_path / "rows.jsonl", [{"key": "k1", "q": "Two?", "a": "2"}])
+    hub = write_jsonl(tmp_path / "rows.jsonl", [{"key": "k1", "q": "Two?", "a": "2"}])
     spec = tmp_path / "mine.toml"
     spec.write_text(
         'description = "mine"\nkind = "math"\nmax_tokens = 64\n'
@@ -304,7 +300,9 @@ def test_fetch_reports_a_hub_file_it_cannot_get(
 def test_fetch_writes_nothing_from_a_hub_file_with_a_bad_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bad = _write(tmp_path / "test.jsonl", [{"problem": "One?", "answer": "1"}, {"problem": "?"}])
+    bad = write_jsonl(
+        tmp_path / "test.jsonl", [{"problem": "One?", "answer": "1"}, {"problem": "?"}]
+    )
     _hub(monkeypatch, {"HuggingFaceH4/MATH-500": bad})
     with pytest.raises(
         BenchmarkError, match=r"^HuggingFaceH4/MATH-500/test\.jsonl line 2: missing"
@@ -441,7 +439,7 @@ def test_a_judge_of_an_old_folder_names_where_its_questions_went(
     (tmp_path / "r" / "manifest.json").write_text(json.dumps(manifest))
     other = tmp_path / "other"
     other.mkdir()
-    _write(other / "math500.jsonl", [{"id": "math500-9", "problem": "x", "answer": "1"}])
+    write_jsonl(other / "math500.jsonl", [{"id": "math500-9", "problem": "x", "answer": "1"}])
     judged = mad_eval("judge", "r", "--judge", "sim-judge", "--data-dir", str(other), cwd=tmp_path)
     assert judged.returncode == 2
     assert " ".join(judged.stderr.split()) == (

@@ -47,10 +47,8 @@ def check(benchmark: str, folder: Path) -> FileState:
     """Whether `folder` holds the benchmark's file with every field its spec names, each
     row read as a run reads it (nothing is downloaded)."""
     spec = named_spec(benchmark)
-    if spec.builtin:
-        return FileState(benchmark, None, note="built in: needs no file")
-    if not spec.local:
-        return FileState(benchmark, None, problem=f"{_no_local(spec)}.")
+    if spec.builtin or not spec.local:
+        return _no_file(benchmark, spec, "needs no file")
     file = spec.local["file"]
     try:
         questions = local_questions(spec, folder, benchmark)
@@ -59,6 +57,14 @@ def check(benchmark: str, folder: Path) -> FileState:
     except BenchmarkError as exc:
         return FileState(benchmark, file, problem=_sentence(str(exc)))
     return FileState(benchmark, file, len(questions))
+
+
+def _no_file(benchmark: str, spec: BenchmarkSpec, built_in: str) -> FileState:
+    """A benchmark without a [local] file: built in (`built_in` says what that means here),
+    or a spec that names none."""
+    if spec.builtin:
+        return FileState(benchmark, None, note=f"built in: {built_in}")
+    return FileState(benchmark, None, problem=f"{_no_local(spec)}.")
 
 
 def check_folder(folder: Path) -> list[FileState]:
@@ -106,10 +112,8 @@ def fetch(benchmark: str, folder: Path, force: bool = False) -> FileState:
     hub gives; an existing file is kept (and checked) unless `force`. A HubError when the
     hub file cannot be had."""
     spec = named_spec(benchmark)
-    if spec.builtin:
-        return FileState(benchmark, None, note="built in: nothing to fetch")
-    if not spec.local:
-        return FileState(benchmark, None, problem=f"{_no_local(spec)}.")
+    if spec.builtin or not spec.local:
+        return _no_file(benchmark, spec, "nothing to fetch")
     file = spec.local["file"]
     if not spec.hub:
         problem = f"its spec names no [hub] dataset to fetch {file} from."

@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
-from typing import Annotated
 
-import typer
 from rich.table import Table
 
 from mad_eval.cli import options
@@ -34,17 +31,12 @@ def protocols() -> None:
     )
 
 
-TEMPLATE = inspect.Parameter(
+TEMPLATE = options.argument(
     "template",
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    str | None,
     default=None,
-    annotation=Annotated[
-        str | None,
-        typer.Argument(
-            metavar="[NAME|FILE]",
-            help="A template to show, rendered for a sample 3-agent debate; none: list them.",
-        ),
-    ],
+    metavar="[NAME|FILE]",
+    help="A template to show, rendered for a sample 3-agent debate; none: list them.",
 )
 
 

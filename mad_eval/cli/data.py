@@ -3,9 +3,8 @@ data_dir read, written from the Hugging Face hub where it can be reached and che
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -28,29 +27,18 @@ READ_WITH = (
 )
 
 
-BENCHMARKS = inspect.Parameter(
+BENCHMARKS = options.argument(
     "benchmarks",
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    annotation=Annotated[
-        list[str],
-        typer.Argument(
-            metavar="BENCHMARK",
-            help="Benchmark names as --benchmark takes them (math500, mmlu:anatomy) or spec "
-            ".toml paths.",
-        ),
-    ],
+    list[str],
+    metavar="BENCHMARK",
+    help="Benchmark names as --benchmark takes them (math500, mmlu:anatomy) or spec .toml paths.",
 )
-FOLDER = inspect.Parameter(
+FOLDER = options.argument(
     "folder",
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    annotation=Annotated[
-        Path,
-        typer.Argument(
-            metavar="FOLDER",
-            envvar="MAD_EVAL_DATA",
-            help="The folder of benchmark files (default: $MAD_EVAL_DATA).",
-        ),
-    ],
+    Path,
+    metavar="FOLDER",
+    envvar="MAD_EVAL_DATA",
+    help="The folder of benchmark files (default: $MAD_EVAL_DATA).",
 )
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -20,11 +19,7 @@ app = typer.Typer(
     "runs, and the tables and figures to make. See experiments/ for examples.",
     no_args_is_help=True,
 )
-FILE = inspect.Parameter(
-    "file",
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    annotation=Annotated[Path, typer.Argument(metavar="FILE", help="An experiment file (.toml).")],
-)
+FILE = options.argument("file", Path, metavar="FILE", help="An experiment file (.toml).")
 
 
 @options.command(

@@ -530,6 +530,19 @@ CHECK = {
 }
 
 
+def argument(
+    name: str, kind: Any, default: Any = inspect.Parameter.empty, **given: Any
+) -> inspect.Parameter:
+    """A positional argument of a command: its parameter name, type and typer.Argument's
+    settings (metavar, help, envvar, ...)."""
+    return inspect.Parameter(
+        name,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        default=default,
+        annotation=Annotated[kind, typer.Argument(**given)],
+    )
+
+
 def annotated(name: str) -> Any:
     """An option as a hand-written command's parameter annotation."""
     option = OPTIONS[name]

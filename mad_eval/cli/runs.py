@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from mad_eval import api  # light: it imports what each call needs when called
 from mad_eval.cli import options
@@ -30,11 +27,7 @@ def _judge_defaults() -> dict[str, Any]:
     return {**operational_defaults(), **options.defaults_of(api.judge)}
 
 
-RUN_DIR = inspect.Parameter(
-    "run_dir",
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    annotation=Annotated[Path, typer.Argument(metavar="RUN", help="A debate run directory.")],
-)
+RUN_DIR = options.argument("run_dir", Path, metavar="RUN", help="A debate run directory.")
 
 
 @options.command(app, options.RUN, _run_defaults())
@@ -88,12 +81,8 @@ def judge(run_dir: Path, **chosen: Any) -> None:
         show(api.judge(run_dir, listener=ConsoleListener(), **chosen))
 
 
-REPORT_DIR = inspect.Parameter(
-    "run_dir",
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    annotation=Annotated[
-        Path, typer.Argument(metavar="RUN", help="A run directory (holding manifest.json).")
-    ],
+REPORT_DIR = options.argument(
+    "run_dir", Path, metavar="RUN", help="A run directory (holding manifest.json)."
 )
 
 

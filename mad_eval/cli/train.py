@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
@@ -19,23 +18,14 @@ app = typer.Typer(
     "rollouts, and first-turn prompts, as verl Parquet or JSON Lines.",
     no_args_is_help=True,
 )
-SOURCE = inspect.Parameter(
+SOURCE = options.argument(
     "source",
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    annotation=Annotated[
-        Path,
-        typer.Argument(
-            metavar="RUN_DIR_OR_JSONL",
-            help="A mad-eval run (its round-0 turns are the rollouts, e.g. from `mad-eval "
-            "single -k 8`) or a JSON Lines file of prompt_id, question, gold, response.",
-        ),
-    ],
+    Path,
+    metavar="RUN_DIR_OR_JSONL",
+    help="A mad-eval run (its round-0 turns are the rollouts, e.g. from `mad-eval "
+    "single -k 8`) or a JSON Lines file of prompt_id, question, gold, response.",
 )
-BENCHMARK = inspect.Parameter(
-    "benchmark",
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    annotation=Annotated[str, typer.Argument(help="Benchmark name, spec .toml or .jsonl file.")],
-)
+BENCHMARK = options.argument("benchmark", str, help="Benchmark name, spec .toml or .jsonl file.")
 PAIRS = [
     *("out", "pairing", "per_prompt", "max_length", "copies", "repeats", "seed", "prompt_template"),
     *("answer_protocol", "data_dir", "tokenizer"),

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
-from typing import Annotated
-
-import typer
 
 from mad_eval import api
 from mad_eval.cli import options
 from mad_eval.cli.app import app
 from mad_eval.cli.ui import console, fail, one_sentence
 
-RUN_DIRS = inspect.Parameter(
-    "run_dirs",
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    annotation=Annotated[
-        list[Path], typer.Argument(metavar="RUN", help="Run directories, one or more.")
-    ],
+RUN_DIRS = options.argument(
+    "run_dirs", list[Path], metavar="RUN", help="Run directories, one or more."
 )
 # The site's folder is the API's default; opening and serving are the command's own.
 DEFAULTS = {**options.defaults_of(api.view), "open": False, "serve": None}

@@ -3,11 +3,8 @@ mad_eval.plot)."""
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from mad_eval import api
 from mad_eval.cli import options
@@ -15,17 +12,12 @@ from mad_eval.cli.app import app
 from mad_eval.cli.ui import console, one_sentence
 from mad_eval.words import counted
 
-RUN_DIRS = inspect.Parameter(
+RUN_DIRS = options.argument(
     "run_dirs",
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    annotation=Annotated[
-        list[Path],
-        typer.Argument(
-            metavar="RUN",
-            help="Run directories, any number, or folders holding them (results/, an "
-            "experiment's folder): every run folder below is read.",
-        ),
-    ],
+    list[Path],
+    metavar="RUN",
+    help="Run directories, any number, or folders holding them (results/, an "
+    "experiment's folder): every run folder below is read.",
 )
 TABLE = ["layout", "format", "labels", "baseline", "error", "replicates", "out", "prices"]
 

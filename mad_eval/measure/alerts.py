@@ -136,5 +136,5 @@ def _failed(n: int, total: int, what: str, unsent: int) -> str:
         )
     return (
         f"{n} of {total} {what} failed (each error is in turns.jsonl); once the server "
-        "answers, run the same command with --retry-failed."
+        "answers, ask them again with --retry-failed."
     )

@@ -124,7 +124,8 @@ def run(
     options by name (mad_eval.setup.settings.RunSettings: protocol, agents, rounds, model,
     base_urls, benchmark, data_dir, limit, runs, seed, temperature, ...; see `mad-eval run
     --help`), each refused in one sentence if unknown or of the wrong type; `out` is the
-    run folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>). A model
+    run folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>, then each
+    setting not at its default, e.g. -temperature0.7). A model
     `serve:CHECKPOINT` is served by `vllm serve` for the run, with the settings `serving`
     (KEY=VALUE strings or a mapping: mad_eval.serving.spec) on the GPUs `gpus` ("0,1";
     default CUDA_VISIBLE_DEVICES, else nvidia-smi's), and stopped after it."""
@@ -143,7 +144,9 @@ def run(
             "No --model given: using simulated agents (sim). "
             "Pass --model openai:NAME --base-url URL to benchmark a served checkpoint."
         )
-    store = RunStore(Path(out) if out is not None else plan.config.default_out())
+    store = RunStore(
+        Path(out) if out is not None else plan.config.default_out(plan.spec.max_tokens)
+    )
     refuse_records(store.root, run_folder=True)  # never inside another run's records
     whole = Job(plan, store, retry_failed)
     if served is None:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from mad_eval import api
 from mad_eval.cli import options
-from mad_eval.cli.ui import ConsoleListener, console, one_sentence
+from mad_eval.cli.ui import ConsoleListener, alert, console, one_sentence
 from mad_eval.words import counted
 
 app = typer.Typer(
@@ -53,6 +53,9 @@ def run(file: Path, dry_run: bool, gpus: str | None, ray: str | None) -> None:
         shown = [_pct(m.get(k)) if k in keys else "" for k in DEBATE + SINGLE]
         table.add_row(name, str(m["questions"]), *shown)
     console.print(table)
+    for name, result in results.items():
+        for sentence in result.alerts:
+            alert(f"{name}: {sentence}")
     console.print(f"Tables: mad-eval experiment tables {file}")
 
 

@@ -97,9 +97,8 @@ def _unparsed(
         f"{n} of {total} {what} were unparsed: the replies do not write their answer as the "
         f"{name} answer protocol reads it ({_form(name)})"
     )
-    written = [a for a in others if a not in UNTRIED and _reads_most(a, samples)]
-    if written:
-        found = written[0]
+    found = _written(others, samples)
+    if found:
         return f"{head} but as {found} reads it ({_form(found)}); pass --answer-protocol {found}."
     if others:
         return (
@@ -112,12 +111,21 @@ def _form(protocol: str) -> str:
     return get_answer_protocol(protocol).write("X")
 
 
-def _reads_most(protocol: str, replies: list[str]) -> bool:
-    """Whether `protocol` finds an answer in most of the replies (their final content)."""
-    found = get_answer_protocol(protocol)
-    return 2 * sum(found.find(text, split=False).answer is not None for text in replies) > len(
-        replies
-    )
+def _written(protocols: list[str], replies: list[str]) -> str | None:
+    """The protocol that finds an answer in most of the replies (their final content),
+    preferring the one whose form the replies write as it is (a lenient one finds a number
+    after any "answer:"), then the first in the kind's order; None if none does."""
+    best, score = None, (0, 0)
+    for name in protocols:
+        if name in UNTRIED:
+            continue
+        protocol = get_answer_protocol(name)
+        found = [(text, protocol.find(text, split=False).answer) for text in replies]
+        read = [(text, a) for text, a in found if a is not None]
+        exact = sum(protocol.write(a) in text for text, a in read)
+        if 2 * len(read) > len(replies) and (exact, len(read)) > score:
+            best, score = name, (exact, len(read))
+    return best
 
 
 def _cut_off(n: int, total: int, what: str, limits: set[int]) -> str:

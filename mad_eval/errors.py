@@ -44,15 +44,15 @@ KEYWORDS = {
     "prompt-style": "prompt_style",
     "label": "labels",
 }
-# After an option, a word that is the sentence going on, not the option's value.
-_PROSE = (
-    "a|an|and|as|at|but|by|for|from|if|in|is|must|needs|of|on|once|or|out|so|that|the|to|"
-    "when|which|with|accepts|takes|gives|pointing|naming"
+# An option's value as a sentence gives it after the option: quoted, or a word holding a
+# capital, digit or sign (URL, openai:NAME, 0.5), or a plain word that ends a clause
+# (--quote verbatim.) and is not the sentence going on (leave --agents out).
+_VALUE = (
+    r"'[^']*'"
+    r"|[^\s,;()']*[A-Z0-9:/=_*@][^\s,;()']*?(?=\.?(?:[\s,;()]|$))"
+    r"|(?!(?:and|but|for|in|of|on|or|out|so|to|too)\b)[a-z][a-z-]*(?=[.,;:)]|$)"
 )
-_OPTION = re.compile(
-    r"--(?P<name>[a-z][a-z0-9-]*)(?: (?P<value>(?!(?:" + _PROSE + r")\b)"
-    r"(?:'[^']*'|[^\s,;()]*[^\s,;().])))?"
-)
+_OPTION = re.compile(r"--(?P<name>[a-z][a-z0-9-]*)(?: (?P<value>" + _VALUE + "))?")
 
 
 @contextmanager
@@ -84,7 +84,6 @@ def for_keywords(text: str, keywords: Mapping[str, Any]) -> str:
             return f"{name}=True" + (f" {value}" if value else "")
         if value:
             return f"{name}={value}"
-        given = text[: found.start()].endswith(("pass ", "with ", "give "))
-        return f"{name}=" if given else name
+        return f"{name}=" if text[: found.start()].endswith("pass ") else name
 
     return _OPTION.sub(keyword, text)

@@ -266,7 +266,10 @@ def test_library_errors_name_keywords_and_the_command_line_names_options(tmp_pat
     [
         ("pass --data-dir pointing at it.", "pass data_dir= pointing at it."),
         ("pass --quote verbatim.", "pass quote=verbatim."),
-        ("--template raw needs --api completions: x.", "template=raw needs api=completions: x."),
+        ("--template raw needs --api completions: x.", "template raw needs api=completions: x."),
+        ("--max-tokens 5 leaves no room", "max_tokens=5 leaves no room"),
+        ("--gpus 'a,b' is not a list", "gpus='a,b' is not a list"),
+        ("--ray and --gpus cannot be given", "ray and gpus cannot be given"),
         ("pass --model openai:NAME --base-url URL", "pass model=openai:NAME base_urls=URL"),
         ("raise --max-tokens.", "raise max_tokens."),
         ("ask again with --retry-failed.", "ask again with retry_failed=True."),
@@ -275,7 +278,8 @@ def test_library_errors_name_keywords_and_the_command_line_names_options(tmp_pat
     ],
 )
 def test_options_are_worded_as_the_calls_keywords(text, worded):
-    assert for_keywords(text, {**run_defaults(), "retry_failed": False}) == worded
+    keywords = {**run_defaults(), "retry_failed": False, "gpus": None, "ray": None}
+    assert for_keywords(text, keywords) == worded
 
 
 def test_every_long_option_maps_to_its_keyword():

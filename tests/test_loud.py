@@ -168,6 +168,24 @@ def test_a_metrics_json_from_before_alerts_still_loads_and_adding_them_changes_n
     assert list(before).index("alerts") == list(before).index("prefix_share") + 1
 
 
+def test_an_experiment_says_its_suspect_runs_in_its_own_keys(tmp_path):
+    (tmp_path / "exp.toml").write_text(
+        '[experiment]\nout = "out"\n\n[settings]\nlimit = 2\nrounds = 1\nmax_tokens = 10\n\n'
+        '[models]\n"cut" = { model = "sim:words=40,think=1" }\n\n'
+        '[grids.main]\nbenchmarks = ["arith"]\nagents = [2]\n'
+    )
+    sentence = (
+        "arith-decentralized-n2-t1-cut: 4 of 4 final answers were cut off at the token limit "
+        "(10 tokens) before they gave an answer; raise max_tokens."
+    )
+    done = command("experiment", "run", "exp.toml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"suspicious: {sentence}" in done.stdout
+    assert command("experiment", "tables", "exp.toml", cwd=tmp_path).returncode == 0
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert f"\n- {sentence}\n" in summary
+
+
 # ---- default run folders --------------------------------------------------------------------
 
 

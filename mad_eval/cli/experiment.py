@@ -12,6 +12,8 @@ from rich.table import Table
 from mad_eval import api
 from mad_eval.cli import options
 from mad_eval.cli.ui import ConsoleListener, alert, console, one_sentence
+from mad_eval.errors import for_keywords
+from mad_eval.setup.config import run_defaults
 from mad_eval.words import counted
 
 app = typer.Typer(
@@ -53,9 +55,9 @@ def run(file: Path, dry_run: bool, gpus: str | None, ray: str | None) -> None:
         shown = [_pct(m.get(k)) if k in keys else "" for k in DEBATE + SINGLE]
         table.add_row(name, str(m["questions"]), *shown)
     console.print(table)
-    for name, result in results.items():
+    for name, result in results.items():  # named as the experiment file's keys
         for sentence in result.alerts:
-            alert(f"{name}: {sentence}")
+            alert(f"{name}: {for_keywords(sentence, run_defaults())}")
     console.print(f"Tables: mad-eval experiment tables {file}")
 
 

@@ -18,6 +18,7 @@ import mad_eval
 from mad_eval.errors import SuspiciousResult, UserError, for_keywords, keyword_of
 from mad_eval.measure.alerts import Outcomes, alerts
 from mad_eval.records import Turn
+from mad_eval.reporting.results import _identifier
 from mad_eval.setup.config import RecordedConfig, RunConfig, run_defaults
 
 SMALL = {"limit": 3, "agents": 2, "rounds": 1}
@@ -358,3 +359,5 @@ def test_results_print_short_and_show_as_a_small_table(tmp_path):
     single = mad_eval.single(samples=2, limit=2, out=tmp_path / "single")
     assert repr(single).startswith("Run(benchmark='arith', protocol='single', k=2, mean_at_K=")
     assert len(repr(mad_eval.load_runs([run.root, single.root]))) < 400
+    every = [*run.headline(), *single.headline(), "Δ ROUGE-L", "ROUGE-L"]
+    assert all(_identifier(name).isidentifier() for name in every)

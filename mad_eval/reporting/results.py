@@ -231,7 +231,9 @@ class Run:
 
 def _identifier(name: str) -> str:
     """A headline's name as a repr shows it: mean@K as mean_at_K, Δ as delta."""
-    return name.replace("@", "_at_").replace("Δ ROUGE-L", "rougeL_delta").replace("Δ", "delta")
+    for shown, spelled in (("@", "_at_"), ("Δ ROUGE-L", "rougeL_delta"), ("ROUGE-L", "rougeL")):
+        name = name.replace(shown, spelled)
+    return name.replace("Δ", "delta")
 
 
 def _short(model: str) -> str:

@@ -68,6 +68,11 @@ def test_most_answers_unread_names_each_sizeable_cause_and_a_quarter_alone_is_sa
     assert len(said(fine * 2 + unparsed[:1] + unparsed)) == 1
     assert said([turn()] * 8 + unparsed[:2]) == []
     assert said([turn()] * 10) == [] and said([]) == []
+    assert said([turn(), turn(None, text="?")], rounds=0) == [
+        "1 of 2 answers was unparsed: the replies do not write their answer as the boxed answer "
+        "protocol reads it (\\boxed{X}); pass --answer-protocol with the one the model writes "
+        "(answer-line, dapo, math-verify, braces, dov-math)."
+    ]
 
 
 def test_failed_answers_say_whether_to_retry_or_to_make_room():

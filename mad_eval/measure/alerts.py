@@ -80,7 +80,7 @@ def alerts(outcomes: Outcomes, kind: str, answer: str | None, rounds: int) -> li
         "cut_off": lambda n: _cut_off(n, total, what, outcomes.limits),
         "failed": lambda n: _failed(n, total, what, outcomes.unsent),
         "refused": lambda n: (
-            f"{n} of {total} {what} were refusals: the model declined to answer (its words "
+            f"{n} of {total} {what} {_were(n)} refusals: the model declined to answer (its words "
             "are in turns.jsonl's refusal field)."
         ),
     }
@@ -94,7 +94,7 @@ def _unparsed(
     name = protocol_name(used)
     others = [a for a in get_kind(kind).answers if a != name]
     head = (
-        f"{n} of {total} {what} were unparsed: the replies do not write their answer as the "
+        f"{n} of {total} {what} {_were(n)} unparsed: the replies do not write their answer as the "
         f"{name} answer protocol reads it ({_form(name)})"
     )
     found = _written(others, samples)
@@ -105,6 +105,10 @@ def _unparsed(
             f"{head}; pass --answer-protocol with the one the model writes ({', '.join(others)})."
         )
     return f"{head}; ask for it in the prompt template (--prompt-template)."
+
+
+def _were(n: int) -> str:
+    return "was" if n == 1 else "were"  # 1 of 4 final answers was unparsed
 
 
 def _form(protocol: str) -> str:
@@ -131,7 +135,7 @@ def _written(protocols: list[str], replies: list[str]) -> str | None:
 def _cut_off(n: int, total: int, what: str, limits: set[int]) -> str:
     limit = f" ({next(iter(limits))} tokens)" if len(limits) == 1 else ""
     return (
-        f"{n} of {total} {what} were cut off at the token limit{limit} before they gave an "
+        f"{n} of {total} {what} {_were(n)} cut off at the token limit{limit} before they gave an "
         "answer; raise --max-tokens."
     )
 

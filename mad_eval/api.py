@@ -9,14 +9,23 @@ over these functions, and their keywords are its long options with underscores:
 
 Each call runs to its end (resuming the run folder's records, like the command), in an
 event loop of its own (in a thread when the caller's loop is running, as in Jupyter), and
-needs no `if __name__ == "__main__":` guard. It prints nothing unless given a Listener.
+needs no `if __name__ == "__main__":` guard. It prints nothing unless given a Listener (its
+notes go to the `mad_eval` logger, which `logging.basicConfig()` shows), but a result whose
+final answers mostly went unread warns (`SuspiciousResult`, a UserWarning). Errors and
+warnings name these functions' keywords (`data_dir=`), not the command line's options.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import sys
+import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from mad_eval.errors import COMMAND_LINE, SuspiciousResult, UserError, for_keywords
 from mad_eval.progress import Listener
 from mad_eval.words import counted
 
@@ -32,6 +41,7 @@ if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
 
 __all__ = [
     "Listener",
+    "SuspiciousResult",
     "experiment",
     "experiment_plan",
     "experiment_tables",
@@ -48,7 +58,59 @@ __all__ = [
     "view",
 ]
 
+Call = TypeVar("Call", bound=Callable[..., Any])
 
+
+def _worded(call: Call) -> Call:
+    """`call` whose errors name its keywords (pass data_dir=) where the caller is a program,
+    not the command line (which names its options: pass --data-dir)."""
+
+    @functools.wraps(call)
+    def worded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except UserError as exc:
+            if not COMMAND_LINE.get() and exc.args and isinstance(exc.args[0], str):
+                exc.args = (for_keywords(exc.args[0], _keywords(call)), *exc.args[1:])
+            raise
+
+    return worded  # type: ignore[return-value]
+
+
+def _keywords(call: Callable[..., Any]) -> dict[str, Any]:
+    """A call's keywords with their defaults; a run's settings for one that takes them."""
+    from mad_eval.setup.config import run_defaults
+
+    found: dict[str, Any] = {}
+    for name, param in inspect.signature(call).parameters.items():
+        if param.kind is param.VAR_KEYWORD:
+            found |= run_defaults()
+        else:
+            found[name] = None if param.default is param.empty else param.default
+    return found
+
+
+def _warn_alerts(result: Run) -> None:
+    """Each of a result's alerts (metrics.json's) as a SuspiciousResult warning, worded with
+    run's keywords, at the caller's line; the command line prints them itself."""
+    if COMMAND_LINE.get():
+        return
+    for alert in result.alerts:
+        text = f"{result.root}: {for_keywords(alert, _keywords(run))}"
+        warnings.warn(text, SuspiciousResult, stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """The stack level, for warnings.warn called by our caller, of the first frame outside
+    mad_eval: the line of the program that called the library."""
+    package = str(Path(__file__).resolve().parent)
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+@_worded
 def run(
     *,
     out: str | Path | None = None,
@@ -62,7 +124,8 @@ def run(
     options by name (mad_eval.setup.settings.RunSettings: protocol, agents, rounds, model,
     base_urls, benchmark, data_dir, limit, runs, seed, temperature, ...; see `mad-eval run
     --help`), each refused in one sentence if unknown or of the wrong type; `out` is the
-    run folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>). A model
+    run folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>, then each
+    setting not at its default, e.g. -temperature0.7). A model
     `serve:CHECKPOINT` is served by `vllm serve` for the run, with the settings `serving`
     (KEY=VALUE strings or a mapping: mad_eval.serving.spec) on the GPUs `gpus` ("0,1";
     default CUDA_VISIBLE_DEVICES, else nvidia-smi's), and stopped after it."""
@@ -81,7 +144,9 @@ def run(
             "No --model given: using simulated agents (sim). "
             "Pass --model openai:NAME --base-url URL to benchmark a served checkpoint."
         )
-    store = RunStore(Path(out) if out is not None else plan.config.default_out())
+    store = RunStore(
+        Path(out) if out is not None else plan.config.default_out(plan.spec.max_tokens)
+    )
     refuse_records(store.root, run_folder=True)  # never inside another run's records
     whole = Job(plan, store, retry_failed)
     if served is None:
@@ -105,6 +170,7 @@ def run(
     return report(store.root)
 
 
+@_worded
 def single(
     *,
     samples: int = 4,
@@ -140,6 +206,7 @@ def single(
     )
 
 
+@_worded
 def judge(
     run_dir: str | Path,
     judge: str,
@@ -181,6 +248,7 @@ def judge(
     return report(run_dir)
 
 
+@_worded
 def report(
     run_dir: str | Path,
     prices: str | Path | Prices | None = None,
@@ -204,9 +272,11 @@ def report(
         result = load_for_pairing(store.root, read_prices(prices))
         pair([result], [single_run(load_for_pairing(Path(single)))])
     store.write_metrics(result.metrics)
+    _warn_alerts(result)
     return result
 
 
+@_worded
 def load_run(run_dir: str | Path, prices: str | Path | None = None) -> Run:
     """A finished (or partial) run's results from its folder, without writing anything
     (`prices`: a prices file, for its cost in money)."""
@@ -216,6 +286,7 @@ def load_run(run_dir: str | Path, prices: str | Path | None = None) -> Run:
     return results.load_run(Path(run_dir), read_prices(prices))
 
 
+@_worded
 def load_runs(
     run_dirs: list[str | Path],
     labels: dict[str, str] | None = None,
@@ -229,6 +300,7 @@ def load_runs(
     return results.load_runs([Path(d) for d in run_dirs], labels, prices=read_prices(prices))
 
 
+@_worded
 def experiment(
     path: str | Path,
     listener: Listener | None = None,
@@ -250,6 +322,7 @@ def experiment(
     return {cell.name: report(loaded.folder(cell), loaded.prices) for cell in loaded.cells}
 
 
+@_worded
 def experiment_plan(
     path: str | Path, gpus: str | list[int] | None = None, ray: str | None = None
 ) -> Plan:
@@ -264,6 +337,7 @@ def experiment_plan(
     return Plan(experiment, states, serving_plan(experiment, states, gpus, ray))
 
 
+@_worded
 def experiment_tables(path: str | Path, replicates: int | None = None) -> list[Path]:
     """Write an experiment's declared tables (CSV, LaTeX, Markdown), figures and
     summary.md into its folder, from the cells' records; return the files written."""
@@ -274,6 +348,7 @@ def experiment_tables(path: str | Path, replicates: int | None = None) -> list[P
     return write_tables(load_experiment(Path(path)), replicates or REPLICATES)
 
 
+@_worded
 def view(run_dirs: list[str | Path], out: str | Path = "results/view") -> Path:
     """Write a static site of the runs' debates into `out` (opens from file://, needs no
     server or network: README, Reading the debates in a browser); return its index.html."""
@@ -282,6 +357,7 @@ def view(run_dirs: list[str | Path], out: str | Path = "results/view") -> Path:
     return write_site([load_view(Path(d)) for d in run_dirs], Path(out))
 
 
+@_worded
 def table(
     run_dirs: list[str | Path],
     layout: str = "debate",
@@ -313,6 +389,7 @@ def table(
     )
 
 
+@_worded
 def plot(
     run_dirs: list[str | Path],
     out: str | Path = "results/plots",
@@ -328,6 +405,7 @@ def plot(
     return make_plots([Path(d) for d in run_dirs], Path(out), labels, replicates)
 
 
+@_worded
 def train_pairs(
     source: str | Path,
     out: str | Path,
@@ -363,6 +441,7 @@ def train_pairs(
     )
 
 
+@_worded
 def train_prompts(
     benchmark: str | Path,
     out: str | Path,

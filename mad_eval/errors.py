@@ -6,7 +6,12 @@ shows its message, one sentence naming the problem and the fix, without importin
 module that could raise one.
 """
 
+import re
 import signal
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
 
 
 class UserError(Exception):
@@ -20,3 +25,65 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, sig: signal.Signals, records: str = "its run folder", what: str = "turn"):
         super().__init__(f"stopped by {sig.name}")
         self.signal, self.records, self.what = sig, records, what
+
+
+class SuspiciousResult(UserWarning):
+    """A run's numbers are suspect: most of its final answers went unread (unparsed, cut off,
+    failed), so Maj and Debate say little of the model. The message says why and what to
+    change; metrics.json keeps the same sentence in `alerts`."""
+
+
+# Whether the command line is the caller (it sets this around each library call): its
+# messages name options (--data-dir), a library caller's name keywords (data_dir=).
+COMMAND_LINE: ContextVar[bool] = ContextVar("mad_eval_command_line", default=False)
+
+# Long options whose keyword is not their name with underscores.
+KEYWORDS = {
+    "base-url": "base_urls",
+    "prompt-template": "prompt_style",
+    "prompt-style": "prompt_style",
+    "label": "labels",
+}
+# An option's value as a sentence gives it after the option: quoted, or a word holding a
+# capital, digit or sign (URL, openai:NAME, 0.5), or a plain word that ends a clause
+# (--quote verbatim.) and is not the sentence going on (leave --agents out).
+_VALUE = (
+    r"'[^']*'"
+    r"|[^\s,;()']*[A-Z0-9:/=_*@][^\s,;()']*?(?=\.?(?:[\s,;()]|$))"
+    r"|(?!(?:and|but|for|in|of|on|or|out|so|to|too)\b)[a-z][a-z-]*(?=[.,;:)]|$)"
+)
+_OPTION = re.compile(r"--(?P<name>[a-z][a-z0-9-]*)(?: (?P<value>" + _VALUE + "))?")
+
+
+@contextmanager
+def on_command_line() -> Iterator[None]:
+    """Messages (errors, alerts) inside are for the command line, which names options."""
+    token = COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        COMMAND_LINE.reset(token)
+
+
+def keyword_of(option: str) -> str:
+    """A long option's keyword in the library: --data-dir is data_dir, --base-url base_urls."""
+    name = option.removeprefix("--")
+    return KEYWORDS.get(name, name.replace("-", "_"))
+
+
+def for_keywords(text: str, keywords: Mapping[str, Any]) -> str:
+    """`text` as a caller of the library reads it: each option that is one of its call's
+    `keywords` (name -> default) written as that keyword, `name=value` with the value the
+    sentence gives it, `name=True` for a switch, `name=` after "pass", else the bare name."""
+
+    def keyword(found: re.Match[str]) -> str:
+        name, value = keyword_of(found["name"]), found["value"]
+        if name not in keywords:
+            return found[0]
+        if isinstance(keywords[name], bool):
+            return f"{name}=True" + (f" {value}" if value else "")
+        if value:
+            return f"{name}={value}"
+        return f"{name}=" if text[: found.start()].endswith("pass ") else name
+
+    return _OPTION.sub(keyword, text)

@@ -10,7 +10,10 @@ from contextlib import contextmanager
 
 from mad_eval.sanitize import redact
 
-log = logging.getLogger("mad_eval")
+log = logging.getLogger("mad_eval.progress")
+# Quiet unless the program configures logging: without a handler of its own, Python would
+# print its warnings (a tokenizer not found, say) to stderr through logging.lastResort.
+log.addHandler(logging.NullHandler())
 
 Advance = Callable[[int], None]
 

@@ -353,7 +353,7 @@ def test_a_bad_setting_is_refused_before_any_request(tmp_path: Path) -> None:
     from mad_eval import api
     from mad_eval.setup.config import ConfigError
 
-    with pytest.raises(ConfigError, match=r"^--answer-protocol: math-verify setting precision=99"):
+    with pytest.raises(ConfigError, match=r"^answer_protocol: math-verify setting precision=99"):
         api.run(benchmark="math500", answer_protocol="math-verify:precision=99", out=tmp_path / "r")
     assert not (tmp_path / "r").exists()
     spec = 'description = "d"\nkind = "math"\nmax_tokens = 8\nanswer = "math-verify:gold=x"\n'

@@ -193,11 +193,12 @@ def test_ten_thousand_small_cells_dry_run_under_a_raised_limit(tmp_path):
 
 
 def test_a_plain_run_is_held_to_a_runs_own_limits():
-    with pytest.raises(ConfigError, match="--agents must be at most 1024, got 100000"):
+    # Named as the call's keywords: the command line's options are not what a program passes.
+    with pytest.raises(ConfigError, match=r"^agents must be at most 1024, got 100000"):
         mad_eval.run(model="sim", agents=100000, limit=1)
-    with pytest.raises(ConfigError, match="--rounds must be at most 1000, got 5000"):
+    with pytest.raises(ConfigError, match=r"^rounds must be at most 1000, got 5000"):
         mad_eval.run(model="sim", rounds=5000, limit=1)
-    with pytest.raises(ConfigError, match="--samples must be at most 1024, got 100000"):
+    with pytest.raises(ConfigError, match=r"^samples must be at most 1024, got 100000"):
         mad_eval.single(model="sim", samples=100000, limit=1)
 
 

@@ -189,7 +189,7 @@ def test_a_folder_whose_manifest_was_deleted_is_not_adopted(tmp_path):
     turns = (root / "turns.jsonl").read_bytes()
     other = dict(model="sim:p0=0.2", benchmark="arith", limit=5, agents=3, rounds=1)
     assert refusal(lambda: mad_eval.run(out=root, **other)) == (
-        f"{root} has turns.jsonl but no manifest.json: restore manifest.json or use another --out."
+        f"{root} has turns.jsonl but no manifest.json: restore manifest.json or use another out."
     )
     assert (root / "turns.jsonl").read_bytes() == turns and not (root / "manifest.json").exists()
     assert "no manifest.json" in refusal(lambda: mad_eval.report(root))

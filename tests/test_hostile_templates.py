@@ -288,7 +288,7 @@ def test_a_manifest_template_that_does_not_match_its_hash_is_reported_not_render
     assert words.replace("'", "\\u0027") in site_text(tmp_path / "site") or words in site_text(
         tmp_path / "site"
     )
-    with pytest.raises(UserError, match=words + r".*or pass another --out"):  # resume
+    with pytest.raises(UserError, match=words + r".*or pass another out"):  # resume
         api.run(agents=2, rounds=1, limit=2, out=root)
     assert not mark.exists()
 

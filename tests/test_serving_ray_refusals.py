@@ -24,10 +24,10 @@ def _one_model(tmp_path, monkeypatch):
 
 def test_ray_with_gpus_is_one_sentence(tmp_path, monkeypatch):
     path = _one_model(tmp_path, monkeypatch)
-    with pytest.raises(UserError, match=r"^--ray and --gpus cannot be given together") as caught:
+    with pytest.raises(UserError, match=r"^ray and gpus cannot be given together") as caught:
         mad_eval.experiment(path, Heard(), gpus="0,1", ray="auto")
     assert "\n" not in str(caught.value)
-    with pytest.raises(UserError, match=r"^--ray and --gpus"):
+    with pytest.raises(UserError, match=r"^ray and gpus"):
         mad_eval.experiment_plan(path, gpus="0", ray="auto")
     assert starts({"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")}) == []
 

@@ -10,7 +10,9 @@ from rich.table import Table
 
 from mad_eval import api
 from mad_eval.cli import options
-from mad_eval.cli.ui import ConsoleListener, console, one_sentence
+from mad_eval.cli.ui import ConsoleListener, alert, console, one_sentence
+from mad_eval.errors import for_keywords
+from mad_eval.setup.config import run_defaults
 from mad_eval.words import counted
 
 app = typer.Typer(
@@ -48,6 +50,9 @@ def run(file: Path, dry_run: bool, gpus: str | None, ray: str | None) -> None:
         shown = [_pct(m.get(k)) if k in keys else "" for k in DEBATE + SINGLE]
         table.add_row(name, str(m["questions"]), *shown)
     console.print(table)
+    for name, result in results.items():  # named as the experiment file's keys
+        for sentence in result.alerts:
+            alert(f"{name}: {for_keywords(sentence, run_defaults())}")
     console.print(f"Tables: mad-eval experiment tables {file}")
 
 

@@ -305,7 +305,8 @@ OPTIONS: dict[str, Option] = {
     "out": Option(
         Path | None,
         typer.Option(
-            help="Run directory (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>)."
+            help="Run directory (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>, "
+            "then each setting not at its default, e.g. -l50-temperature0.7)."
         ),
     ),
 }
@@ -316,7 +317,10 @@ OPTIONS["samples"] = Option(
 )
 SINGLE_OUT = Option(
     Path | None,
-    typer.Option(help="Run directory (default: results/<benchmark>-single-k<K>-<model>)."),
+    typer.Option(
+        help="Run directory (default: results/<benchmark>-single-k<K>-<model>, then each "
+        "setting not at its default, e.g. -l50-temperature0.7)."
+    ),
 )
 OPTIONS["prices"] = Option(
     Path | None,

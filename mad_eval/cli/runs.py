@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from mad_eval import api  # light: it imports what each call needs when called
 from mad_eval.cli import options
 from mad_eval.cli.app import app
-from mad_eval.cli.ui import ConsoleListener, console, one_sentence, warn
+from mad_eval.cli.ui import ConsoleListener, alert, console, one_sentence, warn
 from mad_eval.setup.config import operational_defaults, run_defaults
 
 if TYPE_CHECKING:
@@ -107,6 +107,8 @@ def show(run: Run, command: str | None = None) -> None:
     from mad_eval.words import counted
 
     console.print(metrics_view(run.metrics, title=run.root.name, escaping=run.escaping))
+    for sentence in run.alerts:
+        alert(sentence)
     store = RunStore(run.root)
     console.print(f"Records: {store.turns_path}  Metrics: {store.metrics_path}")
     # A prompt that did not fit was never sent: asking again would fail the same way.

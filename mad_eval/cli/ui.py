@@ -23,7 +23,7 @@ from rich.progress import (
 from rich.text import Text
 
 from mad_eval.cli.progress_log import ProgressLog
-from mad_eval.errors import Interrupted, UserError
+from mad_eval.errors import Interrupted, UserError, on_command_line
 from mad_eval.progress import Advance, Listener
 from mad_eval.sanitize import outward, redact
 
@@ -57,6 +57,13 @@ def fail(message: str) -> typer.Exit:
 
 def warn(label: str, message: str) -> None:
     errors.print(f"[yellow]{label}:[/] {escape(outward(message))}", highlight=False, soft_wrap=True)
+
+
+def alert(message: str) -> None:
+    """A sentence saying a result is suspect (metrics.json's alerts), under its table."""
+    console.print(
+        f"[bold red]suspicious:[/] {escape(outward(message))}", highlight=False, soft_wrap=True
+    )
 
 
 class Rate(ProgressColumn):
@@ -111,10 +118,13 @@ class ConsoleListener(Listener):
 def one_sentence(*also: type[Exception], data_dir: bool = False) -> Iterator[None]:
     """A user error (or one of the errors `also` names, which that library call raises
     for a bad value) ends the command in one sentence (exit 2); a stop says where the
-    finished records are (exit 128 + the signal). A missing benchmark file is advised as the
-    command takes a folder: --data-dir where it has that option (`data_dir`), else MAD_EVAL_DATA."""
+    finished records are (exit 128 + the signal). Inside, the library words its messages
+    for the command line (options, not keywords) and leaves its alerts to the command. A
+    missing benchmark file is advised as the command takes a folder: --data-dir where it has
+    that option (`data_dir`), else MAD_EVAL_DATA."""
     try:
-        yield
+        with on_command_line():
+            yield
     except (UserError, *also) as exc:
         from mad_eval.data.benchmarks import DataMissingError
 

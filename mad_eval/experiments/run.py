@@ -126,6 +126,13 @@ class Plan:
     def held(self) -> int:
         return sum(min(s.done, s.requests) for s in self.states)
 
+    def __repr__(self) -> str:
+        """One line, not every cell's settings."""
+        return (
+            f"Plan(experiment={self.experiment.name!r}, runs={len(self.states)}, "
+            f"turns={self.needed}, recorded={self.held}, out={str(self.experiment.out)!r})"
+        )
+
 
 def dry_run(experiment: Experiment) -> list[CellState]:
     """What each cell needs and holds, asking no server and writing nothing."""

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from mad_eval.errors import for_keywords
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError, View
 from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.reporting.layouts import PAIRED
 from mad_eval.reporting.pairing import pair
 from mad_eval.reporting.results import Run, load_run, load_runs
+from mad_eval.setup.config import run_defaults
 from mad_eval.store.files import refuse_records
 from mad_eval.store.folder import RunStore, StoreError, write_atomically
 from mad_eval.words import counted
@@ -134,4 +137,21 @@ def _summary(experiment: Experiment, sections: list[str]) -> str:
         ),
         "",
     ]
+    alerts = [
+        f"- {c.name}: {for_keywords(sentence, run_defaults())}"
+        for c in experiment.cells
+        for sentence in _alerts(experiment.folder(c))
+    ]
+    if alerts:
+        head += ["Suspicious results (each run's metrics.json `alerts`):", "", *alerts, ""]
     return "\n".join(head + sections)
+
+
+def _alerts(folder: Path) -> list[str]:
+    """A run's alerts as its metrics.json holds them (none in one written before them)."""
+    try:
+        found = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    alerts = found.get("alerts") if isinstance(found, dict) else None
+    return [a for a in alerts if isinstance(a, str)] if isinstance(alerts, list) else []

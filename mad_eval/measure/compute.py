@@ -14,6 +14,7 @@ import numpy as np
 from mad_eval.debate.prompts import holds_quoting_tags
 from mad_eval.grading.grader import ROUGE
 from mad_eval.measure import families
+from mad_eval.measure.alerts import Outcomes, alerts
 from mad_eval.measure.counts import Counting, Tallies, by_debate, tally_verdicts
 from mad_eval.measure.family import Context
 from mad_eval.measure.formula import Formula, json_number, mean_std
@@ -56,6 +57,7 @@ class Totals:
         self.truncated: Counter[int] = Counter()  # by round
         self.shared: Counter[int] = Counter()  # prompt tokens a prefix cache can skip, by round
         self.context: Counter[int] = Counter()
+        self.outcomes: defaultdict[int, Outcomes] = defaultdict(Outcomes)  # by round
 
     def add(self, turns: list[Turn]) -> None:
         """Count one debate's turns (one run's, so its counts are added to that run once)."""
@@ -71,6 +73,7 @@ class Totals:
             mine["failed_turns"] += len(failed)
         self.truncated.update(truncated)
         for t in turns:
+            self.outcomes[t.round].add(t)
             if t.context_tokens and t.prefix_tokens is not None:
                 self.shared[t.round] += t.prefix_tokens
                 self.context[t.round] += t.context_tokens
@@ -211,6 +214,10 @@ class Measuring:
             "failed_turns": sum(p["failed_turns"] for p in per_run),
             **{k: counts[k] for k in TURN_COUNTS},
             "prefix_share": share["overall"],
+            # Why the numbers may mislead (most final answers unread): sentences, [] if none.
+            "alerts": alerts(
+                self.totals.outcomes[scoring.rounds], scoring.kind, scoring.answer, scoring.rounds
+            ),
             "per_run": per_run,
         }
         if verdicts:

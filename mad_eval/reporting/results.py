@@ -80,6 +80,53 @@ class Run:
         """Debate - Maj, in points."""
         return self.metrics.get("delta")
 
+    @property
+    def alerts(self) -> list[str]:
+        """Why its numbers may mislead (metrics.json's `alerts`), one sentence each."""
+        return list(self.metrics.get("alerts") or [])
+
+    def headline(self) -> dict[str, Any]:
+        """What a glance at the run shows: its settings and its main numbers (rounded)."""
+        config, m = self.config, self.metrics
+        found: dict[str, Any] = {"benchmark": self.benchmark, "protocol": config.protocol}
+        if self.rounds == 0:
+            found["k"] = config.agents
+            numbers = {"mean@K": "mean_at_k", "maj@K": "maj_at_k"}
+        else:
+            found |= {"n": config.agents, "t": config.rounds}
+            numbers = {"Maj": "maj", "Debate": "debate", "Δ": "delta"}
+        if not self.voted:
+            numbers = {"ROUGE-L": "rougeL", "Δ ROUGE-L": "rougeL_delta"}
+        for name, key in numbers.items():
+            value = m.get(key)
+            found[name] = round(value, 1) if isinstance(value, int | float) else None
+        found["questions"] = m.get("questions")
+        if self.alerts:
+            found["alerts"] = len(self.alerts)
+        found["folder"] = str(self.root)
+        return found
+
+    def __repr__(self) -> str:
+        """One line, never its records: Run(benchmark='arith', ..., Maj=68.0, ...)."""
+        shown = [f"{_identifier(k)}={v!r}" for k, v in self.headline().items()]
+        return f"Run({', '.join(shown)})"
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the headline as a one-row table, then each alert."""
+        from html import escape
+
+        from mad_eval.errors import for_keywords
+        from mad_eval.setup.config import run_defaults
+
+        found = self.headline()
+        head = "".join(f"<th>{escape(str(k))}</th>" for k in found)
+        row = "".join(f"<td>{escape('-' if v is None else str(v))}</td>" for v in found.values())
+        keywords = {**run_defaults(), "retry_failed": False}  # a notebook calls mad_eval.run
+        alerts = "".join(f"<li>{escape(for_keywords(a, keywords))}</li>" for a in self.alerts)
+        return f"<table><thead><tr>{head}</tr></thead><tbody><tr>{row}</tr></tbody></table>" + (
+            f"<ul>{alerts}</ul>" if alerts else ""
+        )
+
     def turns(self) -> pd.DataFrame:
         """Every recorded turn as a row (turns.jsonl's fields as columns; a repeated key keeps
         its last record), for a notebook's own analysis."""
@@ -180,6 +227,13 @@ class Run:
             "temperature": f"temp={config.temperature}",
             "seed": f"seed={config.seed}",
         }
+
+
+def _identifier(name: str) -> str:
+    """A headline's name as a repr shows it: mean@K as mean_at_K, Δ as delta."""
+    for shown, spelled in (("@", "_at_"), ("Δ ROUGE-L", "rougeL_delta"), ("ROUGE-L", "rougeL")):
+        name = name.replace(shown, spelled)
+    return name.replace("Δ", "delta")
 
 
 def _short(model: str) -> str:

@@ -241,8 +241,11 @@ class RunConfig(RecordedConfig):
         data["base_urls"] = list(self.base_urls)
         return data
 
-    def default_out(self) -> Path:
-        """results/<benchmark>-<protocol>-n<N>-t<T>-<model>: the same command finds the same run."""
+    def default_out(self, budget: int | None = None) -> Path:
+        """results/<benchmark>-<protocol>-n<N>-t<T>-<model>, then each recorded setting that
+        is not its default (`budget`: the benchmark's own max tokens), so the same command
+        finds the same run and a sweep's runs never share a folder:
+        arith-decentralized-n5-t3-sim-temperature0.7."""
         bench = Path(self.benchmark).stem if self.benchmark.endswith(".jsonl") else self.benchmark
         bench = re.sub(r"[:=,]", "_", bench)  # mmlu:anatomy -> mmlu_anatomy
         if self.roster:
@@ -268,7 +271,53 @@ class RunConfig(RecordedConfig):
             name += f"-l{self.limit}"
         if self.seed:
             name += f"-s{self.seed}"
+        name += self._differing(budget)
         return RESULTS_ROOT / re.sub(r"[^A-Za-z0-9._=-]+", "_", name)
+
+    def _differing(self, budget: int | None) -> str:
+        """The recorded settings the name above leaves out, each one not at its default, as
+        -name<number>, -name-<text> or -name (a switch); past NAMED characters, a hash of
+        them instead (manifest.json's config says each)."""
+        defaults = RecordedConfig(max_tokens=budget)
+        given = {
+            f.name: getattr(self, f.name)
+            for f in fields(RecordedConfig)
+            if f.name not in IN_NAME and getattr(self, f.name) != getattr(defaults, f.name)
+        }
+        parts = []
+        for key, value in given.items():
+            if isinstance(value, bool):
+                parts.append(f"-{key}" if value else f"-no_{key}")
+            elif isinstance(value, int | float):
+                parts.append(f"-{key}{value}")
+            else:
+                parts.append(f"-{key}-{value}")
+        # No "=": --label RUN=NAME names a run by its folder.
+        joined = re.sub(r"[^A-Za-z0-9._-]+", "_", "".join(parts))
+        if len(joined) <= NAMED:
+            return joined
+        settings = json.dumps(given, sort_keys=True, default=str).encode()
+        return f"-c{hashlib.sha256(settings).hexdigest()[:8]}"
+
+
+# The recorded settings the default folder name always spelled its own way (or, for a
+# roster's entries, by their models and counts).
+IN_NAME = (
+    "protocol",
+    "agents",
+    "rounds",
+    "benchmark",
+    "limit",
+    "model",
+    "runs",
+    "seed",
+    "prompt_style",
+    "quote",
+    "extra_body",
+    "roster",
+)
+# The longest run of other settings a folder name spells out; longer, a hash stands in.
+NAMED = 60
 
 
 # The settings that change how fast a run goes, never what it records: the one list, which

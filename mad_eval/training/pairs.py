@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from itertools import combinations
 from typing import Any
 
@@ -180,6 +180,12 @@ class Summary:
     @property
     def mean_distinct(self) -> float:
         return sum(self.distinct) / len(self.distinct) if self.distinct else 0.0
+
+    def __repr__(self) -> str:
+        """One line: the counts, the distinct answers as their mean (not one per prompt)."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "distinct"}
+        shown["mean_distinct"] = round(self.mean_distinct, 2)
+        return f"Summary({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
 
 def build_pairs(

@@ -52,7 +52,9 @@ _VALUE = (
     r"|[^\s,;()']*[A-Z0-9:/=_*@][^\s,;()']*?(?=\.?(?:[\s,;()]|$))"
     r"|(?!(?:and|but|for|in|of|on|or|out|so|to|too)\b)[a-z][a-z-]*(?=[.,;:)]|$)"
 )
-_OPTION = re.compile(r"--(?P<name>[a-z][a-z0-9-]*)(?: (?P<value>" + _VALUE + "))?")
+# An option as a sentence names it; one inside quotes is a value the sentence shows (a
+# recorded `vllm serve` argument, '--seed'), never reworded.
+_OPTION = re.compile(r"(?<!['\"\w-])--(?P<name>[a-z][a-z0-9-]*)(?: (?P<value>" + _VALUE + "))?")
 
 
 @contextmanager

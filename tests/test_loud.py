@@ -299,6 +299,7 @@ def test_library_errors_name_keywords_and_the_command_line_names_options(tmp_pat
         ("ask again with --retry-failed.", "ask again with retry_failed=True."),
         ("leave --agents out", "leave agents out"),
         ("see mad-eval table --layout cost", "see mad-eval table --layout cost"),  # not run's
+        ("args is ['--seed', '7'] there", "args is ['--seed', '7'] there"),  # values shown
     ],
 )
 def test_options_are_worded_as_the_calls_keywords(text, worded):

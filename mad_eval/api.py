@@ -306,19 +306,23 @@ def experiment(
     listener: Listener | None = None,
     gpus: str | list[int] | None = None,
     ray: str | None = None,
+    retry_failed: bool = False,
 ) -> dict[str, Run]:
     """Run (or resume) every cell of an experiment file on one engine, write each cell's
     metrics.json, and return the cells' results by folder name. Its serve: models are
     served on the GPUs `gpus` ("0,1" or "0-3"; default CUDA_VISIBLE_DEVICES, else what
     nvidia-smi lists, else one CPU slot), as many servers at once as the GPUs hold; or,
-    with `ray` (a cluster address or "auto"), as Ray actors the cluster places."""
+    with `ray` (a cluster address or "auto"), as Ray actors the cluster places.
+    `retry_failed`: every cell asks its failed turns again (a served model whose cells
+    hold some is served again)."""
     from mad_eval.debate.execute import drive
     from mad_eval.experiments import load_experiment
     from mad_eval.experiments.run import run_experiment
 
     listener = listener or Listener()
     loaded = load_experiment(Path(path))
-    drive(run_experiment(loaded, listener, gpus, ray), f"its run folder under {loaded.out}")
+    work = run_experiment(loaded, listener, gpus, ray, retry_failed)
+    drive(work, f"its run folder under {loaded.out}")
     return {cell.name: report(loaded.folder(cell), loaded.prices) for cell in loaded.cells}
 
 

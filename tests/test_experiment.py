@@ -348,6 +348,19 @@ def test_cells_are_ordinary_run_folders(tmp_path):
     assert "resuming: 36 turns already recorded" in " ".join(rerun.stdout.split())
 
 
+def test_retry_failed_asks_every_cells_failed_turns_again(tmp_path):
+    path = write(tmp_path, SMALL)
+    assert mad_eval("experiment", "run", str(path), cwd=tmp_path).returncode == 0
+    turns = tmp_path / "out" / "arith-decentralized-n3-t1-weak" / "turns.jsonl"
+    lines = turns.read_text().splitlines()
+    first = json.loads(lines[0]) | {"error": "APITimeoutError: gone", "text": "", "answer": None}
+    turns.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    retried = mad_eval("experiment", "run", str(path), "--retry-failed", cwd=tmp_path)
+    assert retried.returncode == 0, retried.stderr
+    assert "Asking again 1 failed turn and" in " ".join(retried.stdout.split())
+    assert not any(json.loads(line)["error"] for line in turns.read_text().splitlines())
+
+
 @pytest.mark.slow
 def test_the_papers_experiment_plans_its_cells_offline(tmp_path, shared_data):
     """The shipped reproduction file: its cells, turns and tables, asking no server."""

@@ -5,6 +5,7 @@ by URL (or simulated) run beside them; the same command resumes without serving 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,37 @@ def test_no_vllm_is_one_sentence_before_the_experiment_writes_anything(tmp_path,
     with pytest.raises(UserError, match=r"exp.toml's serve: models: no vllm command found"):
         mad_eval.experiment(path, Heard(), gpus="0")
     assert not (tmp_path / "out").exists()
+
+
+def _fail_first_turn(folder: Path) -> dict:
+    """Mark the first turn of a run folder failed, as a server error would have left it."""
+    path = folder / "turns.jsonl"
+    lines = path.read_text().splitlines()
+    turn = json.loads(lines[0])
+    turn.update(error="APIConnectionError: the server went away", text="", answer=None)
+    path.write_text("\n".join([json.dumps(turn), *lines[1:]]) + "\n")
+    return turn
+
+
+def test_retry_failed_serves_again_only_the_models_whose_cells_hold_failures(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    for name, value in install_stand_in(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    record = {"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")}
+    path = experiment_file(tmp_path, served_models(tmp_path, ("base", "sdrl")))
+    results = mad_eval.experiment(path, Heard(), gpus="0")
+    broken = _fail_first_turn(results["arith-decentralized-n2-t1-SDRL"].root)
+    assert len(starts(record)) == 2
+
+    mad_eval.experiment(path, Heard(), gpus="0")  # a resume leaves failures alone
+    assert len(starts(record)) == 2
+    again = mad_eval.experiment(path, Heard(), gpus="0", retry_failed=True)
+    launched = starts(record)
+    assert [Path(s["argv"][1]).name for s in launched[2:]] == ["sdrl"]  # BASE not served
+    run = again["arith-decentralized-n2-t1-SDRL"]
+    turns = [json.loads(line) for line in (run.root / "turns.jsonl").read_text().splitlines()]
+    assert len(turns) == 2 * 2 * 2 and not any(t["error"] for t in turns)
+    superseded = (run.root / "superseded" / "turns.jsonl").read_text()
+    assert broken["error"] in superseded

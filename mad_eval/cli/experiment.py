@@ -26,11 +26,12 @@ FILE = options.argument("file", Path, metavar="FILE", help="An experiment file (
 
 @options.command(
     app,
-    ["dry_run", "gpus", "ray"],
-    {"dry_run": False, "gpus": None, "ray": None},
+    ["dry_run", "gpus", "ray", "retry_failed"],
+    {"dry_run": False, "gpus": None, "ray": None, "retry_failed": False},
+    own={"retry_failed": options.EXPERIMENT_RETRY},
     arguments=[FILE],
 )
-def run(file: Path, dry_run: bool, gpus: str | None, ray: str | None) -> None:
+def run(file: Path, dry_run: bool, gpus: str | None, ray: str | None, retry_failed: bool) -> None:
     """Run (or resume) every run of the experiment at once, sharing each endpoint.
 
     Each run is an ordinary run folder under the experiment's folder; killing the command
@@ -40,7 +41,7 @@ def run(file: Path, dry_run: bool, gpus: str | None, ray: str | None) -> None:
         if dry_run:
             _dry_run(file, gpus, ray)
             return
-        results = api.experiment(file, ConsoleListener(), gpus, ray)
+        results = api.experiment(file, ConsoleListener(), gpus, ray, retry_failed)
     table = Table(title="runs", show_lines=False)
     for column in ("run", "questions", "Maj", "Debate", "Δ", "mean@K", "maj@K"):
         table.add_column(column, justify="left" if column == "run" else "right")

@@ -534,6 +534,17 @@ CHECK = {
 }
 
 
+# experiment run --retry-failed: the run option's meaning, for every cell.
+EXPERIMENT_RETRY = Option(
+    bool,
+    typer.Option(
+        help="Ask every failed turn of every run again, with the later turns of its debate that "
+        "were built without it (a served model whose runs hold some is served again); the "
+        "replaced records move to each run's superseded/ folder."
+    ),
+)
+
+
 def argument(
     name: str, kind: Any, default: Any = inspect.Parameter.empty, **given: Any
 ) -> inspect.Parameter:

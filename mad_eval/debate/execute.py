@@ -46,6 +46,15 @@ class Job:
         turns = self.store.turns_path
         return len(Recorded.index(turns, repair=False)) if turns.exists() else 0
 
+    def failed(self) -> int:
+        """Failed turns its folder holds now (each record read: asked for with
+        --retry-failed only)."""
+        turns = self.store.turns_path
+        if not turns.exists():
+            return 0
+        recorded = Recorded.index(turns, repair=False)
+        return sum(recorded[key].failed for key in recorded)
+
     def check(self) -> None:
         """Refuse a folder that holds a run of other settings, before any server starts (the
         team's seats need the servers; a resume compares no seat)."""
@@ -176,7 +185,6 @@ def ask_again(job: Job, done: Recorded, listener: Listener) -> Recorded:
     else:
         listener.say("No failed turns to ask again.")
     return Recorded.index(store.turns_path)  # the records left, where they now lie
-
 
 
 def drive(work: Coroutine[Any, Any, T], records: object, what: str = "turn") -> T:

@@ -38,11 +38,13 @@ class CellState:
     questions: int
     requests: int  # turns the finished cell holds
     done: int  # turns already recorded
+    failed: int = 0  # of them, failed ones to ask again (counted with --retry-failed only)
 
 
-def plan_cells(experiment: Experiment, cache: bool = True) -> list[Job]:
+def plan_cells(experiment: Experiment, cache: bool = True, retry_failed: bool = False) -> list[Job]:
     """Every cell planned, each problem named with its cell, before any request; the
-    turns of all counted first, so an experiment over its limit is refused at once."""
+    turns of all counted first, so an experiment over its limit is refused at once.
+    `retry_failed`: each cell asks its failed turns again."""
     settings = experiment.cells[0].settings
     path = settings.get("cache")
     shared = Shared(RequestCache(path) if path and cache else None)
@@ -55,7 +57,7 @@ def plan_cells(experiment: Experiment, cache: bool = True) -> list[Job]:
             plan = planned(experiment, cell, shared)
         except UserError as exc:
             raise ExperimentError(f"{where}: {_in_file(exc)}") from None
-        jobs.append(Job(plan, RunStore(experiment.folder(cell)), where=where))
+        jobs.append(Job(plan, RunStore(experiment.folder(cell)), retry_failed, where))
     return jobs
 
 
@@ -143,19 +145,24 @@ def dry_run_states(experiment: Experiment, cells: list[Cell], jobs: list[Job]) -
     """What these cells need and what their folders hold already."""
     states = []
     for cell, job in zip(cells, jobs, strict=True):
+        failed = job.failed() if job.retry_failed else 0
         states.append(
-            CellState(cell, job.store.root, len(job.plan.questions), job.requests, job.held())
+            CellState(
+                cell, job.store.root, len(job.plan.questions), job.requests, job.held(), failed
+            )
         )
     return states
 
 
 def works(experiment: Experiment, states: list[CellState]) -> list[Work]:
-    """Each served model's work: the turns its cells still need."""
+    """Each served model's work: the turns its cells still need (unrecorded, or failed
+    ones to ask again)."""
     left: dict[str, int] = {}
     for state in states:
         model = state.cell.settings.get("model")
         if model in experiment.serving:
-            left[model] = left.get(model, 0) + max(state.requests - state.done, 0)
+            todo = max(state.requests - state.done, state.failed, 0)
+            left[model] = left.get(model, 0) + todo
     return [
         Work(spec.label, spec.gpus, spec.replicas, left.get(model, 0))
         for model, spec in experiment.serving.items()
@@ -192,14 +199,19 @@ def refuse_both(gpus: object) -> None:
 
 
 async def run_experiment(
-    experiment: Experiment, listener: Listener, gpus: str | None = None, ray: str | None = None
+    experiment: Experiment,
+    listener: Listener,
+    gpus: str | None = None,
+    ray: str | None = None,
+    retry_failed: bool = False,
 ) -> None:
     """Run (or resume) every cell; the file's copy in the experiment folder records what
-    the cells were asked. `ray`: serve its serve: models on that Ray cluster."""
+    the cells were asked. `ray`: serve its serve: models on that Ray cluster;
+    `retry_failed`: each cell asks its failed turns again."""
     if ray is not None:
         refuse_both(gpus)
     refuse_records(experiment.out, f"{experiment.path}: out =")
-    jobs = plan_cells(experiment)
+    jobs = plan_cells(experiment, retry_failed=retry_failed)
     if experiment.serving and ray is None:  # on Ray, vllm is the nodes' to have
         require_vllm(f"{experiment.path}'s serve: models")
     with copied(experiment, jobs):

@@ -10,7 +10,8 @@ Each tree runs with itself first on PYTHONPATH (the same interpreter), from a sc
 holding a copy of its experiment file, so relative paths match; the trees' and the scratch
 folders' own paths are written as <TREE> and <OUT> before comparing. Keys added on purpose
 (ADDED: metrics.json's schema_version, the manifest's benchmark.answer_revision, a turn's
-reply) are dropped. Masked: timing fields
+reply; issue 35's alerts) are dropped, and a CSV's numbers are compared at the 12 significant
+digits issue 35's tables write. Masked: timing fields
 (any key holding "latency", the keys in TIMING) and the numbers of a table line naming a
 latency. turns.jsonl is compared in key order (run, question, round, agent): the order of
 its lines is the order the concurrent debates finished in, which no run repeats. Prints
@@ -63,7 +64,7 @@ TIMING = {
 # version (issue 31), the answer protocol's revision a resume checks and a turn's reply as
 # written, null unless the run quotes replies verbatim (issue 32).
 ADDED = {
-    "metrics.json": ("schema_version",),
+    "metrics.json": ("schema_version", "alerts"),
     "manifest.json": ("benchmark.answer_revision",),
     "turns.jsonl": ("reply",),
 }
@@ -130,7 +131,10 @@ def lines_of(path: Path, tree: Path, out: Path) -> list[str]:
             key=lambda r: tuple(str(r.get(k)) for k in ("run", "question", "round", "agent"))
         )
         return [json.dumps(record, ensure_ascii=False) for record in records]
-    return [NUMBER.sub("<t>", line) if "latency" in line else line for line in text.splitlines()]
+    lines = text.splitlines()
+    if path.suffix == ".csv":  # issue 35 writes 12 significant digits: both sides alike
+        lines = [NUMBER.sub(lambda m: f"{float(m[0]):.12g}", line) for line in lines]
+    return [NUMBER.sub("<t>", line) if "latency" in line else line for line in lines]
 
 
 def compared(root: Path) -> list[Path]:

@@ -126,3 +126,22 @@ def without_timing(turns: list[dict]) -> list[dict]:
             mine = numbers.setdefault((t["run"], t["question"]), {})
             t["answer_class"] = mine.setdefault(t["answer_class"], len(mine) + 1)
     return ordered
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on: connections to it are refused."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # closed again on return
+
+
+def no_hub(tmp_path: Path) -> dict[str, str | None]:
+    """The environment of a machine whose hub refuses connections and whose hub cache (in
+    tmp_path) is empty, whatever the developer's shell sets."""
+    return {
+        "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}",
+        "HF_HUB_CACHE": str(tmp_path / "hub"),
+        "HF_HUB_OFFLINE": None,
+    }

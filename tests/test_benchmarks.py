@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import mad_eval
+from cli_helpers import mad_eval, no_hub
 from factories import write_jsonl
 
 from mad_eval.data import benchmarks
@@ -409,14 +409,6 @@ def test_hub_download_failure_says_how_to_work_offline(monkeypatch: pytest.Monke
     # The library's callers name a folder by keyword: the advice says so, never --data-dir.
     assert "pass data_dir= a folder holding math500.jsonl or set MAD_EVAL_DATA" in message
     assert "--data-dir" not in message and "mad-eval data fetch math500 --to" in message
-
-
-def no_hub(tmp_path: Path) -> dict[str, str]:
-    """The environment of a machine whose hub refuses connections and whose cache is empty."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # closed again before the run: connections are refused
-    return {"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HUB_CACHE": str(tmp_path / "hub")}
 
 
 def test_an_unreachable_hub_fails_in_one_sentence_within_seconds(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import typer
-from cli_helpers import mad_eval
+from cli_helpers import mad_eval, no_hub
 from factories import write_jsonl
 
 import mad_eval as api
@@ -490,13 +490,7 @@ def test_every_project_spec_fetches_rows_a_run_reads_as_the_hub() -> None:
 
 def test_fetch_offline_in_a_fresh_process_says_so_in_one_sentence(tmp_path: Path) -> None:
     """The real client and probe, against a hub that refuses connections and an empty cache."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # closed again before the run: connections are refused
-    env = {"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HUB_CACHE": str(tmp_path / "hub"),
-           "HF_HUB_OFFLINE": None}  # fmt: skip
+    env = no_hub(tmp_path)
     result = mad_eval("data", "fetch", "gsm8k", "--to", "out", cwd=tmp_path, env=env)
     assert result.returncode == 2
     assert result.stderr.strip() == (

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import textwrap
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from cli_helpers import mad_eval, start, turns_of, wait_for_lines, without_timing
+from cli_helpers import closed_port, mad_eval, start, turns_of, wait_for_lines, without_timing
 
 from mad_eval import api
 from mad_eval.experiments import ExperimentError, load_experiment
@@ -232,12 +231,6 @@ def test_cells_share_one_limit_per_endpoint(tmp_path):
     assert len(jobs[0].plan.shared.slots) == 2  # a limit per model, not per cell
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 BAD = [
     ("[settings]\ntemprature = 0.5\n", "temprature", "did you mean 'temperature'"),
     ("[grids.main]\nbenchmarks = []\n", "grids.main.benchmarks", "empty"),
@@ -295,11 +288,16 @@ def test_an_empty_grid_and_a_missing_file(tmp_path):
     assert "nothere.toml does not exist" in result.stderr
 
 
-def test_server_and_folder_problems_stop_before_any_request(tmp_path):
+def unreachable(tmp_path: Path, out: str) -> Path:
+    """An experiment file of one model whose server refuses connections."""
     url = f"http://127.0.0.1:{closed_port()}/v1"
     body = f'[models]\nm = {{ model = "openai:x", base_url = "{url}" }}\n'
     body += '[settings]\nlimit = 2\nretries = 0\n[grids.main]\nbenchmarks = ["arith"]\n'
-    path = write(tmp_path, "[experiment]\nout = 'o'\n" + body)
+    return write(tmp_path, f"[experiment]\nout = '{out}'\n" + body)
+
+
+def test_server_and_folder_problems_stop_before_any_request(tmp_path):
+    path = unreachable(tmp_path, "o")
     result = mad_eval("experiment", "run", str(path), cwd=tmp_path)
     assert result.returncode == 2
     assert str(path) in result.stderr and "arith-decentralized-n5-t3-m" in result.stderr
@@ -317,10 +315,7 @@ def test_server_and_folder_problems_stop_before_any_request(tmp_path):
 
 
 def test_a_failed_run_leaves_no_copy_of_the_file_and_keeps_an_earlier_one(tmp_path):
-    url = f"http://127.0.0.1:{closed_port()}/v1"
-    body = f'[models]\nm = {{ model = "openai:x", base_url = "{url}" }}\n'
-    body += '[settings]\nlimit = 2\nretries = 0\n[grids.main]\nbenchmarks = ["arith"]\n'
-    path = write(tmp_path, "[experiment]\nout = 'results/o'\n" + body)
+    path = unreachable(tmp_path, "results/o")
     result = mad_eval("experiment", "run", str(path), cwd=tmp_path)
     assert result.returncode == 2 and "Connection refused" in result.stderr
     assert not (tmp_path / "results").exists()  # no experiment.json, no empty folders

@@ -5,6 +5,7 @@ CI installs it (.ci/run), so there they always run."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -150,7 +151,9 @@ def test_question_page_grid_colors_and_reply(browser, runs) -> None:
     rendered = browser.find_element("id", f"a{pick.agent}-reply-rendered")
     assert rendered.find_elements("css selector", ".math.boxed .katex")  # \boxed{...} typeset
     browser.find_element("css selector", f"#card-{pick.agent} details.more summary").click()
-    assert "prompt it was sent" in text_of(browser, f"#a{pick.agent}-details")
+    details = text_of(browser, f"#a{pick.agent}-details")
+    said = re.search(r"The prompt it was sent \((\d+) (messages?),", details)
+    assert said and (said[2] == "message") == (said[1] == "1")  # counted, "1 message"
     # Answers apart from the round's most common one are marked, in the grid and the cards.
     by_round: dict[int, list[Turn]] = {}
     for turn in turns:

@@ -351,7 +351,7 @@ function turnDetails(t, prefix) {
   }
   let prompt;
   if (t.prompt) {
-    prompt = el("details", { class: "prompt" }, el("summary", {}, "The prompt it was sent (" + t.prompt.length + " messages, rebuilt and checked against its hash)"),
+    prompt = el("details", { class: "prompt" }, el("summary", {}, "The prompt it was sent (" + t.prompt.length + (t.prompt.length === 1 ? " message" : " messages") + ", rebuilt and checked against its hash)"),
       t.prompt.map((m) => el("div", { class: "message" }, el("div", { class: "role" }, m.role), el("pre", { class: "raw" }, m.content))));
   } else {
     prompt = el("p", { class: "note prompt-note" }, t.prompt_note || "The prompt is not available.");

@@ -281,3 +281,27 @@ def test_cli_out_on_a_run_is_one_sentence_and_writes_nothing(run_dir, tmp_path, 
     assert message.startswith("error: ") and str(run_dir) in message
     assert "a record of the run folder" in message or "is a run folder" in message
     assert snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\\boxed{x " * 20_000,  # a thousand boxes none closes
+        "\\[ x " * 20_000,
+        "\\( x " * 20_000,
+        "costs $5 and " * 20_000,  # dollars, not formulas
+        "\\boxed{" * 10_000 + "}" * 10_000,  # nested to the end, all closed
+    ],
+)
+def test_unclosed_formulas_are_read_in_one_pass(text: str) -> None:
+    """Each formula's closer is found once per text, not once per opener: quadratic work
+    on these would take minutes per reply (no clock is read here)."""
+    from mad_eval.viewer.markup import render_markdown, text_html
+
+    plain = text_html(text)
+    assert plain is not None and len(plain) >= len(text) // 2
+    rendered = render_markdown(text)
+    if text.endswith("}"):  # the outer box holds the rest: one formula
+        assert plain.count('<span class="math') == 1
+    else:
+        assert '<span class="math' not in plain and '<span class="math' not in rendered

@@ -17,20 +17,45 @@ BOXED = "\\boxed{"
 
 def _closing_brace(src: str, start: int, end: int) -> int:
     """The index of the brace closing the one just before `start` (-1: none before `end`)."""
-    depth, i = 1, start
-    while i < end:
+    close = _braces(src).get(start - 1, -1)
+    return close if close < end else -1
+
+
+@functools.lru_cache(maxsize=8)
+def _braces(src: str) -> dict[int, int]:
+    """Each `{` of `src` that is closed, with where its `}` is (a `\\` escapes the next
+    character): one pass, so a reply of a thousand unclosed `\\boxed{` costs one scan, not
+    one scan each."""
+    pairs, open_at, i = {}, [], 0
+    while i < len(src):
         c = src[i]
         if c == "\\":
             i += 2
             continue
         if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i
+            open_at.append(i)
+        elif c == "}" and open_at:
+            pairs[open_at.pop()] = i
         i += 1
-    return -1
+    return pairs
+
+
+def _find(src: str, needle: str, start: int, end: int) -> int:
+    """src.find(needle, start, end), remembering the last answer for this text and end: the
+    starts of a text's formulas only move forward, so a reply of many unclosed `\\[` is
+    scanned once, not once for each."""
+    key = (src, needle, end)
+    known = _FOUND.get(key)
+    if known is not None and known[0] <= start and (known[1] < 0 or start <= known[1]):
+        return known[1]
+    found = src.find(needle, start, end)
+    if len(_FOUND) > 64:
+        _FOUND.clear()
+    _FOUND[key] = (start, found)
+    return found
+
+
+_FOUND: dict[tuple[str, str, int], tuple[int, int]] = {}
 
 
 def _dollar_end(src: str, start: int, end: int) -> int:
@@ -57,13 +82,13 @@ def find_math(src: str, pos: int, end: int | None = None) -> tuple[int, str, str
     "display"); `\\boxed{...}` keeps its command so the box is drawn."""
     end = len(src) if end is None else end
     if src.startswith("$$", pos):
-        close = src.find("$$", pos + 2, end)
+        close = _find(src, "$$", pos + 2, end)
         if close > pos + 2 and src[pos + 2 : close].strip():
             return close + 2, src[pos + 2 : close], "display"
         return None
     for opener, closer, kind in (("\\[", "\\]", "display"), ("\\(", "\\)", "inline")):
         if src.startswith(opener, pos):
-            close = src.find(closer, pos + 2, end)
+            close = _find(src, closer, pos + 2, end)
             if close > pos + 2 and src[pos + 2 : close].strip():
                 return close + 2, src[pos + 2 : close], kind
             return None

@@ -355,10 +355,13 @@ def experiment_tables(path: str | Path, replicates: int | None = None) -> list[P
 @_worded
 def view(run_dirs: list[str | Path], out: str | Path = "results/view") -> Path:
     """Write a static site of the runs' debates into `out` (opens from file://, needs no
-    server or network: README, Reading the debates in a browser); return its index.html."""
+    server or network: docs/how-to/read-debates.md); return its index.html. `run_dirs`: run
+    folders, or folders holding them."""
+    from mad_eval.reporting.paper import run_folders
     from mad_eval.viewer import load_view, write_site
 
-    return write_site([load_view(Path(d)) for d in run_dirs], Path(out))
+    roots = run_folders([Path(d) for d in run_dirs])
+    return write_site([load_view(root) for root in roots], Path(out))
 
 
 @_worded

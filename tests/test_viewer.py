@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval
@@ -249,3 +250,13 @@ def test_markdown_tables_render_with_their_formulas() -> None:
     html = render_markdown("| x | y |\n|---|---|\n| $a^2$ | <b>b</b> |")
     assert "<table>" in html and '<td><span class="math inline">a^2</span></td>' in html
     assert "<td>&lt;b&gt;b&lt;/b&gt;</td>" in html
+
+
+def test_a_folder_of_runs_shows_every_run_below_it(tmp_path) -> None:
+    for name in ("b", "a"):
+        sim_run(tmp_path / "results" / "exp" / name, limit=3, agents=2, rounds=1)
+    index = api.view([tmp_path / "results"], tmp_path / "site")
+    runs = read_data(index.parent, "index")["runs"]
+    assert [Path(r["folder"]).name for r in runs] == ["a", "b"]  # every run, in name order
+    result = mad_eval("view", "results", "--out", "v", cwd=tmp_path)
+    assert result.returncode == 0 and "(2 runs)" in result.stdout

@@ -10,7 +10,11 @@ from mad_eval.cli.app import app
 from mad_eval.cli.ui import console, fail, one_sentence
 
 RUN_DIRS = options.argument(
-    "run_dirs", list[Path], metavar="RUN", help="Run directories, one or more."
+    "run_dirs",
+    list[Path],
+    metavar="RUN",
+    help="Run directories, one or more, or folders holding them (results/, an experiment's "
+    "folder): every run folder below is shown.",
 )
 # The site's folder is the API's default; opening and serving are the command's own.
 DEFAULTS = {**options.defaults_of(api.view), "open": False, "serve": None}
@@ -30,8 +34,12 @@ def view(run_dirs: list[Path], out: Path, open: bool, serve: int | None) -> None
     if serve is not None and not 1 <= serve <= 65535:
         raise fail(f"--serve must be a port from 1 to 65535, got {serve}.")
     with one_sentence():
-        index = api.view(run_dirs, out)
-        console.print(f"Wrote {index} ({len(run_dirs)} {'run' if len(run_dirs) == 1 else 'runs'}).")
+        from mad_eval.reporting.paper import run_folders
+        from mad_eval.words import counted
+
+        roots = run_folders(run_dirs)  # a folder of runs: each of them
+        index = api.view(roots, out)
+        console.print(f"Wrote {index} ({counted(len(roots), 'run')}).")
         if serve is None:
             if open:
                 _open(index.resolve().as_uri())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import html
+import re
 from typing import Any
 
 BOXED = "\\boxed{"
@@ -26,18 +27,18 @@ def _braces(src: str) -> dict[int, int]:
     """Each `{` of `src` that is closed, with where its `}` is (a `\\` escapes the next
     character): one pass, so a reply of a thousand unclosed `\\boxed{` costs one scan, not
     one scan each."""
-    pairs, open_at, i = {}, [], 0
-    while i < len(src):
-        c = src[i]
-        if c == "\\":
-            i += 2
-            continue
+    pairs: dict[int, int] = {}
+    open_at: list[int] = []
+    for found in _BRACE_OR_ESCAPE.finditer(src):
+        c = found[0]
         if c == "{":
-            open_at.append(i)
+            open_at.append(found.start())
         elif c == "}" and open_at:
-            pairs[open_at.pop()] = i
-        i += 1
+            pairs[open_at.pop()] = found.start()
     return pairs
+
+
+_BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.S)  # an escaped character is skipped whole
 
 
 def _find(src: str, needle: str, start: int, end: int) -> int:

@@ -144,9 +144,10 @@ def run(
             "No --model given: using simulated agents (sim). "
             "Pass --model openai:NAME --base-url URL to benchmark a served checkpoint."
         )
-    store = RunStore(
-        Path(out) if out is not None else plan.config.default_out(plan.spec.max_tokens)
-    )
+    if out is None:
+        store = RunStore(plan.config.default_out(plan.spec.max_tokens), named=True)
+    else:
+        store = RunStore(Path(out))
     refuse_records(store.root, run_folder=True)  # never inside another run's records
     whole = Job(plan, store, retry_failed)
     if served is None:

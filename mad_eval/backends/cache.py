@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.backends.base import Backend, BackendError, Generation, Request
-from mad_eval.store.files import refuse_records
+from mad_eval.store.files import refuse_links, refuse_records
 
 _STORED = (
     "text",
@@ -39,6 +39,7 @@ _STORED = (
 # given as --cache is refused instead of written into.
 APPLICATION_ID = 0x4D414463
 _COLUMNS = ["key", "value", "created"]
+_COMPANIONS = ("-journal", "-wal", "-shm")  # the files SQLite keeps beside a database
 
 
 class CacheError(BackendError):
@@ -49,6 +50,8 @@ class RequestCache:
     def __init__(self, path: Path | str):
         self.path = Path(path)
         refuse_records(self.path, "--cache")
+        for suffix in ("", *_COMPANIONS):  # SQLite writes each in place
+            refuse_links(Path(f"{self.path}{suffix}"))
         self.hits = 0
         self.stored = 0
         try:

@@ -14,6 +14,8 @@ from typing import Any
 
 import typer
 
+from mad_eval.store.files import write_atomically
+
 PAGE = Path("docs/reference/options.md")
 REGENERATE = "python -m mad_eval.cli.reference"
 
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     out = Path(args[0]) if args else PAGE
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(), encoding="utf-8")
+    write_atomically(out, render().encode("utf-8"), "give another path.")  # never a link
     print(f"Wrote {out}")
 
 

@@ -26,7 +26,7 @@ from mad_eval.serving.pool import Work, describe, gpu_pool, plan, run_pool, slot
 from mad_eval.serving.session import PLACEHOLDER, Serving, require_vllm
 from mad_eval.serving.spec import place
 from mad_eval.setup.config import run_defaults
-from mad_eval.store.files import refuse_records, write_atomically
+from mad_eval.store.files import refuse_link, refuse_records, write_atomically
 from mad_eval.store.folder import RunStore, write_json
 from mad_eval.words import counted
 
@@ -57,7 +57,7 @@ def plan_cells(experiment: Experiment, cache: bool = True, retry_failed: bool = 
             plan = planned(experiment, cell, shared)
         except UserError as exc:
             raise ExperimentError(f"{where}: {_in_file(exc)}") from None
-        jobs.append(Job(plan, RunStore(experiment.folder(cell)), retry_failed, where))
+        jobs.append(Job(plan, RunStore(experiment.folder(cell), named=True), retry_failed, where))
     return jobs
 
 
@@ -211,6 +211,7 @@ async def run_experiment(
     if ray is not None:
         refuse_both(gpus)
     refuse_records(experiment.out, f"{experiment.path}: out =")
+    refuse_link(experiment.out)  # named by the file, not on the command line
     jobs = plan_cells(experiment, retry_failed=retry_failed)
     if experiment.serving and ray is None:  # on Ray, vllm is the nodes' to have
         require_vllm(f"{experiment.path}'s serve: models")

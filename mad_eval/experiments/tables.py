@@ -13,7 +13,7 @@ from mad_eval.reporting.layouts import PAIRED
 from mad_eval.reporting.pairing import pair
 from mad_eval.reporting.results import Run, load_run, load_runs
 from mad_eval.setup.config import run_defaults
-from mad_eval.store.files import refuse_records
+from mad_eval.store.files import make_folder, refuse_link, refuse_records
 from mad_eval.store.folder import RunStore, StoreError, write_atomically
 from mad_eval.words import counted
 
@@ -57,6 +57,7 @@ def write_tables(experiment: Experiment, replicates: int = REPLICATES) -> list[P
     from mad_eval.reporting.tables import render, tidy
 
     refuse_records(experiment.out, f"{experiment.path}: out =")
+    refuse_link(experiment.out)  # named by the file, not on the command line
     written: list[Path] = []
     sections = []
     figures = []
@@ -69,32 +70,37 @@ def write_tables(experiment: Experiment, replicates: int = REPLICATES) -> list[P
         files = {}
         for fmt in view.formats:
             path = experiment.out / "tables" / f"{view.name}.{EXTENSIONS[fmt]}"
-            write(path, render(frame, fmt, view.error))
+            write(experiment, path, render(frame, fmt, view.error))
             files[fmt] = path
         written += files.values()
         sections.append(_table_section(experiment, view, files, len(runs)))
         if view.layout in PAIRED:  # as `report --single` would; and accuracy against tokens
             for run in runs:
-                RunStore(run.root).write_metrics(run.metrics)
-            path = draw_budget(runs, experiment.out / "figures" / view.name)
+                RunStore(run.root, named=True).write_metrics(run.metrics)
+            path = draw_budget(runs, figures_folder(experiment, view))
             written.append(path)
             figures.append(_figure_section(experiment, view, [path]))
     for view in experiment.figures:
         runs = view_runs(experiment, view)
-        paths = draw(runs, experiment.out / "figures" / view.name, replicates)
+        paths = draw(runs, figures_folder(experiment, view), replicates)
         written += paths
         sections.append(_figure_section(experiment, view, paths))
     summary = experiment.out / "summary.md"
-    write(summary, _summary(experiment, sections + figures))
+    write(experiment, summary, _summary(experiment, sections + figures))
     return [*written, summary]
 
 
-def write(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ExperimentError(f"cannot create {path.parent} ({exc.strerror}).") from None
+def write(experiment: Experiment, path: Path, text: str) -> None:
+    """A file of the experiment's folder, in a folder of mad-eval's naming (never a link)."""
+    make_folder(path.parent, THEN, below=experiment.out)
     write_atomically(path, text.encode("utf-8"), THEN)
+
+
+def figures_folder(experiment: Experiment, view: View) -> Path:
+    """figures/<name> in the experiment's folder, made (neither folder a link)."""
+    folder = experiment.out / "figures" / view.name
+    make_folder(folder, THEN, below=experiment.out)
+    return folder
 
 
 def _link(experiment: Experiment, path: Path) -> str:

@@ -11,7 +11,7 @@ from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.measure.prices import read_prices
 from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
 from mad_eval.reporting.results import load_runs, parse_labels
-from mad_eval.store.files import StoreError, refuse_records
+from mad_eval.store.files import StoreError, refuse_records, write_atomically
 from mad_eval.store.manifest import MANIFEST_FILE
 
 # Fewer resamples give intervals too rough to print.
@@ -97,7 +97,7 @@ def make_table(
     text = render(tidy(runs, layout, baseline, replicates), fmt, error)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        write_atomically(out, text.encode("utf-8"), "free space or give another --out.")
     return text
 
 

@@ -4,6 +4,7 @@ point on a plot is a number of metrics.json: accuracy by round, transitions, div
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ from matplotlib.ticker import NullFormatter
 from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.reporting.results import Run
 from mad_eval.reporting.tables import tidy
+from mad_eval.store.files import write_atomically
 
 PANEL = (4.2, 3.4)  # inches per benchmark panel
 NARROWEST = 5.6  # inches: a one-panel figure still fits a legend of long method names
@@ -423,11 +425,18 @@ def draw_budget(runs: list[Run], folder: Path) -> Path:
     """budget.png in `folder` for debate runs paired with single runs
     (mad_eval.reporting.pairing)."""
     folder.mkdir(parents=True, exist_ok=True)
-    fig = budget_figure(runs)
     path = folder / "budget.png"
-    fig.savefig(path, dpi=SAVED_DPI)
-    plt.close(fig)
+    save(budget_figure(runs), path)
     return path
+
+
+def save(fig: Figure, path: Path) -> None:
+    """The figure as a PNG at `path`, drawn in memory and written beside it then renamed:
+    never through a link at `path`, never half a file."""
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=SAVED_DPI)
+    plt.close(fig)
+    write_atomically(path, png.getvalue(), "free space and run the same command again.")
 
 
 def draw(runs: list[Run], folder: Path, replicates: int = REPLICATES) -> list[Path]:
@@ -449,10 +458,8 @@ def draw(runs: list[Run], folder: Path, replicates: int = REPLICATES) -> list[Pa
         frame = frame[frame["benchmark"] != "Avg"]
         if frame.empty:  # no debate round in any run: nothing moved
             continue
-        fig = make(frame)
         path = folder / f"{name}.png"
-        fig.savefig(path, dpi=SAVED_DPI)
-        plt.close(fig)
+        save(make(frame), path)
         written.append(path)
     debates, singles = split(runs)
     paired = pair(debates, singles, replicates, strict=False) if singles else []

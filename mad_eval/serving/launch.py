@@ -27,6 +27,7 @@ from mad_eval.errors import UserError
 from mad_eval.progress import Listener
 from mad_eval.sanitize import printable, redact
 from mad_eval.serving.spec import ServeSpec
+from mad_eval.store.files import APPEND, open_record
 
 TAIL_LINES = 5
 PORT_TRIES = 3  # a port taken between finding it and binding it: another, twice more
@@ -126,7 +127,8 @@ class LocalServer:
         env = dict(os.environ)
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.gpus))
-        with self.log.open("ab") as log:
+        fd = open_record(self.log, APPEND, "check the folder's permissions.")  # never a link
+        with os.fdopen(fd, "ab") as log:
             log.write(f"$ {' '.join(command)}\n".encode())
             log.flush()
             self.process = subprocess.Popen(

@@ -19,6 +19,7 @@ from typing import Any
 from mad_eval.errors import UserError
 from mad_eval.serving.launch import LocalServer, ServerError, log_tail
 from mad_eval.serving.spec import ServeSpec
+from mad_eval.store.files import write_atomically
 
 ACTOR_CPUS = 0.1  # the actor only waits on its server; vLLM's own CPUs are not Ray's to count
 LOG_BYTES = 8 << 20  # a remote log is copied back up to its last 8 MiB
@@ -200,7 +201,7 @@ class RayServer:
         try:
             self.exit_code, data = await actor.stop.remote()
             if data is not None:
-                self.log.write_bytes(data)
+                write_atomically(self.log, data, "its log is lost.", durable=False)  # never a link
         except Exception:  # a dead actor took its server with it
             pass
         finally:

@@ -19,7 +19,16 @@ from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict
 from mad_eval.sanitize import redact
 from mad_eval.setup.config import RunConfig
 from mad_eval.setup.templates import TemplateError, check_recorded
-from mad_eval.store.files import StoreError, WriteError, write_atomically, write_json
+from mad_eval.store.files import (
+    APPEND,
+    StoreError,
+    WriteError,
+    make_folder,
+    open_record,
+    refuse_link,
+    write_atomically,
+    write_json,
+)
 from mad_eval.store.manifest import MANIFEST_FILE, RunManifest, redacted_config
 from mad_eval.store.questions import check_questions, read_questions, write_questions
 
@@ -39,11 +48,7 @@ class Sink:
 
     def __init__(self, path: Path):
         self.path = path
-        try:
-            # 0o666 less the umask: every file of a run folder gets the same mode (files.py).
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-        except OSError as exc:
-            raise WriteError(path, exc, RESUME) from None
+        self._fd = open_record(path, APPEND, RESUME)
         self._size = os.fstat(self._fd).st_size
 
     def write(self, record: JsonLine) -> None:
@@ -76,10 +81,7 @@ class FolderLock:
     def acquire(self) -> None:
         if self._fd >= 0:
             return
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError as exc:
-            raise WriteError(self.path, exc, "check the folder's permissions.") from None
+        fd = open_record(self.path, os.O_RDWR | os.O_CREAT, "check the folder's permissions.")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -102,8 +104,14 @@ class FolderLock:
 
 
 class RunStore:
-    def __init__(self, root: Path):
+    """A run folder's records. `named`: mad-eval chose the folder's name (run's default
+    results/<name>, an experiment's cell), so a link there was planted and is refused at
+    once; a folder the caller names may be a link (a run kept on another disk)."""
+
+    def __init__(self, root: Path, named: bool = False):
         self.root = Path(root)
+        if named:
+            refuse_link(self.root)
         self.manifest_path = self.root / "manifest.json"
         self.turns_path = self.root / "turns.jsonl"
         self.metrics_path = self.root / "metrics.json"
@@ -122,6 +130,7 @@ class RunStore:
             raise WriteError(self.root, exc, "pass another --out.") from None
         self.lock.acquire()
         try:
+            refuse_link(self.turns_path)  # said before it is read, not only as it is opened
             if self.manifest_path.exists():
                 self._check_same(config, extra)
                 recorded = read_questions(self.root)
@@ -283,6 +292,7 @@ class JudgeLog:
         are refused: one file, one judge, or the averages would mix judges."""
         self.lock.acquire()
         try:
+            refuse_link(self.path)  # said before it is read, not only as it is opened
             done = {v.key: v for v in self.read(repair=True)}
             wanted = redact(dataclasses.asdict(setting))  # as verdicts record it
             # Settings added since a verdict was written are read as their defaults.
@@ -477,8 +487,17 @@ def _records(
         whole = end
         yield line, record
     if repair and whole < path.stat().st_size:
-        with path.open("r+b") as f:
-            f.truncate(whole)
+        _cut(path, whole)
+
+
+def _cut(path: Path, size: int) -> None:
+    """Cut a record file back to `size` bytes (a crash's partial last line), never through
+    a link."""
+    fd = open_record(path, os.O_WRONLY, RESUME)
+    try:
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
 
 
 # How every turn record begins (records.JsonLine.to_json): enough to know its key without
@@ -529,8 +548,7 @@ class Recorded(Mapping[TurnKey, Turn]):
                     lines[key] = (number, whole, end - whole - 1)
                 whole = end
             if repair and whole < path.stat().st_size:
-                with path.open("r+b") as f:
-                    f.truncate(whole)
+                _cut(path, whole)
         return cls(path, lines, shape)
 
     def __getitem__(self, key: TurnKey) -> Turn:
@@ -599,9 +617,10 @@ def move_records(path: Path, keys: set[TurnKey], parse: Callable[[bytes], Any], 
         return 0
     then = "free space and run the same command again."
     archive = path.parent / SUPERSEDED / path.name
+    make_folder(archive.parent, then)
+    fd = open_record(archive, APPEND, then)
     try:
-        archive.parent.mkdir(exist_ok=True)
-        with archive.open("ab") as f:
+        with os.fdopen(fd, "ab") as f:
             f.writelines(moved)
             f.flush()
             os.fsync(f.fileno())

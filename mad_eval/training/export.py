@@ -8,6 +8,7 @@ the template, so training.rows rebuilds any pair prompt from a row; where it cam
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Sequence
 from dataclasses import replace
@@ -18,7 +19,7 @@ from mad_eval.data.benchmarks import load_questions
 from mad_eval.debate.prompts import first_prompt, pair_prompt
 from mad_eval.records import Question
 from mad_eval.setup.templates import Template, load_template
-from mad_eval.store.files import refuse_records
+from mad_eval.store.files import refuse_records, write_atomically
 from mad_eval.training.pairs import PAIRINGS, Pair, Summary, build_pairs, pairing_rule
 from mad_eval.training.rollouts import Rollout, answer_protocol, read_rollouts
 from mad_eval.training.rows import Rows, measure, template_info
@@ -133,16 +134,15 @@ def write_rows(rows: list[dict[str, Any]], out: Path) -> None:
     if not rows:
         raise ValueError("no rows to write: nothing was kept.")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
     if out.suffix == ".parquet":
         import pandas as pd  # loaded for Parquet only: every command would pay for it
 
-        pd.DataFrame(rows).to_parquet(tmp, index=False)
+        data = io.BytesIO()
+        pd.DataFrame(rows).to_parquet(data, index=False)
+        written = data.getvalue()
     else:
-        tmp.write_text(
-            "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8"
-        )
-    tmp.replace(out)
+        written = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
+    write_atomically(out, written, "free space or give another --out.")
 
 
 def write_pairs(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.errors import UserError
-from mad_eval.store.files import refuse_records
+from mad_eval.store.files import make_folder, refuse_link, refuse_records, write_atomically
 from mad_eval.viewer.data import (
     TAGS,
     RunView,
@@ -32,6 +32,7 @@ from mad_eval.viewer.markup import render_markdown, text_html
 MARKER = ".mad-eval-view"  # an --out folder holding it was written by this command
 ASSETS = ("index.html", "app.js", "style.css")
 KATEX = "katex"  # its folder of assets, copied whole (assets/katex/README.md)
+THEN = "give another --out folder."
 
 
 class ViewError(UserError):
@@ -134,14 +135,16 @@ def write_site(views: list[RunView], out: Path) -> Path:
         raise ViewError(
             f"--out {out} holds files not written by mad-eval view; give an empty or new folder."
         )
+    for name in (MARKER, "data", KATEX, *ASSETS):  # the site's own names: links planted
+        refuse_link(out / name)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / MARKER).write_text("written by mad-eval view\n", encoding="utf-8")
+        _write(out / MARKER, b"written by mad-eval view\n")
         shutil.rmtree(out / "data", ignore_errors=True)
         assets = resources.files("mad_eval.viewer") / "assets"
         for asset in ASSETS:
-            (out / asset).write_bytes((assets / asset).read_bytes())
-        _copy_tree(assets / KATEX, out / KATEX)
+            _write(out / asset, (assets / asset).read_bytes())
+        _copy_tree(assets / KATEX, out / KATEX, out)
         _write_all(site_files(views), out)
     except OSError as exc:
         raise ViewError(
@@ -150,14 +153,19 @@ def write_site(views: list[RunView], out: Path) -> Path:
     return out / "index.html"
 
 
-def _copy_tree(source: Any, target: Path) -> None:
+def _write(path: Path, data: bytes) -> None:
+    """A file of the site, never written through a link (each is made again every time)."""
+    write_atomically(path, data, THEN, durable=False)
+
+
+def _copy_tree(source: Any, target: Path, out: Path) -> None:
     """A folder of the package's assets (an importlib Traversable) copied under `target`."""
-    target.mkdir(parents=True, exist_ok=True)
+    make_folder(target, THEN, below=out)
     for item in source.iterdir():
         if item.is_dir():
-            _copy_tree(item, target / item.name)
+            _copy_tree(item, target / item.name, out)
         elif not item.name.startswith("."):
-            (target / item.name).write_bytes(item.read_bytes())
+            _write(target / item.name, item.read_bytes())
 
 
 def _write_all(files: Iterable[tuple[str, str]], out: Path) -> None:
@@ -165,9 +173,9 @@ def _write_all(files: Iterable[tuple[str, str]], out: Path) -> None:
     for name, text in files:
         path = out / name
         if path.parent not in made:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(path.parent, THEN, below=out)
             made.add(path.parent)
-        path.write_text(text, encoding="ascii")
+        _write(path, text.encode("ascii"))
 
 
 LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")

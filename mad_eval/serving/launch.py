@@ -23,6 +23,7 @@ from pathlib import Path
 
 import aiohttp
 
+from mad_eval.children import environment
 from mad_eval.errors import UserError
 from mad_eval.progress import Listener
 from mad_eval.sanitize import printable, redact
@@ -123,7 +124,7 @@ class LocalServer:
         raise AssertionError("unreachable")
 
     def _spawn(self, command: list[str]) -> None:
-        env = dict(os.environ)
+        env = environment()  # vllm is a Python program: nothing from the working directory
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.gpus))
         with self.log.open("ab") as log:

@@ -1,0 +1,51 @@
+"""How mad-eval starts the processes it runs (grading workers, `vllm serve`): never importing
+from the working directory, which may be a cloned repository holding a `sympy/` or a
+`mad_eval/` folder of its own.
+
+`python -m` puts the working directory first on `sys.path`, and a relative or empty entry of
+PYTHONPATH means it too; a Python child therefore runs isolated (`-I`: no working
+directory, no PYTHONPATH, no user site) on an explicit path that starts where this
+process's own mad_eval was imported from, so a worker runs the same mad_eval as its parent
+(a checkout on PYTHONPATH, a git worktree, an editable install alike)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+# Run as `python -I -c BOOT MODULE DIR...`: the directories go first on sys.path, then the
+# module runs as __main__, as `-m` would run it.
+_BOOT = (
+    "import runpy, sys; module = sys.argv[1]; sys.path[:0] = sys.argv[2:]; "
+    "del sys.argv[1:]; runpy.run_module(module, run_name='__main__', alter_sys=True)"
+)
+
+
+def import_path() -> list[str]:
+    """Where a child imports from before its interpreter's own site-packages: the folder
+    holding this mad_eval package, then PYTHONPATH's absolute entries."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    given = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    absolute = [entry for entry in given if os.path.isabs(entry) and entry != package]
+    return [package, *absolute]
+
+
+def python_module(module: str) -> list[str]:
+    """The command line of `python -m module` for this interpreter, isolated from the
+    working directory and the environment's Python settings."""
+    return [sys.executable, "-I", "-c", _BOOT, module, *import_path()]
+
+
+def environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: this process's) for a child that is a Python program started by its
+    own name (`vllm`): PYTHONPATH without the relative and empty entries, which mean the
+    working directory."""
+    env = dict(os.environ if env is None else env)
+    if "PYTHONPATH" in env:
+        kept = [p for p in env["PYTHONPATH"].split(os.pathsep) if os.path.isabs(p)]
+        if kept:
+            env["PYTHONPATH"] = os.pathsep.join(kept)
+        else:
+            del env["PYTHONPATH"]
+    return env

@@ -331,16 +331,36 @@ def _fill(raw: dict[str, Any], params: dict[str, str]) -> dict[str, Any]:
     return filled
 
 
+def data_folder(spec: BenchmarkSpec, data_dir: Path | str | None) -> Path | None:
+    """The folder a spec's [local] file is read from (None: its rows are built in or come
+    from the hub): `data_dir`, else $MAD_EVAL_DATA, else the spec's own folder when it has
+    no hub."""
+    if spec.builtin or not spec.local:
+        return None
+    folder = data_dir or os.environ.get(DATA_ENV) or None
+    if folder:
+        return Path(folder).expanduser()
+    return None if spec.hub else Path(spec.path or ".").parent
+
+
+def local_file(spec: BenchmarkSpec, data_dir: Path | str | None) -> Path | None:
+    """The file on this machine a benchmark's rows are read from, None for built-in or hub
+    rows: what a dry run shows of an experiment file, which may name any file."""
+    if spec.path is not None and spec.path.suffix == ".jsonl":  # a .jsonl given as such
+        return spec.path
+    folder = data_folder(spec, data_dir)
+    return None if folder is None or spec.local is None else folder / spec.local["file"]
+
+
 def _spec_questions(spec: BenchmarkSpec, data_dir: Path | None, given: str) -> list[Question]:
     """Built-in, else a local folder when one is given (or there is no hub), else the hub.
     `given` is the benchmark as the caller named it, for the advice of a missing file."""
     if spec.builtin:
         generate = GENERATORS[spec.builtin["generator"]]
         return generate(spec.builtin["size"], spec.builtin.get("seed", 0), spec.name)
-    folder = data_dir or os.environ.get(DATA_ENV) or None
-    if spec.local and (folder or not spec.hub):
-        base = Path(folder).expanduser() if folder else Path(spec.path or ".").parent
-        return local_questions(spec, base, given)
+    folder = data_folder(spec, data_dir)
+    if folder is not None:
+        return local_questions(spec, folder, given)
     try:
         rows = hub_rows(spec)
     except HubError as exc:

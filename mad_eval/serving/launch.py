@@ -27,7 +27,7 @@ from mad_eval.children import environment
 from mad_eval.errors import UserError
 from mad_eval.progress import Listener
 from mad_eval.sanitize import printable, redact
-from mad_eval.serving.spec import ServeSpec
+from mad_eval.serving.spec import ServeSpec, shown
 
 TAIL_LINES = 5
 PORT_TRIES = 3  # a port taken between finding it and binding it: another, twice more
@@ -128,7 +128,7 @@ class LocalServer:
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.gpus))
         with self.log.open("ab") as log:
-            log.write(f"$ {' '.join(command)}\n".encode())
+            log.write(f"$ {shown(command)}\n".encode())
             log.flush()
             self.process = subprocess.Popen(
                 command,

@@ -113,8 +113,8 @@ def test_no_serving_secret_reaches_a_file_of_a_served_run(tmp_path, monkeypatch)
     assert leaks(run) == []
     assert [s for s in (KEY, TOKEN, SECRET) if s in result.stdout + result.stderr] == []
     (start,) = starts({"STAND_IN_RECORD": os.environ["STAND_IN_RECORD"]})
-    assert start["argv"][-7:] == ["--api-key", KEY, f"--hf-token={TOKEN}", "--my-secret",
-                                  SECRET, "--seed", "3"]  # the server gets the real values
+    real = ["--api-key", KEY, f"--hf-token={TOKEN}", "--my-secret", SECRET, "--seed", "3"]
+    assert start["argv"][-7:] == real  # the server gets the real values
     manifest = json.loads((run / "manifest.json").read_text())
     assert f"args=--api-key {HIDDEN} --hf-token={HIDDEN} --my-secret '{HIDDEN}'" in " ".join(
         manifest["command"]

@@ -1,6 +1,6 @@
-"""How mad-eval starts the processes it runs (grading workers, `vllm serve`): never importing
-from the working directory, which may be a cloned repository holding a `sympy/` or a
-`mad_eval/` folder of its own.
+"""How mad-eval starts the processes it runs (grading workers, `vllm serve`, `nvidia-smi`):
+never importing from the working directory, or running a program found there, which may be
+a cloned repository holding a `sympy/`, a `mad_eval/` folder or a `vllm` script of its own.
 
 `python -m` puts the working directory first on `sys.path`, and a relative or empty entry of
 PYTHONPATH means it too; a Python child therefore runs isolated (`-I`: no working
@@ -11,6 +11,7 @@ process's own mad_eval was imported from, so a worker runs the same mad_eval as 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 
@@ -49,3 +50,11 @@ def environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
         else:
             del env["PYTHONPATH"]
     return env
+
+
+def program(name: str, path: str | None = None) -> str | None:
+    """Where the program `name` is on PATH (or `path`), never in the working directory: a
+    relative or empty PATH entry, which means it, is skipped."""
+    given = os.environ.get("PATH", os.defpath) if path is None else path
+    kept = os.pathsep.join(p for p in given.split(os.pathsep) if os.path.isabs(p))
+    return shutil.which(name, path=kept) if kept else None

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from mad_eval import api
-from mad_eval.children import environment, import_path, python_module
+from mad_eval.children import environment, import_path, program, python_module
 from mad_eval.grading import verifier
 from mad_eval.grading.grader import grade
 from mad_eval.grading.verifier import stop_graders
+from mad_eval.serving.session import require_vllm
+from mad_eval.setup.config import ConfigError
 
 HALF = r"so \boxed{\frac{1}{2}}"  # against gold 0.5: only math-verify says these are equal
 
@@ -76,3 +78,15 @@ def test_a_server_gets_no_relative_python_path(clone):
     assert "PYTHONPATH" not in environment({"PYTHONPATH": ".::src"})
     kept = environment({"PYTHONPATH": os.pathsep.join(["/opt/libs", "", "lib"]), "X": "1"})
     assert kept == {"PYTHONPATH": "/opt/libs", "X": "1"}
+
+
+def test_a_program_in_the_working_directory_is_never_run(clone, monkeypatch):
+    """A `vllm` script in a clone is not found through a relative or empty PATH entry."""
+    folder, _ = clone
+    script = folder / "vllm"
+    script.write_text("#!/bin/sh\necho planted\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join(["", ".", "bin"]))
+    with pytest.raises(ConfigError, match="no vllm command found"):
+        require_vllm("serve:m")  # the server would have been ./vllm
+    assert program("vllm", f"{folder}{os.pathsep}.") == str(script)  # named by its full path

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import ctypes
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import aiohttp
 
-from mad_eval.children import environment
+from mad_eval.children import environment, program
 from mad_eval.errors import UserError
 from mad_eval.progress import Listener
 from mad_eval.sanitize import printable, redact
@@ -101,7 +100,7 @@ class LocalServer:
 
     async def start(self) -> str:
         """Start the server and wait until /health and /v1/models answer; its base URL."""
-        vllm = shutil.which("vllm")
+        vllm = program("vllm")
         if vllm is None:
             raise ServerError(
                 f"cannot serve {self.spec.label}: no vllm command found; install vllm or put it "

@@ -4,12 +4,12 @@ checked before anything starts, its replicas served around the run's work."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mad_eval.children import program
 from mad_eval.progress import Listener
 from mad_eval.serving.launch import LocalServer, ServerError, first_exit, log_tail, replicas
 from mad_eval.serving.pool import gpu_pool
@@ -140,7 +140,7 @@ def prepare(
 
 def require_vllm(what: str) -> None:
     """A `vllm` on PATH, or one sentence saying to install it."""
-    if shutil.which("vllm") is None:
+    if program("vllm") is None:
         raise ConfigError(
             f"cannot serve {what}: no vllm command found; install vllm or put it on PATH."
         )

@@ -33,9 +33,11 @@ if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
     from collections.abc import Coroutine
     from typing import Unpack
 
+    from mad_eval.debate.execute import Job, Preview
     from mad_eval.experiments.run import Plan
     from mad_eval.measure.prices import Prices
     from mad_eval.reporting.results import Run
+    from mad_eval.serving.session import Serving
     from mad_eval.setup.settings import RequestSettings, RunSettings, SingleSettings
     from mad_eval.training.pairs import Summary
 
@@ -51,6 +53,7 @@ __all__ = [
     "plot",
     "report",
     "run",
+    "run_plan",
     "single",
     "table",
     "train_pairs",
@@ -131,25 +134,16 @@ def run(
     default CUDA_VISIBLE_DEVICES, else nvidia-smi's), and stopped after it."""
     from mad_eval.debate.execute import Job, drive, execute
     from mad_eval.debate.plan import make_plan
-    from mad_eval.serving.session import prepare
-    from mad_eval.store.files import refuse_records
-    from mad_eval.store.folder import RunStore
 
     listener = listener or Listener()
-    served = prepare(settings, serving, gpus)  # None unless the model is serve:
-    record = served.spec.record() if served else None
-    plan = make_plan(served.placeholder(settings) if served else settings, serving=record)
+    served, whole = _planned(out, retry_failed, serving, gpus, settings)
+    plan, store = whole.plan, whole.store
+    record = plan.serving
     if settings.get("model") is None and not plan.config.roster:
         listener.say(
             "No --model given: using simulated agents (sim). "
             "Pass --model openai:NAME --base-url URL to benchmark a served checkpoint."
         )
-    if out is None:
-        store = RunStore(plan.config.default_out(plan.spec.max_tokens), named=True)
-    else:
-        store = RunStore(Path(out))
-    refuse_records(store.root, run_folder=True)  # never inside another run's records
-    whole = Job(plan, store, retry_failed)
     if served is None:
         work = execute([whole], listener)
     else:  # planned again on the servers' URLs each time they start
@@ -169,6 +163,53 @@ def run(
         work = served.run(job, store.root, listener, task=f"{counted(left, 'turn')} left")
     drive(work, store.turns_path)
     return report(store.root)
+
+
+def _planned(
+    out: str | Path | None,
+    retry_failed: bool,
+    serving: list[str] | dict[str, Any] | None,
+    gpus: str | list[int] | None,
+    settings: dict[str, Any],
+    dry_run: bool = False,
+) -> tuple[Serving | None, Job]:
+    """A run's server (if its model is serve:) and its job, every setting checked before
+    anything is asked or written."""
+    from mad_eval.debate.execute import Job
+    from mad_eval.debate.plan import Shared, make_plan
+    from mad_eval.serving.session import prepare
+    from mad_eval.store.files import refuse_records
+    from mad_eval.store.folder import RunStore
+
+    served = prepare(settings, serving, gpus, dry_run)  # None unless the model is serve:
+    record = served.spec.record() if served else None
+    given = served.placeholder(settings) if served else settings
+    # A dry run's plan shares nothing, so no request cache is opened.
+    plan = make_plan(given, Shared(None) if dry_run else None, serving=record)
+    if out is None:  # a folder whose name mad-eval chose may not be a planted link
+        store = RunStore(plan.config.default_out(plan.spec.max_tokens), named=True)
+    else:
+        store = RunStore(Path(out))
+    refuse_records(store.root, run_folder=True)  # never inside another run's records
+    return served, Job(plan, store, retry_failed)
+
+
+@_worded
+def run_plan(
+    *,
+    out: str | Path | None = None,
+    retry_failed: bool = False,
+    serving: list[str] | dict[str, Any] | None = None,
+    gpus: str | list[int] | None = None,
+    **settings: Unpack[RunSettings],
+) -> Preview:
+    """What `run` with the same keywords would do, asking nothing and writing nothing (a
+    dry run): its folder, questions and turns (needed and recorded), where its questions
+    come from (`data_file`) and go (`endpoints`), and each server's `vllm serve` command."""
+    from mad_eval.debate.execute import preview
+
+    served, job = _planned(out, retry_failed, serving, gpus, dict(settings), dry_run=True)
+    return preview(job, served, settings.get("data_dir"))
 
 
 @_worded
@@ -332,14 +373,16 @@ def experiment_plan(
     path: str | Path, gpus: str | list[int] | None = None, ray: str | None = None
 ) -> Plan:
     """What running an experiment would ask, asking nothing and writing nothing: each
-    cell's questions, the turns it needs and those its folder already holds, and the order
-    its serve: models would take the GPUs `gpus` in (`serving`)."""
+    cell's questions, the turns it needs and those its folder already holds, the order
+    its serve: models would take the GPUs `gpus` in (`serving`), and where its questions
+    come from and go (`exposure`: endpoints, benchmark files outside its folder, each
+    server's command)."""
     from mad_eval.experiments import load_experiment
-    from mad_eval.experiments.run import Plan, dry_run, serving_plan
+    from mad_eval.experiments.run import Plan, dry_run_exposed, serving_plan
 
     experiment = load_experiment(Path(path))
-    states = dry_run(experiment)
-    return Plan(experiment, states, serving_plan(experiment, states, gpus, ray))
+    states, exposure = dry_run_exposed(experiment)
+    return Plan(experiment, states, serving_plan(experiment, states, gpus, ray), exposure)
 
 
 @_worded

@@ -36,6 +36,17 @@ _ASSIGNED = re.compile(
     r"(?P<value>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'"
     r"|(?P<scheme>(?:bearer|basic|digest|token)[ \t]+)?[^\s\"',}\]&]+)"
 )
+# A command-line flag that names a secret (--api-key, --hf-token, --db-password, --api_key)
+# and its value, as one argument (--api-key=K) or the next (--api-key K, shell-quoted or not,
+# or the next item of a list written as text: "--api-key", "K"); a value starting with a dash
+# is the next flag.
+_SECRET_FLAG = r"--(?:[a-z0-9]+[_-])*(?:key|token|secret|password|passwd)"
+_FLAG_VALUE = re.compile(
+    rf"(?i)(?<![\w-])(?P<flag>{_SECRET_FLAG})(?:"
+    r"(?P<sep>=|[ \t]+(?!-))(?P<value>(?:'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\"|[^\s\"',\]])+)"
+    r"|(?P<listed>(?P<q>[\"'])[ \t]*,[ \t]*(?P=q))(?P<item>[^\"'\n]*)(?=(?P=q)))"
+)
+_SECRET_FLAG_ARG = re.compile(rf"(?i){_SECRET_FLAG}")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+")
 _BASIC = re.compile(r"(?i)\b(basic\s+)([A-Za-z0-9+/]{4,}={0,2})(?![\w+/=])")
 _KEY_SHAPES = re.compile(r"\b(sk|hf|gsk|xai|pk|rk|ghp|gho|ghs|glpat)[-_][A-Za-z0-9_-]{12,}")
@@ -106,8 +117,18 @@ def redact(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _redact_entry(key, item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [redact(item) for item in value]
+        # An argument list: a secret flag's value is the item after it.
+        return [
+            HIDDEN if i and secret_flag(value[i - 1]) and isinstance(item, str) else redact(item)
+            for i, item in enumerate(value)
+        ]
     return value
+
+
+def secret_flag(arg: Any) -> bool:
+    """Whether a command-line argument is a flag whose value is a secret (--api-key,
+    --hf-token, --my-secret), the value following it as the next argument."""
+    return isinstance(arg, str) and bool(_SECRET_FLAG_ARG.fullmatch(arg))
 
 
 def _redact_entry(key: Any, value: Any) -> Any:
@@ -123,6 +144,7 @@ def _redact_text(text: str) -> str:
         text = text.replace(secret, HIDDEN)
     text = _USERINFO.sub(HIDDEN + "@", text)
     text = _QUERY_SECRET.sub(r"\1" + HIDDEN, text)
+    text = _FLAG_VALUE.sub(_hide_flag, text)
     text = _ASSIGNED.sub(_hide_assigned, text)
     text = _BEARER.sub(r"\1" + HIDDEN, text)
     text = _BASIC.sub(_hide_basic, text)
@@ -134,6 +156,14 @@ def _hide_assigned(match: re.Match[str]) -> str:
     quote = value[0] if value[:1] in ("'", '"') else ""
     scheme = match["scheme"] or ""  # Bearer, Basic: what kind of credential it was
     return f"{match['q']}{match['name']}{match['q']}{match['sep']}{quote}{scheme}{HIDDEN}{quote}"
+
+
+def _hide_flag(match: re.Match[str]) -> str:
+    if match["listed"]:
+        return f"{match['flag']}{match['listed']}{HIDDEN}"
+    value = match["value"]
+    quote = value[0] if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"" else ""
+    return f"{match['flag']}{match['sep']}{quote}{HIDDEN}{quote}"
 
 
 def _hide_basic(match: re.Match[str]) -> str:
@@ -157,8 +187,9 @@ def _secret_values() -> list[str]:
 
 def secrets_in(value: Any, hidden: bool = False) -> set[str]:
     """The secret strings a setting holds: every string (or number) under a secret-looking
-    key or an auth-looking header, a header value's credentials, and each URL's password
-    (as written, decoded, and as the Basic value it is sent as)."""
+    key or an auth-looking header, a header value's credentials, each secret flag's value
+    in an argument list or a command line, and each URL's password (as written, decoded,
+    and as the Basic value it is sent as)."""
     found: set[str] = set()
     if isinstance(value, dict):
         for key, item in value.items():
@@ -168,12 +199,14 @@ def secrets_in(value: Any, hidden: bool = False) -> set[str]:
             else:
                 found |= secrets_in(item, hidden or secret_key(key))
     elif isinstance(value, list | tuple):
-        for item in value:
-            found |= secrets_in(item, hidden)
+        for i, item in enumerate(value):
+            found |= secrets_in(item, hidden or (i > 0 and secret_flag(value[i - 1])))
     elif isinstance(value, str):
         if hidden:
             found.add(value)
             found.add(value.split()[-1] if value.split() else value)  # "Bearer X": X
+        for match in _FLAG_VALUE.finditer(value):  # "--api-key K" in a command line
+            found.add((match["value"] or match["item"]).strip("'\""))
         for match in _USERINFO.finditer(value):
             found |= _url_secrets(match[0][:-1])
     elif hidden and isinstance(value, int | float) and not isinstance(value, bool):

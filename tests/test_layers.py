@@ -14,7 +14,7 @@ PACKAGE = Path(mad_eval.__file__).resolve().parent
 # Bottom to top. A module may import its own package and any layer below it; the packages
 # of one layer are independent of each other. A top-level module is its own package.
 LAYERS: list[set[str]] = [
-    {"errors", "sanitize", "words"},
+    {"errors", "sanitize", "words", "children"},
     {"records", "progress"},
     {"grading"},  # answers, kinds, the verifier: pure functions of text
     {"setup"},  # config, roster, templates

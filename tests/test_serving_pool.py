@@ -243,7 +243,7 @@ def test_the_pool_falls_back_to_cuda_visible_devices_then_the_driver(monkeypatch
     [({"CUDA_VISIBLE_DEVICES": ""}, "hides every GPU"), ({"PATH": ""}, "no GPU was found")],
 )
 def test_no_gpu_is_one_cpu_slot_with_a_note(monkeypatch, env, words):
-    monkeypatch.setattr(pool_module.shutil, "which", lambda name, path=None: None)
+    monkeypatch.setattr(pool_module, "program", lambda name, path=None: None)
     notes = []
     assert gpu_pool(None, env=env, note=notes.append) == []  # one CPU slot
     assert pool_module.slots([]) == [0] and pool_module.slots([2, 3]) == [2, 3]

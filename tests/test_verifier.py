@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from cli_helpers import hears_ctrl_c
 
+from mad_eval.children import python_module
 from mad_eval.grading import grader as grading
 from mad_eval.grading import verifier
 from mad_eval.grading.grader import Grade, compare_math, grade
-from mad_eval.grading.verifier import grader_pids, stop_graders
+from mad_eval.grading.verifier import WORKER, grader_pids, stop_graders
 from mad_eval.grading.verify_worker import Comparison, Extraction
 
 HALF = r"\boxed{\frac{1}{2}}"  # against gold 0.5: only math-verify says these are equal
@@ -113,7 +114,7 @@ def test_worker_speaks_one_json_line_each_way() -> None:
         {"answer": 'x\n{"equal": true, "timed_out": false}\n\ud800', "gold": "2"},
     ]
     run = subprocess.run(
-        [sys.executable, "-m", "mad_eval.grading.verify_worker"],
+        python_module(WORKER),
         input=b"".join(json.dumps(r).encode() + b"\n" for r in requests),
         capture_output=True,
         timeout=60,
@@ -140,7 +141,7 @@ def test_worker_finds_answers_in_whole_replies_on_the_same_lines() -> None:
         {"text": "so $0.33$", "gold": "\\frac{1}{3}", "settings": {"precision": 2}},
     ]
     run = subprocess.run(
-        [sys.executable, "-m", "mad_eval.grading.verify_worker"],
+        python_module(WORKER),
         input=b"".join(json.dumps(r).encode() + b"\n" for r in requests),
         capture_output=True,
         timeout=60,

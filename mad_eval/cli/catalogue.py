@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.table import Table
+from rich.text import Text
 
 from mad_eval.cli import options
 from mad_eval.cli.app import app
 from mad_eval.cli.ui import console, fail
+from mad_eval.sanitize import printable
 
 
 @app.command()
@@ -22,7 +24,7 @@ def protocols() -> None:
     table.add_column("what it does")
     table.add_column("from", style="dim")
     for name, description, source in catalogue():
-        table.add_row(name, description, _relative(source))
+        table.add_row(*_cells(name, description, _relative(source)))
     console.print(table)
     _unreached("protocols", presets())
     console.print(
@@ -61,7 +63,7 @@ def templates(template: str | None, show_round: int, show_agent: int) -> None:
                 description = load_template(name).description
             except TemplateError as exc:
                 description = f"unusable: {exc}"
-            table.add_row(name, description, _relative(str(path)))
+            table.add_row(*_cells(name, description, _relative(str(path))))
         console.print(table)
         _unreached("templates", builtin_templates())
         console.print("Show one: mad-eval templates NAME|FILE [--round R] [--agent I].")
@@ -81,18 +83,17 @@ def templates(template: str | None, show_round: int, show_agent: int) -> None:
 @app.command()
 def benchmarks() -> None:
     """List the benchmarks --benchmark accepts by name: kind, source and description."""
-    from mad_eval.data.benchmarks import BenchmarkError, list_specs
+    from mad_eval.data.benchmarks import BenchmarkError, catalogue
 
     table = Table(title="benchmarks", show_lines=False)
     for column in ("name", "kind", "parameters (default)", "source", "description"):
         table.add_column(column, style="bold" if column == "name" else None)
-    try:
-        specs = list_specs()
-    except BenchmarkError as exc:
-        raise fail(str(exc)) from None
-    for spec in specs:
+    for name, path, spec in catalogue():  # a broken file is listed as such, with its path
+        if isinstance(spec, BenchmarkError):
+            table.add_row(*_cells(name, "", "", _relative(str(path)), f"unusable: {spec}"))
+            continue
         params = ", ".join(f"{k}={v}" for k, v in spec.params.items())
-        table.add_row(spec.name, spec.kind, params, spec.source, spec.description)
+        table.add_row(*_cells(spec.name, spec.kind, params, spec.source, spec.description))
     console.print(table)
     console.print(
         "Parameters: NAME:key=value (e.g. mmlu:subject=anatomy, or mmlu:anatomy). Local files "
@@ -113,6 +114,12 @@ def _unreached(kind: str, by_name: dict[str, Path]) -> None:
             style="dim",
             markup=False,
         )
+
+
+def _cells(*texts: str) -> list[Text]:
+    """A row's cells as plain text: a file's description is never rich markup (a stray
+    `[/bold]` would be an error) nor terminal control codes."""
+    return [Text(printable(text)) for text in texts]
 
 
 def _relative(source: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -12,8 +12,12 @@ from mad_eval import api
 from mad_eval.cli import options
 from mad_eval.cli.ui import ConsoleListener, alert, console, one_sentence
 from mad_eval.errors import for_keywords
+from mad_eval.sanitize import outward
 from mad_eval.setup.config import run_defaults
 from mad_eval.words import counted
+
+if TYPE_CHECKING:
+    from mad_eval.experiments.run import Exposure
 
 app = typer.Typer(
     help="A paper's evaluation in one file: the models, grids of settings (models x "
@@ -105,6 +109,34 @@ def _dry_run(file: Path, gpus: str | None, ray: str | None) -> None:
     )
     for line in plan.serving:
         console.print(line, markup=False, highlight=False)
+    for line in exposure_lines(plan.exposure, experiment.path.parent):
+        console.print(outward(line), markup=False, highlight=False, soft_wrap=True)
+
+
+def exposure_lines(exposure: Exposure, home: Path) -> list[str]:
+    """Where the questions go, the files they come from outside the experiment's folder,
+    and the servers it starts: what a file from someone else could send where."""
+    lines = []
+    if exposure.endpoints:
+        lines.append("Questions are sent to:")
+        lines += [f"  {url} ({_runs(cells)})" for url, cells in exposure.endpoints.items()]
+    if exposure.files:
+        lines.append(f"Benchmark files outside the experiment's folder ({home.resolve()}):")
+        lines += [f"  {file} (outside; {_runs(cells)})" for file, cells in exposure.files.items()]
+    for model, command in exposure.servers.items():
+        lines.append(f"Server for {model}: {command}")
+    for model in exposure.remote_code:
+        lines.append(
+            f"Served with --trust-remote-code: {model}'s server runs the Python code that "
+            "comes with its checkpoint."
+        )
+    return lines
+
+
+def _runs(cells: list[str], shown: int = 3) -> str:
+    """'2 runs: a, b', naming a few."""
+    names = ", ".join(cells[:shown]) + (", ..." if len(cells) > shown else "")
+    return f"{counted(len(cells), 'run')}: {names}"
 
 
 @options.command(app, ["replicates"], {"replicates": options.REPLICATES}, arguments=[FILE])

@@ -408,9 +408,13 @@ TABLE = {
 }
 PLOT = {"out": Option(Path, typer.Option(help="Folder the PNG files are written to."))}
 
-# `mad-eval experiment run`.
+# `mad-eval run` and `experiment run`.
 OPTIONS["dry_run"] = Option(
-    bool, typer.Option(help="Print the runs, the turns each needs and holds; ask nothing.")
+    bool,
+    typer.Option(
+        help="Print the runs, the turns each needs and holds, where the questions are read "
+        "from and sent to, and each server's vllm serve command; ask and write nothing."
+    ),
 )
 
 # `mad-eval train pairs` and `prompts`.
@@ -648,6 +652,7 @@ RUN = [
     "backoff",
     "cache",
     "retry_failed",
+    "dry_run",
     "tensor_parallel_size",
     "gpu_memory_utilization",
     "enforce_eager",
@@ -655,6 +660,6 @@ RUN = [
     "out",
 ]
 DEBATE_ONLY = ("protocol", "agents", "rounds", "agent", "roster", "prompt_style", "strip_think")
-SINGLE = ["samples", *(name for name in RUN if name not in DEBATE_ONLY and name != "quote")]
+SINGLE = ["samples", *(name for name in RUN if name not in (*DEBATE_ONLY, "quote", "dry_run"))]
 # How requests travel (setup/config.py REQUESTS), but the endpoints, which come first.
 OPERATIONAL = [name for name in REQUESTS if name != "base_urls"]

@@ -12,11 +12,12 @@ from mad_eval.cli.ui import ConsoleListener, alert, console, one_sentence, warn
 from mad_eval.setup.config import operational_defaults, run_defaults
 
 if TYPE_CHECKING:
+    from mad_eval.debate.execute import Preview
     from mad_eval.reporting.results import Run
 
 
 def _run_defaults() -> dict[str, Any]:
-    return {**run_defaults(), **options.defaults_of(api.run)}
+    return {**run_defaults(), **options.defaults_of(api.run), "dry_run": False}
 
 
 def _single_defaults() -> dict[str, Any]:
@@ -38,7 +39,33 @@ def run(**chosen: Any) -> None:
     --retry-failed to ask its failed turns again.
     """
     with one_sentence(data_dir=True):
+        if chosen.pop("dry_run"):
+            show_preview(api.run_plan(**chosen))
+            return
         show(api.run(listener=ConsoleListener(), **chosen), "run")
+
+
+def show_preview(preview: Preview) -> None:
+    """A dry run: the run's folder and turns, where its questions come from and go, and
+    the command of each server it would start."""
+    from mad_eval.sanitize import outward
+    from mad_eval.words import counted
+
+    lines = [
+        f"{preview.folder}: {counted(preview.questions, 'question')}, "
+        f"{counted(preview.turns, 'turn')} in all, {preview.recorded} recorded, "
+        f"{max(preview.turns - preview.recorded, 0)} to ask.",
+    ]
+    if preview.data_file is not None:
+        lines.append(f"Questions are read from {preview.data_file.resolve()}.")
+    for url, models in preview.endpoints.items():
+        lines.append(f"Questions are sent to {url} ({', '.join(models)}).")
+    lines += [f"Server: {command}" for command in preview.servers]
+    if preview.remote_code:
+        lines.append("Served with --trust-remote-code: the server runs the Python code that "
+                     "comes with its checkpoint.")  # fmt: skip
+    for line in lines:
+        console.print(outward(line), markup=False, highlight=False, soft_wrap=True)
 
 
 @options.command(app, options.SINGLE, _single_defaults(), {"out": options.SINGLE_OUT})

@@ -8,7 +8,6 @@ import math
 import os
 import random
 import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from mad_eval.grading.kinds import KINDS, get_kind
 from mad_eval.records import Question
 from mad_eval.sanitize import valid_data
 from mad_eval.setup.config import spec_files, spec_folders
+from mad_eval.setup.tomlfile import TomlFileError, read_toml
 
 DATA_ENV = "MAD_EVAL_DATA"
 DEFAULT_MAX_TOKENS = 4096
@@ -130,13 +130,25 @@ def list_specs() -> list[BenchmarkSpec]:
     return [_parse_spec(found[name]) for name in sorted(found)]
 
 
+def catalogue() -> list[tuple[str, Path, BenchmarkSpec | BenchmarkError]]:
+    """Every spec as list_specs finds it, or why it cannot be used: `mad-eval benchmarks`
+    lists a broken file (a cloned repository's ./benchmarks) as such, and the others."""
+    found: list[tuple[str, Path, BenchmarkSpec | BenchmarkError]] = []
+    for name, path in sorted(spec_files("benchmarks").items()):
+        try:
+            found.append((name, path, _parse_spec(path)))
+        except BenchmarkError as exc:
+            found.append((name, path, exc))
+    return found
+
+
 def load_spec(name: str) -> BenchmarkSpec:
     """Look a spec up by name, with parameters after a colon (`mmlu:anatomy`,
     `mmlu:subject=anatomy`); an unknown name lists the known ones so typos are easy to fix."""
     stem, colon, given = name.partition(":")
     path = _spec_path(stem)
     if path is None:
-        known = ", ".join(spec.name for spec in list_specs())
+        known = ", ".join(sorted(spec_files("benchmarks")))  # names only: none is read
         raise BenchmarkError(
             f"unknown benchmark '{stem}'; known: {known}; or give a path to a .jsonl file"
         )
@@ -218,14 +230,17 @@ def _raw_spec(path: Path, depth: int = 0) -> dict[str, Any]:
     """A spec file's TOML; with `base = "other"`, the other spec's TOML under its own keys
     (parameters merged), so a preset names only what it changes."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeError, tomllib.TOMLDecodeError) as exc:
-        raise BenchmarkError(f"cannot read benchmark spec {path}: {exc}") from exc
+        raw = read_toml(path)
+    except (OSError, TomlFileError) as exc:
+        problem = exc if isinstance(exc, TomlFileError) else exc.strerror or exc
+        raise BenchmarkError(f"cannot read benchmark spec {path}: {problem}") from None
     if "base" not in raw:
         return raw
     base = _spec_path(str(raw["base"]))
     if base is None or base == path or depth > 4:
         raise BenchmarkError(f"{path.name}: base '{raw['base']}' is no other benchmark spec")
+    if not isinstance(raw.get("params", {}), dict):
+        raise BenchmarkError(f"{path.name}: 'params' must be a [params] table")
     merged = {**_raw_spec(base, depth + 1), **raw}
     merged["params"] = {**merged.get("params", {}), **raw.get("params", {})}
     merged.pop("name", None)
@@ -260,7 +275,9 @@ def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
         "'ids' must be a name",
     )
     kind, answer = raw.get("kind"), raw.get("answer")
-    need(kind in KINDS, f"kind {kind!r} is not one of: {', '.join(KINDS)}")
+    need(
+        isinstance(kind, str) and kind in KINDS, f"kind {kind!r} is not one of: {', '.join(KINDS)}"
+    )
     found = get_kind(kind)
     accepted = found.answers
     need(
@@ -291,7 +308,8 @@ def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
         need(isinstance(builtin, dict), "'builtin' must be a [builtin] table")
         need("hub" not in raw and "local" not in raw, "[builtin] excludes [hub] and [local]")
         gen, size, seed = builtin.get("generator"), builtin.get("size"), builtin.get("seed", 0)
-        need(gen in GENERATORS, f"generator {gen!r} is not one of: {', '.join(GENERATORS)}")
+        known = isinstance(gen, str) and gen in GENERATORS
+        need(known, f"generator {gen!r} is not one of: {', '.join(GENERATORS)}")
         need(type(size) is int and size > 0, f"size must be a positive integer: {size!r}")
         need(type(seed) is int, f"seed must be an integer: {seed!r}")
     need(any(t in raw for t in ("hub", "local", "builtin")), "needs [hub], [local] or [builtin]")
@@ -331,16 +349,36 @@ def _fill(raw: dict[str, Any], params: dict[str, str]) -> dict[str, Any]:
     return filled
 
 
+def data_folder(spec: BenchmarkSpec, data_dir: Path | str | None) -> Path | None:
+    """The folder a spec's [local] file is read from (None: its rows are built in or come
+    from the hub): `data_dir`, else $MAD_EVAL_DATA, else the spec's own folder when it has
+    no hub."""
+    if spec.builtin or not spec.local:
+        return None
+    folder = data_dir or os.environ.get(DATA_ENV) or None
+    if folder:
+        return Path(folder).expanduser()
+    return None if spec.hub else Path(spec.path or ".").parent
+
+
+def local_file(spec: BenchmarkSpec, data_dir: Path | str | None) -> Path | None:
+    """The file on this machine a benchmark's rows are read from, None for built-in or hub
+    rows: what a dry run shows of an experiment file, which may name any file."""
+    if spec.path is not None and spec.path.suffix == ".jsonl":  # a .jsonl given as such
+        return spec.path
+    folder = data_folder(spec, data_dir)
+    return None if folder is None or spec.local is None else folder / spec.local["file"]
+
+
 def _spec_questions(spec: BenchmarkSpec, data_dir: Path | None, given: str) -> list[Question]:
     """Built-in, else a local folder when one is given (or there is no hub), else the hub.
     `given` is the benchmark as the caller named it, for the advice of a missing file."""
     if spec.builtin:
         generate = GENERATORS[spec.builtin["generator"]]
         return generate(spec.builtin["size"], spec.builtin.get("seed", 0), spec.name)
-    folder = data_dir or os.environ.get(DATA_ENV) or None
-    if spec.local and (folder or not spec.hub):
-        base = Path(folder).expanduser() if folder else Path(spec.path or ".").parent
-        return local_questions(spec, base, given)
+    folder = data_folder(spec, data_dir)
+    if folder is not None:
+        return local_questions(spec, folder, given)
     try:
         rows = hub_rows(spec)
     except HubError as exc:

@@ -11,19 +11,53 @@ import signal
 import threading
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from mad_eval.backends.cache import RequestCache
+from mad_eval.data.benchmarks import local_file
 from mad_eval.debate.engine import Engine, run_all, to_ask_again, window
 from mad_eval.debate.plan import Plan, Shared
 from mad_eval.errors import Interrupted, UserError
 from mad_eval.progress import Listener
 from mad_eval.records import Question
+from mad_eval.serving.session import Serving
+from mad_eval.serving.spec import runs_remote_code
 from mad_eval.store.folder import SUPERSEDED, Recorded, RunStore
 from mad_eval.words import counted
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a run would do, asking nothing and writing nothing (`mad-eval run --dry-run`):
+    its folder and turns, where its questions come from and go, and the servers it starts."""
+
+    folder: Path
+    questions: int
+    turns: int  # the finished run's
+    recorded: int  # in its folder already
+    endpoints: dict[str, list[str]]  # each URL its questions go to (credentials hidden) -> models
+    data_file: Path | None  # the file on this machine its questions are read from, if one
+    servers: list[str] = field(default_factory=list)  # each `vllm serve` command, secrets hidden
+    remote_code: bool = False  # its server runs the checkpoint's own Python code
+
+
+def preview(job: Job, served: Serving | None, data_dir: str | Path | None) -> Preview:
+    """A planned run's Preview; a served model's questions go to the servers it starts."""
+    endpoints = {} if served is not None else job.plan.endpoints()
+    return Preview(
+        job.store.root,
+        len(job.plan.questions),
+        job.requests,
+        job.held(),
+        endpoints,
+        local_file(job.plan.spec, data_dir),
+        served.commands() if served is not None else [],
+        served is not None and runs_remote_code(served.spec.args),
+    )
 
 
 @dataclass

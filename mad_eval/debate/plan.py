@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -124,6 +125,23 @@ class Plan:
     @property
     def cache(self) -> RequestCache | None:
         return self.shared.cache
+
+    def endpoints(self) -> dict[str, list[str]]:
+        """Every URL the run's questions are sent to (credentials hidden), with the models
+        asked there; a model answered in this process (sim, vllm:) is sent nowhere. What a
+        dry run shows: a file from someone else may name its own server."""
+        found: dict[str, list[str]] = {}
+        for agent in self.team:
+            urls = agent.base_urls
+            if not urls and backend_type(agent.model).name == "openai":
+                from mad_eval.backends.openai_backend import OPENAI_API
+
+                urls = (os.environ.get("OPENAI_BASE_URL") or OPENAI_API,)
+            for url in urls:
+                models = found.setdefault(redact(url), [])
+                if agent.model not in models:
+                    models.append(agent.model)
+        return found
 
     async def seats(self) -> list[Seat]:
         """Check every backend, then give each agent its prompt budget: the model's context
@@ -304,7 +322,8 @@ def make_plan(
         **settings,
     )
     config.validate()
-    remember(config.to_dict())  # its URLs' passwords and extra bodies' secrets, wherever echoed
+    # Its URLs' passwords, extra bodies' secrets and its server's --api-key, wherever echoed.
+    remember([config.to_dict(), serving])
     if choice.cls == "heterogeneous" and not roster:
         raise ConfigError(
             "the heterogeneous protocol needs a team: pass --agent MODEL[@URL][*COUNT] "

@@ -10,7 +10,6 @@ the key and the fix."""
 from __future__ import annotations
 
 import math
-import tomllib
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from mad_eval.serving.spec import KEYS as SERVING_KEYS
 from mad_eval.serving.spec import ServeSpec, is_served, parse_serve
 from mad_eval.setup.config import OPERATIONAL, RESULTS_ROOT, ConfigError, run_defaults
 from mad_eval.setup.settings import check_names, check_types
+from mad_eval.setup.tomlfile import TomlFileError, read_toml
 
 # The values an axis a grid does not list takes (unless [settings] gives one).
 DEFAULT_AXES = {"protocols": ["decentralized"], "agents": [5], "rounds": [3]}
@@ -59,13 +59,13 @@ Shape = tuple[str, dict[str, Any], dict[str, list[Any]], dict[str, Any]]
 def load_experiment(path: Path) -> Experiment:
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = read_toml(path)
     except FileNotFoundError:
         raise ExperimentError(
             f"{path} does not exist; give the path of an experiment file."
         ) from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ExperimentError(f"{path} is not valid TOML ({exc}); fix the file.") from None
+    except TomlFileError as exc:
+        raise ExperimentError(f"{path} cannot be an experiment file: {exc}; fix it.") from None
     return Parser(path, raw).experiment()
 
 

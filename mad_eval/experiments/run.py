@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mad_eval.backends.base import every
 from mad_eval.backends.cache import RequestCache
-from mad_eval.data.benchmarks import DataMissingError, load_questions
+from mad_eval.data.benchmarks import DataMissingError, load_questions, local_file
 from mad_eval.debate.execute import Job, close_shared, execute
 from mad_eval.debate.plan import Plan as RunPlan
 from mad_eval.debate.plan import Shared, make_plan
@@ -24,7 +24,7 @@ from mad_eval.sanitize import redact, remember
 from mad_eval.serving.launch import LocalServer
 from mad_eval.serving.pool import Work, describe, gpu_pool, plan, run_pool, slots
 from mad_eval.serving.session import PLACEHOLDER, Serving, require_vllm
-from mad_eval.serving.spec import place
+from mad_eval.serving.spec import place, runs_remote_code, shown
 from mad_eval.setup.config import run_defaults
 from mad_eval.store.files import refuse_link, refuse_records, write_atomically
 from mad_eval.store.folder import RunStore, write_json
@@ -112,13 +112,49 @@ def count_turns(experiment: Experiment, shared: Shared) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
+class Exposure:
+    """What an experiment sends where and runs, as its dry run shows it: a file from someone
+    else may name any file on this machine as a benchmark, its own server as an endpoint,
+    and a checkpoint whose Python code the server runs."""
+
+    # Each URL the questions are sent to (credentials hidden) -> the cells sending them.
+    endpoints: dict[str, list[str]] = field(default_factory=dict)
+    # Each benchmark file read from outside the experiment file's folder -> its cells.
+    files: dict[Path, list[str]] = field(default_factory=dict)
+    # Each serve: model -> the `vllm serve` command of its servers (secrets hidden).
+    servers: dict[str, str] = field(default_factory=dict)
+    # The serve: models whose servers run their checkpoint's own code (--trust-remote-code).
+    remote_code: list[str] = field(default_factory=list)
+
+
+def exposure(experiment: Experiment, jobs: list[Job]) -> Exposure:
+    """Where each planned cell's questions come from and go (Exposure)."""
+    home = experiment.path.parent.resolve()
+    found = Exposure()
+    for cell, job in zip(experiment.cells, jobs, strict=True):
+        for url in job.plan.endpoints():
+            if url != PLACEHOLDER:  # a served model's: its server's command says where
+                found.endpoints.setdefault(url, []).append(cell.name)
+        file = local_file(job.plan.spec, cell.settings.get("data_dir"))
+        if file is not None and not file.resolve().is_relative_to(home):
+            found.files.setdefault(file.resolve(), []).append(cell.name)
+    for model, spec in experiment.serving.items():
+        found.servers[model] = shown(spec.command("PORT"))
+        if runs_remote_code(spec.args):
+            found.remote_code.append(model)
+    return found
+
+
+@dataclass(frozen=True)
 class Plan:
-    """An experiment and what each of its cells needs and holds (a dry run), and the order
-    its served models would take the GPUs in (`serving`: the plan's lines, if any)."""
+    """An experiment and what each of its cells needs and holds (a dry run), the order its
+    served models would take the GPUs in (`serving`: the plan's lines, if any), and where
+    its questions come from and go (`exposure`)."""
 
     experiment: Experiment
     states: list[CellState]
     serving: list[str] = field(default_factory=list)
+    exposure: Exposure = field(default_factory=Exposure)
 
     @property
     def needed(self) -> int:
@@ -138,7 +174,13 @@ class Plan:
 
 def dry_run(experiment: Experiment) -> list[CellState]:
     """What each cell needs and holds, asking no server and writing nothing."""
-    return dry_run_states(experiment, experiment.cells, plan_cells(experiment, cache=False))
+    return dry_run_exposed(experiment)[0]
+
+
+def dry_run_exposed(experiment: Experiment) -> tuple[list[CellState], Exposure]:
+    """dry_run, and where the cells' questions come from and go."""
+    jobs = plan_cells(experiment, cache=False)
+    return dry_run_states(experiment, experiment.cells, jobs), exposure(experiment, jobs)
 
 
 def dry_run_states(experiment: Experiment, cells: list[Cell], jobs: list[Job]) -> list[CellState]:

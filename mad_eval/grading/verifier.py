@@ -20,7 +20,6 @@ import os
 import queue
 import selectors
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -28,6 +27,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from mad_eval.children import python_module
 from mad_eval.grading.math_verify_settings import DEFAULT, MathVerifySettings
 from mad_eval.grading.verify_worker import PARENT_ENV, Comparison, Extraction
 
@@ -39,7 +39,7 @@ from the moment the request reaches a worker (never counting the wait for a free
 GRADERS_ENV = "MAD_EVAL_GRADERS"
 """Environment variable: the most math-verify worker processes to run at once."""
 _STARTUP_TIMEOUT_S = 120.0  # a worker imports sympy first; kept out of the per-call bound
-COMMAND = ("-m", "mad_eval.grading.verify_worker")
+WORKER = "mad_eval.grading.verify_worker"
 
 
 class WorkerGone(Exception):
@@ -105,7 +105,7 @@ class Worker:
         env = {**os.environ, PARENT_ENV: str(os.getpid())}
         popen = functools.partial(
             subprocess.Popen,
-            [sys.executable, *COMMAND],
+            python_module(WORKER),  # never importing from the working directory
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -251,7 +251,7 @@ class _Pool:
         except (WorkerGone, TimeoutError, OSError) as exc:
             reason = f"it was not ready within {_STARTUP_TIMEOUT_S:.0f} s"
             raise RuntimeError(
-                f"could not start a math-verify worker (python -m mad_eval.grading.verify_worker): "
+                f"could not start a math-verify worker ({WORKER}): "
                 f"{reason if isinstance(exc, TimeoutError) else exc}"
             ) from exc
         finally:

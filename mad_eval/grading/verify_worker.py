@@ -1,9 +1,10 @@
 """The math-verify worker: a plain child process that runs sympy where the grader can bound it,
 kill it and replace it (mad_eval.grading.verifier is the parent's side).
 
-The grader starts it as `python -m mad_eval.grading.verify_worker` (no multiprocessing, so a script
-that grades needs no main guard). One JSON object per line each way; json.dumps escapes
-newlines, so no model text can split a line or pass for a reply:
+The grader starts it as `python -m mad_eval.grading.verify_worker`, isolated from the working
+directory (mad_eval.children; no multiprocessing, so a script that grades needs no main
+guard). One JSON object per line each way; json.dumps escapes newlines, so no model text can
+split a line or pass for a reply:
 
     worker -> parent, once warmed up:  {"ready": true}
     parent -> worker, per comparison:  {"answer": "...", "gold": "..."}

@@ -21,6 +21,7 @@ from mad_eval.protocols.heterogeneous import Heterogeneous
 from mad_eval.protocols.single import Single
 from mad_eval.protocols.sparse import Sparse
 from mad_eval.setup.config import project_folder, spec_files
+from mad_eval.setup.tomlfile import TomlFileError, read_toml
 
 __all__ = [
     "BUILTIN",
@@ -134,7 +135,7 @@ def parse_params(text: str, where: str) -> dict[str, Any]:
             )
         try:
             params[key] = tomllib.loads(f"v = {raw.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError):  # [[[[...: read as text
             params[key] = raw.strip()
     return params
 
@@ -184,9 +185,10 @@ def _build(
 
 def _read_preset(path: Path) -> dict[str, Any]:
     try:
-        preset = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ProtocolError(f"cannot read protocol preset {path}: {exc}") from None
+        preset = read_toml(path)
+    except (OSError, TomlFileError) as exc:
+        problem = exc if isinstance(exc, TomlFileError) else exc.strerror or exc
+        raise ProtocolError(f"cannot read protocol preset {path}: {problem}.") from None
     unknown = set(preset) - PRESET_KEYS
     if unknown:
         raise ProtocolError(
@@ -195,6 +197,9 @@ def _read_preset(path: Path) -> dict[str, Any]:
         )
     if not isinstance(preset.get("params", {}), dict):
         raise ProtocolError(f"{path}: 'params' must be a table ([params]).")
+    for key in sorted(PRESET_KEYS - {"params"}):
+        if not isinstance(preset.get(key, ""), str):
+            raise ProtocolError(f"{path}: '{key}' must be text, not {preset[key]!r:.80}.")
     if "quote" in preset:
         try:
             parse_quoting(str(preset["quote"]))

@@ -207,8 +207,27 @@ def _average(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+# A text cell a spreadsheet would read as a formula (OWASP's CSV injection: = + - @, tab,
+# carriage return first), unless it is a plain number, which a spreadsheet reads as one.
+_FORMULA = re.compile(r"[=+\-@\t\r]")
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def spreadsheet_text(value: object) -> object:
+    """A cell as a spreadsheet shows it, never runs it: text starting like a formula gets a
+    leading ' (the spreadsheet's mark for text); numbers and other text stay as they are."""
+    if isinstance(value, str) and _FORMULA.match(value) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
 def to_csv(frame: pd.DataFrame) -> str:
-    return frame.drop(columns=["better", "digits", "signed"]).to_csv(index=False)
+    """The tidy frame as CSV; a label from a run folder (a model, a method) is someone
+    else's text, so a cell that would start a formula is escaped (spreadsheet_text)."""
+    frame = frame.drop(columns=["better", "digits", "signed"])
+    text = frame.select_dtypes(exclude="number").columns
+    frame[text] = frame[text].map(spreadsheet_text)
+    return frame.to_csv(index=False)
 
 
 @dataclass

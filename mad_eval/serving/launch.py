@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import ctypes
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,10 +22,11 @@ from pathlib import Path
 
 import aiohttp
 
+from mad_eval.children import environment, program
 from mad_eval.errors import UserError
 from mad_eval.progress import Listener
 from mad_eval.sanitize import printable, redact
-from mad_eval.serving.spec import ServeSpec
+from mad_eval.serving.spec import ServeSpec, shown
 from mad_eval.store.files import APPEND, open_record
 
 TAIL_LINES = 5
@@ -101,7 +101,7 @@ class LocalServer:
 
     async def start(self) -> str:
         """Start the server and wait until /health and /v1/models answer; its base URL."""
-        vllm = shutil.which("vllm")
+        vllm = program("vllm")
         if vllm is None:
             raise ServerError(
                 f"cannot serve {self.spec.label}: no vllm command found; install vllm or put it "
@@ -124,12 +124,12 @@ class LocalServer:
         raise AssertionError("unreachable")
 
     def _spawn(self, command: list[str]) -> None:
-        env = dict(os.environ)
+        env = environment()  # vllm is a Python program: nothing from the working directory
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.gpus))
         fd = open_record(self.log, APPEND, "check the folder's permissions.")  # never a link
         with os.fdopen(fd, "ab") as log:
-            log.write(f"$ {' '.join(command)}\n".encode())
+            log.write(f"$ {shown(command)}\n".encode())
             log.flush()
             self.process = subprocess.Popen(
                 command,

@@ -9,12 +9,12 @@ import itertools
 import logging
 import os
 import re
-import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from mad_eval.children import program
 from mad_eval.errors import UserError
 from mad_eval.words import counted
 
@@ -135,7 +135,7 @@ def _parse(text: str, where: str) -> list[int]:
 
 def _driver_gpus(env: Mapping[str, str]) -> list[int]:
     """The GPU indices `nvidia-smi -L` lists; none when it is missing or fails."""
-    smi = shutil.which("nvidia-smi", path=env.get("PATH"))
+    smi = program("nvidia-smi", env.get("PATH"))
     if smi is None:
         return []
     try:

@@ -4,16 +4,23 @@ checked before anything starts, its replicas served around the run's work."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mad_eval.children import program
 from mad_eval.progress import Listener
 from mad_eval.serving.launch import LocalServer, ServerError, first_exit, log_tail, replicas
 from mad_eval.serving.pool import gpu_pool
-from mad_eval.serving.spec import ServeSpec, is_served, parse_serve, place
+from mad_eval.serving.spec import (
+    ServeSpec,
+    is_served,
+    parse_serve,
+    place,
+    runs_remote_code,
+    shown,
+)
 from mad_eval.setup.config import ConfigError
 
 # Where a run is planned (and checked) before its servers exist: never asked.
@@ -28,6 +35,11 @@ class Serving:
     spec: ServeSpec
     placement: list[list[int]]
     make: Callable[..., LocalServer] = LocalServer  # or a RayServer factory (--ray)
+
+    def commands(self) -> list[str]:
+        """Each replica's `vllm serve` command as a dry run shows it (its port is picked as
+        it starts; secrets hidden)."""
+        return [shown(self.spec.command("PORT")) for _ in self.placement]
 
     def placeholder(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """The run's settings with stand-in endpoints, to check them all before serving."""
@@ -47,7 +59,7 @@ class Serving:
         all are started again, `restarts` times at most, the work resuming on them. `task`
         says what the work is, once the servers are busy with it."""
         label = self.spec.label
-        if "--trust-remote-code" in self.spec.args:  # an experiment file may come from anyone
+        if runs_remote_code(self.spec.args):  # an experiment file may come from anyone
             listener.warn(
                 "warning",
                 f"{label} is served with --trust-remote-code: vllm runs the Python code that "
@@ -100,9 +112,10 @@ def prepare(
     settings: Mapping[str, Any],
     serving: Mapping[str, Any] | Sequence[str] | None,
     gpus: str | Sequence[int] | None,
+    dry_run: bool = False,
 ) -> Serving | None:
     """The run's Serving if its model is serve:CHECKPOINT (None otherwise), every setting
-    checked in one sentence before any server starts."""
+    checked in one sentence before any server starts (and vllm found, unless `dry_run`)."""
     model = settings.get("model")
     if not is_served(model):
         if serving:
@@ -120,13 +133,14 @@ def prepare(
     # The user's own settings first (a mistyped checkpoint), then what the machine lacks.
     spec = parse_serve(model, serving, max_model_len=length if type(length) is int else None)
     placement = place(spec, gpu_pool(gpus))
-    require_vllm(model)
+    if not dry_run:
+        require_vllm(model)
     return Serving(spec, placement)
 
 
 def require_vllm(what: str) -> None:
     """A `vllm` on PATH, or one sentence saying to install it."""
-    if shutil.which("vllm") is None:
+    if program("vllm") is None:
         raise ConfigError(
             f"cannot serve {what}: no vllm command found; install vllm or put it on PATH."
         )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.backends.serve_backend import served_name
+from mad_eval.sanitize import redact
 from mad_eval.setup.config import ConfigError
 
 PREFIX = "serve:"
@@ -50,6 +51,21 @@ OPERATIONAL_ARGS = {
     "--trust-remote-code": False,
     "--uvicorn-log-level": True,
 }
+
+# `vllm serve` arguments that decide where a server listens, or read arguments from a file
+# that may: mad-eval's own --host (127.0.0.1, or a Ray node's IP) and --port come first,
+# and a later one would win (--host 0.0.0.0: every interface). argparse also takes a
+# flag's unambiguous prefix (--hos), and vllm takes underscores for dashes.
+LISTENING_ARGS = (
+    "--host",
+    "--port",
+    "--uds",
+    "--config",
+    "--data-parallel-address",
+    "--data-parallel-rpc-port",
+    "--master-addr",
+    "--master-port",
+)
 
 
 @dataclass(frozen=True)
@@ -88,7 +104,7 @@ class ServeSpec:
             },
         }
 
-    def command(self, port: int, host: str = "127.0.0.1") -> list[str]:
+    def command(self, port: int | str, host: str = "127.0.0.1") -> list[str]:
         """`vllm serve` for one replica on `port`, listening on `host` (this node only by
         default; a Ray-placed server listens on its node's IP)."""
         # serve:CKPT runs are asked for served_name(CKPT): a label of its own adds that name.
@@ -109,9 +125,36 @@ class ServeSpec:
         return command + list(self.args)
 
 
+def shown(command: Sequence[str]) -> str:
+    """A command line as a log or the console shows it: shell-quoted, its secrets hidden."""
+    return redact(shlex.join(command))
+
+
+def listening_arg(args: Sequence[str]) -> str | None:
+    """The first argument that would change where a server listens (LISTENING_ARGS, in any
+    spelling: --host=X, --host X, --hos X, --data_parallel_address X), if any."""
+    for arg in args:
+        flag = arg.partition("=")[0].replace("_", "-")
+        long = len(flag) > 3 and flag.startswith("--")
+        if long and any(known.startswith(flag) for known in LISTENING_ARGS):
+            return arg
+    return None
+
+
+def runs_remote_code(args: Sequence[str]) -> bool:
+    """Whether `vllm serve` arguments let the server run the Python code that comes with a
+    checkpoint (--trust-remote-code, or its prefix or underscore spelling)."""
+    for arg in args:
+        flag = arg.partition("=")[0].replace("_", "-")
+        if len(flag) > 7 and "--trust-remote-code".startswith(flag):
+            return True
+    return False
+
+
 def split_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
     """`vllm serve` arguments split into those that may change the answers and the
-    operational ones (OPERATIONAL_ARGS, with their values; an API key's value hidden)."""
+    operational ones (OPERATIONAL_ARGS, with their values; a secret's value is hidden
+    where they are written, by sanitize.redact)."""
     answering: list[str] = []
     operational: list[str] = []
     items = iter(args)
@@ -123,8 +166,7 @@ def split_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
             continue
         if takes_value and not eq:
             value = next(items, "")
-        hidden = "***" if flag == "--api-key" else value
-        operational += [flag, hidden] if takes_value else [flag]
+        operational += [flag, value] if takes_value else [flag]
     return answering, operational
 
 
@@ -181,6 +223,13 @@ def parse_serve(
             raise ConfigError(f"{where} args of {model} cannot be split ({exc}).") from None
     if not isinstance(args, list | tuple) or not all(isinstance(a, str) for a in args):
         raise ConfigError(f"{where} args of {model} must be a string of vllm serve arguments.")
+    listening = listening_arg(args)
+    if listening is not None:
+        raise ConfigError(
+            f"{where} args of {model} may not hold {redact(listening)!r}: mad-eval decides "
+            "where its server listens (127.0.0.1, on a free port; a config file could change "
+            "it), so remove it."
+        )
     base = given.get("base")
     if base is not None and (not isinstance(base, str) or not base.strip()):
         raise ConfigError(f"{where} base of {model} must name a base model, got {base!r}.")

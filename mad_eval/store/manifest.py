@@ -217,7 +217,7 @@ class RunManifest:
             **extra,
             "versions": _versions(),
             "git_commit": _git_commit(),
-            "command": [redact(arg) for arg in sys.argv],
+            "command": redact(sys.argv),
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         return cls.from_dict(data, Path(MANIFEST_FILE))

@@ -5,9 +5,12 @@ page loads only the data files its index lists (a route naming a path runs nothi
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,9 @@ from viewer_helpers import needs_chromium, read_data
 from mad_eval import api
 from mad_eval.backends.cache import RequestCache
 from mad_eval.errors import UserError
+from mad_eval.records import Turn
 from mad_eval.store.files import refuse_records
+from mad_eval.store.folder import RunStore
 from mad_eval.training import write_rows
 from mad_eval.viewer import make_server
 
@@ -289,7 +294,7 @@ def test_cli_out_on_a_run_is_one_sentence_and_writes_nothing(run_dir, tmp_path, 
         "\\boxed{x " * 20_000,  # a thousand boxes none closes
         "\\[ x " * 20_000,
         "\\( x " * 20_000,
-        "costs $5 and " * 20_000,  # dollars, not formulas
+        "costs $5 and " * 15_000,  # dollars, not formulas
         "\\boxed{" * 10_000 + "}" * 10_000,  # nested to the end, all closed
     ],
 )
@@ -305,3 +310,62 @@ def test_unclosed_formulas_are_read_in_one_pass(text: str) -> None:
         assert plain.count('<span class="math') == 1
     else:
         assert '<span class="math' not in plain and '<span class="math' not in rendered
+
+
+@contextlib.contextmanager
+def hang_guard(seconds: float) -> Iterator[None]:
+    """Fail, rather than hang, when the block runs past `seconds`: a guard against a hang,
+    never a speed figure (the work guarded takes a small part of it)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise AssertionError(f"still running after {seconds:g} s")
+
+    before = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+
+
+# Formula openers, none closed, as a hostile model repeats them.
+OPENERS = ["\\boxed{", "\\[", "$", "$$", "\\(", "\\begin{"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opener", OPENERS)
+def test_equal_huge_replies_are_left_raw_in_bounded_time(opener: str) -> None:
+    """Four equal 7 MB replies of an opener: markdown-it alone spends tens of seconds on
+    each, and a closer cache shared by equal texts compared whole texts once per opener (an
+    hour); past MARKUP_CHARS a text is left to the page as raw text."""
+    from mad_eval.viewer.markup import MARKUP_CHARS, render_markdown, text_html
+
+    replies = [opener * (7_000_000 // len(opener)) for _ in range(4)]
+    assert len(replies[0]) > MARKUP_CHARS and replies[0] == replies[1]
+    with hang_guard(60):
+        rendered = [(render_markdown(reply), text_html(reply)) for reply in replies]
+    assert rendered == [(None, None)] * 4  # the page shows each as its raw text
+    text = (opener + " x ") * (MARKUP_CHARS // (len(opener) + 3))  # the longest rendered
+    text += "x" * (MARKUP_CHARS - len(text))
+    with hang_guard(60):
+        for copy in (text, "".join(text)):  # two equal texts, each read in one pass
+            assert text_html(copy) is not None and render_markdown(copy) is not None
+
+
+@pytest.mark.slow
+def test_a_run_of_four_equal_huge_replies_is_written_in_bounded_time(tmp_path) -> None:
+    """The issue's run: four agents whose last replies are the same 7 MB of `\\boxed{` (not
+    done in 15 minutes before); each is on its page whole, as raw text."""
+    run = sim_run(tmp_path / "run", limit=1, agents=4, rounds=1)
+    spam = "\\boxed{" * 1_000_000
+    path = RunStore(run).turns_path
+    turns = [Turn.from_json(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for turn in turns:
+        if turn.round == 1:
+            turn.text = spam
+    path.write_text("".join(turn.to_json() + "\n" for turn in turns), encoding="utf-8")
+    with hang_guard(120):
+        site = api.view([run], tmp_path / "site").parent
+    last = [t for t in read_data(site, "0/0")["turns"] if t["round"] == 1]
+    assert [(t["text"], t["text_html"]) for t in last] == [(spam, None)] * 4

@@ -1,7 +1,9 @@
-"""Hostile files and URLs against `mad-eval view` and every command that writes a file: the
-page loads only the data files its index lists (a route naming a path runs nothing), the
---serve server answers only its own host names with files under the site, and no --out
-(or --cache) writes over a run's records."""
+"""Hostile files, URLs and pages against `mad-eval view` and every command that writes a
+file: the page loads only the data files its index lists (a route naming a path runs
+nothing), the --serve server answers only its own host names and its own pages with files
+under the site and its random token (another origin's page reads nothing, in Chromium), a
+huge reply is left raw in bounded time, and no --out (or --cache) writes over a run's
+records."""
 
 from __future__ import annotations
 

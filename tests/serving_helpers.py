@@ -8,7 +8,7 @@ What it does is steered by the environment: STAND_IN_FAIL=TEXT prints TEXT and e
 N starts; STAND_IN_SILENT=1 never answers; STAND_IN_CHILD=1 starts a child process in its
 group (an engine worker) and records its pid; STAND_IN_DELAY=SECONDS slows each reply;
 STAND_IN_DIE_AFTER=N with STAND_IN_DIE_STARTS=K: the first K starts exit (code 7) at their
-N+1th request."""
+N+1th request; STAND_IN_MODELS=NAME answers /v1/models with stub_server.HOSTILE_BODIES[NAME]."""
 
 from __future__ import annotations
 
@@ -61,7 +61,8 @@ def fault(body, attempt):
     if die and answered[0] > int(os.environ["STAND_IN_DIE_AFTER"]):
         os._exit(7)  # a crash mid-run, its requests unanswered
 server = StubServer(model=names[0], aliases=tuple(names[1:]), port=port, host=host, fault=fault,
-                    delay=float(os.environ.get("STAND_IN_DELAY", "0")))
+                    delay=float(os.environ.get("STAND_IN_DELAY", "0")),
+                    models_fault=os.environ.get("STAND_IN_MODELS"))
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # leaves a child behind, as a crash would
 with server:
     print("ready", flush=True)

@@ -8,23 +8,27 @@ past the client's timeout, drop the connection, or answer 200 with a body no com
 is made of (BAD_BODIES: an HTML page, cut JSON, invalid UTF-8, no choices) or with one
 that is well formed but unusable (no content, another model's name), or changed as a test
 says (`edit`), or refuse it with an error that echoes its Authorization header and extra
-fields, as some servers do ("echo"). Given a tokenizer folder and a context length it
-counts tokens as vLLM does and refuses, like vLLM, a prompt that leaves no room for
-max_tokens. Like vLLM with a reasoning parser, it can return a reply's <think> part in a
-message field of its own (`reasoning_field`). It models a prefix cache: how many prompt
-characters extend a prefix it has already seen (`reused_chars` of `prompt_chars`), with a
-prefill time for the others when `prefill_per_char` is set.
+fields, as some servers do ("echo"), or answer it (or its model list: `models_fault`) with
+a hostile body (HOSTILE_BODIES: one without end, a gzip bomb, JSON nested 100,000 deep).
+Given a tokenizer folder and a context length it counts tokens as vLLM does and refuses,
+like vLLM, a prompt that leaves no room for max_tokens. Like vLLM with a reasoning parser,
+it can return a reply's <think> part in a message field of its own (`reasoning_field`). It
+models a prefix cache: how many prompt characters extend a prefix it has already seen
+(`reused_chars` of `prompt_chars`), with a prefill time for the others when
+`prefill_per_char` is set.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import json
 import socket
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -40,6 +44,26 @@ BAD_BODIES = {
         "application/json",
     ),
 }
+
+
+# 200 bodies a hostile server sends: a completion whose content never ends (the body lasts
+# until the client hangs up), about 1 MB of gzip that decompresses to BOMB_BYTES, and JSON
+# nested past every parser's stack.
+HOSTILE_BODIES = ("endless", "gzipbomb", "deep")
+BOMB_BYTES = 256 << 20
+DEEP_JSON = b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+_OPEN_COMPLETION = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "'
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """A chat completion whose content is BOMB_BYTES of "a", gzipped (made once)."""
+    packer = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: the gzip format
+    block = b"a" * (1 << 20)
+    parts = [packer.compress(_OPEN_COMPLETION)]
+    parts += [packer.compress(block) for _ in range(BOMB_BYTES // len(block))]
+    parts += [packer.compress(b'"}, "finish_reason": "stop"}]}'), packer.flush()]
+    return b"".join(parts)
 
 
 def split_reasoning(text: str, field: str) -> dict[str, str | None]:
@@ -102,6 +126,7 @@ class StubServer:
         refuse_fields: tuple[str, ...] = (),
         prefill_per_char: float = 0.0,
         edit: Callable[[dict, dict, int], None] | None = None,
+        models_fault: str | None = None,
         port: int = 0,  # 0: one the kernel picks
         host: str = "127.0.0.1",  # a Ray-placed stand-in listens on its node's IP
     ):
@@ -120,10 +145,11 @@ class StubServer:
         self.max_model_len = max_model_len
         self.fail_if = fail_if  # requests for which this is true always answer 500
         self.delay = delay  # seconds each chat request takes, like a model generating
-        # fault(body, attempt) -> "429" | "503" | "hang" | "drop" | a BAD_BODIES name |
-        # "nullcontent" | "othermodel" | None, where attempt counts the requests seen with
-        # this body's seed (1 for the first).
+        # fault(body, attempt) -> "429" | "503" | "hang" | "drop" | a BAD_BODIES or
+        # HOSTILE_BODIES name | "nullcontent" | "othermodel" | None, where attempt counts
+        # the requests seen with this body's seed (1 for the first).
         self.fault = fault
+        self.models_fault = models_fault  # a HOSTILE_BODIES name: the model list's answer
         self.retry_after = retry_after  # a number, or a header value sent as written
         # edit(payload, body, attempt): change a 200 answer in place before it is sent (a
         # null or non-text content, a refusal, usage counts that are no counts).
@@ -151,6 +177,7 @@ class StubServer:
         self.reused_chars = 0
         self.prefill_per_char = prefill_per_char
         self._lock = threading.Lock()
+        self._closing = threading.Event()  # ends an endless body a client still reads
         self._server = _Server((host, port), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -164,6 +191,7 @@ class StubServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closing.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -171,7 +199,7 @@ class StubServer:
         self, body: dict[str, Any], headers: dict[str, str] | None = None
     ) -> tuple[int, dict[str, Any]] | str:
         """The status and payload to send, or "drop" to close the connection unanswered, or
-        the name of a BAD_BODIES entry to send instead of a completion."""
+        the name of a BAD_BODIES or HOSTILE_BODIES entry to send instead of a completion."""
         headers = headers or {}
         with self._lock:
             self.requests.append(body)
@@ -184,7 +212,7 @@ class StubServer:
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
             fault = self.fault(body, attempt) if self.fault else None
-            if fault == "drop" or fault in BAD_BODIES:
+            if fault == "drop" or fault in BAD_BODIES or fault in HOSTILE_BODIES:
                 return fault
             if fault in ("429", "503"):
                 message = "rate limited" if fault == "429" else "overloaded"
@@ -324,9 +352,33 @@ class StubServer:
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(data)
 
+            def send_hostile(self, name: str) -> None:
+                """A HOSTILE_BODIES answer, with status 200."""
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if name == "endless":  # no length: the body would end with the connection
+                    self.close_connection = True
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                        self.wfile.write(_OPEN_COMPLETION)
+                        block = b"a" * (1 << 16)
+                        while not stub._closing.is_set():
+                            self.wfile.write(block)
+                    return
+                data = DEEP_JSON if name == "deep" else gzip_bomb()
+                if name == "gzipbomb":
+                    self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(data)
+
             def do_GET(self) -> None:
                 if self.path.rstrip("/") == "/health":  # as vLLM answers once it is up
                     self.send(200, {})
+                elif self.path.rstrip("/") == "/v1/models" and stub.models_fault:
+                    self.send_hostile(stub.models_fault)
                 elif self.path.rstrip("/") == "/v1/models":
                     models = []
                     for name in (stub.model, *stub.aliases):
@@ -352,6 +404,9 @@ class StubServer:
                 if answer == "drop":  # as a crashed or restarted server would
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
+                    return
+                if answer in HOSTILE_BODIES:
+                    self.send_hostile(answer)
                     return
                 if isinstance(answer, str):
                     self.send(200, *BAD_BODIES[answer])

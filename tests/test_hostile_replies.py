@@ -1,23 +1,27 @@
 """Replies read as they are (issue 30): a reply without text is an unparsed answer, a refusal
 is recorded as one, `<think>` is split only where a reasoning format puts it, usage counts
 that are no counts are unknown, content that is not text is a malformed body (retried), and
-a server's Retry-After is never honoured past the backoff's longest wait. Each through an
-OpenAI-compatible server (tests/stub_server.py) and `mad_eval.run`, in process."""
+a server's Retry-After is never honoured past the backoff's longest wait. Replies read within
+bounds (issue 41): a body without end or a gzip bomb is read to 16 MiB and fails its turn,
+JSON nested past every parser is a malformed body. Each through an OpenAI-compatible server
+(tests/stub_server.py) and `mad_eval.run`, in process."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_helpers import turns_of
 from factories import turn
-from stub_server import StubServer
+from stub_server import DEEP_JSON, StubServer
 
 import mad_eval
 from mad_eval.backends import base
 from mad_eval.data.benchmarks import arith_questions
+from mad_eval.errors import UserError
 from mad_eval.measure.compute import compute_metrics
 from mad_eval.protocols.scoring import Scoring
 from mad_eval.reporting.results import Run
@@ -290,3 +294,68 @@ def test_metrics_json_holds_the_counts(tmp_path):
         served(tmp_path, server, rounds=0)
     metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
     assert metrics["refusals"] == 0 and metrics["usage_invalid"] == 0
+
+
+# ---- bodies past every bound --------------------------------------------------------------
+
+
+def hostile_on(question: str, name: str):
+    """A stub fault: every request for `question` answered with HOSTILE_BODIES[name]."""
+    return lambda body, attempt: name if asked(body) == question else None
+
+
+TOO_LARGE = (
+    "ResponseTooLarge: HTTP 200 with a body of more than 16 MiB (decompressed), the most one "
+    "reply may hold"
+)
+
+
+@pytest.mark.parametrize("name", ["endless", "gzipbomb"])
+def test_a_reply_past_the_size_limit_fails_its_turn_at_once(tmp_path, name):
+    """A 200 body without end (it grew ~100 MB/s until --timeout) and 1 MB of gzip that
+    decompresses to 256 MiB (a 256 MiB turn line): each is read to 16 MiB, then its turn
+    fails, not asked again (the server would send it again), and the run goes on."""
+    with StubServer(reply=right, fault=hostile_on(FIRST, name)) as server:
+        run = served(tmp_path, server, timeout=30)
+        sent = Counter(asked(body) for body in server.requests)
+    turns = turns_of(tmp_path / "r")
+    hit = [t for t in turns if t["question"] == FIRST]
+    assert len(turns) == 24 and len(hit) == 6 and sent[FIRST] == 6
+    for t in hit:
+        assert (t["error"], t["text"], t["attempts"]) == (TOO_LARGE, None, 1)
+    assert all(t["correct"] for t in turns if t["question"] != FIRST)
+    assert run.metrics["failed_turns"] == 6
+
+
+def test_json_nested_past_every_parser_is_a_malformed_body(tmp_path):
+    """100,000 levels of `[` in a 200 body: orjson stops at 1,024 and Python's parser, tried
+    after it, raised RecursionError, a traceback that stopped the run; now it is a body that
+    is not a completion (retried, as a proxy's garbled page is), then a failed turn."""
+    with StubServer(reply=right, fault=hostile_on(FIRST, "deep")) as server:
+        run = served(tmp_path, server, retries=1)
+    hit = [t for t in turns_of(tmp_path / "r") if t["question"] == FIRST]
+    assert len(hit) == 6 and run.metrics["failed_turns"] == 6
+    shown = repr(DEEP_JSON[:80].decode())
+    for t in hit:
+        assert t["attempts"] == 2 and t["error"] == (
+            f"BadResponse: HTTP 200 with a body that is not a chat completion: {shown}... "
+            f"({len(DEEP_JSON)} bytes) (gave up after 2 attempts)"
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("endless", "answered its model list with more than 16 MiB; check that it is"),
+        ("gzipbomb", "answered its model list with more than 16 MiB; check that it is"),
+        ("deep", 'answered its model list with something else: \'{"choices": [[[['),
+    ],
+)
+def test_a_hostile_model_list_is_one_sentence_before_the_run(tmp_path, name, said):
+    with StubServer(models_fault=name) as server:
+        with pytest.raises(UserError) as caught:
+            served(tmp_path, server)
+        assert not server.requests  # nothing asked of a server that answers so
+    message = str(caught.value)
+    assert message.startswith(f"the server at {server.base_url} ") and said in message
+    assert message.endswith("check that it is an OpenAI-compatible server.")

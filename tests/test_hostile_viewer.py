@@ -1,13 +1,21 @@
-"""Hostile files and URLs against `mad-eval view` and every command that writes a file: the
-page loads only the data files its index lists (a route naming a path runs nothing), the
---serve server answers only its own host names with files under the site, and no --out
-(or --cache) writes over a run's records."""
+"""Hostile files, URLs and pages against `mad-eval view` and every command that writes a
+file: the page loads only the data files its index lists (a route naming a path runs
+nothing), the --serve server answers only its own host names and its own pages with files
+under the site and its random token (another origin's page reads nothing, in Chromium), a
+huge reply is left raw in bounded time, and no --out (or --cache) writes over a run's
+records."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import http.client
+import http.server
+import json
+import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,9 +26,12 @@ from viewer_helpers import needs_chromium, read_data
 from mad_eval import api
 from mad_eval.backends.cache import RequestCache
 from mad_eval.errors import UserError
+from mad_eval.records import Turn
 from mad_eval.store.files import refuse_records
+from mad_eval.store.folder import RunStore
 from mad_eval.training import write_rows
 from mad_eval.viewer import make_server
+from mad_eval.viewer.site import SiteServer
 
 # Sets a flag and the page's title wherever a route makes the page load it as a script.
 EVIL = "window.__evil = {where!r}; document.title = 'pwned';\n"
@@ -118,25 +129,39 @@ def test_known_routes_still_draw_their_pages(browser, site) -> None:
 # ---- mad-eval view --serve ----------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def running(server: http.server.ThreadingHTTPServer) -> Iterator[int]:
+    """`server` serving in a thread for the length of a block; yields its port."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=30)
+
+
 @pytest.fixture
-def server(site: Path):
+def server(site: Path) -> Iterator[SiteServer]:
     """The --serve server of the site on a free loopback port, in a thread; stopped after."""
     (site.parent / "secret.txt").write_text("not for the web", encoding="utf-8")
     server = make_server(site, 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=30)
+    with running(server):
+        yield server
 
 
-def get(port: int, path: str, host: str | None) -> tuple[int, bytes]:
+def get(server: SiteServer, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """GET `path` under the server's token (a path starting `//` is sent without it, less one
+    slash) with `headers`, by default only its own Host."""
+    port = server.server_address[1]
+    url = path[1:] if path.startswith("//") else server.root + path
+    headers = {"Host": f"localhost:{port}"} if headers is None else headers
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.putrequest("GET", path, skip_host=True, skip_accept_encoding=True)
-        if host is not None:
-            conn.putheader("Host", host)
+        conn.putrequest("GET", url, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            conn.putheader(name, value)
         conn.endheaders()
         response = conn.getresponse()
         return response.status, response.read()
@@ -154,29 +179,28 @@ def test_serve_binds_loopback_only(site) -> None:
 
 @pytest.mark.slow
 def test_serve_answers_only_its_own_host_names(server, site) -> None:
-    page = (site / "index.html").read_bytes()
+    page, port = (site / "index.html").read_bytes(), server.server_address[1]
     for name in ("localhost", "127.0.0.1", "[::1]", "LOCALHOST"):
-        assert get(server, "/index.html", f"{name}:{server}") == (200, page), name
-    assert get(server, "/", f"localhost:{server}") == (200, page)
+        assert get(server, "/index.html", {"Host": f"{name}:{port}"}) == (200, page), name
+    assert get(server, "/") == (200, page)
     for host in (
-        f"attacker.example:{server}",
+        f"attacker.example:{port}",
         "attacker.example",
         "localhost",  # the wrong port: another site's name
-        f"localhost:{server + 1}",
-        f"localhost:{server}.attacker.example",
-        f"127.0.0.1.attacker.example:{server}",
+        f"localhost:{port + 1}",
+        f"localhost:{port}.attacker.example",
+        f"127.0.0.1.attacker.example:{port}",
         "",
         None,
     ):
-        status, body = get(server, "/data/index.js", host)
+        status, body = get(server, "/data/index.js", {} if host is None else {"Host": host})
         assert status == 421, host
         assert b"MADV" not in body
 
 
 @pytest.mark.slow
 def test_serve_gives_only_files_under_the_site(server) -> None:
-    own = f"localhost:{server}"
-    assert get(server, "/data/index.js", own)[0] == 200
+    assert get(server, "/data/index.js")[0] == 200
     for path in (
         "/../secret.txt",
         "/%2e%2e/secret.txt",
@@ -187,9 +211,115 @@ def test_serve_gives_only_files_under_the_site(server) -> None:
         "/..%5csecret.txt",
         "/data/",  # no folder listings either
     ):
-        status, body = get(server, path, own)
+        status, body = get(server, path)
         assert status == 404, path
         assert b"not for the web" not in body
+
+
+def test_serve_gives_nothing_outside_its_token(server, site) -> None:
+    """The site lives under a random path drawn at each serve: the paths a page of another
+    origin could guess name nothing."""
+    assert server.url.endswith(server.root + "/") and len(server.root) > 20
+    assert get(server, "/data/index.js")[0] == 200
+    for path in ("//", "//index.html", "//data/index.js", "//data/0/0.js", "//x" + server.root):
+        assert get(server, path) == (404, get(server, "//nothing")[1]), path
+    other = make_server(site, 0)
+    other.server_close()
+    assert other.root != server.root  # drawn anew for each serve
+
+
+def test_serve_refuses_what_another_sites_page_asks(server) -> None:
+    """What a browser says of a request: another site's page (even one on another local
+    port, a `same-site` request) gets 403, the site's own pages and the address bar get the
+    file, marked for its own origin only."""
+    port = server.server_address[1]
+    own = {"Host": f"localhost:{port}"}
+    for headers in (
+        {"Sec-Fetch-Site": "same-origin", "Referer": f"http://localhost:{port}{server.root}/"},
+        {"Sec-Fetch-Site": "none"},
+        {"Sec-Fetch-Site": "same-origin", "Origin": f"http://127.0.0.1:{port}"},
+        {"Referer": f"http://[::1]:{port}{server.root}/katex/katex.min.css"},
+        {},  # a client that says nothing of where it comes from: curl, an old browser
+    ):
+        assert get(server, "/data/index.js", own | headers)[0] == 200, headers
+    for headers in (
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},  # http://localhost:OTHER-PORT/
+        {"Sec-Fetch-Site": "whatever"},
+        {"Sec-Fetch-Site": "same-origin", "Referer": f"http://localhost:{port + 1}/attack.html"},
+        {"Origin": f"http://localhost:{port + 1}"},
+        {"Origin": "null"},  # a sandboxed frame or a file:// page
+        {"Origin": f"https://localhost:{port}"},
+        {"Referer": f"http://attacker.example:{port}/"},
+        {"Referer": f"http://localhost:{port}.attacker.example/"},
+        {"Referer": "not a url ["},
+    ):
+        status, body = get(server, "/data/index.js", own | headers)
+        assert status == 403 and b"MADV" not in body, headers
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", server.root + "/data/index.js", headers=own)
+        response = conn.getresponse()
+        assert response.getheader("Cross-Origin-Resource-Policy") == "same-origin"
+    finally:
+        conn.close()
+
+
+# A page of another origin that tries every way to read the viewer's data: the data
+# scripts it names (with the token, as if leaked, and without), under MADV.loaded of its
+# own, and fetch() of each; what it got lands in window.got.
+ATTACK = """<!doctype html><meta charset="utf-8"><title>attack</title><script>
+window.got = {loaded: [], read: [], finished: 0};
+window.MADV = {loaded: (name, value) => window.got.loaded.push([name, JSON.stringify(value)])};
+const targets = %s;
+for (const src of targets) {
+  const script = document.createElement("script");
+  script.src = src;
+  script.onload = script.onerror = () => { window.got.finished++; };
+  document.head.appendChild(script);
+  for (const mode of ["cors", "no-cors"]) {
+    fetch(src, {mode}).then((r) => r.text()).then((t) => window.got.read.push(t), () => null)
+      .finally(() => { window.got.finished++; });
+  }
+}
+</script>"""
+
+
+class QuietFiles(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_a_page_of_another_origin_reads_no_data_in_chromium(browser, server, tmp_path) -> None:
+    """The attack of issue 41 in Chromium: a page served from another local port loads the
+    data scripts with its own MADV.loaded, and fetches them. It reads nothing (it read every
+    question, gold and reply), while the viewer's own page still draws its data."""
+    port = server.server_address[1]
+    targets = [
+        f"http://{host}:{port}{root}/{file}"
+        for host in ("localhost", "127.0.0.1")
+        for root in (server.root, "")
+        for file in ("data/index.js", "data/0/0.js")
+    ]
+    (tmp_path / "attack.html").write_text(ATTACK % json.dumps(targets), encoding="utf-8")
+    handler = functools.partial(QuietFiles, directory=str(tmp_path))
+    with running(http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)) as other:
+        browser.get(f"http://localhost:{other}/attack.html")
+        end = time.monotonic() + 30
+        while browser.execute_script("return window.got.finished") < 3 * len(targets):
+            assert time.monotonic() < end, "the attack page never finished"
+            time.sleep(0.05)
+        got = browser.execute_script("return window.got")
+    assert got["loaded"] == [] and not any("MADV" in text for text in got["read"])
+    browser.get(server.url)
+    end = time.monotonic() + 30
+    while not browser.execute_script("return document.body.getAttribute('data-ready')"):
+        assert time.monotonic() < end, browser.find_element("id", "app").text
+        time.sleep(0.05)
+    assert not browser.find_elements("id", "not-found")
+    assert browser.find_element("id", "app").text.count("arith-") >= 4  # its debates listed
 
 
 # ---- no output writes over a run's records -----------------------------------------------
@@ -289,7 +419,7 @@ def test_cli_out_on_a_run_is_one_sentence_and_writes_nothing(run_dir, tmp_path, 
         "\\boxed{x " * 20_000,  # a thousand boxes none closes
         "\\[ x " * 20_000,
         "\\( x " * 20_000,
-        "costs $5 and " * 20_000,  # dollars, not formulas
+        "costs $5 and " * 15_000,  # dollars, not formulas
         "\\boxed{" * 10_000 + "}" * 10_000,  # nested to the end, all closed
     ],
 )
@@ -305,3 +435,62 @@ def test_unclosed_formulas_are_read_in_one_pass(text: str) -> None:
         assert plain.count('<span class="math') == 1
     else:
         assert '<span class="math' not in plain and '<span class="math' not in rendered
+
+
+@contextlib.contextmanager
+def hang_guard(seconds: float) -> Iterator[None]:
+    """Fail, rather than hang, when the block runs past `seconds`: a guard against a hang,
+    never a speed figure (the work guarded takes a small part of it)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise AssertionError(f"still running after {seconds:g} s")
+
+    before = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+
+
+# Formula openers, none closed, as a hostile model repeats them.
+OPENERS = ["\\boxed{", "\\[", "$", "$$", "\\(", "\\begin{"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opener", OPENERS)
+def test_equal_huge_replies_are_left_raw_in_bounded_time(opener: str) -> None:
+    """Four equal 7 MB replies of an opener: markdown-it alone spends tens of seconds on
+    each, and a closer cache shared by equal texts compared whole texts once per opener (an
+    hour); past MARKUP_CHARS a text is left to the page as raw text."""
+    from mad_eval.viewer.markup import MARKUP_CHARS, render_markdown, text_html
+
+    replies = [opener * (7_000_000 // len(opener)) for _ in range(4)]
+    assert len(replies[0]) > MARKUP_CHARS and replies[0] == replies[1]
+    with hang_guard(60):
+        rendered = [(render_markdown(reply), text_html(reply)) for reply in replies]
+    assert rendered == [(None, None)] * 4  # the page shows each as its raw text
+    text = (opener + " x ") * (MARKUP_CHARS // (len(opener) + 3))  # the longest rendered
+    text += "x" * (MARKUP_CHARS - len(text))
+    with hang_guard(60):
+        for copy in (text, "".join(text)):  # two equal texts, each read in one pass
+            assert text_html(copy) is not None and render_markdown(copy) is not None
+
+
+@pytest.mark.slow
+def test_a_run_of_four_equal_huge_replies_is_written_in_bounded_time(tmp_path) -> None:
+    """The issue's run: four agents whose last replies are the same 7 MB of `\\boxed{` (not
+    done in 15 minutes before); each is on its page whole, as raw text."""
+    run = sim_run(tmp_path / "run", limit=1, agents=4, rounds=1)
+    spam = "\\boxed{" * 1_000_000
+    path = RunStore(run).turns_path
+    turns = [Turn.from_json(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for turn in turns:
+        if turn.round == 1:
+            turn.text = spam
+    path.write_text("".join(turn.to_json() + "\n" for turn in turns), encoding="utf-8")
+    with hang_guard(120):
+        site = api.view([run], tmp_path / "site").parent
+    last = [t for t in read_data(site, "0/0")["turns"] if t["round"] == 1]
+    assert [(t["text"], t["text_html"]) for t in last] == [(spam, None)] * 4

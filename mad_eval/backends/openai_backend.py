@@ -34,8 +34,8 @@ from mad_eval.backends.base import (
     Where,
     answered,
 )
+from mad_eval.backends.bodies import MAX_REPLY_BYTES, ReplyTooLarge, parse_json, read_body
 from mad_eval.grading.reasoning import ends_in_reasoning
-from mad_eval.records import loads
 from mad_eval.sanitize import printable, redact, valid_text
 
 OPENAI_API = "https://api.openai.com/v1"
@@ -154,12 +154,12 @@ class OpenAIBackend(Backend):
 
     async def _post(self, body: dict[str, Any]) -> tuple[int, Any, bytes]:
         """(status, headers, body bytes) of one POST; a connection that fails or a server
-        that does not answer in time is transient."""
+        that does not answer in time is transient, a body past MAX_REPLY_BYTES a RequestError."""
         try:
             async with self.session().post(
                 self.url, data=_dumps(body), headers=self.headers, proxy=self.proxy
             ) as response:
-                return response.status, response.headers, await response.read()
+                return response.status, response.headers, await read_body(response)
         except TimeoutError as exc:  # aiohttp's own time limit (the guard's is a cancel)
             raise TransientError("APITimeoutError: Request timed out.") from exc
         except aiohttp.ClientError as exc:
@@ -171,12 +171,17 @@ class OpenAIBackend(Backend):
             async with self.session().get(
                 self.models_url, headers=self.headers, proxy=self.proxy
             ) as response:
-                status, body = response.status, await response.read()
+                status, body = response.status, await read_body(response)
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise BackendError(
                 f"no OpenAI-compatible server answers at {where} ({_describe(exc)}); "
                 "start it or fix --base-url."
             ) from exc
+        except ReplyTooLarge:
+            raise BackendError(
+                f"the server at {where} answered its model list with more than "
+                f"{MAX_REPLY_BYTES >> 20} MiB; check that it is an OpenAI-compatible server."
+            ) from None
         if status == 401:
             raise BackendError(f"the server at {where} refused the API key; set OPENAI_API_KEY.")
         if status == 404:
@@ -188,7 +193,7 @@ class OpenAIBackend(Backend):
                 "server."
             )
         try:
-            data = loads(body)["data"]
+            data = parse_json(body)["data"]
             served = {str(m["id"]): m for m in data}
         except (UnicodeDecodeError, ValueError, KeyError, TypeError):
             raise BackendError(
@@ -238,7 +243,7 @@ def _error_message(body: bytes) -> str:
     """What an error body says: its `error.message` (OpenAI's and vLLM's shape), else its
     first bytes."""
     try:
-        data = loads(body)
+        data = parse_json(body)
     except (UnicodeDecodeError, ValueError):
         return _first_bytes(body)
     error = data.get("error", data) if isinstance(data, dict) else None
@@ -274,7 +279,7 @@ def read_reply(body: bytes, api: str, opened: bool = False) -> Generation:
     dropped; a refusal (OpenAI's `refusal` field) is recorded as one. `opened`: the prompt
     we rendered ends inside a think block."""
     try:
-        data = loads(body)
+        data = parse_json(body)
         choice = data["choices"][0]
         message = choice["message"] if api == "chat" else choice
         text = message["content"] if api == "chat" else message["text"]

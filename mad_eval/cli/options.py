@@ -495,9 +495,10 @@ OPTIONS["serve"] = Option(
     int | None,
     typer.Option(
         metavar="PORT",
-        help="Also serve the site on http://127.0.0.1:PORT (this machine only; requests "
-        "addressed to any host but localhost, 127.0.0.1 or [::1] are refused) until "
-        "Ctrl-C; without it, open index.html from the folder.",
+        help="Also serve the site on http://127.0.0.1:PORT/TOKEN/, TOKEN drawn at random "
+        "each time (this machine only; only the site's own pages get its files: requests "
+        "addressed to any host but localhost, 127.0.0.1 or [::1], or sent by another "
+        "site's page, are refused) until Ctrl-C; without it, open index.html from the folder.",
     ),
 )
 VIEW = {

@@ -47,7 +47,7 @@ def view(run_dirs: list[Path], out: Path, open: bool, serve: int | None) -> None
         from mad_eval.viewer import make_server
 
         server = make_server(index.parent, serve)
-        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        url = server.url
         console.print(f"Serving {url} (Ctrl-C stops).")
         if open:
             _open(url)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import aiohttp
 
+from mad_eval.backends.bodies import ReplyTooLarge, parse_json, read_body
 from mad_eval.children import environment, program
 from mad_eval.errors import UserError
 from mad_eval.progress import Listener
@@ -166,10 +167,11 @@ class LocalServer:
             async with session.get(root + "/v1/models") as models:
                 if models.status != 200:
                     return False
-                listed = await models.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, ValueError):
+                listed = parse_json(await read_body(models))
+        except (aiohttp.ClientError, TimeoutError, ValueError, ReplyTooLarge):
             return False
-        names = {m.get("id") for m in (listed or {}).get("data") or [] if isinstance(m, dict)}
+        data = listed.get("data") if isinstance(listed, dict) else None
+        names = {m.get("id") for m in data if isinstance(m, dict)} if isinstance(data, list) else ()
         return self.spec.label in names
 
     @property

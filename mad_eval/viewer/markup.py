@@ -14,19 +14,70 @@ import re
 from typing import Any
 
 BOXED = "\\boxed{"
+# The longest text rendered (Markdown, formulas), past any reply of a 32k-token budget:
+# markdown-it spends up to ~25 us on each character of dense punctuation (`[`, `\\[`), so a
+# longer text is left to the page, which shows a text it has no HTML for as it is.
+MARKUP_CHARS = 200_000
 
 
-def _closing_brace(src: str, start: int, end: int) -> int:
-    """The index of the brace closing the one just before `start` (-1: none before `end`)."""
-    close = _braces(src).get(start - 1, -1)
-    return close if close < end else -1
+class Formulas:
+    """Where the formulas of one text close. Each closer is looked for in one forward scan
+    per text, so a reply of a million unclosed `\\boxed{` or `\\[` costs one pass, not one per
+    opener; a text's scans live with it, never in a cache shared by equal texts."""
+
+    __slots__ = ("_braces", "_found", "src")
+
+    def __init__(self, src: str) -> None:
+        self.src = src
+        self._braces: dict[int, int] | None = None
+        self._found: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def at(self, pos: int, end: int) -> tuple[int, str, str] | None:
+        """The formula starting at `pos` and ending by `end`, if one does: (where it ends,
+        its TeX, "inline" or "display"); `\\boxed{...}` keeps its command so the box is
+        drawn."""
+        src = self.src
+        if src.startswith("$$", pos):
+            close = self._find("$$", pos + 2, end)
+            if close > pos + 2 and src[pos + 2 : close].strip():
+                return close + 2, src[pos + 2 : close], "display"
+            return None
+        for opener, closer, kind in (("\\[", "\\]", "display"), ("\\(", "\\)", "inline")):
+            if src.startswith(opener, pos):
+                close = self._find(closer, pos + 2, end)
+                if close > pos + 2 and src[pos + 2 : close].strip():
+                    return close + 2, src[pos + 2 : close], kind
+                return None
+        if src.startswith("$", pos):
+            close = _dollar_end(src, pos + 1, end)
+            return (close + 1, src[pos + 1 : close], "inline") if close > 0 else None
+        if src.startswith(BOXED, pos):
+            close = self._closing_brace(pos + len(BOXED), end)
+            return (close + 1, src[pos : close + 1], "inline boxed") if close > 0 else None
+        return None
+
+    def _closing_brace(self, start: int, end: int) -> int:
+        """The index of the brace closing the one just before `start` (-1: none before
+        `end`)."""
+        if self._braces is None:
+            self._braces = _brace_pairs(self.src)
+        close = self._braces.get(start - 1, -1)
+        return close if close < end else -1
+
+    def _find(self, needle: str, start: int, end: int) -> int:
+        """src.find(needle, start, end), remembering the last answer for this needle and end:
+        the starts of a text's formulas only move forward, so it is scanned once."""
+        known = self._found.get((needle, end))
+        if known is not None and known[0] <= start and (known[1] < 0 or start <= known[1]):
+            return known[1]
+        found = self.src.find(needle, start, end)
+        self._found[(needle, end)] = (start, found)
+        return found
 
 
-@functools.lru_cache(maxsize=8)
-def _braces(src: str) -> dict[int, int]:
+def _brace_pairs(src: str) -> dict[int, int]:
     """Each `{` of `src` that is closed, with where its `}` is (a `\\` escapes the next
-    character): one pass, so a reply of a thousand unclosed `\\boxed{` costs one scan, not
-    one scan each."""
+    character), in one regex scan."""
     pairs: dict[int, int] = {}
     open_at: list[int] = []
     for found in _BRACE_OR_ESCAPE.finditer(src):
@@ -39,24 +90,6 @@ def _braces(src: str) -> dict[int, int]:
 
 
 _BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.S)  # an escaped character is skipped whole
-
-
-def _find(src: str, needle: str, start: int, end: int) -> int:
-    """src.find(needle, start, end), remembering the last answer for this text and end: the
-    starts of a text's formulas only move forward, so a reply of many unclosed `\\[` is
-    scanned once, not once for each."""
-    key = (src, needle, end)
-    known = _FOUND.get(key)
-    if known is not None and known[0] <= start and (known[1] < 0 or start <= known[1]):
-        return known[1]
-    found = src.find(needle, start, end)
-    if len(_FOUND) > 64:
-        _FOUND.clear()
-    _FOUND[key] = (start, found)
-    return found
-
-
-_FOUND: dict[tuple[str, str, int], tuple[int, int]] = {}
 
 
 def _dollar_end(src: str, start: int, end: int) -> int:
@@ -78,47 +111,28 @@ def _dollar_end(src: str, start: int, end: int) -> int:
     return i
 
 
-def find_math(src: str, pos: int, end: int | None = None) -> tuple[int, str, str] | None:
-    """The formula starting at `pos`, if one does: (where it ends, its TeX, "inline" or
-    "display"); `\\boxed{...}` keeps its command so the box is drawn."""
-    end = len(src) if end is None else end
-    if src.startswith("$$", pos):
-        close = _find(src, "$$", pos + 2, end)
-        if close > pos + 2 and src[pos + 2 : close].strip():
-            return close + 2, src[pos + 2 : close], "display"
-        return None
-    for opener, closer, kind in (("\\[", "\\]", "display"), ("\\(", "\\)", "inline")):
-        if src.startswith(opener, pos):
-            close = _find(src, closer, pos + 2, end)
-            if close > pos + 2 and src[pos + 2 : close].strip():
-                return close + 2, src[pos + 2 : close], kind
-            return None
-    if src.startswith("$", pos):
-        close = _dollar_end(src, pos + 1, end)
-        return (close + 1, src[pos + 1 : close], "inline") if close > 0 else None
-    if src.startswith(BOXED, pos):
-        close = _closing_brace(src, pos + len(BOXED), end)
-        return (close + 1, src[pos : close + 1], "inline boxed") if close > 0 else None
-    return None
-
-
 def math_span(tex: str, kind: str) -> str:
     return f'<span class="math {kind}">{html.escape(tex, quote=False)}</span>'
 
 
+_MATH_START = re.compile(r"[$\\]")  # where a formula or an escaped dollar may start
+
+
 def text_html(text: str | None) -> str | None:
     """Plain text (a question) as escaped HTML with its formulas in math spans; `\\$` is a
-    dollar sign. Its line breaks stay characters (the page keeps them with CSS)."""
-    if text is None:
+    dollar sign. Its line breaks stay characters (the page keeps them with CSS). None for
+    a text past MARKUP_CHARS."""
+    if text is None or len(text) > MARKUP_CHARS:
         return None
-    out, pos, plain = [], 0, 0
-    while pos < len(text):
-        c = text[pos]
-        if c == "\\" and text.startswith("\\$", pos):
+    formulas = Formulas(text)
+    out, pos, plain, end = [], 0, 0, len(text)
+    while (start := _MATH_START.search(text, pos)) is not None:
+        pos = start.start()
+        if text.startswith("\\$", pos):
             out.append(html.escape(text[plain:pos], quote=False) + "$")
             pos = plain = pos + 2
             continue
-        found = find_math(text, pos) if c in "$\\" else None
+        found = formulas.at(pos, end)
         if found is None:
             pos += 1
             continue
@@ -129,11 +143,17 @@ def text_html(text: str | None) -> str | None:
     return "".join(out)
 
 
+_FORMULAS = "mad_eval.formulas"  # the render's env key of its inline text's Formulas
+
+
 def _math_rule(state: Any, silent: bool) -> bool:
     """markdown-it's inline rule for a formula at the cursor (before its `\\` escapes)."""
     if state.src[state.pos] not in "$\\":
         return False
-    found = find_math(state.src, state.pos, state.posMax)
+    formulas = state.env.get(_FORMULAS)
+    if formulas is None or formulas.src is not state.src:  # the next paragraph's text
+        formulas = state.env[_FORMULAS] = Formulas(state.src)
+    found = formulas.at(state.pos, state.posMax)
     if found is None:
         return False
     if not silent:
@@ -159,7 +179,8 @@ def _markdown() -> Any:
 
 def render_markdown(text: str | None) -> str | None:
     """A reply's Markdown as HTML, with raw HTML, images and every link but http(s) left
-    as text, and its formulas as math spans."""
-    if not text:
+    as text, and its formulas as math spans; None for an empty reply or one past
+    MARKUP_CHARS."""
+    if not text or len(text) > MARKUP_CHARS:
         return None
-    return str(_markdown().render(text))
+    return str(_markdown().render(text, {}))

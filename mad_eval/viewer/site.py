@@ -10,11 +10,13 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import secrets
 import shutil
 from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mad_eval.errors import UserError
 from mad_eval.store.files import make_folder, refuse_link, refuse_records, write_atomically
@@ -179,11 +181,34 @@ def _write_all(files: Iterable[tuple[str, str]], out: Path) -> None:
 
 
 LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")
+# What a browser says (Sec-Fetch-Site) of a request from the site's own pages (same-origin)
+# or from the address bar (none); a page of another site, even one served on another local
+# port (same-site), says otherwise.
+OWN_FETCH_SITES = ("same-origin", "none")
+
+
+class SiteServer(http.server.ThreadingHTTPServer):
+    """The site on 127.0.0.1, under a path made of a random token drawn for this serve: a
+    page of another origin cannot name the data files, even where a browser sends no
+    Sec-Fetch-Site."""
+
+    def __init__(self, out: Path, port: int):
+        self.root = "/" + secrets.token_urlsafe(16)
+        super().__init__(("127.0.0.1", port), functools.partial(_SiteHandler, directory=str(out)))
+
+    @property
+    def url(self) -> str:
+        """The site's address, token included: the one to open."""
+        return f"http://127.0.0.1:{self.server_address[1]}{self.root}/"
 
 
 class _SiteHandler(http.server.SimpleHTTPRequestHandler):
-    """The site's files, to requests that name this server as `Host` (a page of another
-    name that resolves here, DNS rebinding, gets 421); no folder listings; quiet."""
+    """The site's files under the server's token, to requests that name this server as
+    `Host` (a page of another name that resolves here, DNS rebinding, gets 421) and come
+    from its own pages or the address bar (another page's <script> or fetch() gets 403, its
+    reply marked same-origin only); no folder listings; quiet."""
+
+    server: SiteServer
 
     def _own_host(self) -> bool:
         port = self.server.server_address[1]
@@ -191,11 +216,44 @@ class _SiteHandler(http.server.SimpleHTTPRequestHandler):
         names = {f"{name}:{port}" for name in LOCAL_NAMES}
         return host in (names | set(LOCAL_NAMES) if port == 80 else names)
 
+    def _own_origin(self, url: str) -> bool:
+        """Whether `url` (an Origin or a Referer) is a page of this server."""
+        try:
+            parts = urlsplit(url.strip())
+            port = parts.port or 80
+        except ValueError:
+            return False
+        host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+        own = self.server.server_address[1]
+        return parts.scheme == "http" and host in LOCAL_NAMES and port == own
+
+    def _from_own_page(self) -> bool:
+        """Whether the browser says the request comes from this site's pages or the address
+        bar: its Sec-Fetch-Site, and its Origin and Referer wherever it sends them."""
+        site = self.headers.get("Sec-Fetch-Site")
+        if site is not None and site.strip().lower() not in OWN_FETCH_SITES:
+            return False
+        return all(
+            self._own_origin(value)
+            for value in (self.headers.get("Origin"), self.headers.get("Referer"))
+            if value is not None
+        )
+
     def send_head(self) -> Any:
         if not self._own_host():
             self.send_error(421, "Misdirected Request", "This server answers only localhost.")
             return None
+        if not self._from_own_page():
+            self.send_error(403, "Forbidden", "This server answers only its own pages.")
+            return None
+        path = self.path.split("?", 1)[0].split("#", 1)[0]
+        if path != self.server.root and not path.startswith(self.server.root + "/"):
+            self.send_error(404, "Not Found", "Open the address mad-eval view printed.")
+            return None
         return super().send_head()
+
+    def translate_path(self, path: str) -> str:
+        return super().translate_path(path[len(self.server.root) :])  # under the token only
 
     def list_directory(self, path: Any) -> None:
         self.send_error(404, "Not Found")
@@ -203,19 +261,20 @@ class _SiteHandler(http.server.SimpleHTTPRequestHandler):
 
     def end_headers(self) -> None:
         self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
         super().end_headers()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
-def make_server(out: Path, port: int) -> http.server.ThreadingHTTPServer:
-    """A server of the site on 127.0.0.1 only (never another interface), answering only
-    requests addressed to localhost, 127.0.0.1 or [::1] at its port, with files under `out`
-    (the standard handler drops `..` from paths)."""
-    handler = functools.partial(_SiteHandler, directory=str(out))
+def make_server(out: Path, port: int) -> SiteServer:
+    """A server of the site on 127.0.0.1 only (never another interface), at `url`, under a
+    random token, answering only requests addressed to localhost, 127.0.0.1 or [::1] at its
+    port from its own pages, with files under `out` (the standard handler drops `..` from
+    paths)."""
     try:
-        return http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+        return SiteServer(out, port)
     except OSError as exc:
         raise ViewError(
             f"cannot serve on 127.0.0.1:{port} ({exc.strerror or exc}); "

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2 import meta, nodes
+from jinja2 import nodes
 
 from mad_eval.errors import UserError
 from mad_eval.records import Messages
@@ -344,14 +344,16 @@ def _message(item: dict[str, Any], where: str, path: Path) -> _Message:
     need(isinstance(content, str), "'content' must be text")
     need(isinstance(item.get("optional", False), bool), "'optional' must be true or false")
     try:
-        parsed = sandbox.SANDBOX.parse(content)
+        parsed, used = sandbox.SANDBOX.read(content)
     except jinja2.TemplateSyntaxError as exc:
         problem = _sentence(jinja2.TemplateError(exc.message))
         raise TemplateError(f"{path}: {where}.content: {problem} (line {exc.lineno}).") from None
     except RecursionError:
         raise TemplateError(f"{path}: {where}.content: it nests too deeply.") from None
+    except Exception as exc:  # a bound, or a constant part Jinja works out fails: {[1]: 2}
+        raise TemplateError(f"{path}: {where}.content: {_sentence(exc)}.") from None
     allowed = set(VARIABLES) - (set(DEBATE_ONLY) if where.startswith("round0") else set())
-    unknown = sorted(meta.find_undeclared_variables(parsed) - allowed)
+    unknown = sorted(used - allowed)
     need(
         not unknown,
         f"content uses unknown variable '{unknown[0] if unknown else ''}'; it can use: "

@@ -1,0 +1,211 @@
+"""A hostile template's bounds hold: every bytes, text, list and table it makes is sized from
+its inputs before it is made (a part shared by reference as often as its text repeats it),
+a filter that does much in one call looks at the clock or has its own bound, and the
+commands that load or replay a template end in bounded time, stopping within about a second
+on Ctrl-C or SIGTERM. Each payload here ran to gigabytes or hung before (issue 41); each test
+runs with a memory bound, and the commands with a hang guard."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+from bound_helpers import guarded, memory_bound, peak_memory
+from test_hostile_templates import one_sentence, site_text, template_text
+
+import mad_eval as api
+from mad_eval.setup.templates import TemplateError, load_template, sample_prompt
+
+MB = 1 << 20
+# What a refused payload may hold at its peak: under 3 MB here, from 5 MB to 6.6 GB before.
+SMALL = 8 * MB
+
+
+@pytest.fixture(autouse=True)
+def bounded_memory():
+    with memory_bound():
+        yield
+
+
+def refused(tmp_path: Path, payload: str, where: str = "round0") -> str:
+    """The sentence loading a template holding `payload` ends in, checked to be made without
+    holding much memory."""
+    path = tmp_path / "theirs.toml"
+    path.write_text(template_text(payload, where))
+    said: list[str] = []
+
+    def load() -> None:
+        with pytest.raises(TemplateError) as info:
+            load_template(str(path))
+        said.append(str(info.value))
+
+    assert peak_memory(load) < SMALL
+    one_sentence(said[0])
+    assert said[0].startswith(f"{path}: {where}[0].content: "), said[0]
+    return said[0]
+
+
+# Built up by reference: each level repeats the one below ten times, so d's text is 18 MB
+# while d holds four lists of ten items.
+SHARED = (
+    "{% set a = [question * 1000] %}{% set b = [a, a, a, a, a, a, a, a, a, a] %}"
+    "{% set c = [b, b, b, b, b, b, b, b, b, b] %}{% set d = [c, c, c, c, c, c, c, c, c, c] %}"
+)
+
+BYTES = {
+    "repeated": "{{ question.encode() * 100000000 }}",
+    "centered": "{{ question.encode().center(1000000000) }}",
+    "formatted": "{{ '%999999999d'.encode() % 1 }}",
+    "replaced": "{{ question.encode().replace(''.encode(), question.encode() * 50000) }}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BYTES))
+def test_bytes_are_sized_before_they_are_made(tmp_path, name):
+    said = refused(tmp_path, BYTES[name])
+    assert "it would make a text of over" in said
+
+
+@pytest.mark.parametrize("made", ["d|string", "d|tojson", "d|pprint"])
+def test_shared_references_are_sized_as_often_as_their_text_repeats_them(tmp_path, made):
+    said = refused(tmp_path, SHARED + "{{ (" + made + ")|length }}")
+    assert "it would make a text of over" in said
+
+
+LARGE = {
+    "indented json": "{{ (range(10000)|list)|tojson(indent=10000) }}",
+    "pretty printed": "{% set k = question * 1000 %}{{ {k: {k: range(1000)|list}}|pprint }}",
+    "batch filled": "{{ [1]|batch(1000000, fill_with=question * 1000)|list }}",
+    "slices filled": "{{ [1]|slice(1000000, fill_with=question * 1000)|list }}",
+    "text joined from a generator": (
+        "{{ ''.join(range(10000)|map(attribute='x', default=question * 1000)) }}"
+    ),
+    "upper": "{{ ('ß' * 400000)|upper|upper }}",
+    "table written": "{% set a = question * 50000 %}{{ {1: a, 2: a, 3: a}|string }}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LARGE))
+def test_every_filter_and_operator_sizes_what_it_would_make(tmp_path, name):
+    said = refused(tmp_path, LARGE[name])
+    assert "it would make a text of over" in said, said
+
+
+@pytest.mark.parametrize(
+    ("payload", "called"),
+    [
+        ("{{ (1).to_bytes(1000000000, 'big') }}", "int.to_bytes()"),
+        ("{{ {}.fromkeys(range(10000), question * 1000)|string }}", "dict.fromkeys()"),
+        ("{{ (''|safe).escape([question * 1000] * 50) }}", "Markup.escape()"),
+    ],
+)
+def test_a_template_calls_only_the_methods_that_read(tmp_path, payload, called):
+    said = refused(tmp_path, payload)
+    assert f"a template cannot call {called}" in said, said
+
+
+def test_a_sum_of_lists_stops_before_it_copies_too_much(tmp_path):
+    said = refused(tmp_path, "{{ [[1]]|batch(5000, fill_with=[1])|first|sum(start=[])|length }}")
+    assert "sum() of these lists copies more than 10,000,000 items" in said
+
+
+def test_ordinary_uses_of_the_bounded_filters_render_as_before(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        template_text(
+            "{{ [[1, 2], [3]]|sum(start=[]) }} {{ range(7)|batch(3, fill_with=0)|list }} "
+            "{{ 'a b'|wordwrap(1) }} {{ {'k': question}|tojson }} {{ [question]|pprint }} "
+            "{{ question.encode().hex()|length }} {{ ['x', 'y']|join(', ') }} "
+            "{{ values.items()|list|length }} {{ question.split()|length }}"
+        )
+    )
+    text = sample_prompt(load_template(str(path)), 0, 0)[-1]["content"]
+    assert "[1, 2, 3] [[0, 1, 2], [3, 4, 5], [6, 0, 0]] a\nb" in text
+    assert '{"k": "What is 6 times 7?"}' in text and "['What is 6 times 7?']" in text
+    assert " 36 x, y 0 5" in text
+
+
+# --- the commands that load or replay a template ---------------------------------------
+
+# Each ran past 120 s in one filter call, where the clock was not looked at.
+HANGS = {
+    "quadratic": "{{ [[1]]|batch(100000, fill_with=[1])|first|sum(start=[])|length }}",
+    "long word": "{{ ('x' * 400000)|wordwrap(1)|length }}",
+}
+SENTENCES = {
+    "quadratic": "sum() of these lists copies more than",
+    "long word": "wordwrap at width 1 copies more than",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(HANGS))
+def test_a_filter_that_works_long_in_one_call_is_stopped(tmp_path, name):
+    (tmp_path / "theirs.toml").write_text(template_text(HANGS[name]))
+    shown = guarded(["templates", "theirs.toml"], tmp_path)
+    assert shown.returncode == 2, shown.stderr
+    one_sentence(shown.stderr.strip())
+    assert SENTENCES[name] in shown.stderr
+
+
+@pytest.mark.slow
+def test_templates_lists_each_hostile_file_as_unusable_in_bounded_time(tmp_path):
+    (tmp_path / "templates").mkdir()
+    payloads = {**HANGS, "bytes": BYTES["repeated"], "shared": SHARED + "{{ d|string }}"}
+    for name, payload in payloads.items():
+        (tmp_path / "templates" / f"{name.replace(' ', '-')}.toml").write_text(
+            template_text(payload)
+        )
+    listed = guarded(["templates"], tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    out = " ".join(listed.stdout.split())
+    for name in payloads:
+        assert f"│ {name.replace(' ', '-')} │ unusable: " in out, out
+    assert "weigh the other responses" in out  # the built-in ones are listed as ever
+
+
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("sim") / "r"
+    api.run(agents=2, rounds=1, limit=2, out=root)
+    return root
+
+
+def recording(sim_run: Path, tmp_path: Path, payload: str) -> Path:
+    """A copy of the sim run whose manifest.json records a debate template holding
+    `payload`, with its table and its hash recomputed to match, as anyone can."""
+    root = tmp_path / "shared"
+    shutil.copytree(sim_run, root)
+    text = template_text(payload)
+    manifest = json.loads((root / "manifest.json").read_text())
+    recorded = manifest["prompt"]["prompt_templates"]["debate"]
+    recorded["text"], recorded["data"] = text, tomllib.loads(text)
+    recorded["sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["judge", "report", "view"])
+def test_a_folder_recording_a_hostile_template_ends_in_bounded_time(sim_run, tmp_path, command):
+    root = recording(sim_run, tmp_path, HANGS["quadratic"])
+    args = {
+        "judge": ["judge", "shared", "--judge", "sim-judge"],
+        "report": ["report", "shared"],
+        "view": ["view", "shared", "--out", "site"],
+    }[command]
+    done = guarded(args, tmp_path)
+    if command == "judge":  # nothing judged: the prompts it would judge cannot be rebuilt
+        assert done.returncode == 2, done.stderr
+        one_sentence(done.stderr.strip())
+        assert "sum() of these lists copies more than" in done.stderr
+        assert not (root / "judge.jsonl").exists()
+    else:  # the numbers stand; what needs the prompts says it cannot have them
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+    if command == "view":
+        assert "its prompt template cannot be loaded" in site_text(tmp_path / "site")

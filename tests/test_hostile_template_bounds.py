@@ -18,6 +18,7 @@ from bound_helpers import guarded, memory_bound, peak_memory
 from test_hostile_templates import one_sentence, site_text, template_text
 
 import mad_eval as api
+from mad_eval.debate import replay
 from mad_eval.setup.templates import TemplateError, load_template, sample_prompt
 
 MB = 1 << 20
@@ -209,3 +210,19 @@ def test_a_folder_recording_a_hostile_template_ends_in_bounded_time(sim_run, tmp
         assert "Traceback" not in done.stderr
     if command == "view":
         assert "its prompt template cannot be loaded" in site_text(tmp_path / "site")
+
+
+def test_a_template_that_cannot_be_loaded_is_tried_once_per_replay(sim_run, tmp_path, monkeypatch):
+    """A view rebuilds every turn's prompt: an unusable template is refused once, not once
+    per turn (each try may take the render's whole time bound)."""
+    root = recording(sim_run, tmp_path, "{{ question * 100000000 }}")
+    tries = []
+    real = replay.recorded_template
+
+    def counted(*args, **kwargs):
+        tries.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(replay, "recorded_template", counted)
+    api.view([root], out=tmp_path / "site")
+    assert tries == ["debate"]

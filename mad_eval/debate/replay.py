@@ -50,7 +50,7 @@ class Replay:
         # Prompts sent whole need no tokenizer: fitting returns them as built.
         self.whole = Fitter(EstimateCounter(self.template), strip_think=self.strip_think)
         self.fitters: dict[str, Fitter] = {}
-        self.templates: dict[str, Template] = {}
+        self.templates: dict[str, Template | TemplateError] = {}
 
     def messages(self, turn: Turn, rounds: Mapping[int, RoundReplies]) -> Messages:
         """The messages `turn` was sent; `rounds` holds its question's turns of the rounds
@@ -97,21 +97,29 @@ class Replay:
     def _load(self, ref: str) -> Template:
         """The template the run recorded (its own text, so a file edited or moved since does
         not matter), in the sandbox as any template file; runs recorded before templates
-        were data name a built-in one."""
+        were data name a built-in one. A template that cannot be used is tried once: every
+        later prompt of it is refused with the same sentence."""
         if ref not in self.templates:
-            recorded = self.recorded.get(ref)
-            if recorded is not None:
-                self.templates[ref] = recorded_template(
-                    ref, recorded.file, recorded.sha256, recorded.text, recorded.data
-                )
-            elif ref in builtin_templates():
-                self.templates[ref] = load_template(ref)
-            else:
-                raise TemplateError(
-                    f"manifest.json records no text of prompt template {ref!r}, which is no "
-                    "built-in one."
-                )
-        return self.templates[ref]
+            try:
+                self.templates[ref] = self._read(ref)
+            except TemplateError as exc:
+                self.templates[ref] = exc
+        found = self.templates[ref]
+        if isinstance(found, TemplateError):
+            raise TemplateError(str(found))
+        return found
+
+    def _read(self, ref: str) -> Template:
+        recorded = self.recorded.get(ref)
+        if recorded is not None:
+            return recorded_template(
+                ref, recorded.file, recorded.sha256, recorded.text, recorded.data
+            )
+        if ref in builtin_templates():
+            return load_template(ref)
+        raise TemplateError(
+            f"manifest.json records no text of prompt template {ref!r}, which is no built-in one."
+        )
 
     def _fitter(self, seat: TeamSeat) -> Fitter:
         name = seat.tokenizer or "estimate"

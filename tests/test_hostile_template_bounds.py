@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import signal
+import time
 import tomllib
 from pathlib import Path
 
 import pytest
-from bound_helpers import guarded, memory_bound, peak_memory
+from bound_helpers import guarded, memory_bound, peak_memory, start_guarded, wait_until_it_handles
 from test_hostile_templates import one_sentence, site_text, template_text
 
 import mad_eval as api
@@ -226,3 +229,39 @@ def test_a_template_that_cannot_be_loaded_is_tried_once_per_replay(sim_run, tmp_
     monkeypatch.setattr(replay, "recorded_template", counted)
     api.view([root], out=tmp_path / "site")
     assert tries == ["debate"]
+
+
+# A render that works within its bounds for its whole ten seconds: 30,000 searches of a
+# 900,000-character text, no text made beyond it.
+SLOW = (
+    "{% set s = question * 50000 %}{% for i in range(10000) %}{% for j in range(3) %}"
+    "{% if s.count('What') %}{% endif %}{% endfor %}{% endfor %}"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["judge", "report", "view"])
+@pytest.mark.parametrize(
+    ("sig", "said"),
+    [(signal.SIGTERM, "Stopped by SIGTERM"), (signal.SIGINT, "Interrupted (Ctrl-C)")],
+)
+def test_a_signal_stops_the_command_while_a_render_runs(sim_run, tmp_path, command, sig, said):
+    recording(sim_run, tmp_path, SLOW)
+    args = {
+        "judge": ["judge", "shared", "--judge", "sim-judge"],
+        "report": ["report", "shared"],
+        "view": ["view", "shared", "--out", "site"],
+    }[command]
+    proc = start_guarded(args, tmp_path)
+    wait_until_it_handles(proc, signal.SIGTERM)
+    time.sleep(1)  # well inside the ten-second render
+    os.killpg(proc.pid, sig)
+    try:
+        _, stderr = proc.communicate(timeout=60)  # a hang guard; it stops within a second
+    except Exception:
+        proc.kill()
+        raise
+    assert proc.returncode == 128 + sig, stderr
+    lines = [line for line in stderr.splitlines() if line and not line.startswith("warning:")]
+    assert len(lines) == 1 and lines[0].startswith(said), stderr
+    assert "run the same command again" in lines[0]

@@ -9,12 +9,11 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from typing import Any
 
 MAX_TOKENS = 20_000  # Jinja tokens of one message: tags, names, operators, not its text
 MAX_RANGE = 10_000  # items of one range(...)
-MAX_STEPS = 100_000  # loop turns, calls, attribute reads and operators of one message
+MAX_STEPS = 100_000  # loop turns, calls, filters and operators of one message
 MAX_EXTRA = 1_000_000  # characters a message may make beyond 8 times the text it is given
 INPUT_FACTOR = 8
 MAX_SECONDS = 10.0  # a message's render, a backstop for the bounds above
@@ -28,16 +27,17 @@ class BoundError(Exception):
     """A template went past one of the bounds above; the message says which."""
 
 
-@dataclasses.dataclass
 class Budget:
     """One render's account: the limit on the text it may make grows with its data, which
     is measured only when a text nears the fixed part, so an ordinary render never walks it."""
 
-    inputs: Callable[[], int] = lambda: 0  # the characters of the render's data, if asked
-    steps: int = 0
-    made: int = 0
-    deadline: float = 0.0
-    _limit: int | None = None
+    __slots__ = ("_limit", "deadline", "inputs", "made", "steps")
+
+    def __init__(self, inputs: Callable[[], int] = lambda: 0, deadline: float = 0.0):
+        self.inputs = inputs  # the characters of the render's data, if asked
+        self.deadline = deadline
+        self.steps = self.made = 0
+        self._limit: int | None = None
 
     @property
     def limit(self) -> int:
@@ -49,7 +49,7 @@ class Budget:
         self.steps += 1
         if self.steps > MAX_STEPS:
             raise BoundError(
-                f"it takes more than {MAX_STEPS:,} steps (loop turns, calls, attribute reads)"
+                f"it takes more than {MAX_STEPS:,} steps (loop turns, calls, filters, operators)"
             )
         if not self.steps % 64:
             self.tick()
@@ -79,6 +79,17 @@ class Budget:
         if self.made > MAX_EXTRA and self.made > self.limit:
             raise BoundError(f"it writes more than {self.limit:,} characters, this message's bound")
 
+    def turn(self, text: int) -> None:
+        """A loop turn, which writes `text` characters of the template's own (step() and
+        add() in one: this runs for every turn)."""
+        self.steps += 1
+        self.made += text
+        if self.made > MAX_EXTRA or self.steps > MAX_STEPS or not self.steps % 64:
+            self.steps -= 1
+            self.made -= text
+            self.step()
+            self.add(text)
+
     def hold(self, value: Any) -> Any:
         """`value`, made by the template, counted: text by its length, a list or table by its
         items, and refused if its text (every shared part as often as it is reached) would
@@ -88,28 +99,59 @@ class Budget:
             self.add(len(value))
         elif kind in (list, tuple, dict):
             self.add(len(value))
-            self.fits(lambda measure: measure(value))
+            if not _few_atoms(value):
+                self.fits(lambda measure: measure(value))
         return value
 
 
-_local = threading.local()
+_ATOMS = (int, float, bool, type(None))
+
+
+def _few_atoms(value: list[Any] | tuple[Any, ...] | dict[Any, Any]) -> bool:
+    """Whether a container holds only a few numbers and short texts, so its text is short
+    with no need to walk it: [agent, n - 1]."""
+    items = [*value.keys(), *value.values()] if type(value) is dict else value
+    return len(items) <= 16 and all(
+        type(item) in _ATOMS or (type(item) is str and len(item) <= 4096) for item in items
+    )
+
+
+class _Current(threading.local):
+    budget: Budget | None = None
+
+
+_local = _Current()
 
 
 def budget() -> Budget:
     """This thread's render budget; outside a render, a fresh one (with no deadline), so
     the size checks hold there too."""
-    return getattr(_local, "budget", None) or Budget()
+    return _local.budget or Budget()
 
 
-@contextmanager
-def spending(spent: Budget) -> Iterator[Budget]:
-    """Charge what runs inside to `spent` (a render, or a template's compilation, whose
-    constant parts Jinja works out then)."""
-    outer, _local.budget = getattr(_local, "budget", None), spent
-    try:
-        yield spent
-    finally:
-        _local.budget = outer
+def written(size: int) -> None:
+    """Count `size` characters written out by this thread's render (add() inlined: this runs
+    for every value written)."""
+    spent = _local.budget or Budget()
+    spent.made += size
+    if spent.made > MAX_EXTRA:
+        spent.made -= size
+        spent.add(size)
+
+
+class spending:
+    """Charge what runs inside to `spent` (a render, or reading a template, whose constant
+    parts Jinja works out then)."""
+
+    def __init__(self, spent: Budget):
+        self.spent = spent
+
+    def __enter__(self) -> Budget:
+        self.outer, _local.budget = _local.budget, self.spent
+        return self.spent
+
+    def __exit__(self, *exc: object) -> None:
+        _local.budget = self.outer
 
 
 def paced(items: Iterable[Any]) -> Iterator[Any]:

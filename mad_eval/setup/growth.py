@@ -95,6 +95,14 @@ def binop_bound(operator: str, left: Any, right: Any) -> Bound | None:
     return None
 
 
+# The filters filter_bound() has a bound for.
+SIZED_FILTERS = frozenset(
+    {"center", "replace", "format", "indent", "wordwrap", "join", "string", "safe", "escape",
+     "e", "forceescape", "xmlattr", "upper", "lower", "title", "capitalize", "urlencode",
+     "urlize", "pprint", "tojson", "batch", "slice"}
+)  # fmt: skip
+
+
 def filter_bound(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Bound | None:
     """The bound of a built-in filter's result (`args`: the value, then the filter's own
     arguments, past any context), for the filters whose result can be longer than their

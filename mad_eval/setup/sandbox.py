@@ -15,7 +15,7 @@ import io
 import itertools
 import pprint
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import jinja2
@@ -41,8 +41,15 @@ from mad_eval.setup.bounds import (
     inputs,
     paced,
     spending,
+    written,
 )
-from mad_eval.setup.growth import ESCAPE, binop_bound, filter_bound, method_bound
+from mad_eval.setup.growth import (
+    ESCAPE,
+    SIZED_FILTERS,
+    binop_bound,
+    filter_bound,
+    method_bound,
+)
 
 __all__ = ["MAX_STEPS", "SANDBOX", "BoundError", "Sandbox", "render"]
 
@@ -67,10 +74,9 @@ def _range(*args: int) -> range:
 
 def _loop(items: Iterable[Any], text: int) -> Iterator[Any]:
     """A loop's items, each turn counted with the literal text its body writes."""
-    spent = budget()
+    turn = budget().turn
     for item in items:
-        spent.step()
-        spent.add(text)
+        turn(text)
         yield item
 
 
@@ -90,14 +96,15 @@ def _hold(value: Any) -> Any:
 
 
 def _finalize(value: Any) -> Any:
-    spent = budget()
+    """A value written out, counted (a text is already made: only its copy into the
+    message is to come)."""
     kind = type(value)
     if kind is str:
-        spent.check(len(value))
-        spent.add(len(value))
+        written(len(value))
     elif kind is int or kind is bool or kind is float or value is None:
-        spent.add(24)
+        written(24)
     else:
+        spent = budget()
         spent.fits(lambda measure: measure(value))
         spent.add(24)
     return value
@@ -108,12 +115,15 @@ def _finalize(value: Any) -> Any:
 _ITERATING = {"map", "select", "reject", "selectattr", "rejectattr", "unique", "groupby",
               "sort", "min", "max", "list", "first", "sum"}  # fmt: skip
 _LISTED = {"join", "batch", "slice"}
-_TEXT_OF = {"replace", "format"}  # filters that make str() of their value first
+_TEXT_OF = {"replace", "format"}
+_SHORT_LISTS = (list, tuple, range, str)  # filters that make str() of their value first
 
 
 def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     """A built-in filter that refuses arguments or a result past the bounds."""
     passes = getattr(func, "jinja_pass_arg", None)
+    given = name in _ITERATING or name in _LISTED or name in _TEXT_OF
+    sized = name in SIZED_FILTERS
 
     @functools.wraps(func)
     def bounded(*args: Any, **kwargs: Any) -> Any:
@@ -125,16 +135,17 @@ def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
                 raise BoundError(f"filter {name} is given the number {value}, too large")
         if own and name == "sum":
             return spent.hold(_summed(_environment(context), *own, **kwargs))
-        if own:
+        if own and given:
             own = (_given(name, own[0], spent), *own[1:])
         if name == "join" and (len(own) > 2 or "attribute" in kwargs):
             attribute = own[2] if len(own) > 2 else kwargs.pop("attribute")
             own = (list(map(make_attrgetter(_environment(context), attribute), own[0])), *own[1:2])
         if name == "wordwrap" and own and isinstance(own[0], str):
             _wrap_work(own[0], own[1] if len(own) > 1 else kwargs.get("width", 79))
-        bound = filter_bound(name, own, kwargs)
-        if bound is not None:
-            spent.fits(bound)
+        if sized:
+            bound = filter_bound(name, own, kwargs)
+            if bound is not None:
+                spent.fits(bound)
         return spent.hold(func(*context, *own, **kwargs))
 
     return bounded
@@ -146,8 +157,10 @@ def _given(name: str, value: Any, spent: Budget) -> Any:
     their value first (sized before it is made)."""
     if name in _LISTED:
         return list(paced(value))
-    if name in _ITERATING and _iterable(value):
-        return value if isinstance(value, Sized) and len(value) < TICK else paced(value)
+    if name in _ITERATING:
+        if type(value) in _SHORT_LISTS and len(value) < TICK:
+            return value  # the usual case, without asking abc
+        return paced(value) if _iterable(value) else value
     if name in _TEXT_OF and not isinstance(value, str):
         spent.fits(lambda measure: measure(value))
         return str(value)
@@ -319,22 +332,24 @@ class Sandbox(ImmutableSandboxedEnvironment):
         return _safe_attribute(self, type(obj), obj, attr, value)
 
     def getattr(self, obj: Any, attribute: str) -> Any:
-        budget().step()
+        # Not a step: a read does nothing long, and a loop's reads are its turns'.
         try:  # a plain value (a response's text): as Jinja decides, without its other checks
             value = getattr(obj, attribute)
         except AttributeError:
             pass
         else:
-            if type(value) in _PLAIN and self.is_safe_attribute(obj, attribute, value):
-                return value
+            if type(value) in _PLAIN:
+                safe = _SAFE.get((type(obj), attribute))
+                if safe is None:
+                    safe = self.is_safe_attribute(obj, attribute, value)
+                if safe:
+                    return value
         return super().getattr(obj, attribute)
 
     def getitem(self, obj: Any, argument: Any) -> Any:
-        spent = budget()
-        spent.step()
         found = super().getitem(obj, argument)
         if type(argument) is slice and isinstance(found, (str, bytes, list, tuple)):
-            spent.add(len(found))  # a copy
+            budget().add(len(found))  # a copy
         return found
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
@@ -377,7 +392,8 @@ def _name(obj: Any) -> str:
     return f"{kind}.{name}()"
 
 
-_PLAIN = (str, int, float, bool, type(None))
+# Attribute values whose reads need none of Jinja's other checks (str.format's wrapping).
+_PLAIN = {str, int, float, bool, type(None), list, tuple, dict}
 _SAFE: dict[tuple[type, str], bool] = {}
 
 

@@ -18,20 +18,22 @@ Bound = Callable[[Measure], int]
 
 ESCAPE = 5  # what escaping makes of one character at most: & -> &amp;, " -> &#34;
 _FIELD = re.compile(r"%(?:\([^)]*\))?[^a-zA-Z%]*[a-zA-Z%]|\{[^{}]*\}")
+_REPR = re.compile(r"![ra]|^%.*[ra]$")  # a field that writes its value's repr
 _TEXTS = (str, bytes)
 
 
 def format_size(fmt: str | bytes, args: Iterable[Any], measure: Measure) -> int:
     """An upper bound on a %-format's or str.format's text: the fields' widths (a width
     taken from the arguments, `%*d` or `{:{}}`, counts every number given), and each field
-    as long as the longest argument."""
+    as long as the longest argument (as its repr, where a field asks for that: %r, {!a})."""
     text = fmt if isinstance(fmt, str) else fmt.decode("latin-1")
     args = list(args)
     fields = _FIELD.findall(text)
     widths = sum(min(int(n[:13]), 10**12) for f in fields for n in re.findall(r"\d+", f))
     if "*" in "".join(fields) or re.search(r"\{[^{}]*\{", text):
         widths += sum(a for a in args if type(a) is int and a > 0)
-    longest = max((measure(a) for a in args), default=0)
+    quoted = any(_REPR.search(f) for f in fields)
+    longest = max((measure([a]) if quoted else measure(a) for a in args), default=0)
     return len(text) + widths + len(fields) * longest
 
 

@@ -118,6 +118,7 @@ def _few_atoms(value: list[Any] | tuple[Any, ...] | dict[Any, Any]) -> bool:
 
 class _Current(threading.local):
     budget: Budget | None = None
+    deadline: float = 0.0  # one for every render, where set (a template's check)
 
 
 _local = _Current()
@@ -152,6 +153,26 @@ class spending:
 
     def __exit__(self, *exc: object) -> None:
         _local.budget = self.outer
+
+
+class sharing:
+    """Every render inside ends by one deadline, MAX_SECONDS from now: a template's check
+    renders many sample prompts, which together take no longer than one may."""
+
+    def __enter__(self) -> None:
+        self.outer = _local.deadline
+        if not self.outer:
+            _local.deadline = time.monotonic() + MAX_SECONDS
+
+    def __exit__(self, *exc: object) -> None:
+        _local.deadline = self.outer
+
+
+def deadline() -> float:
+    """When a render starting now must end."""
+    alone = time.monotonic() + MAX_SECONDS
+    shared = _local.deadline
+    return shared if shared and shared < alone else alone
 
 
 def paced(items: Iterable[Any]) -> Iterator[Any]:

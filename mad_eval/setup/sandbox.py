@@ -38,8 +38,10 @@ from mad_eval.setup.bounds import (
     BoundError,
     Budget,
     budget,
+    deadline,
     inputs,
     paced,
+    sharing,
     spending,
     written,
 )
@@ -51,7 +53,7 @@ from mad_eval.setup.growth import (
     method_bound,
 )
 
-__all__ = ["MAX_STEPS", "SANDBOX", "BoundError", "Sandbox", "render"]
+__all__ = ["MAX_STEPS", "SANDBOX", "BoundError", "Sandbox", "render", "sharing"]
 
 # Names a template's source cannot spell (a space), for the checks woven into its loops,
 # concatenations and the lists and tables it writes.
@@ -60,7 +62,7 @@ _LOOP, _CONCAT, _HOLD = "mad-eval loop", "mad-eval concat", "mad-eval hold"
 
 def render(template: jinja2.Template, data: dict[str, Any]) -> str:
     """`template` rendered with `data`, within the bounds."""
-    spent = Budget(lambda: inputs(data), deadline=time.monotonic() + MAX_SECONDS)
+    spent = Budget(lambda: inputs(data), deadline=deadline())
     with spending(spent):
         return template.render(data)
 

@@ -378,6 +378,11 @@ def check_template(template: Template, sees: list[list[int]]) -> None:
     """Render rounds 0 to 2 of a debate on sample data, each agent reading `sees[agent]`
     (the protocol's choice): a render error, a message that renders empty, two messages of
     one role in a row, or a prompt not ending with the user is refused, before any request."""
+    with sandbox.sharing():  # the sample prompts together take no longer than one may
+        _check_samples(template, sees)
+
+
+def _check_samples(template: Template, sees: list[list[int]]) -> None:
     agents = len(sees)
     for agent in range(agents):
         common = sample_common(agent, agents)

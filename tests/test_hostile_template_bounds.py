@@ -231,6 +231,59 @@ def test_a_template_that_cannot_be_loaded_is_tried_once_per_replay(sim_run, tmp_
     assert tries == ["debate"]
 
 
+def test_a_template_failing_on_the_real_data_is_noted_and_not_tried_again(sim_run, tmp_path):
+    """A template passes its check on sample data and goes past a bound on the run's own
+    questions (arith's say "Evaluate"): view notes it on each prompt, rendering it once."""
+    payload = "{% if 'Evaluate' in question %}{{ question * 100000000 }}{% endif %}"
+    root = recording(sim_run, tmp_path, payload)
+    renders = []
+    real = replay.build_prompt
+
+    def counted(*args, **kwargs):
+        renders.append(1)
+        return real(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(replay, "build_prompt", counted)
+        api.view([root], out=tmp_path / "site")
+    assert len(renders) == 1
+    assert "its prompt template cannot be used (" in site_text(tmp_path / "site")
+    assert "it would make a text of over" in site_text(tmp_path / "site")
+
+
+def test_a_template_slow_on_every_prompt_is_refused_for_the_rest_of_a_replay(
+    sim_run, tmp_path, monkeypatch
+):
+    """Each render is bounded; a folder whose every prompt renders just within the bound is
+    not replayed for hours: past SLOW_TOTAL seconds at over SLOW_EACH a prompt, the rest of
+    its prompts are refused (both made tiny here, so any render is slow)."""
+    root = tmp_path / "shared"
+    shutil.copytree(sim_run, root)
+    monkeypatch.setattr(replay, "SLOW_TOTAL", 0.0)
+    monkeypatch.setattr(replay, "SLOW_EACH", 0.0)
+    api.view([root], out=tmp_path / "site")
+    text = site_text(tmp_path / "site")
+    assert "s a prompt to rebuild, too slow to replay its turns" in text
+
+
+def test_a_templates_sample_prompts_share_one_time_bound(tmp_path, monkeypatch):
+    """Loading a template renders nine sample prompts: together they take no longer than
+    one may (a clock that moves 3 s at each look stands in for a slow render)."""
+    from mad_eval.setup import bounds
+
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 3
+        return now[0]
+
+    monkeypatch.setattr(bounds.time, "monotonic", clock)
+    path = tmp_path / "mine.toml"
+    path.write_text(template_text("{% for i in range(64) %}{% endfor %}"))
+    with pytest.raises(TemplateError, match="it takes more than 10 seconds to render"):
+        load_template(str(path))
+
+
 # A render that works within its bounds for its whole ten seconds: 30,000 searches of a
 # 900,000-character text, no text made beyond it.
 SLOW = (

@@ -22,9 +22,10 @@ from test_hostile_templates import one_sentence, site_text, template_text
 
 import mad_eval as api
 from mad_eval.debate import replay
-from mad_eval.setup.templates import TemplateError, load_template, sample_prompt
+from mad_eval.setup.templates import TemplateError, load_template, parse_template, sample_prompt
 
 MB = 1 << 20
+SHIPPED = Path(api.__file__).resolve().parents[1] / "templates"
 # What a refused payload may hold at its peak: under 3 MB here, from 5 MB to 6.6 GB before.
 SMALL = 8 * MB
 
@@ -131,6 +132,19 @@ def test_ordinary_uses_of_the_bounded_filters_render_as_before(tmp_path):
     assert "[1, 2, 3] [[0, 1, 2], [3, 4, 5], [6, 0, 0]] a\nb" in text
     assert '{"k": "What is 6 times 7?"}' in text and "['What is 6 times 7?']" in text
     assert " 36 x, y 0 5" in text
+
+
+@pytest.mark.parametrize("name", sorted(path.stem for path in SHIPPED.glob("*.toml")))
+def test_a_shipped_template_renders_the_same_in_the_sandbox(tmp_path, name):
+    """The project's own templates (their exact text) render as plain Jinja, every turn;
+    the same messages from anyone else's file render in the sandbox, to the same prompts."""
+    ours = load_template(name)
+    assert all(message.ours for message in (*ours.round0, *ours.debate))
+    theirs = parse_template(ours.data, ours.source + "\n# a copy\n", tmp_path / "c.toml", name)
+    assert not any(message.ours for message in (*theirs.round0, *theirs.debate))
+    for agent in range(3):
+        for round_ in range(3):
+            assert sample_prompt(theirs, agent, round_) == sample_prompt(ours, agent, round_)
 
 
 # --- the commands that load or replay a template ---------------------------------------

@@ -41,7 +41,7 @@ from mad_eval.setup.bounds import (
 from mad_eval.setup.filters import bounded_filters, iterable
 from mad_eval.setup.growth import ESCAPE, binop_bound, method_bound
 
-__all__ = ["MAX_STEPS", "SANDBOX", "BoundError", "Sandbox", "render", "sharing"]
+__all__ = ["MAX_STEPS", "PLAIN", "SANDBOX", "BoundError", "Sandbox", "render", "sharing"]
 
 # Names a template's source cannot spell (a space), for the checks woven into its loops,
 # concatenations and the lists and tables it writes.
@@ -282,3 +282,7 @@ def _check_int(left: Any, right: Any, bits: Callable[[int, int], int]) -> None:
 
 
 SANDBOX = Sandbox()
+# The project's own templates: the same options, no sandbox (mad_eval.setup.templates._ours).
+PLAIN = jinja2.Environment(
+    undefined=jinja2.StrictUndefined, autoescape=False, trim_blocks=True, lstrip_blocks=True
+)

@@ -24,7 +24,7 @@ from jinja2 import nodes
 from mad_eval.errors import UserError
 from mad_eval.records import Messages
 from mad_eval.setup import sandbox
-from mad_eval.setup.config import spec_files
+from mad_eval.setup.config import project_folder, spec_files
 
 ROLES = ("system", "user", "assistant")
 KEYS = ("base", "description", "history", "quote_tags", "values", "round0", "debate")
@@ -92,6 +92,7 @@ class _Message:
     optional: bool
     where: str  # "debate[1].content", for errors
     verbatim: bool = False  # it reads a response's .verbatim
+    ours: bool = False  # the text of a shipped template: rendered as plain Jinja
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,12 @@ class Template:
         out = []
         for message in messages:
             try:
-                text = sandbox.render(message.content, {**data, "values": self.values})
+                given = {**data, "values": self.values}
+                text = (
+                    message.content.render(given)
+                    if message.ours
+                    else sandbox.render(message.content, given)
+                )
             except Exception as exc:  # whatever a template does wrong is the file's, not ours
                 raise TemplateError(
                     f"{self.path}: {message.where}.content: {_sentence(exc)}."
@@ -315,7 +321,9 @@ def parse_template(raw: dict[str, Any], source: str, path: Path, name: str) -> T
             isinstance(items, list) and items and all(isinstance(m, dict) for m in items),
             f"'{section}' must be a list of messages ([[{section}]] tables)",
         )
-        sections[section] = tuple(_message(m, f"{section}[{i}]", path) for i, m in enumerate(items))
+        sections[section] = tuple(
+            _message(m, f"{section}[{i}]", path, _ours(source)) for i, m in enumerate(items)
+        )
     template = Template(
         name=name,
         path=path,
@@ -332,7 +340,22 @@ def parse_template(raw: dict[str, Any], source: str, path: Path, name: str) -> T
     return template
 
 
-def _message(item: dict[str, Any], where: str, path: Path) -> _Message:
+def _ours(source: str) -> bool:
+    """Whether `source` is the text of a template the project ships (a file, or a file with
+    its base's text): its code is ours, so it renders as plain Jinja, at no sandbox's cost
+    on every turn; any other text renders in the sandbox."""
+    return hashlib.sha256(source.encode()).hexdigest() in _shipped()
+
+
+@cache
+def _shipped() -> frozenset[str]:
+    folder = project_folder("templates")
+    return frozenset(
+        hashlib.sha256(_raw(path)[1].encode()).hexdigest() for path in folder.glob("*.toml")
+    )
+
+
+def _message(item: dict[str, Any], where: str, path: Path, ours: bool = False) -> _Message:
     def need(ok: bool, problem: str) -> None:
         if not ok:
             raise TemplateError(f"{path}: {where}: {problem}.")
@@ -360,10 +383,13 @@ def _message(item: dict[str, Any], where: str, path: Path) -> _Message:
         f"{', '.join(sorted(allowed))}",
     )
     try:
-        compiled = sandbox.SANDBOX.compile_checked(parsed)
+        compiled = (
+            sandbox.PLAIN.from_string(parsed) if ours else sandbox.SANDBOX.compile_checked(parsed)
+        )
     except Exception as exc:  # a bound (a recursive loop), or Jinja refusing the source
         raise TemplateError(f"{path}: {where}.content: {_sentence(exc)}.") from None
-    return _Message(role, compiled, item.get("optional", False), where, _reads_verbatim(parsed))
+    optional = item.get("optional", False)
+    return _Message(role, compiled, optional, where, _reads_verbatim(parsed), ours)
 
 
 def _reads_verbatim(tree: nodes.Template) -> bool:

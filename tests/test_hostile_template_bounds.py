@@ -154,6 +154,8 @@ HANGS = {
     "quadratic": "{{ [[1]]|batch(100000, fill_with=[1])|first|sum(start=[])|length }}",
     "long word": "{{ ('x' * 400000)|wordwrap(1)|length }}",
 }
+# The issue's own: 5 x 10**11 items copied in one call of sum() (before, 20 minutes or more).
+FOREVER = "{{ [[1]]|batch(1000000, fill_with=[1])|first|sum(start=[])|length }}"
 SENTENCES = {
     "quadratic": "sum() of these lists copies more than",
     "long word": "wordwrap at width 1 copies more than",
@@ -210,7 +212,7 @@ def recording(sim_run: Path, tmp_path: Path, payload: str) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["judge", "report", "view"])
 def test_a_folder_recording_a_hostile_template_ends_in_bounded_time(sim_run, tmp_path, command):
-    root = recording(sim_run, tmp_path, HANGS["quadratic"])
+    root = recording(sim_run, tmp_path, FOREVER)
     args = {
         "judge": ["judge", "shared", "--judge", "sim-judge"],
         "report": ["report", "shared"],
@@ -220,7 +222,7 @@ def test_a_folder_recording_a_hostile_template_ends_in_bounded_time(sim_run, tmp
     if command == "judge":  # nothing judged: the prompts it would judge cannot be rebuilt
         assert done.returncode == 2, done.stderr
         one_sentence(done.stderr.strip())
-        assert "sum() of these lists copies more than" in done.stderr
+        assert "it would make a text of over" in done.stderr
         assert not (root / "judge.jsonl").exists()
     else:  # the numbers stand; what needs the prompts says it cannot have them
         assert done.returncode == 0, done.stderr

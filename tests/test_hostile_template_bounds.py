@@ -180,6 +180,9 @@ def test_templates_lists_each_hostile_file_as_unusable_in_bounded_time(tmp_path)
         (tmp_path / "templates" / f"{name.replace(' ', '-')}.toml").write_text(
             template_text(payload)
         )
+    if hasattr(os, "mkfifo"):  # a reader of it waits for a writer that never comes
+        os.mkfifo(tmp_path / "templates" / "fifo.toml")
+        payloads["fifo"] = ""
     listed = guarded(["templates"], tmp_path)
     assert listed.returncode == 0, listed.stderr
     out = " ".join(listed.stdout.split())

@@ -25,6 +25,7 @@ from mad_eval.errors import UserError
 from mad_eval.records import Messages
 from mad_eval.setup import sandbox
 from mad_eval.setup.config import project_folder, spec_files
+from mad_eval.setup.tomlfile import TomlFileError, read_text
 
 ROLES = ("system", "user", "assistant")
 KEYS = ("base", "description", "history", "quote_tags", "values", "round0", "debate")
@@ -223,11 +224,11 @@ def _raw(path: Path, depth: int = 0) -> tuple[dict[str, Any], str]:
     under this file's keys ([values] merged), and both sources, so the recorded text and
     its hash change when either file does."""
     try:
-        if path.stat().st_size > 4 * MAX_SOURCE:
-            raise TemplateError(f"{path} holds over {MAX_SOURCE:,} characters; no template does.")
-        source = path.read_text(encoding="utf-8")
+        source = read_text(path, 4 * MAX_SOURCE)  # a FIFO or a device: refused, not waited on
         raw = tomllib.loads(source)
-    except (OSError, UnicodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+    except TomlFileError as exc:
+        raise TemplateError(f"cannot read prompt template {path}: {exc}.") from None
+    except (OSError, tomllib.TOMLDecodeError, RecursionError) as exc:
         raise TemplateError(f"cannot read prompt template {path}: {_sentence(exc)}.") from None
     if "base" not in raw:
         return raw, source

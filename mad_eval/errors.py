@@ -31,7 +31,10 @@ class Interrupted(KeyboardInterrupt):
         self.signal, self.records, self.what = sig, records, what
 
 
-STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# The signals that stop a command: Ctrl-C, then those a system sends (no SIGHUP on Windows).
+STOPS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from rich.progress import (
 from rich.text import Text
 
 from mad_eval.cli.progress_log import ProgressLog
-from mad_eval.errors import Interrupted, UserError, handling, on_command_line, stop_here
+from mad_eval.errors import STOPS, Interrupted, UserError, handling, on_command_line, stop_here
 from mad_eval.progress import Advance, Listener
 from mad_eval.sanitize import outward, redact
 
@@ -123,7 +123,7 @@ def one_sentence(*also: type[Exception], data_dir: bool = False) -> Iterator[Non
     missing benchmark file is advised as the command takes a folder: --data-dir where it has
     that option (`data_dir`), else MAD_EVAL_DATA."""
     try:
-        with on_command_line(), handling(stop_here, (signal.SIGTERM, signal.SIGHUP)):
+        with on_command_line(), handling(stop_here, STOPS[1:]):
             yield
     except (UserError, *also) as exc:
         from mad_eval.data.benchmarks import DataMissingError

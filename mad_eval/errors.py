@@ -8,7 +8,8 @@ module that could raise one.
 
 import re
 import signal
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -20,11 +21,45 @@ class UserError(Exception):
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, SIGTERM or SIGHUP stopped the work: every finished record (a turn, a
-    verdict: `what`) is kept in `records`, and the same call resumes."""
+    verdict: `what`) is kept in `records` (None: the work keeps none, as a report), and the
+    same call resumes."""
 
-    def __init__(self, sig: signal.Signals, records: str = "its run folder", what: str = "turn"):
+    def __init__(
+        self, sig: signal.Signals, records: str | None = "its run folder", what: str = "turn"
+    ):
         super().__init__(f"stopped by {sig.name}")
         self.signal, self.records, self.what = sig, records, what
+
+
+# The signals that stop a command: Ctrl-C, then those a system sends (no SIGHUP on Windows).
+STOPS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+@contextmanager
+def handling(
+    handler: Callable[[int, Any], None], signals: Iterable[signal.Signals]
+) -> Iterator[None]:
+    """`handler` for `signals` inside, the previous handlers after. Only in the main thread
+    (where Python runs signal handlers), and a signal ignored by whoever started the process
+    (nohup's SIGHUP, a background job's Ctrl-C) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    heard = [sig for sig in signals if signal.getsignal(sig) is not signal.SIG_IGN]
+    before = {sig: signal.signal(sig, handler) for sig in heard}
+    try:
+        yield
+    finally:
+        for sig, previous in before.items():
+            signal.signal(sig, signal.SIG_DFL if previous is None else previous)
+
+
+def stop_here(number: int, frame: Any) -> None:
+    """A signal handler: stop the work where it runs, as Ctrl-C does, for work that keeps
+    no records (a report, a site: written whole or not at all)."""
+    raise Interrupted(signal.Signals(number), records=None)
 
 
 class SuspiciousResult(UserWarning):

@@ -23,7 +23,7 @@ from rich.progress import (
 from rich.text import Text
 
 from mad_eval.cli.progress_log import ProgressLog
-from mad_eval.errors import Interrupted, UserError, on_command_line
+from mad_eval.errors import STOPS, Interrupted, UserError, handling, on_command_line, stop_here
 from mad_eval.progress import Advance, Listener
 from mad_eval.sanitize import outward, redact
 
@@ -123,7 +123,7 @@ def one_sentence(*also: type[Exception], data_dir: bool = False) -> Iterator[Non
     missing benchmark file is advised as the command takes a folder: --data-dir where it has
     that option (`data_dir`), else MAD_EVAL_DATA."""
     try:
-        with on_command_line():
+        with on_command_line(), handling(stop_here, STOPS[1:]):
             yield
     except (UserError, *also) as exc:
         from mad_eval.data.benchmarks import DataMissingError
@@ -131,12 +131,16 @@ def one_sentence(*also: type[Exception], data_dir: bool = False) -> Iterator[Non
         if isinstance(exc, DataMissingError):
             exc = exc.advised("option" if data_dir else "env")
         raise fail(str(exc)) from None
-    except Interrupted as exc:
-        sig = exc.signal
+    except KeyboardInterrupt as exc:
+        stop = exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT, None)
+        sig = stop.signal
         how = "Interrupted (Ctrl-C)" if sig == signal.SIGINT else f"Stopped by {sig.name}"
-        errors.print(
-            f"{how}. Every finished {exc.what} is in {exc.records}; run the same command "
-            "again to resume.",
-            highlight=False,
-        )
+        if stop.records is None:
+            said = f"{how} before it finished; run the same command again."
+        else:
+            said = (
+                f"{how}. Every finished {stop.what} is in {stop.records}; run the same "
+                "command again to resume."
+            )
+        errors.print(said, highlight=False)
         raise typer.Exit(code=128 + sig) from None

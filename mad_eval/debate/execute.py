@@ -9,6 +9,7 @@ import asyncio
 import concurrent.futures
 import signal
 import threading
+from _thread import interrupt_main
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from mad_eval.backends.cache import RequestCache
 from mad_eval.data.benchmarks import local_file
 from mad_eval.debate.engine import Engine, run_all, to_ask_again, window
 from mad_eval.debate.plan import Plan, Shared
-from mad_eval.errors import Interrupted, UserError
+from mad_eval.errors import STOPS, Interrupted, UserError, handling
 from mad_eval.progress import Listener
 from mad_eval.records import Question
 from mad_eval.serving.session import Serving
@@ -247,26 +248,44 @@ def _drive(work: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(_stoppable(work))
 
 
+GRACE = 0.5  # seconds a stop waits for the event loop before it stops the step running
+
+
 async def _stoppable(work: Coroutine[Any, Any, T]) -> T:
+    """`work`, cancelled by a stop signal at its next await; a step that keeps the loop for
+    a second more (a long render, a long read) is stopped where it runs."""
     from mad_eval.grading.verifier import stop_graders
 
     loop, task = asyncio.get_running_loop(), asyncio.current_task()
     assert task is not None
     stopped: list[signal.Signals] = []
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # asyncio.run handles SIGINT itself
+    heard = threading.Event()
+    timers: list[threading.Timer] = []
 
-        def stop(sig: signal.Signals = sig) -> None:
-            stopped.append(sig)
-            task.cancel()
+    def cancel() -> None:
+        heard.set()
+        task.cancel()
 
-        loop.add_signal_handler(sig, stop)
+    def stop(number: int, frame: object) -> None:
+        if stopped:  # a second signal, or the first unheard for GRACE: stop this step
+            raise Interrupted(stopped[0])
+        stopped.append(signal.Signals(number))
+        loop.call_soon_threadsafe(cancel)
+        timers.append(threading.Timer(GRACE, lambda: heard.is_set() or interrupt_main(number)))
+        timers[-1].daemon = True
+        timers[-1].start()
+
     try:
-        return await work
+        with handling(stop, STOPS):
+            return await work
     except asyncio.CancelledError:
         stop_graders()  # a grade in progress would hold up the exit for seconds
         if stopped:
             raise Interrupted(stopped[0]) from None  # its records are named by drive()
         raise
+    except Interrupted:
+        stop_graders()
+        raise
     finally:
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            loop.remove_signal_handler(sig)
+        for timer in timers:
+            timer.cancel()

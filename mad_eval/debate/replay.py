@@ -5,6 +5,7 @@ one that differs is refused, never judged in its place."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +32,8 @@ from mad_eval.store.folder import StoreError
 from mad_eval.store.manifest import RunManifest, TeamSeat
 from mad_eval.store.questions import QUESTIONS_FILE, read_questions
 
+SLOW_TOTAL, SLOW_EACH = 30.0, 0.01  # seconds rebuilding one template's prompts: all, each
+
 
 class ReplayError(ValueError):
     """A turn's prompt cannot be rebuilt exactly; the message says why."""
@@ -50,7 +53,8 @@ class Replay:
         # Prompts sent whole need no tokenizer: fitting returns them as built.
         self.whole = Fitter(EstimateCounter(self.template), strip_think=self.strip_think)
         self.fitters: dict[str, Fitter] = {}
-        self.templates: dict[str, Template] = {}
+        self.templates: dict[str, Template | TemplateError] = {}
+        self.spent: dict[str, tuple[int, float]] = {}  # prompts rebuilt, seconds, by template
 
     def messages(self, turn: Turn, rounds: Mapping[int, RoundReplies]) -> Messages:
         """The messages `turn` was sent; `rounds` holds its question's turns of the rounds
@@ -64,8 +68,9 @@ class Replay:
         fitter, budget = self.whole, None
         if turn.cut_tokens:  # shortened to fit: cut again with the same tokenizer and budget
             fitter, budget = self._fitter(seat), seat.prompt_budget
+        ref = seat.prompt_template or self.style
         speaker = Speaker(
-            self._template(seat.prompt_template or self.style),
+            self._template(ref),
             turn.agent,
             self.agents,
             seat.persona,
@@ -74,13 +79,32 @@ class Replay:
             self.hub,
         )
         history = [rounds.get(r, {}) for r in range(turn.round)]
+        started = time.thread_time()
         try:
             fitted = build_prompt(speaker, question, history, turn.sees, fitter, budget)
         except ContextError as exc:
             raise ReplayError(str(exc)) from None
+        except TemplateError as exc:  # the real data took it past a bound: not tried again
+            self.templates[ref] = exc
+            raise ReplayError(f"its prompt template cannot be used ({exc})") from None
+        finally:
+            self._timed(ref, time.thread_time() - started)
         if messages_hash(fitted.messages) != turn.messages_hash:
             raise ReplayError("its prompt, rebuilt, differs from the one recorded")
         return fitted.messages
+
+    def _timed(self, ref: str, seconds: float) -> None:
+        """Refuse, for the rest of the replay, a template whose prompts have taken over
+        SLOW_TOTAL seconds to rebuild at over SLOW_EACH each: each render is bounded, not
+        every turn of a folder rendering just within the bound."""
+        prompts, total = self.spent.get(ref, (0, 0.0))
+        prompts, total = prompts + 1, total + seconds
+        self.spent[ref] = (prompts, total)
+        if total > SLOW_TOTAL and total / prompts > SLOW_EACH and ref in self.templates:
+            self.templates[ref] = TemplateError(
+                f"prompt template {ref!r} takes {total / prompts:.1f} s a prompt to rebuild, "
+                "too slow to replay its turns"
+            )
 
     def check(self) -> None:
         """Load every template the manifest records, before any prompt is rebuilt: a
@@ -97,21 +121,29 @@ class Replay:
     def _load(self, ref: str) -> Template:
         """The template the run recorded (its own text, so a file edited or moved since does
         not matter), in the sandbox as any template file; runs recorded before templates
-        were data name a built-in one."""
+        were data name a built-in one. A template that cannot be used is tried once: every
+        later prompt of it is refused with the same sentence."""
         if ref not in self.templates:
-            recorded = self.recorded.get(ref)
-            if recorded is not None:
-                self.templates[ref] = recorded_template(
-                    ref, recorded.file, recorded.sha256, recorded.text, recorded.data
-                )
-            elif ref in builtin_templates():
-                self.templates[ref] = load_template(ref)
-            else:
-                raise TemplateError(
-                    f"manifest.json records no text of prompt template {ref!r}, which is no "
-                    "built-in one."
-                )
-        return self.templates[ref]
+            try:
+                self.templates[ref] = self._read(ref)
+            except TemplateError as exc:
+                self.templates[ref] = exc
+        found = self.templates[ref]
+        if isinstance(found, TemplateError):
+            raise TemplateError(str(found))
+        return found
+
+    def _read(self, ref: str) -> Template:
+        recorded = self.recorded.get(ref)
+        if recorded is not None:
+            return recorded_template(
+                ref, recorded.file, recorded.sha256, recorded.text, recorded.data
+            )
+        if ref in builtin_templates():
+            return load_template(ref)
+        raise TemplateError(
+            f"manifest.json records no text of prompt template {ref!r}, which is no built-in one."
+        )
 
     def _fitter(self, seat: TeamSeat) -> Fitter:
         name = seat.tokenizer or "estimate"

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2 import meta, nodes
+from jinja2 import nodes
 
 from mad_eval.errors import UserError
 from mad_eval.records import Messages
 from mad_eval.setup import sandbox
-from mad_eval.setup.config import spec_files
+from mad_eval.setup.config import project_folder, spec_files
+from mad_eval.setup.tomlfile import TomlFileError, read_text
 
 ROLES = ("system", "user", "assistant")
 KEYS = ("base", "description", "history", "quote_tags", "values", "round0", "debate")
@@ -92,6 +93,7 @@ class _Message:
     optional: bool
     where: str  # "debate[1].content", for errors
     verbatim: bool = False  # it reads a response's .verbatim
+    ours: bool = False  # the text of a shipped template: rendered as plain Jinja
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,12 @@ class Template:
         out = []
         for message in messages:
             try:
-                text = sandbox.render(message.content, {**data, "values": self.values})
+                given = {**data, "values": self.values}
+                text = (
+                    message.content.render(given)
+                    if message.ours
+                    else sandbox.render(message.content, given)
+                )
             except Exception as exc:  # whatever a template does wrong is the file's, not ours
                 raise TemplateError(
                     f"{self.path}: {message.where}.content: {_sentence(exc)}."
@@ -217,11 +224,11 @@ def _raw(path: Path, depth: int = 0) -> tuple[dict[str, Any], str]:
     under this file's keys ([values] merged), and both sources, so the recorded text and
     its hash change when either file does."""
     try:
-        if path.stat().st_size > 4 * MAX_SOURCE:
-            raise TemplateError(f"{path} holds over {MAX_SOURCE:,} characters; no template does.")
-        source = path.read_text(encoding="utf-8")
+        source = read_text(path, 4 * MAX_SOURCE)  # a FIFO or a device: refused, not waited on
         raw = tomllib.loads(source)
-    except (OSError, UnicodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+    except TomlFileError as exc:
+        raise TemplateError(f"cannot read prompt template {path}: {exc}.") from None
+    except (OSError, tomllib.TOMLDecodeError, RecursionError) as exc:
         raise TemplateError(f"cannot read prompt template {path}: {_sentence(exc)}.") from None
     if "base" not in raw:
         return raw, source
@@ -315,7 +322,9 @@ def parse_template(raw: dict[str, Any], source: str, path: Path, name: str) -> T
             isinstance(items, list) and items and all(isinstance(m, dict) for m in items),
             f"'{section}' must be a list of messages ([[{section}]] tables)",
         )
-        sections[section] = tuple(_message(m, f"{section}[{i}]", path) for i, m in enumerate(items))
+        sections[section] = tuple(
+            _message(m, f"{section}[{i}]", path, _ours(source)) for i, m in enumerate(items)
+        )
     template = Template(
         name=name,
         path=path,
@@ -332,7 +341,22 @@ def parse_template(raw: dict[str, Any], source: str, path: Path, name: str) -> T
     return template
 
 
-def _message(item: dict[str, Any], where: str, path: Path) -> _Message:
+def _ours(source: str) -> bool:
+    """Whether `source` is the text of a template the project ships (a file, or a file with
+    its base's text): its code is ours, so it renders as plain Jinja, at no sandbox's cost
+    on every turn; any other text renders in the sandbox."""
+    return hashlib.sha256(source.encode()).hexdigest() in _shipped()
+
+
+@cache
+def _shipped() -> frozenset[str]:
+    folder = project_folder("templates")
+    return frozenset(
+        hashlib.sha256(_raw(path)[1].encode()).hexdigest() for path in folder.glob("*.toml")
+    )
+
+
+def _message(item: dict[str, Any], where: str, path: Path, ours: bool = False) -> _Message:
     def need(ok: bool, problem: str) -> None:
         if not ok:
             raise TemplateError(f"{path}: {where}: {problem}.")
@@ -344,24 +368,29 @@ def _message(item: dict[str, Any], where: str, path: Path) -> _Message:
     need(isinstance(content, str), "'content' must be text")
     need(isinstance(item.get("optional", False), bool), "'optional' must be true or false")
     try:
-        parsed = sandbox.SANDBOX.parse(content)
+        parsed, used = sandbox.SANDBOX.read(content)
     except jinja2.TemplateSyntaxError as exc:
         problem = _sentence(jinja2.TemplateError(exc.message))
         raise TemplateError(f"{path}: {where}.content: {problem} (line {exc.lineno}).") from None
     except RecursionError:
         raise TemplateError(f"{path}: {where}.content: it nests too deeply.") from None
+    except Exception as exc:  # a bound, or a constant part Jinja works out fails: {[1]: 2}
+        raise TemplateError(f"{path}: {where}.content: {_sentence(exc)}.") from None
     allowed = set(VARIABLES) - (set(DEBATE_ONLY) if where.startswith("round0") else set())
-    unknown = sorted(meta.find_undeclared_variables(parsed) - allowed)
+    unknown = sorted(used - allowed)
     need(
         not unknown,
         f"content uses unknown variable '{unknown[0] if unknown else ''}'; it can use: "
         f"{', '.join(sorted(allowed))}",
     )
     try:
-        compiled = sandbox.SANDBOX.compile_checked(parsed)
+        compiled = (
+            sandbox.PLAIN.from_string(parsed) if ours else sandbox.SANDBOX.compile_checked(parsed)
+        )
     except Exception as exc:  # a bound (a recursive loop), or Jinja refusing the source
         raise TemplateError(f"{path}: {where}.content: {_sentence(exc)}.") from None
-    return _Message(role, compiled, item.get("optional", False), where, _reads_verbatim(parsed))
+    optional = item.get("optional", False)
+    return _Message(role, compiled, optional, where, _reads_verbatim(parsed), ours)
 
 
 def _reads_verbatim(tree: nodes.Template) -> bool:
@@ -376,6 +405,11 @@ def check_template(template: Template, sees: list[list[int]]) -> None:
     """Render rounds 0 to 2 of a debate on sample data, each agent reading `sees[agent]`
     (the protocol's choice): a render error, a message that renders empty, two messages of
     one role in a row, or a prompt not ending with the user is refused, before any request."""
+    with sandbox.sharing():  # the sample prompts together take no longer than one may
+        _check_samples(template, sees)
+
+
+def _check_samples(template: Template, sees: list[list[int]]) -> None:
     agents = len(sees)
     for agent in range(agents):
         common = sample_common(agent, agents)

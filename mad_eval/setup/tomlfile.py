@@ -24,6 +24,19 @@ class TomlFileError(UserError, ValueError):
 def read_toml(path: Path, limit: int = MAX_BYTES) -> dict[str, Any]:
     """The table a TOML file holds. FileNotFoundError when there is none; TomlFileError for
     anything else that keeps it from being read."""
+    text = read_text(path, limit)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TomlFileError(f"it is not valid TOML ({exc})") from None
+    except RecursionError:
+        raise TomlFileError("it nests arrays or tables too deeply to read") from None
+
+
+def read_text(path: Path, limit: int = MAX_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes (a prompt template's
+    source, which is recorded as read). FileNotFoundError when there is none; TomlFileError
+    for anything else that keeps it from being read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO's open must not wait
     except FileNotFoundError:
@@ -44,10 +57,6 @@ def read_toml(path: Path, limit: int = MAX_BYTES) -> dict[str, Any]:
     if len(data) > limit:
         raise TomlFileError(f"it holds over {limit:,} bytes, more than any such file needs")
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise TomlFileError("it is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise TomlFileError(f"it is not valid TOML ({exc})") from None
-    except RecursionError:
-        raise TomlFileError("it nests arrays or tables too deeply to read") from None

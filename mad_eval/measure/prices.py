@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from mad_eval.errors import UserError
+from mad_eval.foreign import read_toml
 from mad_eval.measure.formula import Formula, Rates
 
 
@@ -72,10 +73,12 @@ def load_prices(path: Path) -> Prices:
     """Read a TOML prices file (docs/explanation/diagnostics.md, Cost); a wrong file is a
     PricesError naming it."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = read_toml(path)
     except FileNotFoundError:
         raise PricesError(f"prices file {path} does not exist.") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+    except OSError as e:  # a folder, a FIFO or device, a link, too large
+        raise PricesError(f"cannot read prices file {path} ({e.strerror or e}).") from None
+    except tomllib.TOMLDecodeError as e:
         raise PricesError(f"prices file {path} is not readable TOML: {e}.") from None
     models = raw.pop("models", {})
     default = _price(raw, path, "the top level") if raw else None

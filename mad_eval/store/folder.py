@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mad_eval.foreign import LineTooLong, lines, open_regular
 from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict
 from mad_eval.sanitize import redact
 from mad_eval.setup.config import RunConfig
@@ -406,18 +407,20 @@ def _lines(path: Path, limit: int | None = None) -> Iterator[tuple[int, int, byt
     """(line number, offset just past the line, the line without its newline) for every whole
     line of a file, up to byte `limit`: a partial last line (a writer killed mid-line, or one
     still writing) is never read."""
-    end = 0
+    end, number = 0, 0
     try:
-        with path.open("rb") as f:
-            for number, raw in enumerate(f, start=1):
+        with open_regular(path) as f:
+            for number, raw in enumerate(lines(f), start=1):
                 if not raw.endswith(b"\n") or (limit is not None and end >= limit):
                     break
                 end += len(raw)
                 yield number, end, raw[:-1]
-    except OSError as exc:  # a folder in its place, a file without read permission
+    except OSError as exc:  # a folder in its place, a FIFO, a link, no read permission
         raise StoreError(
             f"cannot read {path} ({exc.strerror or exc}); restore it from a copy."
         ) from None
+    except LineTooLong as exc:
+        raise StoreError(f"{path} line {number + 1} is {exc}; remove that line.") from None
 
 
 def _parsed(
@@ -553,9 +556,12 @@ class Recorded(Mapping[TurnKey, Turn]):
 
     def __getitem__(self, key: TurnKey) -> Turn:
         number, offset, length = self.lines[key]
-        with self.path.open("rb") as f:
-            f.seek(offset)
-            line = f.read(length)
+        try:
+            with open_regular(self.path) as f:
+                f.seek(offset)
+                line = f.read(length)
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path} ({exc.strerror or exc}).") from None
         return _parse(self.path, number, line, Turn.from_json, "a turn record", self.shape)
 
     def __contains__(self, key: object) -> bool:

@@ -8,7 +8,6 @@ another version's) is kept as read, compared by nothing and written back after o
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from dataclasses import dataclass, field, fields
@@ -17,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar, Self, get_type_hints
 
+from mad_eval.foreign import read_json
 from mad_eval.sanitize import redact
 from mad_eval.setup.config import OPERATIONAL, RecordedConfig, RunConfig
 from mad_eval.setup.hints import describe, fits
@@ -228,17 +228,19 @@ class RunManifest:
         none, or a file that is damaged or no manifest, is a StoreError in one sentence."""
         where = Path(where)
         path = where if where.is_file() else where / MANIFEST_FILE
-        if not path.exists():
-            raise StoreError(f"{path.parent} is not a run directory (no {MANIFEST_FILE}).")
         try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
+            data = read_json(path)
+        except FileNotFoundError:
+            raise StoreError(
+                f"{path.parent} is not a run directory (no {MANIFEST_FILE})."
+            ) from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {path} ({exc.strerror or exc}).") from None
+        except ValueError as exc:  # not UTF-8, not JSON, NaN, nested too deep
             raise StoreError(
                 f"{path} is damaged ({exc}); restore it from a copy, or start the run anew "
                 "in another folder."
             ) from None
-        except OSError as exc:
-            raise StoreError(f"cannot read {path} ({exc.strerror or exc}).") from None
         return cls.from_dict(data, path)
 
     @classmethod

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mad_eval.foreign import LineTooLong, lines, open_regular
 from mad_eval.records import Question, loads
 from mad_eval.sanitize import valid_data
 from mad_eval.store.files import StoreError, write_atomically
@@ -19,11 +20,18 @@ QUESTIONS_FILE = "questions.jsonl"
 
 def write_questions(root: Path, questions: Sequence[Question]) -> None:
     """questions.jsonl, written whole and atomically: a line per question, in run order."""
-    lines = (
-        json.dumps(q.to_dict(), ensure_ascii=False, default=_json_value) + "\n" for q in questions
-    )
+    written = []
+    for q in questions:
+        try:
+            line = json.dumps(q.to_dict(), ensure_ascii=False, default=_json_value, allow_nan=False)
+        except ValueError:
+            raise StoreError(
+                f"question {q.id!r} holds NaN or Infinity, which JSON has no number for; mend "
+                "its row in the benchmark's file."
+            ) from None
+        written.append(line + "\n")
     # backslashreplace: a lone surrogate in a text becomes its JSON escape, as in turns.jsonl.
-    data = "".join(lines).encode("utf-8", errors="backslashreplace")
+    data = "".join(written).encode("utf-8", errors="backslashreplace")
     write_atomically(
         Path(root) / QUESTIONS_FILE, data, "free space and run the same command again."
     )
@@ -34,33 +42,42 @@ def read_questions(root: Path) -> dict[str, Question] | None:
     questions.jsonl existed. A damaged line, or one whose question differs from the hash
     recorded with it, is a StoreError naming the line."""
     path = Path(root) / QUESTIONS_FILE
+    fix = "restore it from a copy, or delete it to read the questions from the benchmark again"
+    found: dict[str, Question] = {}
+    number = 0
     try:
-        data = path.read_bytes()
+        with open_regular(path) as file:
+            for number, line in enumerate(lines(file), start=1):
+                if line.strip():
+                    question = _question(path, number, line, fix)
+                    found[question.id] = question
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise StoreError(f"cannot read {path} ({exc.strerror or exc}).") from None
-    fix = "restore it from a copy, or delete it to read the questions from the benchmark again"
-    found: dict[str, Question] = {}
-    for number, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = loads(line)
-            question = Question.from_dict(record)
-        except UnicodeDecodeError:
-            raise StoreError(f"{path} line {number} is not UTF-8 text; {fix}.") from None
-        except (ValueError, TypeError) as exc:
-            raise StoreError(f"{path} line {number} is not a question ({exc}); {fix}.") from None
-        if record.get("sha256") != question.sha256:
-            raise StoreError(
-                f"{path} line {number} (question {question.id!r}) was edited after the run "
-                f"recorded it (its sha256 no longer matches); {fix}."
-            )
-        # A lone surrogate the benchmark's file held (before it was made U+FFFD on load):
-        # as the benchmark now gives it, so a resumed run finds the same question.
-        found[question.id] = Question.from_dict(valid_data(record, line))
+    except LineTooLong as exc:
+        raise StoreError(f"{path} line {number + 1} is {exc}; {fix}.") from None
     return found
+
+
+def _question(path: Path, number: int, line: bytes, fix: str) -> Question:
+    """The question line `number` records, checked against the hash recorded with it."""
+    try:
+        record = loads(line)
+        question = Question.from_dict(record)
+    except UnicodeDecodeError:
+        raise StoreError(f"{path} line {number} is not UTF-8 text; {fix}.") from None
+    except (ValueError, TypeError) as exc:
+        raise StoreError(f"{path} line {number} is not a question ({exc}); {fix}.") from None
+    if record.get("sha256") != question.sha256:
+        raise StoreError(
+            f"{path} line {number} (question {question.id!r}) was edited after the run "
+            f"recorded it (its sha256 no longer matches); {fix}."
+        )
+    # A lone surrogate the benchmark's file held (before it was made U+FFFD on load): as
+    # the benchmark now gives it, so a resumed run finds the same question.
+    valid = valid_data(record, line)
+    return question if valid is record else Question.from_dict(valid)
 
 
 def check_questions(

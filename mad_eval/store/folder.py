@@ -13,7 +13,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from mad_eval.foreign import LineTooLong, lines, open_regular
 from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict
@@ -429,11 +429,12 @@ def _parsed(
     what: str,
     limit: int | None = None,
     shape: RunShape | None = None,
-) -> Iterator[tuple[int, bytes, T]]:
-    """(offset past the line, line as written, record) for every whole, non-blank line."""
+) -> Iterator[tuple[int, int, bytes, T]]:
+    """(line number, offset past the line, line as written, record) for every whole,
+    non-blank line."""
     for number, end, line in _lines(path, limit):
         if line.strip():
-            yield end, line, _parse(path, number, line, parse, what, shape)
+            yield number, end, line, _parse(path, number, line, parse, what, shape)
 
 
 def _parse(
@@ -482,11 +483,15 @@ def _records(
     shape: RunShape | None = None,
 ) -> Iterator[tuple[bytes, T]]:
     """(line as written, record) for every whole line of a JSON Lines file, read a line at a
-    time (a run's records need not fit in memory twice)."""
+    time (a run's records need not fit in memory twice). A line whose start names another
+    turn than its whole does (a key field given twice) is a StoreError naming it."""
     if not path.exists():
         return
     whole = 0  # bytes up to the last record read (blank lines after it may go too)
-    for end, line, record in _parsed(path, parse, what, shape=shape):
+    for number, end, line, record in _parsed(path, parse, what, shape=shape):
+        start = _start_key(line)
+        if start is not None and start != record.key:
+            _repeated(path, number, start, record.key)
         whole = end
         yield line, record
     if repair and whole < path.stat().st_size:
@@ -510,16 +515,44 @@ _KEY = re.compile(
 )
 
 
-def _key_of(path: Path, number: int, line: bytes, shape: RunShape | None = None) -> TurnKey:
-    """A turn record's key, read from the start of its line; with `shape`, one of no turn
-    of the run is a StoreError naming the line."""
+def _start_key(line: bytes) -> TurnKey | None:
+    """The key a turn record's line begins with, when it begins as the store writes it."""
     found = _KEY.match(line)
     if found is None or b"\\" in found[2] or not found[2].isascii():
-        return _parse(path, number, line, Turn.from_json, "a turn record", shape).key  # whole
-    key = int(found[1]), found[2].decode("ascii"), int(found[3]), int(found[4])
+        return None
+    return int(found[1]), found[2].decode("ascii"), int(found[3]), int(found[4])
+
+
+def _key_of(path: Path, number: int, line: bytes, shape: RunShape | None = None) -> TurnKey:
+    """A turn record's key, read from the start of its line (else from the whole line); with
+    `shape`, one of no turn of the run is a StoreError naming the line."""
+    key = _start_key(line)
+    if key is None:
+        return _parse(path, number, line, Turn.from_json, "a turn record", shape).key
     if shape is not None and not shape.admits(key):
         _belongs(path, number, shape, key)
     return key
+
+
+def _repeated(path: Path, number: int, first: TurnKey, last: TurnKey) -> NoReturn:
+    """A line whose key fields name one turn where it starts and another in whole: a key
+    given twice, which one reader would take one way and another the other."""
+    names = ("run", "question", "round", "agent")
+    name, one, other = next((n, a, b) for n, a, b in zip(names, first, last, strict=True) if a != b)
+    raise StoreError(
+        f'{path} line {number} gives "{name}" twice ({one!r}, then {other!r}); fix or remove '
+        "that line."
+    )
+
+
+def _disagreeing(path: Path, limit: int) -> NoReturn:
+    """The first line (up to byte `limit`) whose start and whole name different turns."""
+    for number, _, line in _lines(path, limit):
+        key = _start_key(line)
+        whole = _parse(path, number, line, Turn.from_json, "a turn record").key
+        if key is not None and whole != key:
+            _repeated(path, number, key, whole)
+    raise StoreError(f"{path} changed while it was read; run the command again.")
 
 
 class Recorded(Mapping[TurnKey, Turn]):
@@ -562,7 +595,10 @@ class Recorded(Mapping[TurnKey, Turn]):
                 line = f.read(length)
         except OSError as exc:
             raise StoreError(f"cannot read {self.path} ({exc.strerror or exc}).") from None
-        return _parse(self.path, number, line, Turn.from_json, "a turn record", self.shape)
+        turn = _parse(self.path, number, line, Turn.from_json, "a turn record", self.shape)
+        if turn.key != key:  # the line's start and its whole say different turns
+            _repeated(self.path, number, key, turn.key)
+        return turn
 
     def __contains__(self, key: object) -> bool:
         return key in self.lines
@@ -580,21 +616,33 @@ def read_debates(path: Path, shape: RunShape | None = None) -> Debates:
     interleave. A first pass finds where each debate's last line is (reading only the start
     of every line); a repeated key keeps the last turn, as in RunStore.read_turns. With
     `shape`, a line of no turn of the run is a StoreError naming it, raised as it is read
-    (a report counts what it has read only once it has read every debate)."""
+    (a report counts what it has read only once it has read every debate). A line whose
+    start names another turn than its whole does (a key field given twice) is a StoreError
+    too: the two passes sum the hashes of each debate's keys, and must agree."""
     last: dict[tuple[int, str], int] = {}
+    marks: dict[tuple[int, str], int] = {}  # each debate's keys' hashes, summed, as lines start
     end = 0
     if path.exists():
         for number, end, line in _lines(path):
             if line.strip():
-                last[_key_of(path, number, line)[:2]] = end  # checked when read below
+                key = _key_of(path, number, line)  # checked when read below
+                last[key[:2]] = end
+                marks[key[:2]] = marks.get(key[:2], 0) + hash(key)
 
     def debates() -> Iterator[list[Turn]]:
         reading: dict[tuple[int, str], dict[TurnKey, Turn]] = {}
-        for at, _, turn in _parsed(path, Turn.from_json, "a turn record", end, shape):
-            debate = (turn.run, turn.question)
-            reading.setdefault(debate, {})[turn.key] = turn
+        sums: dict[tuple[int, str], int] = {}
+        for _, at, _, turn in _parsed(path, Turn.from_json, "a turn record", end, shape):
+            key = turn.key
+            debate = key[:2]
+            reading.setdefault(debate, {})[key] = turn
+            sums[debate] = sums.get(debate, 0) + hash(key)
             if last.get(debate) == at:
+                if sums.pop(debate) != marks[debate]:
+                    _disagreeing(path, end)
                 yield list(reading.pop(debate).values())
+        if reading:  # a debate that never ended where the lines' starts said
+            _disagreeing(path, end)
 
     runs = sorted({run for run, _ in last})
     questions = sorted({question for _, question in last})

@@ -358,14 +358,7 @@ class RunShape:
 
     @classmethod
     def of(cls, manifest: RunManifest, path: Path, questions: frozenset[str] | None) -> RunShape:
-        config = manifest.config  # its types checked as it was read
-        for name, least in (("runs", 1), ("rounds", 0), ("agents", 1)):
-            value = getattr(config, name)
-            if value < least:
-                raise StoreError(
-                    f'{path} is not a mad-eval run manifest ("config" "{name}" is {value!r}, '
-                    f"not an integer of {least} or more)."
-                )
+        config = manifest.config  # its types and counts checked as it was read
         return cls(config.runs, config.rounds, config.agents, questions)
 
     def admits(self, key: TurnKey, sees: Sequence[int] | None = None) -> bool:

@@ -43,6 +43,7 @@ __all__ = [
     "choice_gold",
     "compare_math",
     "consensus",
+    "decided",
     "equivalent",
     "extract",
     "extract_answer",
@@ -125,6 +126,17 @@ def grade(
     read, timed_out = _read(text, found, protocol, options, split)
     graded = found.grade(read, gold)
     return Grade(read, graded.correct, graded.rouge, True) if timed_out else graded
+
+
+def decided(answer: str, gold: str, kind: str, protocol: str | None = None) -> bool | None:
+    """Whether a found `answer` is right against `gold`, as grade() said, where that follows
+    from the two alone, purely and cheaply: the kind's comparison but math-verify's, or a
+    judge's that reads nothing more (dapo); None where math-verify or the whole reply would
+    be needed (the math-verify protocol's own verdict)."""
+    judging = get_answer_protocol(check_answer_protocol(kind, protocol))
+    if judging.judge is not None:
+        return judging.verdict(answer, gold) if judging.verdict is not None else None
+    return get_kind(kind).decide(answer, gold)
 
 
 # Replies up to this long are graded on the event loop when no math-verify worker is needed:

@@ -30,6 +30,7 @@ from mad_eval.store.files import (
     write_atomically,
     write_json,
 )
+from mad_eval.store.grades import Grades
 from mad_eval.store.manifest import MANIFEST_FILE, RunManifest, redacted_config
 from mad_eval.store.questions import check_questions, read_questions, write_questions
 
@@ -145,7 +146,8 @@ class RunStore:
                 manifest = RunManifest.new(config, extra).to_dict()
                 write_json(self.manifest_path, manifest, "free space and run again.")
             ids = frozenset(q.id for q in questions)
-            shape = RunShape(config.runs, config.rounds, config.agents, ids)
+            grades = _grades({q.id: q.gold for q in questions}, *_graded_as(questions))
+            shape = RunShape(config.runs, config.rounds, config.agents, ids, grades)
             done = Recorded.index(self.turns_path, shape=shape)
             self._sink = Sink(self.turns_path)
         except BaseException:
@@ -187,13 +189,26 @@ class RunStore:
         return RunManifest.read(self.root)
 
     def shape(self, manifest: RunManifest | None = None) -> RunShape:
-        """What this run's records may hold, from its manifest (read when not given)."""
+        """What this run's records may hold, from its manifest (read when not given) and its
+        questions.jsonl, whose golds its verdicts are held to (a folder from before the file
+        has its verdicts unchecked: RunShape.grades None)."""
         manifest = manifest or self.manifest()
+        recorded = read_questions(self.root)
         ids = manifest.benchmark.questions
         if not ids:  # a run from before the manifest listed them
-            recorded = read_questions(self.root)
             ids = tuple(recorded) if recorded is not None else ()
-        return RunShape.of(manifest, self.manifest_path, frozenset(ids) or None)
+        grades = None
+        if recorded is not None:
+            missing = [qid for qid in ids if qid not in recorded]
+            if missing:
+                raise StoreError(
+                    f"{self.root / 'questions.jsonl'} lacks {len(missing)} of the run's "
+                    f"questions (e.g. {missing[0]!r}); restore it from a copy."
+                )
+            golds = {qid: question.gold for qid, question in recorded.items()}
+            benchmark = manifest.benchmark
+            grades = _grades(golds, benchmark.kind, benchmark.answer, self.manifest_path)
+        return RunShape.of(manifest, self.manifest_path, frozenset(ids) or None, grades)
 
     def read_turns(self, repair: bool = False) -> list[Turn]:
         """All recorded turns; `repair` cuts a partial last line left by a crash. A turn
@@ -349,6 +364,8 @@ class RunShape:
     rounds: int
     agents: int
     questions: frozenset[str] | None
+    # What each turn's verdict is held to; None: unchecked (a folder without its questions).
+    grades: Grades | None = dataclasses.field(default=None, compare=False)
     # The numbers each index may take, for admits(): a range's `in` costs no Python.
     spans: tuple[range, range, range] = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -357,9 +374,15 @@ class RunShape:
         object.__setattr__(self, "spans", spans)
 
     @classmethod
-    def of(cls, manifest: RunManifest, path: Path, questions: frozenset[str] | None) -> RunShape:
+    def of(
+        cls,
+        manifest: RunManifest,
+        path: Path,
+        questions: frozenset[str] | None,
+        grades: Grades | None = None,
+    ) -> RunShape:
         config = manifest.config  # its types and counts checked as it was read
-        return cls(config.runs, config.rounds, config.agents, questions)
+        return cls(config.runs, config.rounds, config.agents, questions, grades)
 
     def admits(self, key: TurnKey, sees: Sequence[int] | None = None) -> bool:
         """Whether a record of `key` (its fields' types checked) reading agents `sees` is of
@@ -389,6 +412,23 @@ class RunShape:
         if sees and (min(sees) < 0 or max(sees) >= self.agents):
             return f"it reads agents {list(sees)}, not all of its agents ({_span(self.agents)})"
         return None
+
+
+def _grades(
+    golds: Mapping[str, str], kind: str, protocol: str | None, path: Path | None = None
+) -> Grades:
+    """What a run's verdicts are held to; a kind or answer protocol that grades nothing
+    (an edited manifest's) is a StoreError naming the manifest."""
+    try:
+        return Grades(golds, kind, protocol)
+    except ValueError as exc:
+        problem = str(exc).rstrip(".")
+        raise StoreError(f"{path} is not a mad-eval run manifest ({problem}).") from None
+
+
+def _graded_as(questions: Sequence[Question]) -> tuple[str, str | None]:
+    """The kind and answer protocol the run's questions are graded by."""
+    return (questions[0].kind, questions[0].answer) if questions else ("math", None)
 
 
 def _span(count: int) -> str:
@@ -454,6 +494,13 @@ def _parse(
         key, sees = record.key, getattr(record, "sees", None)
         if not shape.admits(key, sees):
             _belongs(path, number, shape, key, sees or ())
+        grades = shape.grades
+        if grades is not None and type(record) is Turn and not grades.admits(record):
+            raise StoreError(
+                f"{path} line {number} is not graded as its answer and gold say: "
+                f"{grades.problem(record)}; remove that line (a resumed run asks it again), "
+                "or open the folder it came from."
+            )
     return record
 
 

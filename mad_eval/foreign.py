@@ -23,7 +23,7 @@ import orjson
 from mad_eval.sanitize import SURROGATE_ESCAPE
 
 MiB = 1 << 20
-# A record of a JSON Lines file (a turn, a verdict, a question), its newline included: a turn
+# A record of a JSON Lines file (a turn, a verdict, a question), its newline aside: a turn
 # holds a reply of at most 16 MiB (the HTTP client's bound) as text, reasoning and, quoted
 # verbatim, once more, each JSON-escaped no longer than the body that brought it.
 MAX_LINE = 128 * MiB
@@ -89,12 +89,17 @@ class LineTooLong(ValueError):
 
 
 def lines(file: BinaryIO) -> Iterator[bytes]:
-    """Each line of `file` with its newline (a last one may have none); a line longer than
-    MAX_LINE is a LineTooLong, raised once that much of it has been read."""
-    for line in iter(functools.partial(file.readline, MAX_LINE + 1), b""):
-        if len(line) > MAX_LINE:
-            raise LineTooLong(f"longer than {size(MAX_LINE)}, more than any record mad-eval writes")
-        yield line
+    """Each line of `file` with its newline, none read past MAX_LINE + 1 bytes: a longer
+    line comes cut there, without its newline, as otherwise only a last line does; such a
+    line (one without a newline) is to be passed to check_line. A C-level iterator: a run's
+    records are read at the cost of reading them."""
+    return iter(functools.partial(file.readline, MAX_LINE + 1), b"")
+
+
+def check_line(line: bytes) -> None:
+    """A LineTooLong for a line `lines` cut at the bound."""
+    if len(line) > MAX_LINE:
+        raise LineTooLong(f"longer than {size(MAX_LINE)}, more than any record mad-eval writes")
 
 
 def size(limit: int) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from mad_eval.foreign import LineTooLong, lines, open_regular
+from mad_eval.foreign import LineTooLong, check_line, lines, open_regular
 from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict
 from mad_eval.sanitize import redact
 from mad_eval.setup.config import RunConfig
@@ -440,11 +440,14 @@ def _lines(path: Path, limit: int | None = None) -> Iterator[tuple[int, int, byt
     """(line number, offset just past the line, the line without its newline) for every whole
     line of a file, up to byte `limit`: a partial last line (a writer killed mid-line, or one
     still writing) is never read."""
-    end, number = 0, 0
+    end = 0
     try:
         with open_regular(path) as f:
             for number, raw in enumerate(lines(f), start=1):
-                if not raw.endswith(b"\n") or (limit is not None and end >= limit):
+                if not raw.endswith(b"\n"):
+                    check_line(raw)  # a line past the bound, else a partial last line
+                    break
+                if limit is not None and end >= limit:
                     break
                 end += len(raw)
                 yield number, end, raw[:-1]
@@ -453,7 +456,7 @@ def _lines(path: Path, limit: int | None = None) -> Iterator[tuple[int, int, byt
             f"cannot read {path} ({exc.strerror or exc}); restore it from a copy."
         ) from None
     except LineTooLong as exc:
-        raise StoreError(f"{path} line {number + 1} is {exc}; remove that line.") from None
+        raise StoreError(f"{path} line {number} is {exc}; remove that line.") from None
 
 
 def _parsed(
@@ -666,19 +669,24 @@ def read_debates(path: Path, shape: RunShape | None = None) -> Debates:
         for number, end, line in _lines(path):
             if line.strip():
                 key = _key_of(path, number, line)  # checked when read below
-                last[key[:2]] = end
-                marks[key[:2]] = marks.get(key[:2], 0) + hash(key)
+                debate = key[:2]
+                last[debate] = end
+                marks[debate] = marks.get(debate, 0) + hash(key)
 
     def debates() -> Iterator[list[Turn]]:
         reading: dict[tuple[int, str], dict[TurnKey, Turn]] = {}
-        sums: dict[tuple[int, str], int] = {}
+        again: dict[tuple[int, str], int] = {}  # the hashes of keys a debate repeats
         for _, at, _, turn in _parsed(path, Turn.from_json, "a turn record", end, shape):
             key = turn.key
             debate = key[:2]
-            reading.setdefault(debate, {})[key] = turn
-            sums[debate] = sums.get(debate, 0) + hash(key)
+            turns = reading.get(debate)
+            if turns is None:
+                turns = reading[debate] = {}
+            elif key in turns:
+                again[debate] = again.get(debate, 0) + hash(key)
+            turns[key] = turn
             if last.get(debate) == at:
-                if sums.pop(debate) != marks[debate]:
+                if sum(map(hash, turns)) + again.pop(debate, 0) != marks[debate]:
                     _disagreeing(path, end)
                 yield list(reading.pop(debate).values())
         if reading:  # a debate that never ended where the lines' starts said

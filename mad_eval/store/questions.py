@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mad_eval.foreign import LineTooLong, lines, open_regular
+from mad_eval.foreign import LineTooLong, check_line, lines, open_regular
 from mad_eval.records import Question, loads
 from mad_eval.sanitize import valid_data
 from mad_eval.store.files import StoreError, write_atomically
@@ -48,6 +48,7 @@ def read_questions(root: Path) -> dict[str, Question] | None:
     try:
         with open_regular(path) as file:
             for number, line in enumerate(lines(file), start=1):
+                check_line(line)
                 if line.strip():
                     question = _question(path, number, line, fix)
                     found[question.id] = question
@@ -56,7 +57,7 @@ def read_questions(root: Path) -> dict[str, Question] | None:
     except OSError as exc:
         raise StoreError(f"cannot read {path} ({exc.strerror or exc}).") from None
     except LineTooLong as exc:
-        raise StoreError(f"{path} line {number + 1} is {exc}; {fix}.") from None
+        raise StoreError(f"{path} line {number} is {exc}; {fix}.") from None
     return found
 
 

@@ -26,7 +26,7 @@ import mad_eval
 from mad_eval import foreign
 from mad_eval.errors import SuspiciousResult
 from mad_eval.foreign import Unreadable, loads, open_regular, read_whole
-from mad_eval.grading.grader import decided
+from mad_eval.grading.grader import decider
 from mad_eval.measure.alerts import UNCHECKED
 from mad_eval.measure.formula import json_number
 from mad_eval.measure.prices import load_prices
@@ -223,7 +223,7 @@ def graded_turn(answer: str | None, correct: bool | None, **fields: object) -> T
 def test_a_verdict_is_decided_again_where_grading_is_pure_and_cheap(
     kind, protocol, gold, answer, verdict
 ):
-    assert decided(answer, gold, kind, protocol) is verdict
+    assert decider(kind, protocol)(answer, gold) is verdict
     grades = Grades({"q": gold}, kind, protocol)
     for claimed in (True, False):
         admitted = grades.admits(graded_turn(answer, claimed))

@@ -43,7 +43,7 @@ __all__ = [
     "choice_gold",
     "compare_math",
     "consensus",
-    "decided",
+    "decider",
     "equivalent",
     "extract",
     "extract_answer",
@@ -128,15 +128,19 @@ def grade(
     return Grade(read, graded.correct, graded.rouge, True) if timed_out else graded
 
 
-def decided(answer: str, gold: str, kind: str, protocol: str | None = None) -> bool | None:
-    """Whether a found `answer` is right against `gold`, as grade() said, where that follows
-    from the two alone, purely and cheaply: the kind's comparison but math-verify's, or a
-    judge's that reads nothing more (dapo); None where math-verify or the whole reply would
-    be needed (the math-verify protocol's own verdict)."""
+def decider(kind: str, protocol: str | None = None) -> Callable[[str, str], bool | None]:
+    """What says whether a found answer is right against a gold, as grade() said, where
+    that follows from the two alone, purely and cheaply: the kind's comparison but
+    math-verify's, or a judge's that reads nothing more (dapo); it answers None where
+    math-verify or the whole reply would be needed (the math-verify protocol's verdict)."""
     judging = get_answer_protocol(check_answer_protocol(kind, protocol))
-    if judging.judge is not None:
-        return judging.verdict(answer, gold) if judging.verdict is not None else None
-    return get_kind(kind).decide(answer, gold)
+    if judging.judge is None:
+        return get_kind(kind).decide
+    return judging.verdict or _undecided
+
+
+def _undecided(answer: str, gold: str) -> None:
+    return None
 
 
 # Replies up to this long are graded on the event loop when no math-verify worker is needed:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from mad_eval.grading.grader import check_answer_protocol, decided
+from mad_eval.grading.grader import decider
 from mad_eval.grading.kinds import get_kind
 from mad_eval.records import Turn
 
@@ -27,8 +27,8 @@ class Grades:
     `protocol`): what a recorded verdict must agree with."""
 
     def __init__(self, golds: Mapping[str, str], kind: str, protocol: str | None):
-        check_answer_protocol(kind, protocol)  # a ValueError naming an unknown one
-        self.golds, self.kind, self.protocol = golds, kind, protocol
+        self.golds = golds
+        self.decide = decider(kind, protocol)  # a ValueError names an unknown kind or protocol
         self.voted = get_kind(kind).voted  # a summary is scored, never right or wrong
         self.verdicts: dict[tuple[str, str], bool | None] = {}
 
@@ -68,7 +68,7 @@ class Grades:
 
     def _decide(self, question: str, answer: str) -> bool | None:
         gold = self.golds.get(question)
-        found = None if gold is None else decided(answer, gold, self.kind, self.protocol)
+        found = None if gold is None else self.decide(answer, gold)
         if len(self.verdicts) >= CACHED:
             self.verdicts.clear()
         self.verdicts[(question, answer)] = found

@@ -43,6 +43,8 @@ def _integer_key(s: str) -> str | None:
 def quick_compare(answer: str, gold: str) -> bool | None:
     """Whether answer means gold where the text alone decides (the same text, two integers,
     no answer to compare); None where math-verify must."""
+    if answer == gold and answer.strip():
+        return True
     a, g = " ".join(answer.split()), " ".join(gold.split())
     if a == g:
         return True

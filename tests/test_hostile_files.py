@@ -223,7 +223,8 @@ def graded_turn(answer: str | None, correct: bool | None, **fields: object) -> T
 def test_a_verdict_is_decided_again_where_grading_is_pure_and_cheap(
     kind, protocol, gold, answer, verdict
 ):
-    assert decider(kind, protocol)(answer, gold) is verdict
+    decide = decider(kind, protocol)
+    assert (None if decide is None else decide(answer, gold)) is verdict
     grades = Grades({"q": gold}, kind, protocol)
     for claimed in (True, False):
         admitted = grades.admits(graded_turn(answer, claimed))
@@ -234,6 +235,16 @@ def test_a_summary_and_a_failed_turn_are_not_held_to_a_verdict():
     assert Grades({"q": "a text"}, "summary", None).admits(graded_turn("other", None))
     failed = graded_turn(None, True, error="HTTP 500")
     assert Grades({"q": "12"}, "math", None).admits(failed)
+
+
+def test_the_math_verify_protocols_verdicts_are_held_only_to_their_classes():
+    """Its verdict read the whole reply (an answer it could not print may still be right):
+    only the answer classes, made from the verdicts, must agree with them."""
+    grades = Grades({"q": "12"}, "math", "math-verify")
+    assert grades.admits(graded_turn(None, True))
+    assert grades.admits(graded_turn("13", True, answer_class=0))
+    assert not grades.admits(graded_turn("13", True, answer_class=2))
+    assert not grades.admits(graded_turn(None, False, answer_class=1))
 
 
 # --- a manifest's counts held to a run's limits ------------------------------------------------

@@ -128,19 +128,13 @@ def grade(
     return Grade(read, graded.correct, graded.rouge, True) if timed_out else graded
 
 
-def decider(kind: str, protocol: str | None = None) -> Callable[[str, str], bool | None]:
-    """What says whether a found answer is right against a gold, as grade() said, where
-    that follows from the two alone, purely and cheaply: the kind's comparison but
-    math-verify's, or a judge's that reads nothing more (dapo); it answers None where
-    math-verify or the whole reply would be needed (the math-verify protocol's verdict)."""
+def decider(kind: str, protocol: str | None = None) -> Callable[[str, str], bool | None] | None:
+    """What says whether a found answer is right against a gold, as grade() said, where that
+    follows from the two alone, purely and cheaply: the kind's comparison (it answers None
+    where only math-verify could say), or a judge's that reads nothing more (dapo's). None
+    where the judge's verdict reads the whole reply (the math-verify protocol's)."""
     judging = get_answer_protocol(check_answer_protocol(kind, protocol))
-    if judging.judge is None:
-        return get_kind(kind).decide
-    return judging.verdict or _undecided
-
-
-def _undecided(answer: str, gold: str) -> None:
-    return None
+    return get_kind(kind).decide if judging.judge is None else judging.verdict
 
 
 # Replies up to this long are graded on the event loop when no math-verify worker is needed:

@@ -37,30 +37,30 @@ class Grades:
         its cost, as every record of a report passes it."""
         if turn.error is not None or not self.voted:  # a failed turn is counted nowhere
             return True
-        answer, correct, group = turn.answer, turn.correct, turn.answer_class
-        if answer is None:
-            return not correct and group is None
-        if group is not None and (group == 0) != bool(correct):
+        answer, right, group = turn.answer, bool(turn.correct), turn.answer_class
+        if group is not None and (answer is None or (group == 0) != right):
             return False
-        if correct and turn.grade_timed_out:
-            return False
+        if self.decide is None:  # the math-verify protocol's verdict: it read the whole reply
+            return True
+        if answer is None or (right and turn.grade_timed_out):
+            return not right
         expected = self.verdicts.get((turn.question, answer), _UNKNOWN)
         if expected is _UNKNOWN:
             expected = self._decide(turn.question, answer)
-        return expected is None or expected == bool(correct)
+        return expected is None or expected == right
 
     def problem(self, turn: Turn) -> str | None:
         """Why `turn`'s verdict is not as grading gives it, or None."""
         if self.admits(turn):
             return None
-        answer, right = turn.answer, bool(turn.correct)
+        answer, right, group = turn.answer, bool(turn.correct), turn.answer_class
         said = "right" if right else "wrong"
+        if group is not None and answer is None:
+            return f"it gives a reply with no answer the answer class {group}"
+        if group is not None and (group == 0) != right:
+            return f"its answer class {group} says the opposite of its verdict ({said})"
         if answer is None:
-            if right:
-                return "it counts a reply with no answer as right"
-            return f"it gives a reply with no answer the answer class {turn.answer_class}"
-        if turn.answer_class is not None and (turn.answer_class == 0) != right:
-            return f"its answer class {turn.answer_class} says the opposite of its verdict ({said})"
+            return "it counts a reply with no answer as right"
         if right and turn.grade_timed_out:
             return "it counts an answer math-verify could not decide as right"
         gold = self.golds[turn.question]
@@ -68,7 +68,7 @@ class Grades:
 
     def _decide(self, question: str, answer: str) -> bool | None:
         gold = self.golds.get(question)
-        found = None if gold is None else self.decide(answer, gold)
+        found = None if gold is None or self.decide is None else self.decide(answer, gold)
         if len(self.verdicts) >= CACHED:
             self.verdicts.clear()
         self.verdicts[(question, answer)] = found

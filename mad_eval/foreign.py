@@ -2,7 +2,8 @@
 blocks, a device is never read, a link is never followed), a whole file and a JSON Lines
 record are bounded in size, and JSON is decoded strictly (nesting depth, numbers that fit a
 64-bit float, no NaN or Infinity). Every reader of a run folder (records, manifest, metrics,
-questions, verdicts), a prices file or a roster opens its file here."""
+questions, verdicts) opens its file here; a TOML file (setup/tomlfile.py) is read within
+bounds of its own."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import math
 import os
 import re
 import stat
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -29,8 +29,6 @@ MiB = 1 << 20
 MAX_LINE = 128 * MiB
 # A JSON file read whole (manifest.json, metrics.json): sized as a record is.
 MAX_DOCUMENT = 128 * MiB
-# A settings file a person writes (a prices file, a roster): far above any written by hand.
-MAX_SETTINGS = 4 * MiB
 # JSON nested deeper than this is refused (orjson's own bound, kept by the fallback too).
 MAX_DEPTH = 1024
 
@@ -159,16 +157,3 @@ def read_json(path: Path, limit: int | None = None) -> Any:
     """A JSON file read whole and decoded strictly: OSError (Unreadable too) when it cannot be
     read, ValueError (UnicodeDecodeError among them) when it is no JSON."""
     return loads(read_whole(path, limit))
-
-
-def read_toml(path: Path, limit: int | None = None) -> dict[str, Any]:
-    """A TOML file read whole (at most MAX_SETTINGS): OSError (Unreadable too) when it
-    cannot be read, a TOMLDecodeError when it is not UTF-8 TOML or is nested too deep for
-    the parser."""
-    data = read_whole(path, MAX_SETTINGS if limit is None else limit)
-    try:
-        return tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise tomllib.TOMLDecodeError("it is not UTF-8 text") from None
-    except RecursionError:
-        raise tomllib.TOMLDecodeError("it is nested too deep") from None

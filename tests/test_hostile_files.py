@@ -368,22 +368,26 @@ def test_a_record_file_that_is_a_link_is_not_followed(folder, tmp_path, target):
     (folder / "turns.jsonl").symlink_to(target)
     with hang_guard():
         for reader, call in every_reader(folder, tmp_path).items():
-            assert refusal(call) == (
-                f"cannot read {folder / 'turns.jsonl'} (a symbolic link, which mad-eval does "
-                "not follow); restore it from a copy."
-            ), reader
+            message = refusal(call)
+            if reader == "resume":  # the run refuses to write through it before any read
+                assert message.startswith(f"{folder / 'turns.jsonl'} is a symbolic link to")
+            else:
+                assert message == (
+                    f"cannot read {folder / 'turns.jsonl'} (a symbolic link, which mad-eval "
+                    "does not follow); restore it from a copy."
+                ), reader
 
 
 def test_a_device_is_never_read(folder):
     with pytest.raises(Unreadable, match="a character device, not a regular file"):
         open_regular(Path("/dev/zero"))
     assert refusal(lambda: load_prices(Path("/dev/zero"))) == (
-        "cannot read prices file /dev/zero (a character device, not a regular file)."
+        "prices file /dev/zero cannot be read: it is a FIFO or device, not a file."
     )
     assert refusal(lambda: mad_eval.report(folder, prices="/dev/zero")).startswith(
-        "cannot read prices file /dev/zero"
+        "prices file /dev/zero cannot be read"
     )
-    with pytest.raises(RosterError, match="a character device, not a regular file"):
+    with pytest.raises(RosterError, match="it is a FIFO or device, not a file"):
         load_roster_file(Path("/dev/zero"))
 
 
@@ -456,8 +460,8 @@ def test_a_lone_surrogate_escaped_in_a_record_still_reads(folder):
 def test_a_roster_that_is_no_utf8_is_one_sentence(tmp_path):
     path = tmp_path / "team.toml"
     path.write_bytes(b'[[agent]]\nmodel = "sim\xff"\n')
-    with pytest.raises(RosterError, match="is not valid TOML: it is not UTF-8 text"):
+    with pytest.raises(RosterError, match="cannot be read: it is not UTF-8 text"):
         load_roster_file(path)
     path.write_text("x = " + "[" * 100_000 + "]" * 100_000)
-    with pytest.raises(RosterError, match="nested too deep"):
+    with pytest.raises(RosterError, match="nests arrays or tables too deeply"):
         load_roster_file(path)

@@ -4,7 +4,6 @@ Cost), so the cost family can put a run's cost in money too."""
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from mad_eval.errors import UserError
-from mad_eval.foreign import read_toml
 from mad_eval.measure.formula import Formula, Rates
+from mad_eval.setup.tomlfile import TomlFileError, read_toml
 
 
 class PricesError(UserError, ValueError):
@@ -76,10 +75,8 @@ def load_prices(path: Path) -> Prices:
         raw = read_toml(path)
     except FileNotFoundError:
         raise PricesError(f"prices file {path} does not exist.") from None
-    except OSError as e:  # a folder, a FIFO or device, a link, too large
-        raise PricesError(f"cannot read prices file {path} ({e.strerror or e}).") from None
-    except tomllib.TOMLDecodeError as e:
-        raise PricesError(f"prices file {path} is not readable TOML: {e}.") from None
+    except TomlFileError as e:  # a FIFO or device, too large, not UTF-8 TOML, nested too deep
+        raise PricesError(f"prices file {path} cannot be read: {e}.") from None
     models = raw.pop("models", {})
     default = _price(raw, path, "the top level") if raw else None
     if not isinstance(models, dict):

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
 from mad_eval.errors import UserError
-from mad_eval.foreign import loads, read_toml
+from mad_eval.foreign import loads
 from mad_eval.grading.reasoning import FINAL, Quoting, parse_quoting
 from mad_eval.setup.hints import fits
+from mad_eval.setup.tomlfile import TomlFileError, read_toml
 
 
 class RosterError(UserError, ValueError):
@@ -139,10 +139,10 @@ def load_roster_file(path: Path) -> tuple[Entry, ...]:
     prompt_template, quote, extra_body)."""
     try:
         data = read_toml(Path(path))
-    except OSError as exc:  # none, a folder, a FIFO or device, a link, too large
-        raise RosterError(f"cannot read roster file {path}: {exc.strerror or exc}.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise RosterError(f"roster file {path} is not valid TOML: {exc}.") from None
+    except FileNotFoundError as exc:
+        raise RosterError(f"cannot read roster file {path}: {exc.strerror}.") from None
+    except TomlFileError as exc:  # a FIFO or device, too large, not UTF-8 TOML, too deep
+        raise RosterError(f"roster file {path} cannot be read: {exc}.") from None
     if set(data) != {"agent"}:
         raise RosterError(
             f"roster file {path} must hold only [[agent]] tables, "

@@ -32,7 +32,12 @@ from mad_eval.store.files import (
 )
 from mad_eval.store.grades import Grades
 from mad_eval.store.manifest import MANIFEST_FILE, RunManifest, redacted_config
-from mad_eval.store.questions import check_questions, read_questions, write_questions
+from mad_eval.store.questions import (
+    check_questions,
+    read_golds,
+    read_questions,
+    write_questions,
+)
 
 T = TypeVar("T")
 JUDGE_FILE = "judge.jsonl"
@@ -193,19 +198,18 @@ class RunStore:
         questions.jsonl, whose golds its verdicts are held to (a folder from before the file
         has its verdicts unchecked: RunShape.grades None)."""
         manifest = manifest or self.manifest()
-        recorded = read_questions(self.root)
+        golds = read_golds(self.root)
         ids = manifest.benchmark.questions
         if not ids:  # a run from before the manifest listed them
-            ids = tuple(recorded) if recorded is not None else ()
+            ids = tuple(golds) if golds is not None else ()
         grades = None
-        if recorded is not None:
-            missing = [qid for qid in ids if qid not in recorded]
+        if golds is not None:
+            missing = [qid for qid in ids if qid not in golds]
             if missing:
                 raise StoreError(
                     f"{self.root / 'questions.jsonl'} lacks {len(missing)} of the run's "
                     f"questions (e.g. {missing[0]!r}); restore it from a copy."
                 )
-            golds = {qid: question.gold for qid, question in recorded.items()}
             benchmark = manifest.benchmark
             grades = _grades(golds, benchmark.kind, benchmark.answer, self.manifest_path)
         return RunShape.of(manifest, self.manifest_path, frozenset(ids) or None, grades)

@@ -6,13 +6,13 @@ benchmark; a resumed run whose benchmark was edited since is refused."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mad_eval.foreign import LineTooLong, check_line, lines, open_regular
 from mad_eval.records import Question, loads
-from mad_eval.sanitize import valid_data
+from mad_eval.sanitize import valid_data, valid_text
 from mad_eval.store.files import StoreError, write_atomically
 
 QUESTIONS_FILE = "questions.jsonl"
@@ -42,38 +42,78 @@ def read_questions(root: Path) -> dict[str, Question] | None:
     questions.jsonl existed. A damaged line, or one whose question differs from the hash
     recorded with it, is a StoreError naming the line."""
     path = Path(root) / QUESTIONS_FILE
-    fix = "restore it from a copy, or delete it to read the questions from the benchmark again"
     found: dict[str, Question] = {}
+    try:
+        for number, line, record in _rows(path):
+            question = _question(path, number, line, record)
+            found[question.id] = question
+    except FileNotFoundError:
+        return None
+    return found
+
+
+def read_golds(root: Path) -> dict[str, str] | None:
+    """Each question's gold by id, as questions.jsonl records it (None for a folder recorded
+    before the file): what every reader holds the turns' verdicts to, read at a report's
+    pace, without rebuilding each question and its hash (read_questions does, for the
+    commands that ask or show them)."""
+    path = Path(root) / QUESTIONS_FILE
+    found: dict[str, str] = {}
+    try:
+        for number, _, record in _rows(path):
+            qid, gold = record.get("id"), record.get("gold")
+            if type(qid) is not str or type(gold) is not str:
+                problem = '"id" or "gold" is missing or not a str'
+                raise StoreError(f"{path} line {number} is not a question ({problem}); {FIX}.")
+            found[valid_text(qid)] = valid_text(gold)  # as read_questions reads them
+    except FileNotFoundError:
+        return None
+    return found
+
+
+FIX = "restore it from a copy, or delete it to read the questions from the benchmark again"
+
+
+def _rows(path: Path) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
+    """(line number, line, its JSON object) for each non-blank line of questions.jsonl, read
+    within bounds; FileNotFoundError when there is none, else a StoreError naming the line."""
     number = 0
     try:
         with open_regular(path) as file:
             for number, line in enumerate(lines(file), start=1):
                 check_line(line)
                 if line.strip():
-                    question = _question(path, number, line, fix)
-                    found[question.id] = question
+                    yield number, line, _loaded(path, number, line)
     except FileNotFoundError:
-        return None
+        raise
     except OSError as exc:
         raise StoreError(f"cannot read {path} ({exc.strerror or exc}).") from None
     except LineTooLong as exc:
-        raise StoreError(f"{path} line {number} is {exc}; {fix}.") from None
-    return found
+        raise StoreError(f"{path} line {number} is {exc}; {FIX}.") from None
 
 
-def _question(path: Path, number: int, line: bytes, fix: str) -> Question:
-    """The question line `number` records, checked against the hash recorded with it."""
+def _loaded(path: Path, number: int, line: bytes) -> dict[str, Any]:
     try:
         record = loads(line)
-        question = Question.from_dict(record)
     except UnicodeDecodeError:
-        raise StoreError(f"{path} line {number} is not UTF-8 text; {fix}.") from None
+        raise StoreError(f"{path} line {number} is not UTF-8 text; {FIX}.") from None
+    except ValueError as exc:
+        raise StoreError(f"{path} line {number} is not a question ({exc}); {FIX}.") from None
+    if type(record) is not dict:
+        raise StoreError(f"{path} line {number} is not a question (not a JSON object); {FIX}.")
+    return record
+
+
+def _question(path: Path, number: int, line: bytes, record: dict[str, Any]) -> Question:
+    """The question line `number` records, checked against the hash recorded with it."""
+    try:
+        question = Question.from_dict(record)
     except (ValueError, TypeError) as exc:
-        raise StoreError(f"{path} line {number} is not a question ({exc}); {fix}.") from None
+        raise StoreError(f"{path} line {number} is not a question ({exc}); {FIX}.") from None
     if record.get("sha256") != question.sha256:
         raise StoreError(
             f"{path} line {number} (question {question.id!r}) was edited after the run "
-            f"recorded it (its sha256 no longer matches); {fix}."
+            f"recorded it (its sha256 no longer matches); {FIX}."
         )
     # A lone surrogate the benchmark's file held (before it was made U+FFFD on load): as
     # the benchmark now gives it, so a resumed run finds the same question.

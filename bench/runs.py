@@ -12,6 +12,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(HERE))  # this checkout's mad_eval writes questions.jsonl
+
+from mad_eval.data.benchmarks import load_questions  # noqa: E402
+from mad_eval.store.questions import write_questions  # noqa: E402
 
 
 def checkouts(baseline: Path | None, name: str = "this tree") -> dict[str, Path]:
@@ -19,13 +23,15 @@ def checkouts(baseline: Path | None, name: str = "this tree") -> dict[str, Path]
     return {name: HERE, **({"baseline": baseline.resolve()} if baseline else {})}
 
 
-def questions_file(folder: Path, n: int) -> Path:
+def questions_file(folder: Path, n: int, period: int | None = None) -> Path:
     """N arithmetic questions as a benchmark JSONL, each naming its number ("Question 17:",
-    which bench/instant.py's replay groups requests by)."""
+    which bench/instant.py's replay groups requests by); with `period`, question i asks
+    what question i % period does."""
     path = folder / f"q{n}.jsonl"
     with path.open("w") as out:
         for i in range(n):
-            a, b = 17 + i % 83, 3 + i % 29
+            j = i % period if period else i
+            a, b = 17 + j % 83, 3 + j % 29
             text = f"Question {i}: what is {a} + {b}?"
             row = {"id": f"q{i}", "question": text, "answer": str(a + b)}
             out.write(json.dumps(row) + "\n")
@@ -63,7 +69,9 @@ def large_run(
     questions' ids; its benchmark file and its folder. The manifest is the real run's, so
     `run` resumes the folder and `report` reads it like any other."""
     folder.mkdir(parents=True, exist_ok=True)
-    benchmark = questions_file(folder, questions)
+    # Every question asks what its copied records' question did: their verdicts hold against
+    # its gold, as every reader checks.
+    benchmark = questions_file(folder, questions, period=seed_questions)
     out = folder / f"run{questions}"
     timed(mad_eval("run", "--benchmark", str(benchmark), "--agents", "5", "--rounds", "2",
                    "--limit", str(seed_questions), "--out", str(out)), tree)  # fmt: skip
@@ -71,9 +79,9 @@ def large_run(
     manifest["config"]["limit"] = None  # the copy answers every question
     manifest["benchmark"]["questions"] = [f"q{i}" for i in range(questions)]  # and lists them
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    # ... so it holds other questions than the real run recorded: without questions.jsonl,
-    # the next `run` records them from the benchmark file, as for a folder from before it.
-    (out / "questions.jsonl").unlink(missing_ok=True)  # an older checkout writes none
+    # ... so it holds other questions than the real run recorded: questions.jsonl records
+    # them all from the benchmark file, as a resume of the folder would.
+    write_questions(out, load_questions(str(benchmark))[1])
     seed = (out / "turns.jsonl").read_text().splitlines()
     with (out / "turns.jsonl").open("w") as records:
         for start in range(0, questions, seed_questions):

@@ -15,8 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-import orjson
-
+from mad_eval.foreign import loads
 from mad_eval.sanitize import redact
 
 TurnKey = tuple[int, str, int, int]
@@ -76,16 +75,6 @@ class Question:
         )
 
 
-def loads(text: str | bytes) -> Any:
-    """JSON read with orjson, several times faster than the standard library; what orjson
-    refuses and Python reads (an escaped lone surrogate, NaN) is read by Python's parser, so
-    only what neither reads is an error (a ValueError)."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
-
-
 @functools.cache
 def _fields_of(
     cls: type,
@@ -106,9 +95,18 @@ class JsonLine:
     SIGNED: ClassVar[tuple[str, ...]] = ()
 
     def to_json(self) -> str:
+        """The record as its line; a number that is not finite (NaN, Infinity), which JSON
+        has none of, is a ValueError: no such line is ever written."""
         # The fields as they are: dataclasses.asdict's deep copy cost more than the dump.
         names = _fields_of(type(self))[2]
-        return json.dumps({name: getattr(self, name) for name in names}, ensure_ascii=False)
+        fields = {name: getattr(self, name) for name in names}
+        try:
+            return json.dumps(fields, ensure_ascii=False, allow_nan=False)
+        except ValueError:
+            raise ValueError(
+                f"the {type(self).__name__.lower()} record {getattr(self, 'key', '')} holds NaN "
+                "or Infinity, which JSON has no number for"
+            ) from None
 
     @classmethod
     def from_json(cls, line: str | bytes) -> Self:

@@ -243,14 +243,14 @@ def valid_text(text: str) -> str:
 
 
 # How JSON writes a UTF-16 surrogate (\ud800-\udfff): the only way one gets into decoded text.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def valid_data(value: Any, line: str | bytes) -> Any:
     """`value`, the JSON `line` holds, with valid_text applied to every string in it (keys
     too) where the line escapes a surrogate; else `value` itself, at the cost of one search."""
-    escape = _SURROGATE_ESCAPE_BYTES if isinstance(line, bytes) else _SURROGATE_ESCAPE
+    escape = _SURROGATE_ESCAPE_BYTES if isinstance(line, bytes) else SURROGATE_ESCAPE
     return _valid(value) if escape.search(line) else value  # type: ignore[arg-type]
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from mad_eval.errors import for_keywords
@@ -15,6 +14,7 @@ from mad_eval.reporting.results import Run, load_run, load_runs
 from mad_eval.setup.config import run_defaults
 from mad_eval.store.files import make_folder, refuse_link, refuse_records
 from mad_eval.store.folder import RunStore, StoreError, write_atomically
+from mad_eval.store.metrics import read_metrics
 from mad_eval.words import counted
 
 EXTENSIONS = {"csv": "csv", "latex": "tex", "md": "md"}
@@ -155,9 +155,6 @@ def _summary(experiment: Experiment, sections: list[str]) -> str:
 
 def _alerts(folder: Path) -> list[str]:
     """A run's alerts as its metrics.json holds them (none in one written before them)."""
-    try:
-        found = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    alerts = found.get("alerts") if isinstance(found, dict) else None
+    found = read_metrics(folder)
+    alerts = found.get("alerts") if found is not None else None
     return [a for a in alerts if isinstance(a, str)] if isinstance(alerts, list) else []

@@ -82,6 +82,9 @@ class AnswerProtocol:
     # Two answers are one answer only when their text is equal: the protocol's judge compares
     # strings (dapo), so votes must too.
     equal_text: bool = False
+    # The judge's verdict from the answer it found and the gold alone, where it needs no
+    # more (dapo): a recorded verdict is checked against it; None: the reply is needed.
+    verdict: Callable[[str, str], bool] | None = None
     # Raised when what the protocol reads changes: a run records it, and a resume under
     # another revision is refused, so no run mixes two readings.
     revision: int = 1
@@ -250,7 +253,11 @@ def _dapo_judge(reply: str, gold: str) -> Verdict:
     """verl's DAPO reward on the reply: the prediction it reads, and whether it equals the
     gold once both are normalised (dapo.py)."""
     answer = dapo.read(reply)
-    return Verdict(answer, answer is not None and answer == dapo.normalise(gold), False)
+    return Verdict(answer, answer is not None and _dapo_verdict(answer, gold), False)
+
+
+def _dapo_verdict(answer: str, gold: str) -> bool:
+    return answer == dapo.normalise(gold)
 
 
 # ---- math-verify -------------------------------------------------------------------------
@@ -340,6 +347,7 @@ ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
             judge=_dapo_judge,
             whole=True,
             equal_text=True,
+            verdict=_dapo_verdict,
         ),
         AnswerProtocol(
             "math-verify",

@@ -43,6 +43,7 @@ __all__ = [
     "choice_gold",
     "compare_math",
     "consensus",
+    "decider",
     "equivalent",
     "extract",
     "extract_answer",
@@ -125,6 +126,15 @@ def grade(
     read, timed_out = _read(text, found, protocol, options, split)
     graded = found.grade(read, gold)
     return Grade(read, graded.correct, graded.rouge, True) if timed_out else graded
+
+
+def decider(kind: str, protocol: str | None = None) -> Callable[[str, str], bool | None] | None:
+    """What says whether a found answer is right against a gold, as grade() said, where that
+    follows from the two alone, purely and cheaply: the kind's comparison (it answers None
+    where only math-verify could say), or a judge's that reads nothing more (dapo's). None
+    where the judge's verdict reads the whole reply (the math-verify protocol's)."""
+    judging = get_answer_protocol(check_answer_protocol(kind, protocol))
+    return get_kind(kind).decide if judging.judge is None else judging.verdict
 
 
 # Replies up to this long are graded on the event loop when no math-verify worker is needed:

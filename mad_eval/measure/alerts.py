@@ -26,6 +26,14 @@ SAMPLES = 20
 UNTRIED = ("math-verify",)
 
 
+# A folder without questions.jsonl (recorded before the file existed) holds no golds to hold
+# its verdicts to (store/grades.py): said, so they are never counted unchecked in silence.
+UNCHECKED = (
+    "Its answers were counted right or wrong as recorded, unchecked: the folder has no "
+    "questions.jsonl holding the golds; run the run's command again to record it."
+)
+
+
 @dataclass
 class Outcomes:
     """How one round's answers ended: all of them, and those with no answer by cause."""

@@ -273,7 +273,7 @@ def add_intervals(
     rates = tallies.rates()
     for name in names:
         row, field = holder(metrics, name), locate(name)[2]
-        row[f"{field}_ci"] = list(interval(draws[name]))
+        row[f"{field}_ci"] = [None if x is None else json_number(x) for x in interval(draws[name])]
         if name in tested:
             first, second = tested[name]
             with warnings.catch_warnings():

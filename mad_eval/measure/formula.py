@@ -44,4 +44,6 @@ def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
 
 
 def json_number(value: float) -> float | None:
-    return None if math.isnan(value) else float(value)
+    """A number as metrics.json holds it: None where it is none (NaN) or is out of a float's
+    range (a sum of huge records), which JSON has no number for."""
+    return float(value) if math.isfinite(value) else None

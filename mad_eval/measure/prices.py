@@ -4,7 +4,6 @@ Cost), so the cost family can put a run's cost in money too."""
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ import numpy as np
 
 from mad_eval.errors import UserError
 from mad_eval.measure.formula import Formula, Rates
+from mad_eval.setup.tomlfile import TomlFileError, read_toml
 
 
 class PricesError(UserError, ValueError):
@@ -72,11 +72,11 @@ def load_prices(path: Path) -> Prices:
     """Read a TOML prices file (docs/explanation/diagnostics.md, Cost); a wrong file is a
     PricesError naming it."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = read_toml(path)
     except FileNotFoundError:
         raise PricesError(f"prices file {path} does not exist.") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise PricesError(f"prices file {path} is not readable TOML: {e}.") from None
+    except TomlFileError as e:  # a FIFO or device, too large, not UTF-8 TOML, nested too deep
+        raise PricesError(f"prices file {path} cannot be read: {e}.") from None
     models = raw.pop("models", {})
     default = _price(raw, path, "the top level") if raw else None
     if not isinstance(models, dict):

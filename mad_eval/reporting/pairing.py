@@ -6,7 +6,6 @@ with `load_for_pairing`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from mad_eval.protocols.scoring import Scoring
 from mad_eval.reporting.results import Run, Sink, load_run, name_runs
 from mad_eval.store.folder import RunStore, StoreError, read_debates
 from mad_eval.store.manifest import RunManifest
+from mad_eval.store.metrics import read_metrics
 from mad_eval.words import counted
 
 
@@ -150,11 +150,8 @@ def attach(debate: Run, single: Run, pools: dict[str, SamplePool], replicates: i
 def paired_before(store: RunStore) -> Path | None:
     """The single run a debate's metrics.json was last matched with, while it is still
     there: `report` pairs them again, so recomputing never drops the matched numbers."""
-    try:
-        metrics = json.loads(store.metrics_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(metrics, dict):
+    metrics = read_metrics(store.root)
+    if metrics is None:
         return None
     check_version(metrics, store.metrics_path)  # a newer layout is not overwritten unread
     matched = metrics.get("matched")

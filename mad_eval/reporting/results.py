@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mad_eval.measure.alerts import UNCHECKED
 from mad_eval.measure.compute import Measuring, Totals
 from mad_eval.measure.counts import Tallies
 from mad_eval.measure.prices import Price, Prices
@@ -309,6 +310,8 @@ def load_run(
     verdicts = JudgeLog(store.root).read(shape=shape)
     sinks = keep(manifest) if keep is not None else []
     found, metrics, totals = measure(manifest, debates, verdicts, prices, sinks)
+    if shape.grades is None:  # no golds to hold its verdicts to
+        metrics["alerts"] = [*metrics["alerts"], UNCHECKED]
     failed = totals.all["failed_sent"]
     return Run(
         store.root,

@@ -21,10 +21,22 @@ APIS = ("chat", "completions")
 TEMPLATES = ("chat", "raw", "bare")
 DEFAULT_BENCHMARK = "arith"
 RESULTS_ROOT = Path("results")
-# The most agents (or single-agent samples) and rounds one run may have: planning reads
-# every agent's view of every other, so a team of 100,000 would plan for hours.
+# The most agents (or single-agent samples), rounds and seeded runs one run may have:
+# planning reads every agent's view of every other, so a team of 100,000 would plan for
+# hours, and a report counts every round of every run.
 MAX_AGENTS = 1024
 MAX_ROUNDS = 1000
+MAX_RUNS = 1000
+# Each count's bounds, held by a new run's settings and a recorded manifest's alike.
+COUNTS = {"agents": (1, MAX_AGENTS), "rounds": (0, MAX_ROUNDS), "runs": (1, MAX_RUNS)}
+
+
+def count_problem(name: str, value: int) -> str | None:
+    """Why `value` cannot be a run's count `name` (agents, rounds, runs), or None."""
+    least, most = COUNTS[name]
+    if value < least:
+        return f"at least {least}" if least else "0 or more"
+    return f"at most {most}" if value > most else None
 
 
 def spec_folders(kind: str) -> list[Path]:
@@ -126,18 +138,12 @@ class RunConfig(RecordedConfig):
     enforce_eager: bool = field(default=False, metadata=ENGINE)
 
     def validate(self) -> None:
+        for name in COUNTS:
+            value = getattr(self, name)
+            problem = count_problem(name, value)
+            if problem is not None:
+                raise ConfigError(f"--{name} must be {problem}, got {value}.")
         checks = [
-            (self.agents >= 1, f"--agents must be at least 1, got {self.agents}"),
-            (
-                self.agents <= MAX_AGENTS,
-                f"--agents must be at most {MAX_AGENTS}, got {self.agents}",
-            ),
-            (self.rounds >= 0, f"--rounds must be 0 or more, got {self.rounds}"),
-            (
-                self.rounds <= MAX_ROUNDS,
-                f"--rounds must be at most {MAX_ROUNDS}, got {self.rounds}",
-            ),
-            (self.runs >= 1, f"--runs must be at least 1, got {self.runs}"),
             (
                 self.limit is None or self.limit >= 1,
                 f"--limit must be at least 1, got {self.limit}",

@@ -8,17 +8,17 @@ of identical agents whose numbers metrics.json can break down.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
-import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
 from mad_eval.errors import UserError
+from mad_eval.foreign import loads
 from mad_eval.grading.reasoning import FINAL, Quoting, parse_quoting
 from mad_eval.setup.hints import fits
+from mad_eval.setup.tomlfile import TomlFileError, read_toml
 
 
 class RosterError(UserError, ValueError):
@@ -138,11 +138,11 @@ def load_roster_file(path: Path) -> tuple[Entry, ...]:
     """A TOML file of [[agent]] tables (model, count, name, base_url, sampling, persona,
     prompt_template, quote, extra_body)."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
+        data = read_toml(Path(path))
+    except FileNotFoundError as exc:
         raise RosterError(f"cannot read roster file {path}: {exc.strerror}.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise RosterError(f"roster file {path} is not valid TOML: {exc}.") from None
+    except TomlFileError as exc:  # a FIFO or device, too large, not UTF-8 TOML, too deep
+        raise RosterError(f"roster file {path} cannot be read: {exc}.") from None
     if set(data) != {"agent"}:
         raise RosterError(
             f"roster file {path} must hold only [[agent]] tables, "
@@ -202,7 +202,7 @@ def parse_extra_body(text: str | None) -> dict[str, Any]:
     if not text:
         return {}
     try:
-        body = json.loads(text)
+        body = loads(text)
     except ValueError as exc:
         raise RosterError(
             f"--extra-body is not valid JSON ({exc}); give an object, e.g. "

@@ -127,7 +127,15 @@ def make_folder(folder: Path, then: str, below: Path | None = None) -> None:
 
 
 def write_json(path: Path, data: dict[str, Any], then: str) -> None:
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    """`data` as a JSON file, atomically; NaN and Infinity, which JSON has no number for,
+    are refused before anything is written."""
+    try:
+        text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:
+        raise StoreError(
+            f"{path} was not written: a number in it is NaN or Infinity, which JSON has no "
+            "number for."
+        ) from None
     write_atomically(path, text.encode("utf-8", errors="backslashreplace"), then)
 
 

@@ -13,8 +13,9 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
+from mad_eval.foreign import LineTooLong, check_line, lines, open_regular
 from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict
 from mad_eval.sanitize import redact
 from mad_eval.setup.config import RunConfig
@@ -29,8 +30,14 @@ from mad_eval.store.files import (
     write_atomically,
     write_json,
 )
+from mad_eval.store.grades import Grades
 from mad_eval.store.manifest import MANIFEST_FILE, RunManifest, redacted_config
-from mad_eval.store.questions import check_questions, read_questions, write_questions
+from mad_eval.store.questions import (
+    check_questions,
+    read_golds,
+    read_questions,
+    write_questions,
+)
 
 T = TypeVar("T")
 JUDGE_FILE = "judge.jsonl"
@@ -144,7 +151,8 @@ class RunStore:
                 manifest = RunManifest.new(config, extra).to_dict()
                 write_json(self.manifest_path, manifest, "free space and run again.")
             ids = frozenset(q.id for q in questions)
-            shape = RunShape(config.runs, config.rounds, config.agents, ids)
+            grades = _grades({q.id: q.gold for q in questions}, *_graded_as(questions))
+            shape = RunShape(config.runs, config.rounds, config.agents, ids, grades)
             done = Recorded.index(self.turns_path, shape=shape)
             self._sink = Sink(self.turns_path)
         except BaseException:
@@ -186,13 +194,25 @@ class RunStore:
         return RunManifest.read(self.root)
 
     def shape(self, manifest: RunManifest | None = None) -> RunShape:
-        """What this run's records may hold, from its manifest (read when not given)."""
+        """What this run's records may hold, from its manifest (read when not given) and its
+        questions.jsonl, whose golds its verdicts are held to (a folder from before the file
+        has its verdicts unchecked: RunShape.grades None)."""
         manifest = manifest or self.manifest()
+        golds = read_golds(self.root)
         ids = manifest.benchmark.questions
         if not ids:  # a run from before the manifest listed them
-            recorded = read_questions(self.root)
-            ids = tuple(recorded) if recorded is not None else ()
-        return RunShape.of(manifest, self.manifest_path, frozenset(ids) or None)
+            ids = tuple(golds) if golds is not None else ()
+        grades = None
+        if golds is not None:
+            missing = [qid for qid in ids if qid not in golds]
+            if missing:
+                raise StoreError(
+                    f"{self.root / 'questions.jsonl'} lacks {len(missing)} of the run's "
+                    f"questions (e.g. {missing[0]!r}); restore it from a copy."
+                )
+            benchmark = manifest.benchmark
+            grades = _grades(golds, benchmark.kind, benchmark.answer, self.manifest_path)
+        return RunShape.of(manifest, self.manifest_path, frozenset(ids) or None, grades)
 
     def read_turns(self, repair: bool = False) -> list[Turn]:
         """All recorded turns; `repair` cuts a partial last line left by a crash. A turn
@@ -348,6 +368,8 @@ class RunShape:
     rounds: int
     agents: int
     questions: frozenset[str] | None
+    # What each turn's verdict is held to; None: unchecked (a folder without its questions).
+    grades: Grades | None = dataclasses.field(default=None, compare=False)
     # The numbers each index may take, for admits(): a range's `in` costs no Python.
     spans: tuple[range, range, range] = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -356,16 +378,15 @@ class RunShape:
         object.__setattr__(self, "spans", spans)
 
     @classmethod
-    def of(cls, manifest: RunManifest, path: Path, questions: frozenset[str] | None) -> RunShape:
-        config = manifest.config  # its types checked as it was read
-        for name, least in (("runs", 1), ("rounds", 0), ("agents", 1)):
-            value = getattr(config, name)
-            if value < least:
-                raise StoreError(
-                    f'{path} is not a mad-eval run manifest ("config" "{name}" is {value!r}, '
-                    f"not an integer of {least} or more)."
-                )
-        return cls(config.runs, config.rounds, config.agents, questions)
+    def of(
+        cls,
+        manifest: RunManifest,
+        path: Path,
+        questions: frozenset[str] | None,
+        grades: Grades | None = None,
+    ) -> RunShape:
+        config = manifest.config  # its types and counts checked as it was read
+        return cls(config.runs, config.rounds, config.agents, questions, grades)
 
     def admits(self, key: TurnKey, sees: Sequence[int] | None = None) -> bool:
         """Whether a record of `key` (its fields' types checked) reading agents `sees` is of
@@ -397,6 +418,23 @@ class RunShape:
         return None
 
 
+def _grades(
+    golds: Mapping[str, str], kind: str, protocol: str | None, path: Path | None = None
+) -> Grades:
+    """What a run's verdicts are held to; a kind or answer protocol that grades nothing
+    (an edited manifest's) is a StoreError naming the manifest."""
+    try:
+        return Grades(golds, kind, protocol)
+    except ValueError as exc:
+        problem = str(exc).rstrip(".")
+        raise StoreError(f"{path} is not a mad-eval run manifest ({problem}).") from None
+
+
+def _graded_as(questions: Sequence[Question]) -> tuple[str, str | None]:
+    """The kind and answer protocol the run's questions are graded by."""
+    return (questions[0].kind, questions[0].answer) if questions else ("math", None)
+
+
 def _span(count: int) -> str:
     """Numbers 0 to count - 1, as a message shows them."""
     return "only 0" if count == 1 else f"0..{count - 1}"
@@ -408,16 +446,21 @@ def _lines(path: Path, limit: int | None = None) -> Iterator[tuple[int, int, byt
     still writing) is never read."""
     end = 0
     try:
-        with path.open("rb") as f:
-            for number, raw in enumerate(f, start=1):
-                if not raw.endswith(b"\n") or (limit is not None and end >= limit):
+        with open_regular(path) as f:
+            for number, raw in enumerate(lines(f), start=1):
+                if not raw.endswith(b"\n"):
+                    check_line(raw)  # a line past the bound, else a partial last line
+                    break
+                if limit is not None and end >= limit:
                     break
                 end += len(raw)
                 yield number, end, raw[:-1]
-    except OSError as exc:  # a folder in its place, a file without read permission
+    except OSError as exc:  # a folder in its place, a FIFO, a link, no read permission
         raise StoreError(
             f"cannot read {path} ({exc.strerror or exc}); restore it from a copy."
         ) from None
+    except LineTooLong as exc:
+        raise StoreError(f"{path} line {number} is {exc}; remove that line.") from None
 
 
 def _parsed(
@@ -426,11 +469,12 @@ def _parsed(
     what: str,
     limit: int | None = None,
     shape: RunShape | None = None,
-) -> Iterator[tuple[int, bytes, T]]:
-    """(offset past the line, line as written, record) for every whole, non-blank line."""
+) -> Iterator[tuple[int, int, bytes, T]]:
+    """(line number, offset past the line, line as written, record) for every whole,
+    non-blank line."""
     for number, end, line in _lines(path, limit):
         if line.strip():
-            yield end, line, _parse(path, number, line, parse, what, shape)
+            yield number, end, line, _parse(path, number, line, parse, what, shape)
 
 
 def _parse(
@@ -457,6 +501,13 @@ def _parse(
         key, sees = record.key, getattr(record, "sees", None)
         if not shape.admits(key, sees):
             _belongs(path, number, shape, key, sees or ())
+        grades = shape.grades
+        if grades is not None and type(record) is Turn and not grades.admits(record):
+            raise StoreError(
+                f"{path} line {number} is not graded as its answer and gold say: "
+                f"{grades.problem(record)}; remove that line (a resumed run asks it again), "
+                "or open the folder it came from."
+            )
     return record
 
 
@@ -479,11 +530,15 @@ def _records(
     shape: RunShape | None = None,
 ) -> Iterator[tuple[bytes, T]]:
     """(line as written, record) for every whole line of a JSON Lines file, read a line at a
-    time (a run's records need not fit in memory twice)."""
+    time (a run's records need not fit in memory twice). A line whose start names another
+    turn than its whole does (a key field given twice) is a StoreError naming it."""
     if not path.exists():
         return
     whole = 0  # bytes up to the last record read (blank lines after it may go too)
-    for end, line, record in _parsed(path, parse, what, shape=shape):
+    for number, end, line, record in _parsed(path, parse, what, shape=shape):
+        start = _start_key(line)
+        if start is not None and start != record.key:
+            _repeated(path, number, start, record.key)
         whole = end
         yield line, record
     if repair and whole < path.stat().st_size:
@@ -507,16 +562,44 @@ _KEY = re.compile(
 )
 
 
-def _key_of(path: Path, number: int, line: bytes, shape: RunShape | None = None) -> TurnKey:
-    """A turn record's key, read from the start of its line; with `shape`, one of no turn
-    of the run is a StoreError naming the line."""
+def _start_key(line: bytes) -> TurnKey | None:
+    """The key a turn record's line begins with, when it begins as the store writes it."""
     found = _KEY.match(line)
     if found is None or b"\\" in found[2] or not found[2].isascii():
-        return _parse(path, number, line, Turn.from_json, "a turn record", shape).key  # whole
-    key = int(found[1]), found[2].decode("ascii"), int(found[3]), int(found[4])
+        return None
+    return int(found[1]), found[2].decode("ascii"), int(found[3]), int(found[4])
+
+
+def _key_of(path: Path, number: int, line: bytes, shape: RunShape | None = None) -> TurnKey:
+    """A turn record's key, read from the start of its line (else from the whole line); with
+    `shape`, one of no turn of the run is a StoreError naming the line."""
+    key = _start_key(line)
+    if key is None:
+        return _parse(path, number, line, Turn.from_json, "a turn record", shape).key
     if shape is not None and not shape.admits(key):
         _belongs(path, number, shape, key)
     return key
+
+
+def _repeated(path: Path, number: int, first: TurnKey, last: TurnKey) -> NoReturn:
+    """A line whose key fields name one turn where it starts and another in whole: a key
+    given twice, which one reader would take one way and another the other."""
+    names = ("run", "question", "round", "agent")
+    name, one, other = next((n, a, b) for n, a, b in zip(names, first, last, strict=True) if a != b)
+    raise StoreError(
+        f'{path} line {number} gives "{name}" twice ({one!r}, then {other!r}); fix or remove '
+        "that line."
+    )
+
+
+def _disagreeing(path: Path, limit: int) -> NoReturn:
+    """The first line (up to byte `limit`) whose start and whole name different turns."""
+    for number, _, line in _lines(path, limit):
+        key = _start_key(line)
+        whole = _parse(path, number, line, Turn.from_json, "a turn record").key
+        if key is not None and whole != key:
+            _repeated(path, number, key, whole)
+    raise StoreError(f"{path} changed while it was read; run the command again.")
 
 
 class Recorded(Mapping[TurnKey, Turn]):
@@ -553,10 +636,16 @@ class Recorded(Mapping[TurnKey, Turn]):
 
     def __getitem__(self, key: TurnKey) -> Turn:
         number, offset, length = self.lines[key]
-        with self.path.open("rb") as f:
-            f.seek(offset)
-            line = f.read(length)
-        return _parse(self.path, number, line, Turn.from_json, "a turn record", self.shape)
+        try:
+            with open_regular(self.path) as f:
+                f.seek(offset)
+                line = f.read(length)
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path} ({exc.strerror or exc}).") from None
+        turn = _parse(self.path, number, line, Turn.from_json, "a turn record", self.shape)
+        if turn.key != key:  # the line's start and its whole say different turns
+            _repeated(self.path, number, key, turn.key)
+        return turn
 
     def __contains__(self, key: object) -> bool:
         return key in self.lines
@@ -574,21 +663,38 @@ def read_debates(path: Path, shape: RunShape | None = None) -> Debates:
     interleave. A first pass finds where each debate's last line is (reading only the start
     of every line); a repeated key keeps the last turn, as in RunStore.read_turns. With
     `shape`, a line of no turn of the run is a StoreError naming it, raised as it is read
-    (a report counts what it has read only once it has read every debate)."""
+    (a report counts what it has read only once it has read every debate). A line whose
+    start names another turn than its whole does (a key field given twice) is a StoreError
+    too: the two passes sum the hashes of each debate's keys, and must agree."""
     last: dict[tuple[int, str], int] = {}
+    marks: dict[tuple[int, str], int] = {}  # each debate's keys' hashes, summed, as lines start
     end = 0
     if path.exists():
         for number, end, line in _lines(path):
             if line.strip():
-                last[_key_of(path, number, line)[:2]] = end  # checked when read below
+                key = _key_of(path, number, line)  # checked when read below
+                debate = key[:2]
+                last[debate] = end
+                marks[debate] = marks.get(debate, 0) + hash(key)
 
     def debates() -> Iterator[list[Turn]]:
         reading: dict[tuple[int, str], dict[TurnKey, Turn]] = {}
-        for at, _, turn in _parsed(path, Turn.from_json, "a turn record", end, shape):
-            debate = (turn.run, turn.question)
-            reading.setdefault(debate, {})[turn.key] = turn
+        again: dict[tuple[int, str], int] = {}  # the hashes of keys a debate repeats
+        for _, at, _, turn in _parsed(path, Turn.from_json, "a turn record", end, shape):
+            key = turn.key
+            debate = key[:2]
+            turns = reading.get(debate)
+            if turns is None:
+                turns = reading[debate] = {}
+            elif key in turns:
+                again[debate] = again.get(debate, 0) + hash(key)
+            turns[key] = turn
             if last.get(debate) == at:
+                if sum(map(hash, turns)) + again.pop(debate, 0) != marks[debate]:
+                    _disagreeing(path, end)
                 yield list(reading.pop(debate).values())
+        if reading:  # a debate that never ended where the lines' starts said
+            _disagreeing(path, end)
 
     runs = sorted({run for run, _ in last})
     questions = sorted({question for _, question in last})

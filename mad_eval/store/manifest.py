@@ -8,17 +8,18 @@ another version's) is kept as read, compared by nothing and written back after o
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar, Self, get_type_hints
 
+from mad_eval.foreign import read_json
 from mad_eval.sanitize import redact
-from mad_eval.setup.config import OPERATIONAL, RecordedConfig, RunConfig
+from mad_eval.setup.config import COUNTS, OPERATIONAL, RecordedConfig, RunConfig, count_problem
 from mad_eval.setup.hints import describe, fits
 from mad_eval.setup.roster import Entry
 from mad_eval.store.files import StoreError
@@ -228,17 +229,19 @@ class RunManifest:
         none, or a file that is damaged or no manifest, is a StoreError in one sentence."""
         where = Path(where)
         path = where if where.is_file() else where / MANIFEST_FILE
-        if not path.exists():
-            raise StoreError(f"{path.parent} is not a run directory (no {MANIFEST_FILE}).")
         try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
+            data = read_json(path)
+        except FileNotFoundError:
+            raise StoreError(
+                f"{path.parent} is not a run directory (no {MANIFEST_FILE})."
+            ) from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {path} ({exc.strerror or exc}).") from None
+        except ValueError as exc:  # not UTF-8, not JSON, NaN, nested too deep
             raise StoreError(
                 f"{path} is damaged ({exc}); restore it from a copy, or start the run anew "
                 "in another folder."
             ) from None
-        except OSError as exc:
-            raise StoreError(f"cannot read {path} ({exc.strerror or exc}).") from None
         return cls.from_dict(data, path)
 
     @classmethod
@@ -263,12 +266,15 @@ class RunManifest:
             team = data.get("team") or []
             if not isinstance(team, list) or not all(isinstance(s, dict) for s in team):
                 raise ValueError('its "team" is not a list of seats')
+            protocol = ProtocolPart.from_dict(sections["protocol"], config)
+            seats = tuple(TeamSeat.from_dict(seat) for seat in team)
+            _check_agents(protocol, seats, config.agents)
             return cls(
                 config=config,
                 benchmark=BenchmarkPart.from_dict(sections["benchmark"], config),
-                protocol=ProtocolPart.from_dict(sections["protocol"], config),
+                protocol=protocol,
                 prompt=PromptPart.from_dict(sections["prompt"], config),
-                team=tuple(TeamSeat.from_dict(seat) for seat in team),
+                team=seats,
                 operational=data.get("operational") or {},
                 serving=data.get("serving"),
                 versions=data.get("versions") or {},
@@ -345,6 +351,14 @@ def _recorded_config(data: dict[str, Any], path: Path) -> tuple[RecordedConfig, 
                 f'{path} is not a mad-eval run manifest ("config" "{key}" is {_shown(value)}, '
                 f"not {describe(hints[key])})."
             )
+    for key in COUNTS:  # within a run's limits, as a new run's settings are
+        value = known.get(key, getattr(RecordedConfig, key))
+        problem = count_problem(key, value)
+        if problem is not None:
+            raise StoreError(
+                f'{path} is not a mad-eval run manifest ("config" "{key}" is {value}: {key} '
+                f"must be {problem})."
+            )
     if "roster" in known:
         known["roster"] = tuple(
             Entry(**{**entry, "base_urls": tuple(entry.get("base_urls", ()))})
@@ -352,6 +366,23 @@ def _recorded_config(data: dict[str, Any], path: Path) -> tuple[RecordedConfig, 
         )
     unknown = {key: value for key, value in data.items() if key not in hints}
     return RecordedConfig(**known), unknown
+
+
+def _check_agents(protocol: ProtocolPart, team: tuple[TeamSeat, ...], agents: int) -> None:
+    """Every agent the manifest names (voters, hub, seats) is one of the run's `agents`, each
+    named once: a ValueError saying which is not."""
+
+    def agents_of(found: Sequence[Any]) -> bool:
+        if not all(type(a) is int and 0 <= a < agents for a in found):
+            return False
+        return len(set(found)) == len(found)
+
+    if not agents_of(protocol.voters):
+        raise ValueError('its "protocol" "voters" are not distinct agents of the run')
+    if protocol.hub is not None and not agents_of([protocol.hub]):
+        raise ValueError('its "protocol" "hub" is not an agent of the run')
+    if not agents_of([seat.agent for seat in team]):
+        raise ValueError('its "team" seats are not distinct agents of the run')
 
 
 def _shown(value: Any) -> str:

@@ -8,7 +8,6 @@ page never re-derives a vote in the browser."""
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from mad_eval.protocols.scoring import answer_groups, get_rule, same_answer_as, 
 from mad_eval.records import Question, Turn, Verdict
 from mad_eval.reporting.results import Run
 from mad_eval.sanitize import redact
+from mad_eval.store.metrics import read_metrics
 
 # Tags a debate row may carry; the overview offers each as a filter.
 TAGS = {
@@ -303,11 +303,8 @@ def question_order(qid: str) -> tuple:
 def alerts_of(run: Run) -> list[str]:
     """The run's alerts (one sentence each) as its metrics.json holds them, else as its
     recomputed metrics do; none for a folder written before alerts existed."""
-    try:
-        written = json.loads((Path(run.root) / "metrics.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        written = None
-    found = written.get("alerts") if isinstance(written, dict) else None
+    written = read_metrics(Path(run.root))
+    found = written.get("alerts") if written is not None else None
     if found is None:
         found = run.metrics.get("alerts")
     if not isinstance(found, list):

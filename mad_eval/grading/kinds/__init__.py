@@ -93,6 +93,11 @@ class Kind:
         """A read answer checked against the gold; None is never right."""
         return Grade(answer, answer is not None and self.same(answer, gold))
 
+    def decide(self, answer: str, gold: str) -> bool | None:
+        """grade()'s verdict on a read answer where it is pure and cheap (a recorded one is
+        checked against it); None where only a slower comparison (math-verify) decides."""
+        return self.same(answer, gold)
+
     def gold(self, raw: str, options: Sequence[str]) -> str | None:
         """A benchmark's gold as this kind's canonical answer; None when it cannot be one."""
         return raw

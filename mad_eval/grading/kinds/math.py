@@ -40,19 +40,30 @@ def _integer_key(s: str) -> str | None:
     return digits if s[0] != "-" or digits == "0" else "-" + digits
 
 
+def quick_compare(answer: str, gold: str) -> bool | None:
+    """Whether answer means gold where the text alone decides (the same text, two integers,
+    no answer to compare); None where math-verify must."""
+    if answer == gold and answer.strip():
+        return True
+    a, g = " ".join(answer.split()), " ".join(gold.split())
+    if a == g:
+        return True
+    a_int, g_int = _integer_key(a), _integer_key(g)
+    if a_int is not None and g_int is not None:
+        return a_int == g_int
+    if not a or len(a) > MAX_ANSWER_CHARS:
+        return False
+    return None
+
+
 @functools.lru_cache(maxsize=65536)
 def compare_math(answer: str, gold: str) -> Comparison:
     """Whether answer means gold, and whether math-verify ran out of time deciding: cheap
     string and integer checks first, then math-verify."""
-    a, g = " ".join(answer.split()), " ".join(gold.split())
-    if a == g:
-        return Comparison(True, False)
-    a_int, g_int = _integer_key(a), _integer_key(g)
-    if a_int is not None and g_int is not None:
-        return Comparison(a_int == g_int, False)
-    if not a or len(a) > MAX_ANSWER_CHARS:
-        return Comparison(False, False)
-    return verify(a, g)
+    quick = quick_compare(answer, gold)
+    if quick is not None:
+        return Comparison(quick, False)
+    return verify(" ".join(answer.split()), " ".join(gold.split()))
 
 
 def equivalent(answer: str, gold: str) -> bool:
@@ -89,6 +100,9 @@ class MathKind(Kind):
 
     def same(self, a: str, b: str) -> bool:
         return equivalent(a, b)
+
+    def decide(self, answer: str, gold: str) -> bool | None:
+        return quick_compare(answer, gold)
 
     def grade(self, answer: str | None, gold: str) -> Grade:
         if answer is None:

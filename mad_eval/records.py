@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import operator
+import reprlib
 import sys
 import types
 import typing
@@ -71,7 +73,7 @@ class Question:
         if not isinstance(data.get("answer"), str | None):
             raise ValueError('"answer" is neither a string nor null')
         return cls(
-            data["id"], data["text"], data["gold"], data["meta"], data["kind"], data["answer"]
+            data["id"], data["text"], data["gold"], data["meta"], data["kind"], data.get("answer")
         )
 
 
@@ -170,19 +172,21 @@ class _Schema:
         if tuple(map(type, values)) not in self.seen:  # records share a few: each checked once
             for name, value, kinds in zip(self.names, values, self.types, strict=True):
                 if type(value) not in kinds:
-                    raise ValueError(f'"{name}" is {_shown(value)}, not {_wanted(kinds)}')
+                    raise ValueError(f'"{name}" is {shown(value)}, not {_wanted(kinds)}')
             if len(self.seen) < 4096:
                 self.seen.add(tuple(map(type, values)))
         if min(filter(None, self.counts(values)), default=0) < 0:  # None and 0 pass
             i = next(i for i in self.counted if (values[i] or 0) < 0)
-            raise ValueError(f'"{self.names[i]}" is {values[i]!r}, not a count (0 or more)')
+            raise ValueError(
+                f'"{self.names[i]}" is {shown(values[i], 80)}, not a count (0 or more)'
+            )
         for i, kinds in self.items:
             value = values[i]
             if value:  # not None, nor an empty list or map
                 items = value.values() if type(value) is dict else value
                 if not kinds.issuperset(map(type, items)):
                     bad = next(item for item in items if type(item) not in kinds)
-                    raise ValueError(f'"{self.names[i]}" holds {_shown(bad)}, not {_wanted(kinds)}')
+                    raise ValueError(f'"{self.names[i]}" holds {shown(bad)}, not {_wanted(kinds)}')
 
 
 _SCHEMAS: dict[type, _Schema] = {}
@@ -227,9 +231,37 @@ def _wanted(kinds: tuple[type, ...]) -> str:
     )
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+class _Short(reprlib.Repr):
+    """reprlib's bounded repr, a dict's keys in their own order (reprlib sorts them)."""
+
+    def __init__(self) -> None:
+        super().__init__()  # (its bounds are keywords only from Python 3.12)
+        self.maxlevel, self.maxstring, self.maxother, self.maxlist, self.maxdict = 2, 40, 40, 4, 4
+
+    def repr_dict(self, x: dict[Any, Any], level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        shown = [
+            f"{self.repr1(key, level - 1)}: {self.repr1(value, level - 1)}"
+            for key, value in itertools.islice(x.items(), self.maxdict)
+        ]
+        return "{" + ", ".join(shown + ["..."] * (len(x) > self.maxdict)) + "}"
+
+
+_SHOWN = _Short()
+
+
+def shown(value: Any, width: int = 40) -> str:
+    """A value as a message quotes it: its repr in at most `width` characters, nested values
+    elided (a record's 1,000-deep list has no repr Python can build). Every value a file,
+    a server or a model gave is quoted so: a message stays one short sentence."""
+    try:
+        text = _SHOWN.repr(value) if width <= 40 else repr(value)[: width + 1]
+    except (ValueError, RecursionError):  # past 4,300 digits; nested past Python's repr
+        return "a number too long to show" if isinstance(value, int) else "a value too deep to show"
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 @dataclass(slots=True)

@@ -36,6 +36,7 @@ from mad_eval.backends.base import (
 )
 from mad_eval.backends.bodies import MAX_REPLY_BYTES, ReplyTooLarge, parse_json, read_body
 from mad_eval.grading.reasoning import ends_in_reasoning
+from mad_eval.records import shown
 from mad_eval.sanitize import printable, redact, valid_text
 
 OPENAI_API = "https://api.openai.com/v1"
@@ -147,8 +148,9 @@ class OpenAIBackend(Backend):
         generation.latency = time.perf_counter() - start
         if not served_as(generation.served_model, self.model, self.aliases):
             raise RequestError(
-                f"ModelMismatch: the server answered with model {generation.served_model!r}, "
-                f"not {self.model!r}"
+                "ModelMismatch: the server answered with model "
+                f"{shown(generation.served_model, 80)}, "
+                f"not {shown(self.model, 80)}"
             )
         return generation
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from mad_eval.data import hub as online
 from mad_eval.errors import UserError
-from mad_eval.records import Messages
+from mad_eval.records import Messages, shown
 
 Encoded = np.ndarray
 # Real BPE tokenizers reach ~4 characters per token on prose but only 2.2-2.7 on LaTeX-dense
@@ -150,8 +150,9 @@ class HFCounter(TokenCounter):
             return TEXT_RENDERINGS[self.template][0](messages)
         if not self.has_chat_template:
             raise ContextError(
-                f"tokenizer {self.name.removeprefix('hf:')!r} has no chat template to render "
-                "prompts with; pass --tokenizer with one, or --template raw for a base model."
+                f"tokenizer {shown(self.name.removeprefix('hf:'), 80)} has no chat template to "
+                "render prompts with; pass --tokenizer with one, or --template raw for a base "
+                "model."
             )
         switches = self.template_kwargs if template_kwargs is None else template_kwargs
         return self.tokenizer.apply_chat_template(
@@ -273,7 +274,7 @@ def load_counter(
             counter = _load_hf(tokenizer, template)
         except Exception as error:
             raise ContextError(
-                f"cannot load tokenizer {tokenizer!r} ({error.__class__.__name__}); "
+                f"cannot load tokenizer {shown(tokenizer, 80)} ({error.__class__.__name__}); "
                 "give a local tokenizer folder or a hub id that can be reached."
             ) from error
         return counter, _template_warning(counter)
@@ -288,7 +289,7 @@ def load_counter(
         else:
             return counter, _template_warning(counter)
     return EstimateCounter(template), (
-        f"no tokenizer found for model {model!r}, so prompt lengths are estimated "
+        f"no tokenizer found for model {shown(model, 80)}, so prompt lengths are estimated "
         f"at {CHARS_PER_TOKEN} characters per token; pass --tokenizer for exact counts."
     )
 
@@ -297,7 +298,7 @@ def _template_warning(counter: HFCounter) -> str | None:
     if counter.exact:
         return None
     return (
-        f"tokenizer {counter.name.removeprefix('hf:')!r} has no chat template, so prompt "
+        f"tokenizer {shown(counter.name.removeprefix('hf:'), 80)} has no chat template, so prompt "
         f"lengths are counted on a plain rendering plus {PROMPT_MARGIN} tokens."
     )
 

@@ -20,7 +20,7 @@ from mad_eval.debate.context import (
 )
 from mad_eval.debate.prompts import RoundReplies, Speaker, build_prompt
 from mad_eval.grading.reasoning import parse_quoting
-from mad_eval.records import Messages, Question, Turn, messages_hash
+from mad_eval.records import Messages, Question, Turn, messages_hash, shown
 from mad_eval.setup.templates import (
     Template,
     TemplateError,
@@ -102,7 +102,8 @@ class Replay:
         self.spent[ref] = (prompts, total)
         if total > SLOW_TOTAL and total / prompts > SLOW_EACH and ref in self.templates:
             self.templates[ref] = TemplateError(
-                f"prompt template {ref!r} takes {total / prompts:.1f} s a prompt to rebuild, "
+                f"prompt template {shown(ref, 80)} takes {total / prompts:.1f} s a prompt to "
+                "rebuild, "
                 "too slow to replay its turns"
             )
 
@@ -142,7 +143,8 @@ class Replay:
         if ref in builtin_templates():
             return load_template(ref)
         raise TemplateError(
-            f"manifest.json records no text of prompt template {ref!r}, which is no built-in one."
+            f"manifest.json records no text of prompt template {shown(ref, 80)}, which is no "
+            "built-in one."
         )
 
     def _fitter(self, seat: TeamSeat) -> Fitter:
@@ -157,8 +159,8 @@ class Replay:
                     counter, _ = load_counter(tokenizer, seat.model, self.template)
                 except ContextError:
                     raise ReplayError(
-                        f"its prompt was shortened with tokenizer {tokenizer!r}, which cannot "
-                        "be loaded here"
+                        f"its prompt was shortened with tokenizer {shown(tokenizer, 80)}, which "
+                        "cannot be loaded here"
                     ) from None
             counter = counter.with_template_kwargs(kwargs)
             self.fitters[key] = Fitter(counter, strip_think=self.strip_think)
@@ -183,7 +185,9 @@ def run_questions(
         local = spec.local and spec.local["file"]
     missing = [qid for qid in manifest.benchmark.questions if qid not in found]
     if missing:
-        problem = f"{where} lacks {len(missing)} of the run's questions (e.g. {missing[0]!r})"
+        problem = (
+            f"{where} lacks {len(missing)} of the run's questions (e.g. {shown(missing[0], 80)})"
+        )
         if local:  # the folder the run read is not the one read here: advised as the caller's
             raise DataMissingError(problem, manifest.config.benchmark, local)
         raise StoreError(f"{problem}; {fix}.")

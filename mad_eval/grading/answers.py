@@ -32,6 +32,7 @@ from mad_eval.grading import dapo, verifier
 from mad_eval.grading.dov import dov_math
 from mad_eval.grading.math_verify_settings import DEFAULT, MathVerifySettings, parse_settings
 from mad_eval.grading.reasoning import drop_reasoning
+from mad_eval.records import shown
 
 MAX_ANSWER_CHARS = 1000
 """Longer extracted answers count as unparsed: a truncated answer would be a guess."""
@@ -402,14 +403,14 @@ def get_answer_protocol(spec: str) -> AnswerProtocol:
     name, colon, given = spec.partition(":")
     if name not in ANSWER_PROTOCOLS:
         known = ", ".join(ANSWER_PROTOCOLS)
-        raise AnswerProtocolError(f"unknown answer protocol {name!r}; known: {known}.")
+        raise AnswerProtocolError(f"unknown answer protocol {shown(name, 80)}; known: {known}.")
     protocol = ANSWER_PROTOCOLS[name]
     if not colon:
         return protocol
     if protocol.configure is None:
         takes = ", ".join(n for n, p in ANSWER_PROTOCOLS.items() if p.configure) or "none"
         raise AnswerProtocolError(
-            f"the {name} answer protocol takes no settings ({spec!r}); protocols with "
+            f"the {name} answer protocol takes no settings ({shown(spec, 80)}); protocols with "
             f"settings: {takes}."
         )
     return protocol.configure(given)

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from mad_eval.errors import UserError
+from mad_eval.records import shown
 
 TARGETS = ("expr", "latex")
 GOLDS = ("boxed", "searched")
@@ -92,7 +93,8 @@ def parse_settings(given: str, protocol: str = "math-verify") -> MathVerifySetti
         if not eq or key not in ACCEPTED:
             known = ", ".join(f"{k}=" for k in ACCEPTED)
             raise SettingError(
-                f"cannot read {protocol} setting {item!r}; write key=value with a key of: {known}"
+                f"cannot read {protocol} setting {shown(item, 80)}; write key=value with a key "
+                f"of: {known}"
             )
         if key in values:
             raise SettingError(f"{protocol} setting {key} is given twice")

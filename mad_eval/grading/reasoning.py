@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from mad_eval.records import shown
+
 OPEN, CLOSE = "<think>", "</think>"
 # Where reasoning is quoted, a think tag inside either part is escaped, so no reply can end
 # its own quoted reasoning early and pass reasoning off as a final answer, or the reverse.
@@ -142,5 +144,5 @@ def parse_quoting(text: str) -> Quoting:
     if how == "tail" and count.isdigit() and int(count) >= 1:
         return Quoting("tail", int(count))
     raise ValueError(
-        f"quote must be {QUOTE_CHOICES} (N tokens of reasoning, at least 1), not {text!r}"
+        f"quote must be {QUOTE_CHOICES} (N tokens of reasoning, at least 1), not {shown(text)}"
     )

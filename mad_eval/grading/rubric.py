@@ -36,6 +36,22 @@ JUDGE_CRITERIA = {
 # What the judge's scores are tallied as: each criterion, and their sum.
 CRITIQUE = (*JUDGE_CRITERIA, "total")
 
+
+def scores_problem(scores: dict[str, int] | None, total: int | None) -> str | None:
+    """What is wrong with a verdict's scores as a judge.jsonl line records them (every
+    criterion scored within its range, the total their sum; or neither), or None."""
+    if scores is None:
+        return None if total is None else "a total without scores"
+    if scores.keys() != JUDGE_CRITERIA.keys():
+        return f"scores of other criteria than the rubric's ({', '.join(JUDGE_CRITERIA)})"
+    for name, (top, _) in JUDGE_CRITERIA.items():
+        if not 0 <= scores[name] <= top:
+            return f"a {name} score of {scores[name]}, not 0 to {top}"
+    if total != sum(scores.values()):
+        return "a total that is not the sum of its scores"
+    return None
+
+
 # Short column headers for the judge's criteria, on the console and in tables.
 CRITIQUE_HEADERS = {
     "conflict_identification": "conflict",

@@ -14,6 +14,7 @@ from mad_eval.measure.family import Context, Section
 from mad_eval.measure.formula import Formula
 from mad_eval.measure.prices import Price
 from mad_eval.protocols.scoring import Scoring
+from mad_eval.records import shown
 
 # metrics.json's layout. 1: the files written before `schema_version` existed (read alike).
 SCHEMA_VERSION = 2
@@ -28,7 +29,7 @@ def check_version(metrics: dict[str, Any], path: object) -> None:
     found = metrics.get("schema_version", 1)
     if not isinstance(found, int) or isinstance(found, bool) or found > SCHEMA_VERSION:
         raise MetricsVersionError(
-            f"{path} has schema_version {found!r}; this mad-eval reads metrics.json up to "
+            f"{path} has schema_version {shown(found, 80)}; this mad-eval reads metrics.json up to "
             f"version {SCHEMA_VERSION}: use the newer mad-eval that wrote it."
         )
 

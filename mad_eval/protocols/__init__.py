@@ -20,6 +20,7 @@ from mad_eval.protocols.decentralized import Decentralized
 from mad_eval.protocols.heterogeneous import Heterogeneous
 from mad_eval.protocols.single import Single
 from mad_eval.protocols.sparse import Sparse
+from mad_eval.records import shown
 from mad_eval.setup.config import project_folder, spec_files
 from mad_eval.setup.tomlfile import TomlFileError, read_toml
 
@@ -165,7 +166,9 @@ def _build(
     params = dict(params)
     score = params.pop("score", None) if "score" not in named else None
     if score is not None and not isinstance(score, str):
-        raise ProtocolError(f"score must name a scoring rule (e.g. score=hub), got {score!r}.")
+        raise ProtocolError(
+            f"score must name a scoring rule (e.g. score=hub), got {shown(score, 80)}."
+        )
     unknown = [key for key in params if key not in named]
     if unknown and not takes_more:
         raise ProtocolError(
@@ -217,7 +220,8 @@ def _class_named(name: str, where: str) -> type[Protocol]:
     if name in plugins:
         return _load_entry_point(plugins[name])
     raise ProtocolError(
-        f"{where}: class {name!r} is not one of: {', '.join(BUILTIN)} (or pkg.module:Class)."
+        f"{where}: class {shown(name, 80)} is not one of: {', '.join(BUILTIN)} (or "
+        "pkg.module:Class)."
     )
 
 
@@ -262,5 +266,7 @@ def _checked_class(obj: Any, ref: str) -> type[Protocol]:
         if not isinstance(getattr(obj, attr, None), str):
             raise ProtocolError(f"{ref} must set the class attribute `{attr}` to a string.")
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", obj.name):
-        raise ProtocolError(f"{ref}: name {obj.name!r} may hold only letters, digits, . _ -.")
+        raise ProtocolError(
+            f"{ref}: name {shown(obj.name, 80)} may hold only letters, digits, . _ -."
+        )
     return obj

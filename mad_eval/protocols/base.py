@@ -7,6 +7,7 @@ from typing import Any
 
 from mad_eval.errors import UserError
 from mad_eval.protocols.scoring import get_rule
+from mad_eval.records import shown
 
 
 class ProtocolError(UserError, ValueError):
@@ -79,7 +80,9 @@ def _check_indices(value: Any, n_agents: int, where: str) -> None:
     if not isinstance(value, list) or not all(
         isinstance(i, int) and not isinstance(i, bool) for i in value
     ):
-        raise ProtocolError(f"{where} returned {value!r}; it must return a list of agent indices.")
+        raise ProtocolError(
+            f"{where} returned {shown(value, 80)}; it must return a list of agent indices."
+        )
     bad = [i for i in value if not 0 <= i < n_agents]
     if bad:
         raise ProtocolError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mad_eval.protocols.base import Protocol, ProtocolError
+from mad_eval.records import shown
 
 
 class Centralized(Protocol):
@@ -13,7 +14,9 @@ class Centralized(Protocol):
 
     def __init__(self, hub: int = 0):
         if not isinstance(hub, int) or isinstance(hub, bool) or hub < 0:
-            raise ProtocolError(f"centralized: hub must be an agent index >= 0, got {hub!r}.")
+            raise ProtocolError(
+                f"centralized: hub must be an agent index >= 0, got {shown(hub, 80)}."
+            )
         self.hub = hub
 
     def validate(self, n_agents: int) -> None:

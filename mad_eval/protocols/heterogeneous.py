@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from mad_eval.protocols.base import Protocol, ProtocolError
+from mad_eval.records import shown
 
 
 class Heterogeneous(Protocol):
@@ -23,7 +24,8 @@ class Heterogeneous(Protocol):
         classes = {name: cls for name, cls in BUILTIN.items() if cls is not Heterogeneous}
         if topology not in classes:
             raise ProtocolError(
-                f"heterogeneous: topology {topology!r} is not one of: {', '.join(classes)}."
+                f"heterogeneous: topology {shown(topology, 80)} is not one of: "
+                f"{', '.join(classes)}."
             )
         try:
             self.topology = classes[topology](**topology_params)

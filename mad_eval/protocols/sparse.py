@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mad_eval.protocols.base import Protocol, ProtocolError
+from mad_eval.records import shown
 
 ORDERS = ("agent", "ring")
 
@@ -21,15 +22,17 @@ class Sparse(Protocol):
         right, nearest first (i-1, i+1, i-2, ...; a graph's row as written), itself last,
         as Debate-or-Vote quotes them."""
         if not isinstance(degree, int) or isinstance(degree, bool) or degree < 0:
-            raise ProtocolError(f"sparse: degree must be a whole number >= 0, got {degree!r}.")
+            raise ProtocolError(
+                f"sparse: degree must be a whole number >= 0, got {shown(degree, 80)}."
+            )
         if order not in ORDERS:
-            raise ProtocolError(f"sparse: order must be agent or ring, got {order!r}.")
+            raise ProtocolError(f"sparse: order must be agent or ring, got {shown(order, 80)}.")
         if graph is not None and not (
             isinstance(graph, list) and all(isinstance(row, list) for row in graph)
         ):
             raise ProtocolError(
                 f"sparse: graph must be a list of neighbour lists, e.g. [[1], [0, 2], [1]], "
-                f"got {graph!r}."
+                f"got {shown(graph, 80)}."
             )
         self.degree = degree
         self.graph = graph
@@ -47,8 +50,8 @@ class Sparse(Protocol):
                 for j in row:
                     if not isinstance(j, int) or not 0 <= j < n_agents:
                         raise ProtocolError(
-                            f"sparse: graph[{agent}] names {j!r}, which is not an agent index "
-                            f"0..{n_agents - 1}."
+                            f"sparse: graph[{agent}] names {shown(j, 80)}, which is not an agent "
+                            f"index 0..{n_agents - 1}."
                         )
         elif self.degree > n_agents - 1:
             raise ProtocolError(

@@ -21,12 +21,14 @@ def fits(value: Any, hint: Any) -> bool:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (types.UnionType, typing.Union):
         return any(fits(value, part) for part in args)
-    if origin in (tuple, Sequence):  # tuple[X, ...] or Sequence[X]
+    if origin in (tuple, list, Sequence):  # tuple[X, ...], list[X] or Sequence[X]
         return isinstance(value, list | tuple) and all(fits(item, args[0]) for item in value)
     if origin is dict:
-        return isinstance(value, dict)
-    if dataclasses.is_dataclass(hint):
-        return _table_fits(value, hint)
+        return isinstance(value, dict) and all(
+            fits(key, args[0]) and fits(item, args[1]) for key, item in value.items()
+        )
+    if dataclasses.is_dataclass(hint):  # one made already, or a table of its fields
+        return isinstance(value, hint) or _table_fits(value, hint)
     if hint is float:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if hint is int:
@@ -43,7 +45,7 @@ def describe(hint: Any) -> str:
         origin = typing.get_origin(part)
         if part is type(None):
             continue
-        if origin in (tuple, Sequence):
+        if origin in (tuple, list, Sequence):
             names.append(f"a list of {describe(typing.get_args(part)[0])}")
         elif origin is dict:
             names.append("dict")

@@ -22,7 +22,7 @@ import jinja2
 from jinja2 import nodes
 
 from mad_eval.errors import UserError
-from mad_eval.records import Messages
+from mad_eval.records import Messages, shown
 from mad_eval.setup import sandbox
 from mad_eval.setup.config import project_folder, spec_files
 from mad_eval.setup.tomlfile import TomlFileError, read_text
@@ -235,7 +235,7 @@ def _raw(path: Path, depth: int = 0) -> tuple[dict[str, Any], str]:
     base = builtin_templates().get(str(raw["base"]))
     if base is None or base.resolve() == path.resolve() or depth > 4:
         raise TemplateError(
-            f"{path}: base {raw['base']!r} is no other template; built in: "
+            f"{path}: base {shown(raw['base'], 80)} is no other template; built in: "
             f"{', '.join(builtin_templates())}."
         )
     under, under_source = _raw(base, depth + 1)
@@ -255,9 +255,9 @@ def recorded_template(ref: str, file: str, sha256: str, text: str, data: Any) ->
         same = False
     if not same:
         raise TemplateError(
-            f"manifest.json's prompt template {ref!r} holds a table that is not the one its "
-            "text gives, so its prompts are not rebuilt from it; restore manifest.json from "
-            "a copy."
+            f"manifest.json's prompt template {shown(ref, 80)} holds a table that is not the one "
+            "its text gives, so its prompts are not rebuilt from it; restore manifest.json "
+            "from a copy."
         )
     path = Path(str(file))
     return parse_template(data, text, path, path.stem)
@@ -271,8 +271,8 @@ def check_recorded(ref: str, sha256: Any, text: Any) -> None:
         intact = False
     if not intact or len(text) > MAX_SOURCE:
         raise TemplateError(
-            f"manifest.json's prompt template {ref!r} does not match its recorded hash, so "
-            "its prompts are not rebuilt from it (the file was edited after the run wrote "
+            f"manifest.json's prompt template {shown(ref, 80)} does not match its recorded hash, "
+            "so its prompts are not rebuilt from it (the file was edited after the run wrote "
             "it); restore manifest.json from a copy."
         )
 
@@ -364,7 +364,7 @@ def _message(item: dict[str, Any], where: str, path: Path, ours: bool = False) -
     for key in item:
         need(key in MESSAGE_KEYS, f"unknown key '{key}'; a message has: role, content, optional")
     role, content = item.get("role"), item.get("content")
-    need(role in ROLES, f"role {role!r} is not one of: {', '.join(ROLES)}")
+    need(role in ROLES, f"role {shown(role, 80)} is not one of: {', '.join(ROLES)}")
     need(isinstance(content, str), "'content' must be text")
     need(isinstance(item.get("optional", False), bool), "'optional' must be true or false")
     try:

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from mad_eval.foreign import LineTooLong, check_line, lines, open_regular
-from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict
+from mad_eval.grading.rubric import scores_problem
+from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict, shown
 from mad_eval.sanitize import redact
 from mad_eval.setup.config import RunConfig
+from mad_eval.setup.hints import fits
 from mad_eval.setup.templates import TemplateError, check_recorded
 from mad_eval.store.files import (
     APPEND,
@@ -180,7 +182,7 @@ class RunStore:
             return 0
         self._sink.close()
         moved = move_records(self.turns_path, keys, Turn.from_json, "a turn record")
-        move_records(self.root / JUDGE_FILE, keys, Verdict.from_json, "a judge verdict")
+        move_records(self.root / JUDGE_FILE, keys, read_verdict, "a judge verdict")
         self._sink = Sink(self.turns_path)
         return moved
 
@@ -208,7 +210,7 @@ class RunStore:
             if missing:
                 raise StoreError(
                     f"{self.root / 'questions.jsonl'} lacks {len(missing)} of the run's "
-                    f"questions (e.g. {missing[0]!r}); restore it from a copy."
+                    f"questions (e.g. {shown(missing[0])}); restore it from a copy."
                 )
             benchmark = manifest.benchmark
             grades = _grades(golds, benchmark.kind, benchmark.answer, self.manifest_path)
@@ -282,7 +284,8 @@ class RunStore:
         changed = [k for k in wanted if recorded.get(k) != wanted[k]]
         if changed:
             diffs = ", ".join(
-                f"{k} is {recorded.get(k)!r} there, {wanted[k]!r} here" for k in changed
+                f"{k} is {shown(recorded.get(k), 80)} there, {shown(wanted[k], 80)} here"
+                for k in changed
             )
             raise StoreError(
                 f"{self.root} holds a run with a different configuration ({diffs}); "
@@ -304,7 +307,7 @@ class JudgeLog:
         if not self.path.exists():
             return []
         shape = shape or RunStore(self.path.parent).shape()
-        found = read_records(self.path, Verdict.from_json, "a judge verdict", repair, shape)
+        found = read_records(self.path, read_verdict, "a judge verdict", repair, shape)
         return list({v.key: v for v in found}.values())
 
     def open(self, setting: Setting) -> dict[TurnKey, Verdict]:
@@ -344,6 +347,18 @@ class JudgeLog:
             self._sink.close()
             self._sink = None
         self.lock.release()
+
+
+def read_verdict(line: bytes) -> Verdict:
+    """A judge.jsonl line, its scores held to the rubric (a ValueError saying how they are
+    not): a forged score would be averaged as the judge's."""
+    verdict = Verdict.from_json(line)
+    if not fits(verdict.setting, Setting):
+        raise ValueError('"setting" is not the fields of a judge setting, each of its type')
+    problem = scores_problem(verdict.scores, verdict.total)
+    if problem is not None:
+        raise ValueError(problem)
+    return verdict
 
 
 def read_records(
@@ -408,7 +423,7 @@ class RunShape:
         if not 0 <= run < self.runs:
             return f"run {run} is not one of its runs ({_span(self.runs)})"
         if self.questions is not None and question not in self.questions:
-            return f"question {question!r} is not one of its questions"
+            return f"question {shown(question, 80)} is not one of its questions"
         if not 0 <= round_ <= self.rounds:
             return f"round {round_} is not one of its rounds ({_span(self.rounds + 1)})"
         if not 0 <= agent < self.agents:
@@ -587,8 +602,8 @@ def _repeated(path: Path, number: int, first: TurnKey, last: TurnKey) -> NoRetur
     names = ("run", "question", "round", "agent")
     name, one, other = next((n, a, b) for n, a, b in zip(names, first, last, strict=True) if a != b)
     raise StoreError(
-        f'{path} line {number} gives "{name}" twice ({one!r}, then {other!r}); fix or remove '
-        "that line."
+        f'{path} line {number} gives "{name}" twice ({shown(one, 80)}, then '
+        f"{shown(other, 80)}); fix or remove that line."
     )
 
 

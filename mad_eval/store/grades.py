@@ -16,7 +16,7 @@ from typing import Final
 
 from mad_eval.grading.grader import decider
 from mad_eval.grading.kinds import get_kind
-from mad_eval.records import Turn
+from mad_eval.records import Turn, shown
 
 _UNKNOWN: Final = object()
 CACHED = 65536  # distinct (answer, gold) verdicts kept; records come a debate at a time
@@ -65,7 +65,7 @@ class Grades:
         if right and turn.grade_timed_out:
             return "it counts an answer math-verify could not decide as right"
         gold = self.golds[turn.question]
-        return f"it counts the answer {_shown(answer)} {said} against the gold {_shown(gold)}"
+        return f"it counts the answer {shown(answer)} {said} against the gold {shown(gold)}"
 
     def _decide(self, answer: str, gold: str | None) -> bool | None:
         found = None if gold is None or self.decide is None else self.decide(answer, gold)
@@ -73,7 +73,3 @@ class Grades:
             self.verdicts.clear()
         self.verdicts[(answer, gold)] = found
         return found
-
-
-def _shown(text: str) -> str:
-    return repr(text) if len(text) <= 40 else repr(text[:37] + "...")

@@ -8,6 +8,7 @@ another version's) is kept as read, compared by nothing and written back after o
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Self, get_type_hints
 
 from mad_eval.foreign import read_json
+from mad_eval.grading.reasoning import parse_quoting
+from mad_eval.records import shown
 from mad_eval.sanitize import redact
 from mad_eval.setup.config import COUNTS, OPERATIONAL, RecordedConfig, RunConfig, count_problem
 from mad_eval.setup.hints import describe, fits
@@ -41,9 +44,16 @@ PACKAGES = (
 
 class Part:
     """A section of the manifest: a frozen dataclass whose JSON keys are its field names
-    (but for JSON_KEYS), tuples written as lists."""
+    (but for JSON_KEYS), tuples written as lists; every value of its field's type, checked
+    as it is made (a manifest from others is data: a value of another type would fail far
+    from here, in whatever reads it)."""
 
     JSON_KEYS: ClassVar[dict[str, str]] = {}
+    SECTION: ClassVar[str]
+
+    def __post_init__(self) -> None:
+        _check_fields(self, f'"{self.SECTION}" ', {f.name: self.JSON_KEYS.get(f.name, f.name)
+                                                   for f in fields(self)})  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +63,8 @@ class Part:
 
 @dataclass(frozen=True)
 class BenchmarkPart(Part):
+    SECTION: ClassVar[str] = "benchmark"
+
     name: str
     title: str
     kind: str = "math"  # runs made before kinds existed are math
@@ -76,7 +88,7 @@ class BenchmarkPart(Part):
             kind=data.get("kind", "math"),
             answer=data.get("answer"),
             answer_revision=data.get("answer_revision", 1),
-            questions=tuple(data.get("questions") or ()),
+            questions=_listed(data.get("questions") or ()),
             orders=data.get("orders", {}),
         )
 
@@ -84,6 +96,7 @@ class BenchmarkPart(Part):
 @dataclass(frozen=True)
 class ProtocolPart(Part):
     JSON_KEYS: ClassVar[dict[str, str]] = {"cls": "class"}
+    SECTION: ClassVar[str] = "protocol"
 
     name: str
     cls: str | None = None  # the topology class; None before it was recorded
@@ -101,13 +114,13 @@ class ProtocolPart(Part):
         sees = data.get("sees")
         return cls(
             name=data.get("name", config.protocol),
-            voters=tuple(data["voters"]),
+            voters=_listed(data["voters"]),
             cls=data.get("class"),
             params=data.get("params", {}),
             source=data.get("source"),
             hub=data.get("hub"),
             score=data.get("score"),
-            sees=None if sees is None else tuple(tuple(row) for row in sees),
+            sees=tuple(map(_listed, sees)) if isinstance(sees, list) else sees,
         )
 
 
@@ -116,6 +129,8 @@ class TemplateRecord(Part):
     """A prompt template as the run read it: its own text, so a file edited or moved since
     does not change what a replay rebuilds, and its hash, so a resume notices the edit."""
 
+    SECTION: ClassVar[str] = "prompt_templates"
+
     file: str
     sha256: str
     text: str
@@ -123,11 +138,15 @@ class TemplateRecord(Part):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
+        if not isinstance(data, dict):
+            raise ValueError('its "prompt" "prompt_templates" holds a template that is no object')
         return cls(data["file"], data["sha256"], data["text"], data["data"])
 
 
 @dataclass(frozen=True)
 class PromptPart(Part):
+    SECTION: ClassVar[str] = "prompt"
+
     style: str  # the run's prompt template (--prompt-style)
     # Each template's file, text, data and hash, by the name or file the agents gave;
     # None: recorded before templates were data (a built-in one by name).
@@ -140,6 +159,8 @@ class PromptPart(Part):
     @classmethod
     def from_dict(cls, data: dict[str, Any], config: RecordedConfig) -> Self:
         recorded = data.get("prompt_templates")
+        if not isinstance(recorded, dict | None):
+            raise ValueError('its "prompt" "prompt_templates" is not an object')
         return cls(
             style=data.get("style", config.prompt_style),
             strip_think=data.get("strip_think", config.strip_think),
@@ -156,6 +177,13 @@ class PromptPart(Part):
 class TeamSeat(Part):
     """One agent as the run seated it; fields a run recorded before they existed are None
     (the run's own setting)."""
+
+    SECTION: ClassVar[str] = "team"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.quote is not None:
+            parse_quoting(self.quote)  # its ValueError says what is accepted
 
     agent: int
     group: str
@@ -178,7 +206,7 @@ class TeamSeat(Part):
             raise ValueError(f'a seat of its "team" names no "{missing[0]}"')
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        values["endpoints"] = tuple(values.get("endpoints") or ())
+        values["endpoints"] = _listed(values.get("endpoints") or ())
         values["extra_body"] = values.get("extra_body") or {}
         return cls(**values)
 
@@ -254,7 +282,9 @@ class RunManifest:
             raise StoreError(f'{path} is not a mad-eval run manifest (its "serving" is no table).')
         version = data.get("schema_version", 1)
         if type(version) is not int or version < 1:
-            raise StoreError(f"{path} is not a mad-eval run manifest (schema {version!r}).")
+            raise StoreError(
+                f"{path} is not a mad-eval run manifest (schema {shown(version, 80)})."
+            )
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{path} was written by a newer mad-eval (manifest schema {version}; this one "
@@ -279,7 +309,7 @@ class RunManifest:
                 serving=data.get("serving"),
                 versions=data.get("versions") or {},
                 git_commit=data.get("git_commit"),
-                command=tuple(data.get("command") or ()),
+                command=_listed(data.get("command") or ()),
                 created=data.get("created"),
                 schema_version=version,
                 unknown_config=unknown,
@@ -288,6 +318,11 @@ class RunManifest:
             raise StoreError(f"{path} is not a mad-eval run manifest (no {exc}).") from None
         except (TypeError, ValueError) as exc:
             raise StoreError(f"{path} is not a mad-eval run manifest ({exc}).") from None
+
+    def __post_init__(self) -> None:
+        # (config is typed as it is read; team's seats and the sections check themselves)
+        names = ("operational", "serving", "versions", "git_commit", "command", "created")
+        _check_fields(self, "", {name: name for name in names})
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest as manifest.json holds it, credentials redacted (sanitize.redact):
@@ -348,7 +383,7 @@ def _recorded_config(data: dict[str, Any], path: Path) -> tuple[RecordedConfig, 
     for key, value in known.items():
         if not fits(value, hints[key]):
             raise StoreError(
-                f'{path} is not a mad-eval run manifest ("config" "{key}" is {_shown(value)}, '
+                f'{path} is not a mad-eval run manifest ("config" "{key}" is {shown(value)}, '
                 f"not {describe(hints[key])})."
             )
     for key in COUNTS:  # within a run's limits, as a new run's settings are
@@ -359,6 +394,11 @@ def _recorded_config(data: dict[str, Any], path: Path) -> tuple[RecordedConfig, 
                 f'{path} is not a mad-eval run manifest ("config" "{key}" is {value}: {key} '
                 f"must be {problem})."
             )
+    if "quote" in known:
+        try:
+            parse_quoting(known["quote"])
+        except ValueError as exc:
+            raise StoreError(f'{path} is not a mad-eval run manifest ("config" {exc}).') from None
     if "roster" in known:
         known["roster"] = tuple(
             Entry(**{**entry, "base_urls": tuple(entry.get("base_urls", ()))})
@@ -385,9 +425,25 @@ def _check_agents(protocol: ProtocolPart, team: tuple[TeamSeat, ...], agents: in
         raise ValueError('its "team" seats are not distinct agents of the run')
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)
+
+
+def _check_fields(part: Any, section: str, keys: dict[str, str]) -> None:
+    """A ValueError naming the first of `keys` (field -> JSON key) whose value is not of its
+    field's type."""
+    hints = _hints(type(part))
+    for name, key in keys.items():
+        value = getattr(part, name)
+        if not fits(value, hints[name]):
+            raise ValueError(f'its {section}"{key}" is {shown(value)}, not {describe(hints[name])}')
+
+
+def _listed(value: Any) -> Any:
+    """A JSON list as the tuple a field holds; anything else as it is, for the field's check
+    to refuse."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _section(data: dict[str, Any], name: str) -> dict[str, Any]:

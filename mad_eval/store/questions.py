@@ -5,13 +5,15 @@ benchmark; a resumed run whose benchmark was edited since is refused."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mad_eval.foreign import LineTooLong, check_line, lines, open_regular
-from mad_eval.records import Question, loads
+from mad_eval.grading.grader import check_answer_protocol
+from mad_eval.records import Question, loads, shown
 from mad_eval.sanitize import valid_data, valid_text
 from mad_eval.store.files import StoreError, write_atomically
 
@@ -26,7 +28,8 @@ def write_questions(root: Path, questions: Sequence[Question]) -> None:
             line = json.dumps(q.to_dict(), ensure_ascii=False, default=_json_value, allow_nan=False)
         except ValueError:
             raise StoreError(
-                f"question {q.id!r} holds NaN or Infinity, which JSON has no number for; mend "
+                f"question {shown(q.id, 80)} holds NaN or Infinity, which JSON has no number for; "
+                "mend "
                 "its row in the benchmark's file."
             ) from None
         written.append(line + "\n")
@@ -108,17 +111,25 @@ def _question(path: Path, number: int, line: bytes, record: dict[str, Any]) -> Q
     """The question line `number` records, checked against the hash recorded with it."""
     try:
         question = Question.from_dict(record)
+        _readable(question.kind, question.answer)
     except (ValueError, TypeError) as exc:
         raise StoreError(f"{path} line {number} is not a question ({exc}); {FIX}.") from None
     if record.get("sha256") != question.sha256:
         raise StoreError(
-            f"{path} line {number} (question {question.id!r}) was edited after the run "
+            f"{path} line {number} (question {shown(question.id, 80)}) was edited after the run "
             f"recorded it (its sha256 no longer matches); {FIX}."
         )
     # A lone surrogate the benchmark's file held (before it was made U+FFFD on load): as
     # the benchmark now gives it, so a resumed run finds the same question.
     valid = valid_data(record, line)
     return question if valid is record else Question.from_dict(valid)
+
+
+@functools.cache
+def _readable(kind: str, answer: str | None) -> None:
+    """A ValueError unless `kind` is a kind this mad-eval knows and `answer` a protocol it
+    reads with: every later command reads the question by them."""
+    check_answer_protocol(kind, answer)
 
 
 def check_questions(
@@ -139,8 +150,8 @@ def check_questions(
         more = f" ({len(differ)} questions differ in all)" if len(differ) > 1 else ""
         raise StoreError(
             f"{root} holds a run on other questions than the benchmark gives now: question "
-            f"{qid!r} {how}{more}; restore the benchmark's file as the run read it to resume, "
-            "or pass another --out."
+            f"{shown(qid, 80)} {how}{more}; restore the benchmark's file as the run read it to "
+            "resume, or pass another --out."
         )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol
 
-from mad_eval.records import Question
+from mad_eval.records import Question, shown
 
 
 @dataclass(frozen=True)
@@ -131,5 +131,5 @@ KINDS: dict[str, Kind] = {k.name: k for k in (MATH, NUMBER, CHOICE, PREFERENCE, 
 def get_kind(name: str) -> Kind:
     """The kind of that name; an unknown one is refused in one sentence."""
     if name not in KINDS:
-        raise ValueError(f"unknown benchmark kind {name!r}; known: {', '.join(KINDS)}")
+        raise ValueError(f"unknown benchmark kind {shown(name, 80)}; known: {', '.join(KINDS)}")
     return KINDS[name]

@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from mad_eval.sanitize import SURROGATE_ESCAPE, valid_data
+from mad_eval.sanitize import SURROGATE_ESCAPE
 
 MiB = 1 << 20
 # A record of a JSON Lines file (a turn, a verdict, a question), its newline aside: a turn
@@ -104,14 +104,12 @@ def size(limit: int) -> str:
     return f"{limit // MiB} MiB"
 
 
-def loads(data: str | bytes, surrogates: bool = False) -> Any:
+def loads(data: str | bytes) -> Any:
     """JSON decoded strictly, with orjson (several times faster than the standard library):
     nested at most MAX_DEPTH deep, numbers within a 64-bit float (an integer past 64 bits
     is read as a float), no NaN or Infinity, which are not JSON. Only an escaped lone
-    surrogate, which orjson refuses, is read by Python's parser, held to the same bounds,
-    and read as U+FFFD, which every encoder takes (unless `surrogates`: a hash of the text
-    as written is checked). Anything else is a ValueError in words. A repeated key keeps
-    its last value."""
+    surrogate, which orjson refuses, is read by Python's parser, held to the same bounds.
+    Anything else is a ValueError in words. A repeated key keeps its last value."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -119,8 +117,7 @@ def loads(data: str | bytes, surrogates: bool = False) -> Any:
         if SURROGATE_ESCAPE.search(text) is None:
             raise ValueError(_reason(str(exc), text)) from None
     try:
-        found = json.loads(data, parse_constant=_constant, parse_int=_integer, parse_float=_float)
-        return found if surrogates else valid_data(found, data)
+        return json.loads(data, parse_constant=_constant, parse_int=_integer, parse_float=_float)
     except RecursionError:
         raise ValueError(f"nested more than {MAX_DEPTH} deep") from None
 

@@ -73,6 +73,14 @@ def counter(request: pytest.FixtureRequest, hf: HFCounter) -> TokenCounter:
     return hf if request.param == "hf" else EstimateCounter()
 
 
+def test_a_recorded_lone_surrogate_is_counted(counter: TokenCounter) -> None:
+    """A turn read back from a run folder may hold one; rebuilding its prompts counts it."""
+    plain, odd = ([{"role": "user", "content": f"x {c} y"}] for c in ("\ufffd", "\ud800"))
+    assert counter.count(counter.encode_messages(odd)) == counter.count(
+        counter.encode_messages(plain)
+    )
+
+
 def response(steps: int, answer: int) -> str:
     """A model-like response: `steps` paragraphs of reasoning, then the final answer line."""
     body = "\n\n".join(f"Step {i}: {SOLUTIONS[i % len(SOLUTIONS)]}" for i in range(steps))

@@ -24,6 +24,7 @@ import numpy as np
 from mad_eval.data import hub as online
 from mad_eval.errors import UserError
 from mad_eval.records import Messages, shown
+from mad_eval.sanitize import valid_text
 
 Encoded = np.ndarray
 # Real BPE tokenizers reach ~4 characters per token on prose but only 2.2-2.7 on LaTeX-dense
@@ -143,7 +144,9 @@ class HFCounter(TokenCounter):
         return HFCounter(self.tokenizer, self.name.removeprefix("hf:"), self.template, kwargs)
 
     def _ids(self, text: str) -> np.ndarray:
-        return np.asarray(self.tokenizer.encode(text, add_special_tokens=False), dtype=np.int64)
+        # A recorded turn may hold a lone surrogate, which a tokenizer refuses.
+        ids = self.tokenizer.encode(valid_text(text), add_special_tokens=False)
+        return np.asarray(ids, dtype=np.int64)
 
     def render(self, messages: Messages, template_kwargs: Mapping[str, Any] | None = None) -> str:
         if self.template in TEXT_RENDERINGS:
@@ -209,7 +212,9 @@ class EstimateCounter(TokenCounter):
 
     def encode_messages(self, messages: Messages) -> Encoded:
         # Code points, so prefixes compare in numpy like token ids do.
-        return np.frombuffer(_plain_render(messages).encode("utf-32-le"), dtype=np.uint32)
+        return np.frombuffer(
+            _plain_render(messages).encode("utf-32-le", "surrogatepass"), dtype=np.uint32
+        )
 
     def count(self, encoded: Encoded) -> int:
         return math.ceil(len(encoded) / CHARS_PER_TOKEN) + PROMPT_MARGIN

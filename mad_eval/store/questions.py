@@ -97,7 +97,7 @@ def _rows(path: Path) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
 
 def _loaded(path: Path, number: int, line: bytes) -> dict[str, Any]:
     try:
-        record = loads(line, surrogates=True)  # as hashed; _question makes them valid
+        record = loads(line)
     except UnicodeDecodeError:
         raise StoreError(f"{path} line {number} is not UTF-8 text; {FIX}.") from None
     except ValueError as exc:

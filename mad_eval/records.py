@@ -258,10 +258,13 @@ def shown(value: Any, width: int = 40) -> str:
     elided (a record's 1,000-deep list has no repr Python can build). Every value a file,
     a server or a model gave is quoted so: a message stays one short sentence."""
     try:
-        text = _SHOWN.repr(value) if width <= 40 else repr(value)[: width + 1]
+        text = _SHOWN.repr(value) if width <= 40 else repr(value)
     except (ValueError, RecursionError):  # past 4,300 digits; nested past Python's repr
         return "a number too long to show" if isinstance(value, int) else "a value too deep to show"
-    return text if len(text) <= width else text[: width - 3] + "..."
+    if len(text) <= width:
+        return text
+    tail = (width - 3) // 3  # a path's or a name's end is often what tells it apart
+    return text[: width - 3 - tail] + "..." + text[len(text) - tail :]
 
 
 @dataclass(slots=True)

@@ -88,7 +88,7 @@ MANIFESTS = {
     # A 100,000-character value: quoted in a few dozen characters.
     "a long protocol": (
         section("benchmark", "answer", LONG),
-        "unknown answer protocol '" + "y" * 76 + "...; known: boxed,",
+        f"unknown answer protocol {shown(LONG, 80)}; known: boxed,",
     ),
 }
 
@@ -113,7 +113,7 @@ def edit_line(path: Path, number: int, **fields: object) -> None:
     [
         ({"kind": "\u202e"}, "unknown benchmark kind '\\u202e'"),
         ({"answer": "boxed:x=1"}, "the boxed answer protocol takes no settings"),
-        ({"kind": LONG}, "unknown benchmark kind '" + "y" * 76 + "...; known: math,"),
+        ({"kind": LONG}, f"unknown benchmark kind {shown(LONG, 80)}; known: math,"),
     ],
 )
 def test_a_question_of_no_kind_or_protocol_this_mad_eval_reads_is_refused(
@@ -158,6 +158,7 @@ def test_a_verdict_is_held_to_the_rubric(folder, tmp_path, fields, problem):
 def test_a_quoted_value_is_bounded_in_length_and_depth():
     assert shown("x" * 10) == "'xxxxxxxxxx'"
     assert len(shown(LONG)) == 40 and len(shown(LONG, 80)) == 80
+    assert shown(f"/{LONG}/no-such-tokenizer", 80).endswith("y/no-such-tokenizer'")  # its end
     assert shown(loads(DEEP)) == "[[[...]]]"
     assert shown({"b": 1, "a": [1, 2, 3, 4, 5]}) == "{'b': 1, 'a': [1, 2, 3, 4, ...]}"
     assert shown(10**5000) == "a number too long to show"

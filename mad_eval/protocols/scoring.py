@@ -21,7 +21,7 @@ import numpy as np
 
 from mad_eval.grading.grader import consensus, equivalent, same_answer
 from mad_eval.grading.kinds import get_kind
-from mad_eval.records import derive_seed
+from mad_eval.records import derive_seed, shown
 from mad_eval.store.files import StoreError
 
 if TYPE_CHECKING:
@@ -294,10 +294,12 @@ class Scoring:
         named, hub = manifest.protocol.score, manifest.protocol.hub
         if named is not None and named not in RULES:
             known = ", ".join(RULES)
-            raise StoreError(f"the manifest names scoring rule '{named}', not one of: {known}.")
+            raise StoreError(
+                f"the manifest names scoring rule {shown(named)}, not one of: {known}."
+            )
         if named is not None and RULES[named].needs_hub and hub is None:
             raise StoreError(
-                f"the manifest names scoring rule '{named}', but its protocol has no hub."
+                f"the manifest names scoring rule {shown(named)}, but its protocol has no hub."
             )
         config = manifest.config
         return cls(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import hears_ctrl_c
+from cli_helpers import hears_ctrl_c, start
 
 COMMAND_MEMORY = 2 << 30  # address space a guarded command may take
 
@@ -78,16 +78,7 @@ def guarded(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.Comp
 
 def start_guarded(args: list[str], cwd: Path) -> subprocess.Popen:
     """`mad-eval ARGS` running, with COMMAND_MEMORY, in a session of its own."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "mad_eval", *args],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        preexec_fn=_limited,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    return start(args, cwd, memory=COMMAND_MEMORY)
 
 
 def wait_until_it_handles(proc: subprocess.Popen, sig: signal.Signals, timeout: float = 60) -> None:

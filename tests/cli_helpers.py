@@ -61,15 +61,20 @@ def in_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-def start(args: list[str], cwd: Path, file_limit: int | None = None) -> subprocess.Popen:
+def start(
+    args: list[str], cwd: Path, file_limit: int | None = None, memory: int | None = None
+) -> subprocess.Popen:
     """The real command, running, in a session of its own (its grading workers with it),
-    optionally with a file size limit standing in for a full disk."""
+    optionally with a file size limit standing in for a full disk, or a bound on its
+    address space."""
 
     def limit() -> None:
         hears_ctrl_c()
         if file_limit is not None:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes fail with EFBIG instead
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
     return subprocess.Popen(
         [sys.executable, "-m", "mad_eval", *args],

@@ -212,15 +212,19 @@ def recording(sim_run: Path, tmp_path: Path, payload: str) -> Path:
     return root
 
 
+# The commands that rebuild a folder's recorded prompts, on the folder `recording` makes.
+READERS = {
+    "judge": ["judge", "shared", "--judge", "sim-judge"],
+    "report": ["report", "shared"],
+    "view": ["view", "shared", "--out", "site"],
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["judge", "report", "view"])
 def test_a_folder_recording_a_hostile_template_ends_in_bounded_time(sim_run, tmp_path, command):
     root = recording(sim_run, tmp_path, FOREVER)
-    args = {
-        "judge": ["judge", "shared", "--judge", "sim-judge"],
-        "report": ["report", "shared"],
-        "view": ["view", "shared", "--out", "site"],
-    }[command]
+    args = READERS[command]
     done = guarded(args, tmp_path)
     if command == "judge":  # nothing judged: the prompts it would judge cannot be rebuilt
         assert done.returncode == 2, done.stderr
@@ -319,11 +323,7 @@ SLOW = (
 )
 def test_a_signal_stops_the_command_while_a_render_runs(sim_run, tmp_path, command, sig, said):
     recording(sim_run, tmp_path, SLOW)
-    args = {
-        "judge": ["judge", "shared", "--judge", "sim-judge"],
-        "report": ["report", "shared"],
-        "view": ["view", "shared", "--out", "site"],
-    }[command]
+    args = READERS[command]
     proc = start_guarded(args, tmp_path)
     wait_until_it_handles(proc, signal.SIGTERM)
     time.sleep(1)  # well inside the ten-second render

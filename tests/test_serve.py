@@ -244,24 +244,14 @@ def test_stop_reaches_the_servers_children_and_a_taken_port_is_tried_again(
 
 
 @pytest.mark.slow
-def test_a_server_that_never_answers_times_out_naming_its_log(tmp_path, monkeypatch):
+@pytest.mark.parametrize("fault", [{"STAND_IN_SILENT": "1"}, {"STAND_IN_MODELS": "deep"}])
+def test_a_server_that_never_answers_times_out_naming_its_log(tmp_path, monkeypatch, fault):
+    """A server silent, or one whose model list is hostile (nested 100,000 deep: the start-up
+    probe reads /v1/models as any reply is read, bodies.py, so no RecursionError), never
+    counts as ready, and its start times out in one sentence."""
     env = install_stand_in(tmp_path)
-    for name, value in {**env, "STAND_IN_SILENT": "1"}.items():
+    for name, value in {**env, **fault}.items():
         monkeypatch.setenv(name, value)
-    log = tmp_path / "server.log"
-    with pytest.raises(ServerError, match=rf"for m did not answer within 3 s; see {log}"):
-        serve_once(ServeSpec("m", "org/m"), log, start_timeout=3)
-    assert wait_gone(starts(env)[-1]["pid"])
-
-
-@pytest.mark.slow
-def test_a_server_whose_model_list_is_hostile_never_counts_as_ready(tmp_path, monkeypatch):
-    """The start-up probe reads /v1/models as any reply is read (bodies.py: at most 16 MiB,
-    no traceback from its JSON): a list nested 100,000 deep (a RecursionError traceback) is
-    a server not ready, and its start times out in one sentence."""
-    env = install_stand_in(tmp_path)
-    for key, value in {**env, "STAND_IN_MODELS": "deep"}.items():
-        monkeypatch.setenv(key, value)
     log = tmp_path / "server.log"
     with pytest.raises(ServerError, match=rf"for m did not answer within 3 s; see {log}"):
         serve_once(ServeSpec("m", "org/m"), log, start_timeout=3)

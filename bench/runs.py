@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,19 @@ def timed(command: list[str], tree: Path = HERE) -> tuple[float, float, float]:
             sys.stderr.write(errors.read().decode(errors="replace"))
             raise SystemExit(f"{' '.join(command[2:5])} ... failed (status {status})")
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def instructions(command: list[str], tree: Path, cwd: Path) -> int:
+    """Instructions callgrind counts for one whole process run from `tree` (first on
+    PYTHONPATH): the same count however loaded the machine is."""
+    counts = cwd / "callgrind.out"
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    traced = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={counts}", *command]
+    subprocess.run(traced, cwd=cwd, env=env, check=True, capture_output=True)
+    found = re.search(r"^totals: (\d+)", counts.read_text(), re.M)
+    if found is None:
+        raise SystemExit("callgrind wrote no totals")
+    return int(found[1])
 
 
 def large_run(

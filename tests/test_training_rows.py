@@ -131,3 +131,34 @@ def test_a_template_that_cannot_build_a_pair_prompt_is_refused_before_writing(
                       cwd=tmp_path)  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "needs-three" in result.stderr and not (tmp_path / "p.jsonl").exists()
+
+
+def _without_gold(row: dict) -> None:
+    del row["reward_model"]
+
+
+@pytest.mark.parametrize(
+    ("spoil", "said"),
+    [
+        (lambda row: row["reward_model"].update(ground_truth=None), "reward_model.ground_truth"),
+        (lambda row: row["reward_model"].update(ground_truth="  "), "reward_model.ground_truth"),
+        (_without_gold, "reward_model.ground_truth"),
+        (lambda row: row["extra_info"].update(question=""), "extra_info.question is empty"),
+    ],
+)
+def test_a_row_without_a_gold_or_a_question_is_refused_before_any_step(tmp_path, spoil, said):
+    """Graded against the text "None", every reply of such a row was trained as wrong: the row
+    check of both trainers (before the model loads) and the step itself refuse it."""
+    from mad_eval.training import SelfDebate
+    from mad_eval.training.verl_config import check_rows
+
+    api.train_prompts("arith", tmp_path / "p.jsonl", limit=1)
+    row = json.loads((tmp_path / "p.jsonl").read_text())
+    spoil(row)
+    for call in (
+        lambda: row_question(row),
+        lambda: SelfDebate().step(row, ["\\boxed{1}", "\\boxed{2}"]),
+        lambda: check_rows([("p.jsonl line 1", row)]),
+    ):
+        with pytest.raises(TrainingError, match=said):
+            call()

@@ -78,7 +78,9 @@ def _text(completion: Any) -> str:
     return completion if isinstance(completion, str) else str(completion[-1]["content"])
 
 
-def _gold(gold: Any, where: str) -> str:
+def gold_answer(gold: Any, where: str) -> str:
+    """`gold` as the text a reply is graded against; none, None or blank is refused: graded
+    against the text "None", every reply would be trained as wrong."""
     if gold is None or not str(gold).strip():
         raise TrainingError(f"a reward needs the gold answer ({where}); got none.")
     return str(gold)
@@ -97,7 +99,7 @@ def grade_group(
     """Grade one prompt's completions (text or message lists) against `gold`, each once.
     `overlong` lowers the reward of long ones by `lengths` (tokens), or by characters when
     no lengths are given; correctness never changes."""
-    gold = _gold(gold, "gold")
+    gold = gold_answer(gold, "gold")
     if lengths is not None and len(lengths) != len(completions):
         raise TrainingError(
             f"completions and lengths need one item per completion; got {len(completions)} "
@@ -127,7 +129,7 @@ def compute_score(
     adds (`reward_router_address`, ...) are ignored; its DAPO reward manager adds the
     overlong penalty itself."""
     kind, options, protocol = grading_info(extra_info)
-    gold = _gold(ground_truth, "reward_model.ground_truth")
+    gold = gold_answer(ground_truth, "reward_model.ground_truth")
     (scored,) = grade_group([solution_str], gold, kind, options=options, answer_protocol=protocol)
     return {
         "score": scored.reward,
@@ -178,7 +180,7 @@ def make_grpo_reward(overlong: Overlong | None = None) -> Callable[..., list[flo
             kind, options, protocol = grading_info(info)
             (scored,) = grade_group(
                 [completion],
-                _gold(gold, "ground_truth"),
+                gold_answer(gold, "ground_truth"),
                 kind,
                 options=options,
                 answer_protocol=protocol,

@@ -13,6 +13,7 @@ from mad_eval.debate.context import CHARS_PER_TOKEN, TokenCounter, load_counter
 from mad_eval.records import Question
 from mad_eval.setup.templates import Template, builtin_templates, load_template, parse_template
 from mad_eval.training.errors import TrainingError
+from mad_eval.training.rewards import gold_answer
 
 # verl's data.max_prompt_length default: longer prompts are filtered out or refused.
 VERL_DEFAULT_PROMPT_LENGTH = 512
@@ -32,10 +33,14 @@ def row_question(row: Mapping[str, Any]) -> Question:
     info = _info(row)
     options = info.get("options")
     meta = {"options": [str(o) for o in options]} if options is not None and len(options) else {}
-    gold = str((row.get("reward_model") or {}).get("ground_truth", ""))
+    reward = row.get("reward_model")
+    gold = reward.get("ground_truth") if isinstance(reward, Mapping) else None
+    gold = gold_answer(gold, "the row's reward_model.ground_truth")
+    text = str(info["question"])
+    if not text.strip():
+        raise TrainingError("the row's extra_info.question is empty: there is no question to ask.")
     qid = str(info.get("question_id", ""))
-    return Question(qid, str(info["question"]), gold, meta, str(info["kind"]),
-                    str(info["answer_protocol"]))  # fmt: skip
+    return Question(qid, text, gold, meta, str(info["kind"]), str(info["answer_protocol"]))
 
 
 def row_template(row: Mapping[str, Any]) -> Template:

@@ -85,6 +85,11 @@ def main(argv: Sequence[str] | None = None) -> Any:
         if opts.overlong_buffer
         else None
     )
+    if not opts.cpu and not _trains_in_bf16():
+        raise TrainingError(
+            "this machine has no GPU that trains in bf16, which GRPO's settings use; pass --cpu "
+            "to train on the CPU (a toy model's pace)."
+        )
     max_length = opts.max_length or None  # None: the trainer's, up to the completion limit
     self_debate = SelfDebate(opts.pairing, opts.per_prompt, max_length, overlong, opts.seed)
     rows = read_rows(opts.train_file)
@@ -114,6 +119,13 @@ def main(argv: Sequence[str] | None = None) -> Any:
     trainer.train()
     trainer.save_model(opts.output_dir)
     return trainer
+
+
+def _trains_in_bf16() -> bool:
+    """What transformers asks of a GPU run in bf16 (a TPU through XLA counts)."""
+    from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
+
+    return is_torch_bf16_gpu_available() or is_torch_xla_available()
 
 
 if __name__ == "__main__":

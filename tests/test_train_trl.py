@@ -247,6 +247,15 @@ def test_the_example_script_trains_and_saves(tiny_model, first_turn, tmp_path):
     assert any("self_debate/pairs" in entry for entry in trainer.state.log_history)
 
 
+def test_the_example_without_cpu_on_a_machine_without_a_gpu_is_one_sentence(first_turn, tmp_path):
+    example = _example()
+    if example._trains_in_bf16():
+        pytest.skip("this machine has a GPU that trains in bf16")
+    with pytest.raises(TrainingError, match=r"no GPU that trains in bf16.*pass --cpu"):
+        example.main(["--model", "no-model-is-loaded", "--train-file", str(first_turn),
+                      "--output-dir", str(tmp_path / "o")])  # fmt: skip
+
+
 def test_the_turns_join_into_one_batch_that_splits_evenly():
     first = {
         "prompt_ids": torch.tensor([[1, 2], [3, 4]]),

@@ -480,7 +480,9 @@ def test_a_runs_rollouts_are_graded_again_under_another_protocol(tmp_path, share
         (
             '{"id": "a", "question": "q", "gold": "1", "response": "\\\\boxed{1}"}\n',
             [],
-            "no rows to write: nothing was kept",
+            "no pair to write: of 1 rollout of 1 prompt (0 without an answer), dropped 1 "
+            "prompts all correct, 0 all wrong and 0 with one distinct answer; nothing was "
+            "written to p.jsonl.",
         ),
     ],
 )

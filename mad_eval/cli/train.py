@@ -54,14 +54,11 @@ def pairs(source: Path, **chosen: Any) -> None:
     with one_sentence(ValueError, data_dir=True):  # a bad file, option or benchmark: one sentence
         s = api.train_pairs(source, **chosen)
     out, max_length, copies = chosen["out"], chosen["max_length"], chosen["copies"]
-    dropped = [f"{s.all_correct} prompts all correct", f"{s.all_wrong} all wrong"]
-    dropped += [f"{s.one_answer} with one distinct answer"] if s.rule == "freq" else []
-    dropped += [f"{s.all_too_long} with every rollout too long"] if max_length else []
     console.print(
         f"Read {s.rollouts} rollouts of {s.prompts} prompts: {s.mean_distinct:.2f} distinct "
         f"answers per prompt, {s.unparsed} rollouts without an answer"
         + (f", {s.too_long} longer than {max_length} characters" if max_length else "")
-        + f".\nDropped {', '.join(dropped[:-1])} and {dropped[-1]}. "
+        + f".\nDropped {s.dropped(bool(max_length))}. "
         f"Kept {s.kept} prompts: {s.pairs} {PAIRINGS[s.rule]} pairs"
         + (f" ({s.pairs // copies} distinct, each {copies} times)" if copies > 1 else "")
         + f" -> {out}"

@@ -20,9 +20,11 @@ from mad_eval.debate.prompts import first_prompt, pair_prompt
 from mad_eval.records import Question
 from mad_eval.setup.templates import Template, load_template
 from mad_eval.store.files import refuse_records, write_atomically
+from mad_eval.training.errors import TrainingError
 from mad_eval.training.pairs import PAIRINGS, Pair, Summary, build_pairs, pairing_rule
 from mad_eval.training.rollouts import Rollout, answer_protocol, read_rollouts
 from mad_eval.training.rows import Rows, measure, template_info
+from mad_eval.words import counted
 
 FORMATS = (".parquet", ".jsonl")
 
@@ -125,12 +127,17 @@ def _row(
     }
 
 
-def write_rows(rows: list[dict[str, Any]], out: Path) -> None:
-    """Parquet or JSON Lines, by the file's suffix; written whole, then renamed into place."""
-    out = Path(out)
+def check_out(out: Path) -> None:
+    """Refuse, before any work, an --out that rows cannot be written to."""
     refuse_records(out)
     if out.suffix not in FORMATS:
         raise ValueError(f"--out must end in {' or '.join(FORMATS)}, got '{out.name}'.")
+
+
+def write_rows(rows: list[dict[str, Any]], out: Path) -> None:
+    """Parquet or JSON Lines, by the file's suffix; written whole, then renamed into place."""
+    out = Path(out)
+    check_out(out)
     if not rows:
         raise ValueError("no rows to write: nothing was kept.")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -161,6 +168,7 @@ def write_pairs(
     """Debate pairs from a run's (or a JSON Lines file's) rollouts whose correctness
     disagrees, written to `out` as verl data; what was read, dropped and kept, and the
     prompts' lengths (counted with `tokenizer`, else estimated)."""
+    check_out(Path(out))
     pairing = pairing_rule(pairing)
     template = load_template(prompt_template)
     rollouts = read_rollouts(Path(source), data_dir, answer)
@@ -176,8 +184,14 @@ def write_pairs(
     rows = pair_rows(
         found, rollouts.benchmark, rollouts.kind, PAIRINGS[pairing], template, rollouts.answer
     )
-    if rows:
-        summary.lengths = measure(rows, tokenizer, first_turn=False)
+    if not rows:
+        raise TrainingError(
+            f"no pair to write: of {counted(summary.rollouts, 'rollout')} of "
+            f"{counted(summary.prompts, 'prompt')} "
+            f"({summary.unparsed} without an answer), dropped {summary.dropped(bool(max_length))}"
+            f"; nothing was written to {out}."
+        )
+    summary.lengths = measure(rows, tokenizer, first_turn=False)
     write_rows(rows, out)
     return summary
 
@@ -194,6 +208,7 @@ def write_prompts(
     """A benchmark's first-turn prompts (what round 0 asks), written to `out` as verl data;
     the rows written (each row's data_source is the benchmark's name) and their lengths, the
     debate turn's included: a template that cannot build it is refused before writing."""
+    check_out(Path(out))
     template = load_template(prompt_template)
     spec, questions = load_questions(benchmark, data_dir, limit)
     rows = prompt_rows(questions, spec.name, spec.kind, template, answer)

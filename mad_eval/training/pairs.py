@@ -177,6 +177,13 @@ class Summary:
     all_too_long: int = 0  # prompts dropped: every rollout was too long
     lengths: Any = None  # training.rows.Lengths of the rows written
 
+    def dropped(self, length_limit: bool) -> str:
+        """The prompts dropped, and why, as a sentence says it."""
+        parts = [f"{self.all_correct} prompts all correct", f"{self.all_wrong} all wrong"]
+        parts += [f"{self.one_answer} with one distinct answer"] if self.rule == "freq" else []
+        parts += [f"{self.all_too_long} with every rollout too long"] if length_limit else []
+        return f"{', '.join(parts[:-1])} and {parts[-1]}"
+
     @property
     def mean_distinct(self) -> float:
         return sum(self.distinct) / len(self.distinct) if self.distinct else 0.0

@@ -127,10 +127,12 @@ def test_the_manager_checks_the_config_and_rows_at_init(rows, tmp_path):
         )
 
 
-def test_verl_main_stops_on_an_ignored_key_before_ray_starts(tmp_path):
+@pytest.mark.parametrize("printing", [[], ["--cfg", "job"]])
+def test_verl_main_stops_on_an_ignored_key_before_ray_starts(tmp_path, printing):
+    """Also when hydra is asked only to print the config, which it does without the task."""
     done = subprocess.run(
         [sys.executable, "-m", "mad_eval.training.verl_main", *RECIPE,
-         "custom_reward_function.path=/x/rewards.py", f"hydra.run.dir={tmp_path}"],
+         "custom_reward_function.path=/x/rewards.py", f"hydra.run.dir={tmp_path}", *printing],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]

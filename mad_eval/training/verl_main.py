@@ -28,9 +28,37 @@ def checked(config: Any) -> Any:
     return config
 
 
+# hydra's own options that take a value; every other argument but a flag is an override.
+_VALUED = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+           "--config-dir", "-cd", "--info", "-i", "--experimental-rerun"}  # fmt: skip
+
+
+def printed_overrides(argv: list[str]) -> list[str] | None:
+    """The overrides of a call that asks hydra to print the config (`--cfg job`), which hydra
+    does without running the task, so without the check; None for a call that runs."""
+    if not any(a in ("--cfg", "-c") or a.startswith("--cfg=") for a in argv):
+        return None
+    overrides, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _VALUED:
+            skip = True
+        elif not arg.startswith("-"):
+            overrides.append(arg)
+    return overrides
+
+
 def main() -> None:
     import hydra
     from verl.trainer import main_ppo
+
+    overrides = printed_overrides(sys.argv[1:])
+    if overrides is not None:  # the same check before hydra prints what it composed
+        from hydra import compose, initialize_config_module
+
+        with initialize_config_module("verl.trainer.config", version_base=None):
+            checked(compose("ppo_trainer", overrides=overrides))
 
     @hydra.main(
         config_path="pkg://verl.trainer.config", config_name="ppo_trainer", version_base=None

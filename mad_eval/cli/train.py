@@ -89,7 +89,7 @@ def _print_lengths(lengths: Any) -> None:
     how = "tokens" if lengths.exact else f"tokens ({ESTIMATE_NOTE})"
     line = f"Longest prompt: {lengths.longest} {how}; set max_prompt_length >= {lengths.longest}"
     if lengths.longest > VERL_DEFAULT_PROMPT_LENGTH:
-        line += f" (verl's default {VERL_DEFAULT_PROMPT_LENGTH} would drop longer rows)"
+        line += f" (verl's default {VERL_DEFAULT_PROMPT_LENGTH} cuts longer ones from the left)"
     if lengths.pair_base is not None:
         line += (
             f".\nOn-policy debate turns need max_prompt_length >= {lengths.pair_base} + 2 x the "

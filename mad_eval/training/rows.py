@@ -15,7 +15,7 @@ from mad_eval.setup.templates import Template, builtin_templates, load_template,
 from mad_eval.training.errors import TrainingError
 from mad_eval.training.rewards import gold_answer
 
-# verl's data.max_prompt_length default: longer prompts are filtered out or refused.
+# verl's data.max_prompt_length default: its agent loop cuts a longer prompt from the left.
 VERL_DEFAULT_PROMPT_LENGTH = 512
 
 

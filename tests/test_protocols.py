@@ -147,6 +147,7 @@ def test_parameters_on_the_command_line():
             "unknown protocol 'ring'; available: centralized, centralized_hub, critique, "
             "decentralized",
         ),
+        ("decentralised", r"unknown protocol 'decentralised' \(did you mean 'decentralized'\?\);"),
         ("sparse:degre=4", "class 'sparse' has no parameter 'degre'; it accepts: degree, graph"),
         ("decentralized:hub=1", "has no parameter 'hub'; it accepts: no parameters"),
         ("heterogeneous:hub=1", "the decentralized topology cannot take {'hub': 1}"),

@@ -23,6 +23,7 @@ from mad_eval.protocols.sparse import Sparse
 from mad_eval.records import shown
 from mad_eval.setup.config import project_folder, spec_files
 from mad_eval.setup.tomlfile import TomlFileError, read_toml
+from mad_eval.words import did_you_mean
 
 __all__ = [
     "BUILTIN",
@@ -94,7 +95,8 @@ def resolve(text: str) -> Choice:
         return _build(name, _load_entry_point(plugins[name]), overrides, f"entry point {name}")
     available = sorted({*known, *BUILTIN, *plugins})
     raise ProtocolError(
-        f"unknown protocol '{name}'; available: {', '.join(available)} "
+        f"unknown protocol '{name}'{did_you_mean(name, available, 0.8)}; available: "
+        f"{', '.join(available)} "
         "(or pkg.module:Class for your own)."
     )
 

@@ -3,7 +3,6 @@ command's options), typed for editors and checked by name and by their type hint
 
 from __future__ import annotations
 
-import difflib
 import functools
 import typing
 from collections.abc import Mapping, Sequence
@@ -12,6 +11,7 @@ from typing import Any, TypedDict
 
 from mad_eval.setup.config import ConfigError
 from mad_eval.setup.hints import describe, fits
+from mad_eval.words import did_you_mean
 
 
 class RequestSettings(TypedDict, total=False):
@@ -74,8 +74,7 @@ def check_names(given: Mapping[str, Any], accepted: Mapping[str, Any], what: str
     """Refuse a setting name that is not one of `accepted`, suggesting the nearest one."""
     for name in given:
         if name not in accepted:
-            near = difflib.get_close_matches(name, list(accepted), n=1)
-            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            hint = did_you_mean(name, accepted)
             raise ConfigError(
                 f"'{name}' is not a setting of {what}{hint}; the settings are the long options "
                 f"of its --help, with underscores: {', '.join(sorted(accepted))}."

@@ -251,16 +251,18 @@ def valid_data(value: Any, line: str | bytes) -> Any:
     """`value`, the JSON `line` holds, with valid_text applied to every string in it (keys
     too) where the line escapes a surrogate; else `value` itself, at the cost of one search."""
     escape = _SURROGATE_ESCAPE_BYTES if isinstance(line, bytes) else SURROGATE_ESCAPE
-    return _valid(value) if escape.search(line) else value  # type: ignore[arg-type]
+    return valid_value(value) if escape.search(line) else value  # type: ignore[arg-type]
 
 
-def _valid(value: Any) -> Any:
+def valid_value(value: Any) -> Any:
+    """`value` with valid_text applied to every string in it (keys, list and tuple items too):
+    what pandas and pyarrow, which refuse a lone surrogate, are given."""
     if isinstance(value, str):
         return valid_text(value)
-    if isinstance(value, list):
-        return [_valid(item) for item in value]
+    if isinstance(value, (list, tuple)):
+        return [valid_value(item) for item in value]
     if isinstance(value, dict):
-        return {_valid(key): _valid(item) for key, item in value.items()}
+        return {valid_value(key): valid_value(item) for key, item in value.items()}
     return value
 
 

@@ -458,6 +458,18 @@ def test_a_lone_surrogate_escaped_in_a_record_still_reads(folder):
             loads(data)
 
 
+def test_a_lone_surrogate_in_a_manifest_still_tables_and_draws(folder):
+    path = folder / "manifest.json"
+    path.write_text(path.read_text().replace('"model": "sim"', '"model": "\\ud800"', 1))
+    text = mad_eval.table([folder], replicates=100)
+    assert "\ufffd" in text  # the label, as the model's name is shown
+    assert mad_eval.plot([folder], out=folder.parent / "plots", replicates=100)
+    turns = turns_of(folder)
+    turns[0]["text"] = "\ud800 " + turns[0]["text"]
+    (folder / "turns.jsonl").write_text("\n".join(json.dumps(t) for t in turns) + "\n")
+    assert mad_eval.load_run(folder).turns()["text"].str.startswith("\ufffd").any()
+
+
 def test_a_roster_that_is_no_utf8_is_one_sentence(tmp_path):
     path = tmp_path / "team.toml"
     path.write_bytes(b'[[agent]]\nmodel = "sim\xff"\n')

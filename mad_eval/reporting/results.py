@@ -17,6 +17,7 @@ from mad_eval.measure.prices import Price, Prices
 from mad_eval.measure.schema import Formula, formulas
 from mad_eval.protocols.scoring import Scoring
 from mad_eval.records import Turn, Verdict
+from mad_eval.sanitize import valid_text, valid_value
 from mad_eval.setup.config import RecordedConfig
 from mad_eval.store.folder import Debates, JudgeLog, RunStore, StoreError, read_debates
 from mad_eval.store.manifest import RunManifest
@@ -135,7 +136,8 @@ class Run:
 
         records = RunStore(self.root).read_turns()
         names = [f.name for f in dataclasses.fields(Turn)]
-        return pd.DataFrame([[getattr(t, n) for n in names] for t in records], columns=names)
+        rows = [[getattr(t, n) for n in names] for t in records]
+        return pd.DataFrame(valid_value(rows), columns=names)  # pyarrow refuses a lone surrogate
 
     @property
     def benchmark(self) -> str:
@@ -148,7 +150,7 @@ class Run:
     @property
     def column(self) -> str:
         """The column group a table shows it under: its benchmark's title, and its group."""
-        return f"{self.title} {self.group}" if self.group else self.title
+        return valid_text(f"{self.title} {self.group}" if self.group else self.title)
 
     @property
     def rounds(self) -> int:
@@ -360,7 +362,8 @@ def name_runs(
     for run, settings in zip(runs, described, strict=True):
         run.group = (groups or {}).get(str(run.root), "")
         given = labels.pop(str(run.root), None) or labels.pop(run.root.name, None)
-        run.label = given or " ".join(settings[f] for f in chosen) or settings["model"]
+        label = given or " ".join(settings[f] for f in chosen) or settings["model"]
+        run.label = valid_text(label)  # matplotlib and pyarrow refuse a lone surrogate
     if labels:
         unknown = ", ".join(sorted(labels))
         given = ", ".join(str(run.root) for run in runs)

@@ -17,6 +17,7 @@ from mad_eval.measure.schema import lookup
 from mad_eval.protocols.scoring import RULES, default_rule
 from mad_eval.reporting.layouts import LAYOUT_NOTES, LAYOUTS, Column
 from mad_eval.reporting.results import Run
+from mad_eval.sanitize import valid_value
 from mad_eval.words import counted
 
 if TYPE_CHECKING:  # pandas loads when a table is made, not when the CLI starts
@@ -130,7 +131,7 @@ def tidy(
                 )
     import pandas as pd
 
-    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame = pd.DataFrame(valid_value(rows), columns=COLUMNS)  # a foreign label may hold one
     empty = [k for k in optional if frame.loc[frame["key"] == k, "value"].isna().all()]
     frame = frame[~frame["key"].isin(empty)].reset_index(drop=True)
     if not any(run.group for run in runs):  # an average over N = 3, 5, 7 would mean nothing

@@ -105,3 +105,20 @@ def test_each_step_draws_afresh_from_the_generator_the_trainer_keeps():
 def test_bad_input_is_one_sentence(call, message):
     with pytest.raises(TrainingError, match=message):
         call()
+
+
+def test_a_model_that_never_answers_is_warned_of_once_then_stopped():
+    debate = SelfDebate(stop_unparsed=3)
+    watch, row = debate.watch(), _row()
+    silent = debate.step(row, ["no idea", "still thinking"])
+    answered = debate.step(row, ["\\boxed{5}", "hmm"])
+    warning = watch.step([silent, silent])
+    assert warning and "(4 replies)" in warning and "after 3 such steps" in warning
+    assert watch.step([silent]) is None  # warned once per streak
+    assert watch.step([silent, answered]) is None and watch.steps == 0  # one answer resets it
+    assert watch.step([silent]) and watch.step([silent]) is None
+    with pytest.raises(TrainingError, match=r"of the last 3 steps gave an answer") as stopped:
+        watch.step([silent])
+    assert "\n" not in str(stopped.value)
+    with pytest.raises(TrainingError, match="stop_unparsed must be at least 1"):
+        SelfDebate(stop_unparsed=0)

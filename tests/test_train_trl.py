@@ -284,6 +284,31 @@ def test_the_turns_join_into_one_batch_that_splits_evenly():
         join_turns({**first, "pixel_values": torch.zeros(1)}, {**second, "pixel_values": 0}, 0)
 
 
+def test_a_model_that_never_answers_is_warned_of_then_stopped(first_turn, tmp_path):
+    """The tiny model untaught: its random tokens never hold an answer, so the first step
+    warns and the second (stop_unparsed=2) stops the run in one sentence."""
+    from tiny_model import build_tiny_model
+
+    from mad_eval.training.onpolicy import NoAnswers
+
+    untaught = build_tiny_model(tmp_path / "untaught")
+    debate = SelfDebate(stop_unparsed=2)
+    config = _config(tmp_path / "out", max_steps=3)
+    trainer = SelfDebateGRPOTrainer(
+        str(untaught), config, read_rows(first_turn), self_debate=debate
+    )
+    with (
+        pytest.warns(NoAnswers, match=r"no first-turn reply of this step \(8 replies\)"),
+        pytest.raises(TrainingError, match="of the last 2 steps gave an answer") as stopped,
+    ):
+        trainer.train()
+    assert "\n" not in str(stopped.value) and trainer.state.global_step == 1
+    logged = [
+        e["self_debate/unparsed"] for e in trainer.state.log_history if "self_debate/unparsed" in e
+    ]
+    assert logged == [1.0]
+
+
 def test_bad_input_is_refused_in_one_sentence_before_any_step(tmp_path, first_turn):
     rows = read_rows(first_turn)
     args = _config(tmp_path)

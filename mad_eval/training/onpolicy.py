@@ -41,13 +41,15 @@ class SelfDebate:
     """The paper's on-policy pairing settings. `per_prompt`: debate contexts per prompt (each
     sampled as its own group by the trainer); `max_length`: first-turn replies longer than
     this many tokens are not paired (a truncated reply is no answer); `overlong`: DAPO's
-    penalty on the first turn's rewards (pairing still reads correctness)."""
+    penalty on the first turn's rewards (pairing still reads correctness); `stop_unparsed`:
+    steps in a row without one parsed first-turn reply that stop the run (AnswerWatch)."""
 
     rule: str = "freq"
     per_prompt: int = 1
     max_length: int | None = None
     overlong: Overlong | None = None
     seed: int = 0
+    stop_unparsed: int = 10
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rule", pairing_rule(self.rule))
@@ -55,6 +57,12 @@ class SelfDebate:
             raise TrainingError(f"per_prompt must be at least 1, got {self.per_prompt}.")
         if self.max_length is not None and self.max_length < 1:
             raise TrainingError(f"max_length must be at least 1, got {self.max_length}.")
+        if self.stop_unparsed < 1:
+            raise TrainingError(f"stop_unparsed must be at least 1, got {self.stop_unparsed}.")
+
+    def watch(self) -> AnswerWatch:
+        """What a trainer keeps across steps to stop a model that never answers."""
+        return AnswerWatch(self.stop_unparsed)
 
     def rng(self) -> random.Random:
         """The generator a trainer keeps across steps, so each step draws fresh pairs."""
@@ -126,3 +134,40 @@ def debate_row(
         "reward_model": dict(row["reward_model"]),
         "extra_info": info,
     }
+
+
+class NoAnswers(UserWarning):
+    """A training step in which no first-turn reply gave an answer the rows' protocol reads."""
+
+
+@dataclass
+class AnswerWatch:
+    """Stops a run whose model never writes an answer the rows' protocol reads: every reply
+    then scores as wrong (and, under an overlong penalty, shorter is all it learns), so no
+    group pairs and the run trains on nothing it should. The first such step is warned of,
+    `limit` in a row stop the run."""
+
+    limit: int = 10
+    steps: int = 0  # steps in a row without one parsed first-turn reply
+
+    def step(self, groups: Sequence[Group]) -> str | None:
+        """Count one step's first-turn groups in: the warning of its first step without an
+        answer (None otherwise); a TrainingError when `limit` such steps come in a row."""
+        replies = sum(len(group.scored) for group in groups)
+        if not replies or any(s.answer is not None for g in groups for s in g.scored):
+            self.steps = 0
+            return None
+        self.steps += 1
+        if self.steps >= self.limit:
+            raise TrainingError(
+                f"none of the first-turn replies of the last {self.steps} steps gave an answer "
+                "the rows' answer protocol reads, so nothing was paired or learned; check that "
+                "the rows' template asks for the format that protocol reads and that the model "
+                "follows it (`mad-eval run` on the same model shows its replies)."
+            )
+        if self.steps > 1:
+            return None
+        return (
+            f"no first-turn reply of this step ({replies} replies) gave an answer the rows' "
+            f"answer protocol reads; the run stops after {self.limit} such steps in a row."
+        )

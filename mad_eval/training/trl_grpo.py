@@ -31,6 +31,7 @@ cispo, vespo) and slightly dilute those it divides by the rows (grpo, sapo, lusp
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -41,7 +42,7 @@ import torch.nn.functional as F
 from trl import GRPOTrainer
 
 from mad_eval.training.errors import TrainingError
-from mad_eval.training.onpolicy import Group, SelfDebate
+from mad_eval.training.onpolicy import Group, NoAnswers, SelfDebate
 from mad_eval.training.rewards import make_grpo_reward
 from mad_eval.training.rows import row_pair_prompt, row_question
 
@@ -159,6 +160,7 @@ class SelfDebateGRPOTrainer(GRPOTrainer):
             debate = dataclasses.replace(debate, max_length=self.max_completion_length - 1)
         self.self_debate = debate
         self._rng = debate.rng()
+        self._watch = debate.watch()
         self._grade = make_grpo_reward(debate.overlong)
 
     def sdrl_reward(
@@ -200,6 +202,9 @@ class SelfDebateGRPOTrainer(GRPOTrainer):
             first = super()._generate_and_score_completions(inputs)
             debates = [row for group in self._groups for row in group.debates]
             self._log_first_turn(self._groups)
+            warning = self._watch.step(self._groups)
+            if warning:
+                warnings.warn(warning, NoAnswers, stacklevel=2)
             if not debates:
                 return first
             self._turn = "debate"
@@ -214,6 +219,9 @@ class SelfDebateGRPOTrainer(GRPOTrainer):
     def _log_first_turn(self, groups: Sequence[Group]) -> None:
         dropped = Counter(group.pairs.dropped for group in groups)
         self._log_metric_now("self_debate/prompts", len(groups))
+        scored = [s for group in groups for s in group.scored]
+        unparsed = sum(s.answer is None for s in scored) / len(scored) if scored else 0.0
+        self._log_metric_now("self_debate/unparsed", unparsed)
         self._log_metric_now("self_debate/pairs", sum(len(group.debates) for group in groups))
         for reason in DROPPED:
             self._log_metric_now(f"self_debate/dropped_{reason}", dropped[reason])

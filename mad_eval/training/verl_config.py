@@ -44,6 +44,7 @@ SETTINGS: dict[str, tuple[Any, str]] = {
     "n": (None, "an integer of 2 or more (debate-turn samples per context), or null for rollout.n"),
     "max_length": (None, "an integer of 1 or more (tokens), or null for no length filter"),
     "seed": (0, "an integer"),
+    "stop_unparsed": (10, "an integer of 1 or more (steps in a row with no parsed reply)"),
     "allow_untested_verl": (False, "true or false"),
 }
 
@@ -122,6 +123,7 @@ def read_settings(cfg: Any) -> Settings:
         "n": lambda v: v is None or (_integer(v) and v >= 2),
         "max_length": lambda v: v is None or (_integer(v) and v >= 1),
         "seed": _integer,
+        "stop_unparsed": lambda v: _integer(v) and v >= 1,
         "allow_untested_verl": lambda v: isinstance(v, bool),
     }
     for key, ok in checks.items():
@@ -135,6 +137,7 @@ def read_settings(cfg: Any) -> Settings:
         per_prompt=values["per_prompt"],
         max_length=values["max_length"],
         seed=values["seed"],
+        stop_unparsed=values["stop_unparsed"],
     )
     n = values["n"] if values["n"] is not None else rollout_n
     return Settings(debate, int(n), values["allow_untested_verl"])

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,7 @@ from verl.experimental.agent_loop import AgentLoopOutput
 from verl.trainer.ppo.v1 import AgentLoopManagerTQ, AgentLoopWorkerTQ
 from verl.trainer.ppo.v1.agent_loop_tq import _settle_session_tasks
 
+from mad_eval.training.onpolicy import Group, NoAnswers
 from mad_eval.training.verl_config import check_config, check_train_files, read_settings
 
 # The fields of a verl row (RLHFDataset's item) that SelfDebate.step reads.
@@ -84,6 +86,8 @@ class SelfDebateWorker(AgentLoopWorkerTQ.__ray_actor_class__):  # type: ignore[n
         settings = read_settings(self.config)
         self.self_debate, self.debate_n = settings.debate, settings.n
         self.first_turns: dict[str, FirstTurn] = {}
+        self.watch = self.self_debate.watch()  # over this worker's share of each step
+        self.watched: tuple[int, list[Group]] = (-1, [])
 
     async def _run_prompt(
         self, prompt: dict, sampling_params: dict, trajectory: dict, trace: bool = False
@@ -154,6 +158,7 @@ class SelfDebateWorker(AgentLoopWorkerTQ.__ray_actor_class__):  # type: ignore[n
         rng = pairing_rng(self.self_debate.seed, trajectory, row["extra_info"])
         # Grading waits on math-verify's worker processes: off the event loop.
         step = await asyncio.to_thread(self.self_debate.step, row, texts, lengths, rng)
+        self._watch(int(trajectory["step"]), step)
         fields = {key: value for key, value in kwargs.items() if key != "session_id"}
         tasks = [
             asyncio.create_task(
@@ -179,6 +184,16 @@ class SelfDebateWorker(AgentLoopWorkerTQ.__ray_actor_class__):  # type: ignore[n
         errors = await _settle_session_tasks(tasks)
         if errors:
             raise errors[0]
+
+    def _watch(self, number: int, group: Group) -> None:
+        """Count a step's groups in; the step before is judged once a later one starts."""
+        current, groups = self.watched
+        if number != current:
+            warning = self.watch.step(groups) if groups else None
+            if warning:
+                warnings.warn(warning, NoAnswers, stacklevel=2)
+            self.watched = (number, groups := [])
+        groups.append(group)
 
 
 SelfDebateAgentLoopWorker = ray.remote(SelfDebateWorker)

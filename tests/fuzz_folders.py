@@ -55,7 +55,7 @@ def _value(rng: random.Random) -> Any:
         lambda: "{}",
         lambda: '"x"',
         lambda: '"3"',
-        lambda: json.dumps(rng.choice(["=HYPERLINK(\"http://x\")", "</script><b>", "\u202e"])),
+        lambda: json.dumps(rng.choice(['=HYPERLINK("http://x")', "</script><b>", "\u202e"])),
         lambda: json.dumps("\\boxed{" * rng.choice([10, 10_000])),
         lambda: '"\\ud800"',
         lambda: json.dumps("y" * rng.choice([1000, 100_000])),

@@ -132,9 +132,7 @@ def _fail_first_turn(folder: Path) -> dict:
     return turn
 
 
-def test_retry_failed_serves_again_only_the_models_whose_cells_hold_failures(
-    tmp_path, monkeypatch
-):
+def test_retry_failed_serves_again_only_the_models_whose_cells_hold_failures(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for name, value in install_stand_in(tmp_path).items():
         monkeypatch.setenv(name, value)

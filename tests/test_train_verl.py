@@ -9,6 +9,7 @@ import asyncio
 import subprocess
 import sys
 import uuid
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -245,14 +246,16 @@ def worker(model, tq) -> SelfDebateWorker:
     return SelfDebateWorker(config, None, None, None)
 
 
-def run_batch(worker, rows: Path, server: ScriptedServer, validate: bool = False) -> list[str]:
+def run_batch(
+    worker, rows: Path, server: ScriptedServer, validate: bool = False, step: int = 1
+) -> list[str]:
     """One batch from verl's RLHFDataset through the worker, as the trainer submits it;
     returns the prompts' uids."""
     dataset = RLHFDataset(str(rows), worker.tokenizer, worker.config.data)
     batch = collate_fn([dataset[i] for i in range(len(dataset))])
     batch["uid"] = np.array([str(uuid.uuid4()) for _ in range(len(dataset))], dtype=object)
     batch = tu.get_tensordict(batch)
-    tu.assign_non_tensor_data(batch, "global_steps", 1)
+    tu.assign_non_tensor_data(batch, "global_steps", step)
     if validate:
         tu.assign_non_tensor_data(batch, "validate", True)
     worker.llm_client = server
@@ -322,6 +325,22 @@ def test_a_group_that_all_agrees_finishes_without_a_debate(worker, rows, tq):
     stored = tq.trajectories()
     assert sorted(stored) == sorted(f"{uid}_{s}_0" for uid in uids for s in range(4))
     assert all([s for _, s in v] == ["running", "finished"] for v in tq.statuses().values())
+
+
+def test_a_model_that_never_answers_is_warned_of_then_stopped(worker, rows, tq):
+    """Each step is judged when the worker sees the next one start: step 1's silence is
+    warned of at step 2, and with stop_unparsed=2, step 2's stops the run at step 3."""
+    from mad_eval.training.onpolicy import AnswerWatch, NoAnswers
+
+    worker.watch = AnswerWatch(limit=2)
+    silent = ScriptedServer(worker.tokenizer, [f"{MARK} no idea"] * 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoAnswers)
+        run_batch(worker, rows, silent, step=1)
+    with pytest.warns(NoAnswers, match=r"no first-turn reply of this step \(8 replies\)"):
+        run_batch(worker, rows, silent, step=2)
+    with pytest.raises(TrainingError, match="of the last 2 steps gave an answer"):
+        run_batch(worker, rows, silent, step=3)
 
 
 def test_a_failed_first_turn_session_fails_its_prompt_with_no_debate(worker, rows, tq):

@@ -87,7 +87,14 @@ class SelfDebateWorker(AgentLoopWorkerTQ.__ray_actor_class__):  # type: ignore[n
         self.self_debate, self.debate_n = settings.debate, settings.n
         self.first_turns: dict[str, FirstTurn] = {}
         self.watch = self.self_debate.watch()  # over this worker's share of each step
-        self.watched: tuple[int, list[Group]] = (-1, [])
+        self.watched: dict[int, list[Group]] = {}  # each step's groups, until judged
+
+    async def generate_sequences(self, batch: Any) -> None:
+        """verl's; a training batch first judges the steps before it (AnswerWatch), here
+        where an error reaches the trainer: one raised in a prompt's task only fails it."""
+        if not ("validate" in batch and batch["validate"]):  # noqa: RUF019 (a TensorDict)
+            self._judge(int(batch["global_steps"]))
+        return await super().generate_sequences(batch)
 
     async def _run_prompt(
         self, prompt: dict, sampling_params: dict, trajectory: dict, trace: bool = False
@@ -158,7 +165,7 @@ class SelfDebateWorker(AgentLoopWorkerTQ.__ray_actor_class__):  # type: ignore[n
         rng = pairing_rng(self.self_debate.seed, trajectory, row["extra_info"])
         # Grading waits on math-verify's worker processes: off the event loop.
         step = await asyncio.to_thread(self.self_debate.step, row, texts, lengths, rng)
-        self._watch(int(trajectory["step"]), step)
+        self.watched.setdefault(int(trajectory["step"]), []).append(step)
         fields = {key: value for key, value in kwargs.items() if key != "session_id"}
         tasks = [
             asyncio.create_task(
@@ -185,15 +192,11 @@ class SelfDebateWorker(AgentLoopWorkerTQ.__ray_actor_class__):  # type: ignore[n
         if errors:
             raise errors[0]
 
-    def _watch(self, number: int, group: Group) -> None:
-        """Count a step's groups in; the step before is judged once a later one starts."""
-        current, groups = self.watched
-        if number != current:
-            warning = self.watch.step(groups) if groups else None
+    def _judge(self, current: int) -> None:
+        for number in sorted(n for n in self.watched if n < current):
+            warning = self.watch.step(self.watched.pop(number))
             if warning:
                 warnings.warn(warning, NoAnswers, stacklevel=2)
-            self.watched = (number, groups := [])
-        groups.append(group)
 
 
 SelfDebateAgentLoopWorker = ray.remote(SelfDebateWorker)

@@ -12,10 +12,14 @@ and samples --num-generations debate-turn replies per pair; see mad_eval.trainin
 The defaults are the seed paper's, as its authors' released verl scripts set them for
 Qwen3-4B-Base: 8 replies per group in both turns, 256 prompts per step, one debate context per
 prompt of first-turn replies of at most 2,048 tokens, replies of up to 8,192 tokens with DAPO's
-overlong penalty over the last 2,048, learning rate 1e-6 with 10 warm-up steps and weight decay
-0.1, clip 0.2/0.28, no KL term, temperature 1.0, 200 steps (docs/how-to/train-with-self-debate.md).
-They need GPUs; --cpu and small values run it on a toy model. TRL 1.16 does not truncate
-prompts: a debate-turn prompt is the question plus two replies (`train prompts` prints its base).
+overlong penalty over the last 2,048, 16 optimiser updates per step (mini-batches of 16 prompts'
+replies), learning rate 1e-6 with 10 warm-up steps then constant, weight decay 0.1, clip
+0.2/0.28 with verl's dual clip at 10 for negative advantages, no KL term, temperature 1.0, 200
+steps (docs/how-to/train-with-self-debate.md). A step is one generation batch, as in the paper:
+--max-steps, --warmup-steps and --save-steps count those, and TRL's optimiser steps are that
+many times the updates per step (mad_eval.training.schedule). They need GPUs; --cpu and small
+values run it on a toy model. TRL 1.16 does not truncate prompts: a debate-turn prompt is the
+question plus two replies (`train prompts` prints its base).
 """
 
 from __future__ import annotations
@@ -40,14 +44,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--overlong-factor", type=float, default=1.0)
     p.add_argument("--num-generations", type=int, default=8, help="replies per group, both turns")
     p.add_argument("--prompts-per-step", type=int, default=256, help="first-turn prompts per step")
+    p.add_argument("--mini-batch-prompts", type=int, default=16,
+                   help="prompts' replies per optimiser update (verl's ppo_mini_batch_size): "
+                        "--prompts-per-step / this many updates per step")  # fmt: skip
     p.add_argument("--accumulation-steps", type=int, default=1,
-                   help="split each step's replies into this many micro-batches")  # fmt: skip
+                   help="split each update's replies into this many micro-batches")  # fmt: skip
     p.add_argument("--max-completion-length", type=int, default=8192)
     p.add_argument("--learning-rate", type=float, default=1e-6)
+    p.add_argument("--lr-scheduler", default="constant_with_warmup",
+                   help="a transformers scheduler (verl's: constant after warm-up)")  # fmt: skip
     p.add_argument("--warmup-steps", type=int, default=10)
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--epsilon", type=float, default=0.2)
     p.add_argument("--epsilon-high", type=float, default=0.28)
+    p.add_argument("--clip-c", type=float, default=10.0,
+                   help="verl's dual clip: a negative advantage's ratio counts at most this "
+                        "(TRL's delta; 0: none)")  # fmt: skip
     p.add_argument("--beta", type=float, default=0.0, help="KL coefficient (0: no reference)")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--epochs", type=float, default=1.0)
@@ -61,11 +73,32 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> Any:
     """Train, save the model in --output-dir and return the trainer."""
     opts = parser().parse_args(argv)
-    from trl import GRPOConfig
-
-    from mad_eval.training import Overlong, TrainingError
+    from mad_eval.training import Overlong
     from mad_eval.training.onpolicy import SelfDebate
     from mad_eval.training.trl_grpo import SelfDebateGRPOTrainer, read_rows
+
+    args = grpo_config(opts)
+    overlong = (
+        Overlong(opts.max_completion_length, opts.overlong_buffer, opts.overlong_factor)
+        if opts.overlong_buffer
+        else None
+    )
+    max_length = opts.max_length or None  # None: the trainer's, up to the completion limit
+    self_debate = SelfDebate(opts.pairing, opts.per_prompt, max_length, overlong, opts.seed)
+    rows = read_rows(opts.train_file)
+    trainer = SelfDebateGRPOTrainer(opts.model, args, rows, self_debate=self_debate)
+    trainer.train()
+    trainer.save_model(opts.output_dir)
+    return trainer
+
+
+def grpo_config(opts: argparse.Namespace) -> Any:
+    """The GRPOConfig the options ask for; steps are the paper's (generation batches), each
+    --prompts-per-step / --mini-batch-prompts optimiser updates (mad_eval.training.schedule)."""
+    from trl import GRPOConfig
+
+    from mad_eval.training import TrainingError
+    from mad_eval.training.schedule import Optimisation, trl_settings
 
     if opts.num_generations < 2:
         raise TrainingError(
@@ -74,51 +107,42 @@ def main(argv: Sequence[str] | None = None) -> Any:
         )
     if opts.prompts_per_step < 1:
         raise TrainingError(f"--prompts-per-step must be at least 1, got {opts.prompts_per_step}.")
-    replies = opts.prompts_per_step * opts.num_generations
-    if opts.accumulation_steps < 1 or replies % opts.accumulation_steps:
-        raise TrainingError(
-            f"--accumulation-steps must divide the first turn's {replies} replies per step "
-            f"(--prompts-per-step x --num-generations), got {opts.accumulation_steps}."
-        )
-    overlong = (
-        Overlong(opts.max_completion_length, opts.overlong_buffer, opts.overlong_factor)
-        if opts.overlong_buffer
-        else None
+    optimisation = Optimisation(
+        prompts_per_step=opts.prompts_per_step,
+        generations=opts.num_generations,
+        mini_batch_prompts=opts.mini_batch_prompts,
+        learning_rate=opts.learning_rate,
+        warmup_steps=opts.warmup_steps,
+        weight_decay=opts.weight_decay,
+        clip_low=opts.epsilon,
+        clip_high=opts.epsilon_high,
+        clip_c=opts.clip_c or None,
+        steps=opts.max_steps,
     )
+    settings = trl_settings(optimisation, opts.accumulation_steps)
     if not opts.cpu and not _trains_in_bf16():
         raise TrainingError(
             "this machine has no GPU that trains in bf16, which GRPO's settings use; pass --cpu "
             "to train on the CPU (a toy model's pace)."
         )
-    max_length = opts.max_length or None  # None: the trainer's, up to the completion limit
-    self_debate = SelfDebate(opts.pairing, opts.per_prompt, max_length, overlong, opts.seed)
-    rows = read_rows(opts.train_file)
-    args = GRPOConfig(
+    updates = optimisation.updates_per_step
+    return GRPOConfig(
+        **{
+            **settings,
+            "lr_scheduler_type": opts.lr_scheduler,
+            "beta": opts.beta,
+            "save_strategy": "steps" if opts.save_steps else "no",
+            "save_steps": (opts.save_steps or 500) * updates,
+        },
         output_dir=opts.output_dir,
-        num_generations=opts.num_generations,
-        per_device_train_batch_size=replies // opts.accumulation_steps,
-        gradient_accumulation_steps=opts.accumulation_steps,
         max_completion_length=opts.max_completion_length,
-        learning_rate=opts.learning_rate,
-        warmup_steps=opts.warmup_steps,
-        weight_decay=opts.weight_decay,
-        epsilon=opts.epsilon,
-        epsilon_high=opts.epsilon_high,
-        beta=opts.beta,
         temperature=opts.temperature,
         num_train_epochs=opts.epochs,
-        max_steps=opts.max_steps,
-        save_strategy="steps" if opts.save_steps else "no",
-        save_steps=opts.save_steps or 500,
         logging_steps=1,
         report_to="none",
         seed=opts.seed,
         use_cpu=opts.cpu,
     )
-    trainer = SelfDebateGRPOTrainer(opts.model, args, rows, self_debate=self_debate)
-    trainer.train()
-    trainer.save_model(opts.output_dir)
-    return trainer
 
 
 def _trains_in_bf16() -> bool:

@@ -23,9 +23,11 @@ process and on text-only models. Imports trl and torch: nothing in mad_eval impo
 A step's batch is the first turn's rows plus num_generations rows per debate context, so it
 varies with the pairs found; TRL's own metrics (reward, lengths) average the two turns, and
 `self_debate/*` tell them apart (first_reward, debate_reward, pairs, prompts, dropped_*).
-When the batch must split into accumulation slices it is padded with fully masked rows, which
-count for nothing in the losses TRL divides by the tokens counted (dapo, the default; bnpo,
-cispo, vespo) and slightly dilute those it divides by the rows (grpo, sapo, luspo, dr_grpo).
+TRL splits it into `steps_per_generation` equal slices (optimiser updates, or their
+accumulation micro-batches), so the debate rows widen those updates rather than adding any;
+it is padded for that with fully masked rows, which count for nothing in the losses TRL
+divides by the tokens counted (dapo, the default; bnpo, cispo, vespo) and slightly dilute
+those it divides by the rows (grpo, sapo, luspo, dr_grpo).
 """
 
 from __future__ import annotations

@@ -231,7 +231,7 @@ def test_replies_are_stripped_and_escaped_as_python_does(reply: str) -> None:
 
 
 def test_a_tie_goes_to_the_answer_seen_first_and_validation_never_swaps() -> None:
-    preds = ["7", "5", "5", "7", "[INVALID]"]
+    preds = ["7", "5", "7", "5", "[INVALID]"]
     for seed in range(20):
         (pair,) = authors_pairs(preds, None, None, "frequency", np.random.RandomState(seed), True)
         assert preds[pair[0]] == "7" and preds[pair[1]] == "5"

@@ -160,6 +160,7 @@ def _golds(ground_truth: Any, reward_model: Any, count: int) -> list[Any]:
 def make_grpo_reward(overlong: Overlong | None = None) -> Callable[..., list[float]]:
     """A TRL reward function like `grpo_reward`, with DAPO's overlong penalty when given
     (lengths: TRL's `completion_ids`, else characters)."""
+    score = make_grpo_scorer(overlong)
 
     def grpo_reward(
         completions: list[Any],
@@ -170,12 +171,28 @@ def make_grpo_reward(overlong: Overlong | None = None) -> Callable[..., list[flo
         """TRL's GRPOTrainer(reward_funcs=[grpo_reward]): the gold comes from the dataset's
         `ground_truth` column or verl's `reward_model`; `extra_info` when the dataset has it.
         A completion is text, or (conversational data) a list of messages."""
+        graded = score(completions, ground_truth, reward_model, **kwargs)
+        return [scored.reward for scored in graded]
+
+    return grpo_reward
+
+
+def make_grpo_scorer(overlong: Overlong | None = None) -> Callable[..., list[Scored]]:
+    """What `make_grpo_reward`'s function computes, each completion's whole Scored: a
+    trainer that logs correctness reads it here, never from the penalised reward."""
+
+    def score(
+        completions: list[Any],
+        ground_truth: Sequence[Any] | None = None,
+        reward_model: Sequence[Mapping[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> list[Scored]:
         golds = _golds(ground_truth, reward_model, len(completions))
         infos = kwargs.get("extra_info")
         infos = [None] * len(completions) if infos is None else infos
         ids = kwargs.get("completion_ids")
         lengths = [None] * len(completions) if ids is None else [len(i) for i in ids]
-        rewards = []
+        graded = []
         for completion, gold, info, size in zip(completions, golds, infos, lengths, strict=True):
             kind, options, protocol = grading_info(info)
             (scored,) = grade_group(
@@ -187,10 +204,10 @@ def make_grpo_reward(overlong: Overlong | None = None) -> Callable[..., list[flo
                 lengths=None if size is None else [size],
                 overlong=overlong,
             )
-            rewards.append(scored.reward)
-        return rewards
+            graded.append(scored)
+        return graded
 
-    return grpo_reward
+    return score
 
 
 grpo_reward = make_grpo_reward()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from mad_eval.records import Question
@@ -122,3 +123,49 @@ def test_a_model_that_never_answers_is_warned_of_once_then_stopped():
     assert "\n" not in str(stopped.value)
     with pytest.raises(TrainingError, match="stop_unparsed must be at least 1"):
         SelfDebate(stop_unparsed=0)
+
+
+def _dapo_row(gold: str) -> dict:
+    (row,) = prompt_rows([Question("q1", "Which number?", gold)], "toy", "math", "sdrl", "dapo")
+    return row
+
+
+def test_the_authors_setting_pairs_unparsed_replies_as_an_answer():
+    """5 x `5` and 3 unparsed: mad-eval leaves unparsed replies out and finds one answer;
+    the authors count "[INVALID]" as one, and pair a 5 with it."""
+    replies = ["Answer: 5"] * 5 + ["no answer line"] * 3
+    ours = SelfDebate().step(_dapo_row("5"), replies)
+    assert ours.debates == [] and ours.pairs.dropped == "one-answer"
+    theirs = SelfDebate(authors=True).step(_dapo_row("5"), replies)
+    ((own, partner),) = theirs.pairs
+    assert {own < 5, partner < 5} == {True, False}
+    assert theirs.trained and len(theirs.debates) == 1
+
+
+def test_the_authors_setting_compares_answers_as_text_with_first_seen_ties():
+    """`0.5` x 2, `1/2` x 2, `4` x 3: mad-eval groups 0.5 with 1/2 (4 replies) and pairs it
+    with 4; the authors pair 4 (3) with 0.5, the first seen of the tied texts."""
+    replies = ["Answer: 0.5", "Answer: 1/2", "Answer: 4", "Answer: 0.5", "Answer: 4",
+               "Answer: 1/2", "Answer: 4"]  # fmt: skip
+    for seed in range(20):
+        group = SelfDebate(authors=True).step(
+            _dapo_row("4"), replies, rng=np.random.RandomState(seed)
+        )
+        ((own, partner),) = group.pairs
+        assert {replies[own], replies[partner]} == {"Answer: 4", "Answer: 0.5"}
+    ours = SelfDebate().step(_dapo_row("4"), replies)
+    ((own, partner),) = ours.pairs
+    assert {ours.scored[own].correct, ours.scored[partner].correct} == {True, False}
+
+
+def test_the_authors_setting_drops_all_right_groups_from_training_whatever_their_penalties():
+    debate = SelfDebate(authors=True, overlong=Overlong(max_length=100, buffer=50))
+    group = debate.step(_dapo_row("5"), ["Answer: 5"] * 3, lengths=[10, 60, 90])
+    assert len(set(group.rewards)) == 3  # the penalty alone would give them advantages
+    assert not group.trained and group.pairs.dropped == "all-right" and group.debates == []
+    # validation keeps every group and never flips the pair: the majority's reply is own
+    check = debate.step(_dapo_row("5"), ["Answer: 5", "Answer: 7", "Answer: 5"], validate=True)
+    ((own, partner),) = check.pairs
+    assert check.trained and check.scored[own].answer == "5" and check.scored[partner].answer == "7"
+    with pytest.raises(TrainingError, match="per_prompt must be 1"):
+        SelfDebate(authors=True, per_prompt=2)

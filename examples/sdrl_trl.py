@@ -1,13 +1,22 @@
 """Self-debate RL (SDRL) on-policy with TRL: both turns trained at every step.
 
-    mad-eval train prompts my_train_set.jsonl --answer-protocol dapo --out data/first_turn.parquet
+    mad-eval train prompts my_train_set.jsonl --answer-protocol dapo --prompt-template sdrl \\
+        --out data/first_turn.parquet
     python examples/sdrl_trl.py --model Qwen/Qwen3-4B-Base \\
         --train-file data/first_turn.parquet --output-dir results/sdrl-trl
 
 Needs trl 1.16 (and torch): pip install -e ".[train]". Each step samples --num-generations
 first-turn replies per prompt, pairs them by --pairing (freq: one reply of the most common
-answer and one of the second most common, in a group that is neither all right nor all wrong),
-and samples --num-generations debate-turn replies per pair; see mad_eval.training.trl_grpo.
+answer and one of the second most common) and samples --num-generations debate-turn replies
+per pair; see mad_eval.training.trl_grpo. --setting authors (the default) is the authors' own
+(training.sdrl, checked against their code in conformance/sdrl): groups all right or all wrong
+dropped by accuracy before any penalty, answers compared as DAPO's text with unparsed ones an
+answer of their own, a step with no pair skipped, debate groups with equal rewards dropped;
+--setting mad-eval pairs by correctness and equivalence instead (the differences: the how-to).
+With --eval-file, each evaluation also samples and grades the debate turn (its accuracy and
+confusion counts logged as eval_self_debate/val/*). The rows' template sets the prompts:
+`sdrl` is the authors' three-message debate turn in our words (a template of yours based on
+it can hold their sentences).
 
 The defaults are the seed paper's, as its authors' released verl scripts set them for
 Qwen3-4B-Base: 8 replies per group in both turns, 256 prompts per step, one debate context per
@@ -34,6 +43,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="a local model folder or a Hub name")
     p.add_argument("--train-file", required=True, help="`mad-eval train prompts` rows")
     p.add_argument("--output-dir", required=True)
+    p.add_argument("--setting", default="authors", choices=("authors", "mad-eval"),
+                   help="whose filter and pairing (default authors)")  # fmt: skip
     p.add_argument("--pairing", default="freq", help="freq or rand (default freq)")
     p.add_argument("--per-prompt", type=int, default=1, help="debate contexts per prompt")
     p.add_argument("--max-length", type=int, default=2048,
@@ -65,6 +76,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--max-steps", type=int, default=200, help="stop after this many steps")
     p.add_argument("--save-steps", type=int, default=0, help="0: save at the end only")
+    p.add_argument("--eval-file", help="`mad-eval train prompts` rows to validate on")
+    p.add_argument("--eval-steps", type=int, default=5, help="validate every this many steps")
+    p.add_argument("--eval-generations", type=int, default=32,
+                   help="validation replies per prompt, and per pair")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cpu", action="store_true", help="train on the CPU")
     return p
@@ -84,9 +99,12 @@ def main(argv: Sequence[str] | None = None) -> Any:
         else None
     )
     max_length = opts.max_length or None  # None: the trainer's, up to the completion limit
-    self_debate = SelfDebate(opts.pairing, opts.per_prompt, max_length, overlong, opts.seed)
+    self_debate = SelfDebate(opts.pairing, opts.per_prompt, max_length, overlong, opts.seed,
+                             authors=opts.setting == "authors")  # fmt: skip
     rows = read_rows(opts.train_file)
-    trainer = SelfDebateGRPOTrainer(opts.model, args, rows, self_debate=self_debate)
+    checks = read_rows(opts.eval_file) if opts.eval_file else None
+    trainer = SelfDebateGRPOTrainer(opts.model, args, rows, self_debate=self_debate,
+                                    eval_dataset=checks)  # fmt: skip
     trainer.train()
     trainer.save_model(opts.output_dir)
     return trainer
@@ -134,6 +152,10 @@ def grpo_config(opts: argparse.Namespace) -> Any:
             "save_strategy": "steps" if opts.save_steps else "no",
             "save_steps": (opts.save_steps or 500) * updates,
         },
+        eval_strategy="steps" if opts.eval_file else "no",
+        eval_steps=opts.eval_steps * updates,
+        num_generations_eval=opts.eval_generations,
+        per_device_eval_batch_size=opts.eval_generations,  # one validation prompt a batch
         output_dir=opts.output_dir,
         max_completion_length=opts.max_completion_length,
         temperature=opts.temperature,

@@ -5,6 +5,7 @@ reach the loss. Also the example script in-process, the turns' join, and bad inp
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import random
 from pathlib import Path
@@ -113,13 +114,14 @@ def _config(out: Path, **kw):
 class Recording(SelfDebate):
     """SelfDebate that keeps what each step was given and gave."""
 
-    def step(self, row, texts, lengths=None, rng=None):
-        group = super().step(row, texts, lengths, rng)
-        STEPS.append((row, list(texts), list(lengths), group))
+    def step(self, row, texts, lengths=None, rng=None, validate=False):
+        group = super().step(row, texts, lengths, rng, validate)
+        (VALIDATED if validate else STEPS).append((row, list(texts), list(lengths), group))
         return group
 
 
 STEPS: list = []
+VALIDATED: list = []
 
 
 def test_two_steps_pair_real_samples_and_train_both_turns(tiny_model, first_turn, tmp_path):
@@ -181,6 +183,92 @@ def test_two_steps_pair_real_samples_and_train_both_turns(tiny_model, first_turn
     assert any(not torch.equal(before[k], after[k]) for k in before)
     logged = {k for entry in trainer.state.log_history for k in entry}
     assert {"self_debate/pairs", "self_debate/first_reward", "self_debate/debate_reward"} <= logged
+
+
+def test_the_authors_setting_trains_only_mixed_groups_and_validates_the_debate_turn(
+    tiny_model, first_turn, tmp_path
+):
+    """Two steps under the authors' setting: a group all right or all wrong has no token in
+    the loss (their filter on accuracy, whatever its penalties), each pair's debate group is
+    trained unless its rewards are all equal, and evaluation samples and grades the debate
+    turn too, logging its accuracy and confusion counts."""
+    STEPS.clear()
+    VALIDATED.clear()
+    config = _config(
+        tmp_path / "out",
+        eval_strategy="steps",
+        eval_steps=1,
+        num_generations_eval=GENERATIONS,
+        per_device_eval_batch_size=GENERATIONS,
+    )
+    debate = Recording(authors=True, overlong=Overlong(max_length=16, buffer=8))
+    questions = [Question(f"q{i}", f"What is {a} + {b}?", "5") for i, (a, b) in enumerate(SUMS)]
+    questions[3] = Question("q3", "What is 4 + 5?", "9")  # answered 5 or 7: always all wrong
+    write_rows(prompt_rows(questions, "tiny", "math", "debate"), tmp_path / "rows.parquet")
+    rows = read_rows(tmp_path / "rows.parquet")
+    trainer = SelfDebateGRPOTrainer(
+        str(tiny_model), config, rows, self_debate=debate, eval_dataset=rows
+    )
+    losses, compute_loss = [], trainer.compute_loss
+
+    def recording_loss(model, inputs, *args, **kw):
+        if model.training:
+            losses.append({k: v.detach().clone() for k, v in inputs.items()})
+        return compute_loss(model, inputs, *args, **kw)
+
+    trainer.compute_loss = recording_loss
+    trainer.train()
+
+    trained = [g for _, _, _, g in STEPS]
+    assert len(trained) == 4 and len(VALIDATED) == 2 * len(SUMS)  # an evaluation after each step
+    assert [g.pairs.dropped for g in trained].count("all-wrong") >= 1
+    assert all(g.trained for _, _, _, g in VALIDATED)  # validation filters nothing
+    for g in trained:
+        assert g.trained == (len({s.correct for s in g.scored}) == 2)
+        assert (g.pairs.dropped in ("all-right", "all-wrong")) == (not g.trained)
+    asked = [r["prompt"] for r in _rows()]
+    template = trainer.processing_class.apply_chat_template
+    first_width = max(len(template(p, add_generation_prompt=True, tokenize=True, return_dict=True)
+                          ["input_ids"]) for p in asked)  # fmt: skip
+    first_rows = sum(
+        int(((b["completion_mask"].sum(1) > 0) & (b["prompt_mask"].sum(1) <= first_width)).sum())
+        for b in losses
+    )
+    assert first_rows == GENERATIONS * sum(g.trained for g in trained)
+    for b in losses:  # a row out of the loss has no advantage either
+        assert not b["advantages"][b["completion_mask"].sum(1) == 0].any()
+    logged = {k: v for entry in trainer.state.log_history for k, v in entry.items()}
+    assert logged["self_debate/skipped"] == 0.0 or not any(g.debates for g in trained)
+    assert "self_debate/debate_groups_kept" in logged
+    assert "self_debate/debate_confusion/first_1_partner_0_final_1" in logged
+    val = "eval_self_debate/val/debate"
+    for name in ("_accuracy", "_initial_accuracy", "_confusion/first_0_partner_1_final_1"):
+        assert val + name in logged
+
+
+class NoPairs(SelfDebate):
+    """The authors' setting on a step that finds no pair at all."""
+
+    def step(self, row, texts, lengths=None, rng=None, validate=False):
+        from mad_eval.training.pairs import Pairs
+
+        group = super().step(row, texts, lengths, rng, validate)
+        return dataclasses.replace(group, pairs=Pairs([], "one-answer"), debates=[])
+
+
+def test_a_step_with_no_pair_is_skipped_under_the_authors_setting(tiny_model, first_turn, tmp_path):
+    """No update and no learning-rate step: the weights and the schedule stay as they were."""
+    config = _config(tmp_path / "out", max_steps=1, lr_scheduler_type="constant_with_warmup",
+                     warmup_steps=2)  # fmt: skip
+    trainer = SelfDebateGRPOTrainer(str(tiny_model), config, read_rows(first_turn),
+                                    self_debate=NoPairs(authors=True))  # fmt: skip
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.train()
+    after = trainer.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert set(trainer.lr_scheduler.get_last_lr()) == {0.0}  # still at warm-up's first rate
+    (logged,) = [e for e in trainer.state.log_history if "self_debate/skipped" in e]
+    assert logged["self_debate/skipped"] == 1.0
 
 
 def test_accumulation_splits_both_turns_evenly_and_evaluation_asks_the_first_turn_only(

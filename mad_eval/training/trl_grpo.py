@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,9 @@ from trl import GRPOTrainer
 
 from mad_eval.training.errors import TrainingError
 from mad_eval.training.onpolicy import Group, NoAnswers, SelfDebate
-from mad_eval.training.rewards import make_grpo_reward
+from mad_eval.training.rewards import Scored, make_grpo_scorer
 from mad_eval.training.rows import row_pair_prompt, row_question
+from mad_eval.training.sdrl import keeps_debate_turn
 
 # The columns of a `train prompts` row that a debate-turn row is built from (the last two
 # are needed: the gold, and the question and template).
@@ -153,7 +154,8 @@ class SelfDebateGRPOTrainer(GRPOTrainer):
         check_rows(train_dataset)
         self._turn: str | None = None  # "first" or "debate" while a training batch is sampled
         self._groups: list[Group] = []
-        self._debate_rewards: list[float] = []
+        self._debate: list[Scored] = []  # the last debate turn's grades
+        self._skipping = False  # this generation's updates are not made (no pair, authors)
         super().__init__(model, reward_funcs=[self.sdrl_reward], args=args,
                          train_dataset=train_dataset, **grpo_kwargs)  # fmt: skip
         check_args(self.args)
@@ -163,7 +165,7 @@ class SelfDebateGRPOTrainer(GRPOTrainer):
         self.self_debate = debate
         self._rng = debate.rng()
         self._watch = debate.watch()
-        self._grade = make_grpo_reward(debate.overlong)
+        self._grade = make_grpo_scorer(debate.overlong)
 
     def sdrl_reward(
         self,
@@ -175,11 +177,11 @@ class SelfDebateGRPOTrainer(GRPOTrainer):
         """The reward TRL calls. First turn: each prompt's group (num_generations
         consecutive completions) graded once and paired; else each completion graded."""
         if self._turn != "first":
-            rewards = self._grade(completions, completion_ids=completion_ids, **columns)
+            scored = self._grade(completions, completion_ids=completion_ids, **columns)
             if self._turn == "debate":
-                self._debate_rewards = list(rewards)
-            return rewards
-        size = self.num_generations
+                self._debate = scored
+            return [s.reward for s in scored]
+        size = self._group_size()
         texts = [c if isinstance(c, str) else str(c[-1]["content"]) for c in completions]
         self._groups = []
         for start in range(0, len(texts), size):
@@ -192,31 +194,66 @@ class SelfDebateGRPOTrainer(GRPOTrainer):
                 texts[start : start + size],
                 [len(ids) for ids in completion_ids[start : start + size]],
                 self._rng,
+                validate=not self.model.training,
             )
             self._groups.append(group)
         return [reward for group in self._groups for reward in group.rewards]
 
+    def _group_size(self) -> int:
+        return self.num_generations if self.model.training else self.num_generations_eval
+
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        if not self.model.training:  # evaluation: the first turn only, graded as usual
+        training, authors = self.model.training, self.self_debate.authors
+        if not training and not authors:  # evaluation: the first turn only, graded as usual
             return super()._generate_and_score_completions(inputs)
+        size = self._group_size()
         try:
             self._turn, self._groups = "first", []
             first = super()._generate_and_score_completions(inputs)
-            debates = [row for group in self._groups for row in group.debates]
-            self._log_first_turn(self._groups)
-            warning = self._watch.step(self._groups)
-            if warning:
-                warnings.warn(warning, NoAnswers, stacklevel=2)
+            groups = self._groups
+            debates = [row for group in groups for row in group.debates]
+            if training:
+                self._log_first_turn(groups)
+                warning = self._watch.step(groups)
+                if warning:
+                    warnings.warn(warning, NoAnswers, stacklevel=2)
+            if authors and training:
+                # their filter on accuracy; and a step with no pair is skipped, as they skip it
+                self._skipping = not debates
+                self._log_metric_now("self_debate/skipped", float(self._skipping))
+                kept = [g.trained and not self._skipping for g in groups for _ in range(size)]
+                first = keep_rows(first, kept)
             if not debates:
                 return first
             self._turn = "debate"
-            repeated = [dict(row) for row in debates for _ in range(self.num_generations)]
+            repeated = [dict(row) for row in debates for _ in range(size)]
             second = super()._generate_and_score_completions(repeated)
-            self._log_metric_now("self_debate/debate_reward", _mean(self._debate_rewards))
         finally:
             self._turn = None
+        self._log_debate_turn(debates, self._debate, size)
+        if not training:
+            return first  # the debate turn was sampled for its metrics only
+        if authors:  # a debate group whose rewards are all equal teaches nothing: dropped
+            rewards = [s.reward for s in self._debate]
+            kept = [keeps_debate_turn(rewards[i : i + size]) for i in range(0, len(rewards), size)]
+            self._log_metric_now("self_debate/debate_groups_kept", sum(kept))
+            second = keep_rows(second, [k for k in kept for _ in range(size)])
         pad_id = self._tokenizer.pad_token_id
         return join_turns(first, second, pad_id, self.args.steps_per_generation)
+
+    def _log_debate_turn(self, debates: Sequence[Mapping[str, Any]], scored: Sequence[Scored],
+                         size: int) -> None:  # fmt: skip
+        """The debate turn's reward and accuracy, and what it did to each pair's answers
+        (the authors' confusion counts: own, partner and final correctness)."""
+        final = [s.correct for s in scored]
+        own = [row["extra_info"]["correct"][0] for row in debates for _ in range(size)]
+        partner = [row["extra_info"]["correct"][1] for row in debates for _ in range(size)]
+        prefix = "self_debate" if self.model.training else "self_debate/val"
+        self._log_metric_now(f"{prefix}/debate_reward", _mean([s.reward for s in scored]))
+        self._log_metric_now(f"{prefix}/debate_accuracy", _mean([float(c) for c in final]))
+        self._log_metric_now(f"{prefix}/debate_initial_accuracy", _mean([float(c) for c in own]))
+        for name, count in debate_confusion(own, partner, final).items():
+            self._log_metric_now(f"{prefix}/debate_confusion/{name}", count)
 
     def _log_first_turn(self, groups: Sequence[Group]) -> None:
         dropped = Counter(group.pairs.dropped for group in groups)
@@ -232,7 +269,55 @@ class SelfDebateGRPOTrainer(GRPOTrainer):
         )
 
     def _log_metric_now(self, name: str, value: float) -> None:
-        self._metrics["train"][name].append(float(value))
+        self._metrics["train" if self.model.training else "eval"][name].append(float(value))
+
+    def create_optimizer(self, model: Any = None) -> Any:
+        """TRL's optimizer, whose update a skipped step (`_skipping`) does not make."""
+        optimizer = super().create_optimizer(model)
+        optimizer.step = _unless(lambda: self._skipping, optimizer.step)
+        return optimizer
+
+    def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
+        """TRL's learning-rate schedule, which a skipped step does not advance."""
+        scheduler = super().create_scheduler(num_training_steps, optimizer)
+        scheduler.step = _unless(lambda: self._skipping, scheduler.step)
+        return scheduler
+
+
+def _unless(skipping: Callable[[], bool], call: Callable[..., Any]) -> Callable[..., Any]:
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        return None if skipping() else call(*args, **kwargs)
+
+    return guarded
+
+
+def keep_rows(batch: dict[str, Any], kept: Sequence[bool]) -> dict[str, Any]:
+    """`batch` (as GRPOTrainer scores it) with the rows not `kept` fully masked: no token of
+    theirs counted in the loss or its normaliser, no advantage; the shape stays, so TRL
+    still splits the batch evenly."""
+    if all(kept):
+        return batch
+    keep = torch.tensor(kept, dtype=torch.bool, device=batch["advantages"].device)
+    out = dict(batch)
+    out["completion_mask"] = batch["completion_mask"] * keep.unsqueeze(1)
+    out["advantages"] = batch["advantages"] * keep
+    mask = out["completion_mask"]
+    if "tool_mask" in batch:
+        mask = mask * batch["tool_mask"]
+    out["num_items_in_batch"] = mask.sum().to(batch["num_items_in_batch"].dtype)
+    return out
+
+
+def debate_confusion(own: Sequence[bool], partner: Sequence[bool], final: Sequence[bool]
+                     ) -> dict[str, int]:  # fmt: skip
+    """Debate replies counted by the correctness of the own answer, the partner's and the
+    final one, named as the authors' trainer logs them (first_1_partner_0_final_1, ...)."""
+    counts = Counter(zip(own, partner, final, strict=True))
+    return {
+        f"first_{int(a)}_partner_{int(b)}_final_{int(c)}": counts[(a, b, c)]
+        for a, b in ((True, False), (False, True), (False, False), (True, True))
+        for c in (True, False)
+    }
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -24,7 +24,6 @@ from mad_eval.training.sdrl import (
     authors_chat,
     authors_pairs,
     authors_pred,
-    authors_prompt_ids,
     keeps_debate_turn,
     keeps_first_turn,
 )
@@ -259,8 +258,3 @@ def test_long_replies_and_one_answer_groups_give_no_pair() -> None:
 )  # fmt: skip
 def test_filters_on_small_groups(values: list[float], first: bool, debate: bool) -> None:
     assert keeps_first_turn(values) is first and keeps_debate_turn(values) is debate
-
-
-def test_a_long_debate_prompt_loses_its_end_as_the_authors_cut_it() -> None:
-    assert authors_prompt_ids([5, 6, 7, 8], 3) == [5, 6, 7]
-    assert authors_prompt_ids([5, 6], 3) == [5, 6]

@@ -98,10 +98,3 @@ def authors_chat(
     the instructions. Both replies are stripped and their double quotes escaped, as the
     authors send them. A row written with this template gets the same from row_pair_prompt."""
     return pair_prompt(question, own, partner, template or load_template("sdrl"))
-
-
-def authors_prompt_ids(ids: Sequence[int], max_length: int) -> list[int]:
-    """A debate prompt's token ids as the authors feed them: cut to `max_length` (their
-    data.max_response_length) from the end, so a long prompt loses its last turn's close;
-    mad-eval's verl loop instead cuts from the start, at rollout.prompt_length."""
-    return list(ids[:max_length])

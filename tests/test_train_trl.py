@@ -338,21 +338,31 @@ def test_the_example_script_trains_and_saves(tiny_model, first_turn, tmp_path):
 def test_the_example_takes_its_updates_per_step_at_verls_learning_rate(
     tiny_model, first_turn, tmp_path
 ):
-    """Two steps of 4 prompts in mini-batches of 2: TRL's own log shows 2 optimiser updates per
-    step, one generation per step, and the rate each update trained with: a warm-up step of 2
-    updates (verl trains all of step 0 at 0; TRL ramps within it), then 1e-3."""
+    """Two steps of 4 prompts in mini-batches of 2, under the authors' setting (the example's
+    default): TRL's own log shows 2 optimiser updates per step, one generation per step, and
+    the rate each update trained with: a warm-up step of 2 updates (verl trains all of step 0
+    at 0; TRL ramps within it), then 1e-3; and after each step a validation of both turns."""
     trainer = _example().main([
         "--model", str(tiny_model), "--train-file", str(first_turn), "--output-dir",
         str(tmp_path / "sdrl"), "--num-generations", "4", "--prompts-per-step", "4",
         "--mini-batch-prompts", "2", "--max-steps", "2", "--warmup-steps", "1",
         "--learning-rate", "1e-3", "--max-completion-length", "16", "--overlong-buffer", "8",
-        "--max-length", "0", "--cpu",
+        "--max-length", "0", "--cpu", "--eval-file", str(first_turn), "--eval-steps", "1",
+        "--eval-generations", "4",
     ])  # fmt: skip
+    assert trainer.self_debate.authors
     logged = [e for e in trainer.state.log_history if "loss" in e]
     assert trainer.state.global_step == 4 and [e["step"] for e in logged] == [1, 2, 3, 4]
     assert [e["learning_rate"] for e in logged] == pytest.approx([0, 5e-4, 1e-3, 1e-3])
     generations = [e for e in logged if "self_debate/prompts" in e]
     assert [(e["step"], e["self_debate/prompts"]) for e in generations] == [(1, 4), (3, 4)]
+    assert [e["self_debate/skipped"] for e in generations] == [0.0, 0.0]
+    validated = [
+        e for e in trainer.state.log_history if "eval_self_debate/val/debate_accuracy" in e
+    ]
+    assert [e["step"] for e in validated] == [2, 4]  # after each step's two updates
+    assert all("eval_self_debate/val/debate_confusion/first_1_partner_0_final_1" in e
+               for e in validated)  # fmt: skip
 
 
 def test_the_example_without_cpu_on_a_machine_without_a_gpu_is_one_sentence(first_turn, tmp_path):

@@ -26,7 +26,13 @@ from mad_eval.training import (  # noqa: E402
     write_rows,
 )
 from mad_eval.training.onpolicy import SelfDebate  # noqa: E402
-from mad_eval.training.trl_grpo import SelfDebateGRPOTrainer, join_turns, read_rows  # noqa: E402
+from mad_eval.training.trl_grpo import (  # noqa: E402
+    SelfDebateGRPOTrainer,
+    debate_confusion,
+    join_turns,
+    keep_rows,
+    read_rows,
+)
 
 REPLIES = ("The answer is \\boxed{5}.", "The answer is \\boxed{7}.")
 SUMS = ((2, 3), (1, 4), (0, 5), (4, 1))  # every gold is 5
@@ -400,6 +406,21 @@ def test_the_turns_join_into_one_batch_that_splits_evenly():
     assert int(joined["num_items_in_batch"]) == 6
     with pytest.raises(TrainingError, match="pixel_values"):
         join_turns({**first, "pixel_values": torch.zeros(1)}, {**second, "pixel_values": 0}, 0)
+
+
+def test_rows_kept_out_count_for_nothing_and_confusion_names_the_authors_cells():
+    batch = {
+        "completion_mask": torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0]]),
+        "advantages": torch.tensor([1.0, -1.0, 0.5]),
+        "num_items_in_batch": torch.tensor(6),
+    }
+    kept = keep_rows(batch, [True, False, True])
+    assert kept["completion_mask"].tolist() == [[1, 1, 1], [0, 0, 0], [1, 0, 0]]
+    assert kept["advantages"].tolist() == [1.0, 0.0, 0.5] and int(kept["num_items_in_batch"]) == 4
+    assert keep_rows(batch, [True] * 3) is batch
+    cells = debate_confusion([True, False, False], [False, True, True], [False, True, False])
+    assert cells["first_1_partner_0_final_0"] == 1 and cells["first_0_partner_1_final_1"] == 1
+    assert cells["first_0_partner_1_final_0"] == 1 and sum(cells.values()) == 3
 
 
 def test_a_model_that_never_answers_is_warned_of_then_stopped(first_turn, tmp_path):

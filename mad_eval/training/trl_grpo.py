@@ -243,8 +243,9 @@ class SelfDebateGRPOTrainer(GRPOTrainer):
 
     def _log_debate_turn(self, debates: Sequence[Mapping[str, Any]], scored: Sequence[Scored],
                          size: int) -> None:  # fmt: skip
-        """The debate turn's reward and accuracy, and what it did to each pair's answers
-        (the authors' confusion counts: own, partner and final correctness)."""
+        """The debate turn's reward and accuracy, and what it did to each pair's answers: the
+        share of its replies in each of the authors' confusion cells (own, partner and final
+        correctness; they log counts, but TRL averages what is logged over the batches)."""
         final = [s.correct for s in scored]
         own = [row["extra_info"]["correct"][0] for row in debates for _ in range(size)]
         partner = [row["extra_info"]["correct"][1] for row in debates for _ in range(size)]
@@ -253,7 +254,7 @@ class SelfDebateGRPOTrainer(GRPOTrainer):
         self._log_metric_now(f"{prefix}/debate_accuracy", _mean([float(c) for c in final]))
         self._log_metric_now(f"{prefix}/debate_initial_accuracy", _mean([float(c) for c in own]))
         for name, count in debate_confusion(own, partner, final).items():
-            self._log_metric_now(f"{prefix}/debate_confusion/{name}", count)
+            self._log_metric_now(f"{prefix}/debate_confusion/{name}", count / len(final))
 
     def _log_first_turn(self, groups: Sequence[Group]) -> None:
         dropped = Counter(group.pairs.dropped for group in groups)

@@ -327,6 +327,34 @@ def test_a_group_that_all_agrees_finishes_without_a_debate(worker, rows, tq):
     assert all([s for _, s in v] == ["running", "finished"] for v in tq.statuses().values())
 
 
+def test_the_authors_setting_pairs_an_unparsed_reply_as_an_answer(model, rows, tq):
+    """Three 5s and a reply with no answer: mad-eval's own pairing finds one answer and no
+    debate; under +self_debate.authors=true the unparsed reply is an answer of its own, so each
+    prompt gets one debate context pairing a 5 with it."""
+    config = verl_config(
+        f"actor_rollout_ref.model.path={model}", "self_debate.per_prompt=1",
+        "+self_debate.authors=true",
+    )  # fmt: skip
+    OmegaConf.resolve(config)
+    authors = SelfDebateWorker(config, None, None, None)
+    assert authors.self_debate.authors
+    silent = [f"{MARK} \\boxed{{5}}", f"{MARK} so \\boxed{{5}}", f"{MARK} \\boxed{{5}} it is",
+              f"{MARK} no idea"]  # fmt: skip
+    uids = run_batch(authors, rows, ScriptedServer(authors.tokenizer, silent))
+    stored = tq.trajectories()
+    for uid in uids:
+        debate_keys = sorted(k for k in stored if k.startswith(f"{uid}_") and k.count("_") == 3)
+        gold = stored[f"{uid}_0_0"][1]["reward_model"]["ground_truth"]
+        if gold != "5":  # the 7 question: every reply wrong, nothing to pair
+            assert debate_keys == []
+            continue
+        assert debate_keys == [f"{uid}_0_{s}_0" for s in range(3)]
+        answers = stored[debate_keys[0]][1]["extra_info"]["answers"]
+        assert sorted(map(str, answers)) == ["5", "None"]
+    with pytest.raises(TrainingError, match="per_prompt must be 1"):
+        check_config(verl_config("+self_debate.authors=true"))
+
+
 def test_a_model_that_never_answers_is_warned_of_then_stopped(worker, rows, tq):
     """Each step is judged when the worker sees the next one start: step 1's silence is
     warned of at step 2, and with stop_unparsed=2, step 2's stops the run at step 3."""

@@ -45,6 +45,7 @@ SETTINGS: dict[str, tuple[Any, str]] = {
     "max_length": (None, "an integer of 1 or more (tokens), or null for no length filter"),
     "seed": (0, "an integer"),
     "stop_unparsed": (10, "an integer of 1 or more (steps in a row with no parsed reply)"),
+    "authors": (False, "true or false (the SDRL authors' pairing, with per_prompt 1)"),
     "allow_untested_verl": (False, "true or false"),
 }
 
@@ -124,6 +125,7 @@ def read_settings(cfg: Any) -> Settings:
         "max_length": lambda v: v is None or (_integer(v) and v >= 1),
         "seed": _integer,
         "stop_unparsed": lambda v: _integer(v) and v >= 1,
+        "authors": lambda v: isinstance(v, bool),
         "allow_untested_verl": lambda v: isinstance(v, bool),
     }
     for key, ok in checks.items():
@@ -138,6 +140,7 @@ def read_settings(cfg: Any) -> Settings:
         max_length=values["max_length"],
         seed=values["seed"],
         stop_unparsed=values["stop_unparsed"],
+        authors=values["authors"],
     )
     n = values["n"] if values["n"] is not None else rollout_n
     return Settings(debate, int(n), values["allow_untested_verl"])

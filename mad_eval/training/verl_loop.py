@@ -29,17 +29,20 @@ trajectories, so the debate turns add actor updates to a step; DAPO's group filt
 penalty is verl's DAPO reward manager's (pairing reads correctness, never the reward); to pair
 no truncated reply set +self_debate.max_length below data.max_response_length. Pairing draws
 come from (self_debate.seed, step, the row's index and question id), so a resumed run pairs
-the same replies the same way.
+the same replies the same way; +self_debate.authors=true pairs as the SDRL authors do
+(training.sdrl), from a numpy RandomState per prompt.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import ray
 from verl.experimental.agent_loop import AgentLoopOutput
 from verl.trainer.ppo.v1 import AgentLoopManagerTQ, AgentLoopWorkerTQ
@@ -72,10 +75,17 @@ class FirstTurn:
         return not self.failed and len(self.outputs) == self.n
 
 
-def pairing_rng(seed: int, trajectory: dict[str, Any], extra_info: Any) -> random.Random:
-    """One prompt's pairing draws, the same whichever order the prompts settle in."""
+def pairing_rng(
+    seed: int, trajectory: dict[str, Any], extra_info: Any, authors: bool = False
+) -> Any:
+    """One prompt's pairing draws, the same whichever order the prompts settle in: a
+    random.Random, or for the authors' setting a numpy RandomState (their draws' kind; their
+    one stream across a step cannot be had while prompts pair concurrently)."""
     qid = extra_info.get("question_id", "") if isinstance(extra_info, dict) else ""
-    return random.Random(f"{seed}/{trajectory['step']}/{trajectory['sample_index']}/{qid}")
+    key = f"{seed}/{trajectory['step']}/{trajectory['sample_index']}/{qid}"
+    if authors:
+        return np.random.RandomState(int.from_bytes(hashlib.sha256(key.encode()).digest()[:4]))
+    return random.Random(key)
 
 
 class SelfDebateWorker(AgentLoopWorkerTQ.__ray_actor_class__):  # type: ignore[name-defined,misc]
@@ -162,7 +172,8 @@ class SelfDebateWorker(AgentLoopWorkerTQ.__ray_actor_class__):  # type: ignore[n
         texts = [self.tokenizer.decode(o.response_ids, skip_special_tokens=True) for o in outputs]
         lengths = [len(o.response_ids) for o in outputs]
         row = {key: kwargs.get(key) for key in ROW_FIELDS}
-        rng = pairing_rng(self.self_debate.seed, trajectory, row["extra_info"])
+        debate = self.self_debate
+        rng = pairing_rng(debate.seed, trajectory, row["extra_info"], debate.authors)
         # Grading waits on math-verify's worker processes: off the event loop.
         step = await asyncio.to_thread(self.self_debate.step, row, texts, lengths, rng)
         self.watched.setdefault(int(trajectory["step"]), []).append(step)

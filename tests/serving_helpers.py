@@ -8,7 +8,9 @@ What it does is steered by the environment: STAND_IN_FAIL=TEXT prints TEXT and e
 N starts; STAND_IN_SILENT=1 never answers; STAND_IN_CHILD=1 starts a child process in its
 group (an engine worker) and records its pid; STAND_IN_DELAY=SECONDS slows each reply;
 STAND_IN_DIE_AFTER=N with STAND_IN_DIE_STARTS=K: the first K starts exit (code 7) at their
-N+1th request; STAND_IN_MODELS=NAME answers /v1/models with stub_server.HOSTILE_BODIES[NAME]."""
+N+1th request, or with STAND_IN_DIE_ERROR=TEXT log a traceback ending in TEXT, then shutdown
+lines, and exit 0 (as vLLM's API server does when its engine dies); STAND_IN_MODELS=NAME
+answers /v1/models with stub_server.HOSTILE_BODIES[NAME]."""
 
 from __future__ import annotations
 
@@ -55,10 +57,22 @@ for arg in args[args.index("--served-model-name") + 1:]:
     names.append(arg)
 from stub_server import StubServer
 answered = [0]
+import threading
+dying = threading.Lock()
 die = starts < int(os.environ.get("STAND_IN_DIE_STARTS", "0"))
 def fault(body, attempt):
     answered[0] += 1
     if die and answered[0] > int(os.environ["STAND_IN_DIE_AFTER"]):
+        error = os.environ.get("STAND_IN_DIE_ERROR")
+        if error:
+            engine = "(EngineCore_DP0 pid=81) ERROR 11-28 12:00:01 [core.py:710] "
+            lines = ["Traceback (most recent call last):",
+                     '  File "/v/vllm/v1/worker/gpu_model_runner.py", line 2210, in sync',
+                     "    generator.set_offset(offset)", error]
+            with dying:  # one traceback, whole, whichever request gets here first
+                os.write(1, "".join(engine + line + "\\n" for line in lines).encode()
+                         + b"(APIServer pid=80) [shutdown] MPClient: complete\\n")
+                os._exit(0)
         os._exit(7)  # a crash mid-run, its requests unanswered
 server = StubServer(model=names[0], aliases=tuple(names[1:]), port=port, host=host, fault=fault,
                     delay=float(os.environ.get("STAND_IN_DELAY", "0")),

@@ -357,7 +357,7 @@ def test_a_server_that_dies_mid_run_is_started_again_and_the_run_resumes(tmp_pat
     assert result.returncode == 0, result.stderr + result.stdout
     first, second = starts(env)
     said = " ".join(result.stdout.split())
-    assert "Server qwen-sdrl exited mid-run (code 7); starting again (1 of 2)" in said
+    assert "Server qwen-sdrl exited by itself mid-run (code 7); starting again (1 of 2)" in said
     assert "the run resumes" in said and "resuming:" in said
     turns = turns_of(tmp_path / "r")
     assert len(turns) == 6 * 2 * 2 and all(t["error"] is None for t in turns)
@@ -373,5 +373,33 @@ def test_a_server_that_keeps_dying_ends_the_run_in_one_sentence(tmp_path, checkp
     result = mad_eval(*args, cwd=tmp_path, env=env)
     assert result.returncode != 0
     error = " ".join(result.stderr.split())
-    assert "the vllm server for qwen-sdrl exited mid-run (code 7) 3 times; see r/server-" in error
+    assert (
+        "the vllm server for qwen-sdrl exited by itself mid-run (code 7) 3 times; see r/server-"
+        in error
+    )
     assert len(starts(env)) == 3 and not any(alive(s["pid"]) for s in starts(env))
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_twice_on_the_same_error_says_it_and_is_not_started_again(
+    tmp_path, checkpoint
+):
+    """vLLM's CPU build dying on seeded requests: its API server logs the engine's traceback,
+    then its shutdown, and exits 0. The message quotes the error and the frame that raised it,
+    not the shutdown, says what avoids it, and there is no third start."""
+    env = install_stand_in(tmp_path)
+    env.update(STAND_IN_DIE_AFTER="1", STAND_IN_DIE_STARTS="9",
+               STAND_IN_DIE_ERROR="RuntimeError: CPU Generator does not use offset")  # fmt: skip
+    args = ("run", "--model", f"serve:{checkpoint}", "--agents", "2", "--rounds", "1",
+            "--limit", "6", "--concurrency", "2", "--backoff", "0.5", "--out", "r")  # fmt: skip
+    result = mad_eval(*args, cwd=tmp_path, env=env)
+    assert result.returncode != 0
+    said, error = " ".join(result.stdout.split()), " ".join(result.stderr.split())
+    assert "Server qwen-sdrl exited by itself mid-run (code 0); starting again (1 of 2)" in said
+    assert (
+        "exited by itself mid-run (code 0) twice on the same error, so it is not started" in error
+    )
+    cause = "its first error: RuntimeError: CPU Generator does not use offset (raised at "
+    assert cause + "gpu_model_runner.py:2210 in sync); vLLM's CPU build cannot sample" in error
+    assert "--no-enable-chunked-prefill" in error and "MPClient" not in error
+    assert len(starts(env)) == 2 and not any(alive(s["pid"]) for s in starts(env))

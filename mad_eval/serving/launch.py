@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -74,6 +75,61 @@ def log_tail(log: Path, lines: int = TAIL_LINES) -> str:
     return printable(redact(" | ".join(last)))
 
 
+# What vLLM puts before a line of its log: the process's name and pid, then a level, a time
+# and the file that logged it ("(EngineCore_DP0 pid=81) ERROR 11-28 12:00:01 [core.py:710] ").
+_PREFIX = re.compile(r"^(?:\([^()]*pid=\d+\)\s*)?(?:[A-Z]+ \d\d-\d\d [\d:.]+ \[[^\]]*\]\s*)?")
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure)(?::.*)?$")
+_FRAME = re.compile(r'^File "([^"]+)", line (\d+), in (\S+)')
+ERROR_BYTES = 4 * 1024 * 1024  # a log's last bytes searched for its last start's first error
+
+# A failure vLLM's CPU build is known for, and what avoids it: (words of the error, advice).
+KNOWN_ERRORS = (
+    (
+        "CPU Generator does not use offset",
+        "vLLM's CPU build cannot sample seeded requests whose prompts it prefills in chunks; "
+        "serve with --serving args='--no-enable-chunked-prefill --max-num-batched-tokens N' (N: "
+        "the model's context length)",
+    ),
+)
+
+
+def first_error(log: Path) -> str | None:
+    """The first exception the server's last start logged, with the frame that raised it
+    ("RuntimeError: ... (raised at core.py:710 in step)"), redacted and printable; None when
+    the log holds none. What it says after (its shutdown) is only the consequence."""
+    try:
+        with log.open("rb") as f:
+            f.seek(max(f.seek(0, os.SEEK_END) - ERROR_BYTES, 0))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = [_PREFIX.sub("", line).strip() for line in text.split("\n$ ")[-1].splitlines()]
+    frame = None
+    for line in lines:
+        if (found := _FRAME.match(line)) is not None:
+            frame = f"{Path(found[1]).name}:{found[2]} in {found[3]}"
+        elif _RAISED.match(line) and not line.startswith(("Traceback", "During handling")):
+            where = f" (raised at {frame})" if frame else ""
+            return printable(redact(line[:400] + where))
+    return None
+
+
+def known_fix(error: str | None) -> str | None:
+    """What avoids a failure of the server that KNOWN_ERRORS names."""
+    return next((fix for words, fix in KNOWN_ERRORS if error and words in error), None)
+
+
+def why_it_ended(log: Path) -> str:
+    """What a server's log says of its end, for a message: its first error (and what avoids
+    it, where known), else the last lines it wrote; '' for an empty log."""
+    error = first_error(log)
+    if error is None:
+        tail = log_tail(log)
+        return f": {tail}" if tail else ""
+    fix = known_fix(error)
+    return f"; its first error: {error}" + (f"; {fix}" if fix else "")
+
+
 class LocalServer:
     """One `vllm serve` process on this node, on `gpus`, writing to `log`."""
 
@@ -94,10 +150,8 @@ class LocalServer:
         self.exit_code: int | None = None  # how its last process ended, once stopped
 
     def _fail(self, what: str) -> ServerError:
-        tail = log_tail(self.log)
         return ServerError(
-            f"the vllm server for {self.spec.label} {what}; see {self.log}"
-            + (f": {tail}" if tail else "")
+            f"the vllm server for {self.spec.label} {what}; see {self.log}{why_it_ended(self.log)}"
         )
 
     async def start(self) -> str:

@@ -11,7 +11,14 @@ from typing import Any
 
 from mad_eval.children import program
 from mad_eval.progress import Listener
-from mad_eval.serving.launch import LocalServer, ServerError, first_exit, log_tail, replicas
+from mad_eval.serving.launch import (
+    LocalServer,
+    ServerError,
+    first_error,
+    first_exit,
+    replicas,
+    why_it_ended,
+)
 from mad_eval.serving.pool import gpu_pool
 from mad_eval.serving.spec import (
     ServeSpec,
@@ -65,6 +72,7 @@ class Serving:
                 f"{label} is served with --trust-remote-code: vllm runs the Python code that "
                 f"comes with {self.spec.base or self.spec.checkpoint}.",
             )
+        last_error = None  # the first error of the server's last death
         for attempt in range(restarts + 1):
             async with replicas(
                 self.spec, self.placement, folder, listener, self.make, **limits
@@ -73,14 +81,21 @@ class Serving:
                 dead = await _until_done_or_exit(work([s.url or "" for s in servers]), servers)
             if dead is None:
                 return
-            code = dead.exit_code
+            code, error = dead.exit_code, first_error(dead.log)
+            if error is not None and error == last_error:  # the same requests, the same crash
+                raise ServerError(
+                    f"the vllm server for {label} exited by itself mid-run (code {code}) twice "
+                    f"on the same error, so it is not started again; see {dead.log}"
+                    f"{why_it_ended(dead.log)}"
+                )
             if attempt == restarts:
                 raise ServerError(
-                    f"the vllm server for {label} exited mid-run (code {code}) {restarts + 1} "
-                    f"times; see {dead.log}" + (f": {tail}" if (tail := log_tail(dead.log)) else "")
+                    f"the vllm server for {label} exited by itself mid-run (code {code}) "
+                    f"{restarts + 1} times; see {dead.log}{why_it_ended(dead.log)}"
                 )
+            last_error = error
             listener.say(
-                f"Server {label} exited mid-run (code {code}); starting again "
+                f"Server {label} exited by itself mid-run (code {code}); starting again "
                 f"({attempt + 1} of {restarts}), the run resumes; log: {dead.log}"
             )
 

@@ -403,3 +403,39 @@ def test_a_server_that_dies_twice_on_the_same_error_says_it_and_is_not_started_a
     assert cause + "gpu_model_runner.py:2210 in sync); vLLM's CPU build cannot sample" in error
     assert "--no-enable-chunked-prefill" in error and "MPClient" not in error
     assert len(starts(env)) == 2 and not any(alive(s["pid"]) for s in starts(env))
+
+
+VLLM_CPU_CRASH = """\
+$ vllm serve /ckpt --port 5
+RuntimeError: an earlier start's error, not this one's
+$ vllm serve /ckpt --port 6
+INFO 11-28 12:00:00 [api_server.py:1] vLLM API server version 0.32.0
+(EngineCore_DP0 pid=81) ERROR 11-28 12:00:01 [core.py:710] EngineCore encountered a fatal error.
+(EngineCore_DP0 pid=81) ERROR 11-28 12:00:01 [core.py:710] Traceback (most recent call last):
+(EngineCore_DP0 pid=81) ERROR 11-28 12:00:01 [core.py:710]   File "/v/vllm/v1/engine/core.py", \
+line 701, in run_engine_core
+(EngineCore_DP0 pid=81) ERROR 11-28 12:00:01 [core.py:710]     engine_core.run_busy_loop()
+(EngineCore_DP0 pid=81) ERROR 11-28 12:00:01 [core.py:710]   File \
+"/v/vllm/v1/worker/gpu_model_runner.py", line 2210, in _bookkeeping_sync
+(EngineCore_DP0 pid=81) ERROR 11-28 12:00:01 [core.py:710]     generator.set_offset(offset)
+(EngineCore_DP0 pid=81) ERROR 11-28 12:00:01 [core.py:710] RuntimeError: CPU Generator does not \
+use offset
+(APIServer pid=80) vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.
+(APIServer pid=80) [shutdown] MPClient: complete
+resource_tracker.py:254: UserWarning: There appear to be 1 leaked semaphore objects
+"""
+
+
+def test_a_server_log_is_read_for_its_last_starts_first_error(tmp_path):
+    from mad_eval.serving.launch import first_error, why_it_ended
+
+    log = tmp_path / "server.log"
+    log.write_text(VLLM_CPU_CRASH)
+    assert first_error(log) == (
+        "RuntimeError: CPU Generator does not use offset "
+        "(raised at gpu_model_runner.py:2210 in _bookkeeping_sync)"
+    )
+    assert "--no-enable-chunked-prefill" in why_it_ended(log)
+    log.write_text("$ vllm serve /ckpt\nINFO starting\nKilled\n")
+    assert first_error(log) is None and why_it_ended(log) == ": INFO starting | Killed"
+    assert first_error(tmp_path / "absent.log") is None

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.errors import UserError
-from mad_eval.serving.launch import LocalServer, ServerError, log_tail
+from mad_eval.serving.launch import LocalServer, ServerError
 from mad_eval.serving.spec import ServeSpec
 from mad_eval.store.files import write_atomically
 
@@ -104,7 +104,7 @@ class _Actor:
         """("ok", url, GPUs, where the log is) or ("error", sentence, GPUs, log)."""
         try:
             url = await self.server.start()
-        except ServerError as error:  # its message and log tail, as the driver raises them
+        except ServerError as error:  # its message and log's error, as the driver raises them
             return "error", str(error), self.server.gpus, str(self.server.log)
         return "ok", url, self.server.gpus, str(self.server.log)
 
@@ -122,9 +122,6 @@ class _Actor:
             data = f.read()
         shutil.rmtree(self.server.log.parent, ignore_errors=True)  # copied to the driver
         return self.server.exit_code, data
-
-    def tail(self) -> str:
-        return log_tail(self.server.log)
 
 
 class RayServer:

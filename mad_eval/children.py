@@ -15,11 +15,12 @@ import shutil
 import sys
 from collections.abc import Mapping
 
-# Run as `python -I -c BOOT MODULE DIR...`: the directories go first on sys.path, then the
-# module runs as __main__, as `-m` would run it.
+# Run as `python -I -c BOOT MODULE DIR... -- ARG...`: the directories go first on sys.path,
+# then the module runs as __main__ with the arguments, as `-m` would run it.
 _BOOT = (
-    "import runpy, sys; module = sys.argv[1]; sys.path[:0] = sys.argv[2:]; "
-    "del sys.argv[1:]; runpy.run_module(module, run_name='__main__', alter_sys=True)"
+    "import runpy, sys; module = sys.argv[1]; end = sys.argv.index('--'); "
+    "sys.path[:0] = sys.argv[2:end]; del sys.argv[1 : end + 1]; "
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
 )
 
 
@@ -32,10 +33,10 @@ def import_path() -> list[str]:
     return [package, *absolute]
 
 
-def python_module(module: str) -> list[str]:
-    """The command line of `python -m module` for this interpreter, isolated from the
-    working directory and the environment's Python settings."""
-    return [sys.executable, "-I", "-c", _BOOT, module, *import_path()]
+def python_module(module: str, *args: str) -> list[str]:
+    """The command line of `python -m module args...` for this interpreter, isolated from
+    the working directory and the environment's Python settings."""
+    return [sys.executable, "-I", "-c", _BOOT, module, *import_path(), "--", *args]
 
 
 def environment(env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -99,6 +99,26 @@ def install_stand_in(folder: Path) -> dict[str, str]:
     }
 
 
+def install_stand_in_module(folder: Path) -> dict[str, str]:
+    """The same stand-in as an importable `vllm.entrypoints.openai.api_server` (what mad-eval
+    runs with `python -m` when no vllm is on PATH) under folder/pkgs; the environment that
+    puts it on PYTHONPATH, no stand-in on PATH, and names its record file."""
+    package = folder / "pkgs" / "vllm" / "entrypoints" / "openai"
+    package.mkdir(parents=True, exist_ok=True)
+    for level in (package, package.parent, package.parent.parent):
+        (level / "__init__.py").write_text("")
+    as_serve = (  # `--model CKPT ARGS` as `vllm serve CKPT ARGS`
+        "import sys\nargv = sys.argv[1:]\nat = argv.index('--model')\n"
+        "sys.argv[1:] = ['serve', argv[at + 1], *argv[:at], *argv[at + 2:]]\n"
+    )
+    (package / "api_server.py").write_text(as_serve + SCRIPT.format(tests=str(TESTS)))
+    return {
+        "PATH": f"/usr/bin{os.pathsep}/bin",
+        "PYTHONPATH": str(folder / "pkgs"),
+        "STAND_IN_RECORD": str(folder / "starts.jsonl"),
+    }
+
+
 def starts(env: dict[str, str]) -> list[dict]:
     """Every start of the stand-in so far, in order."""
     path = Path(env["STAND_IN_RECORD"])

@@ -17,7 +17,14 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval, turns_of
-from serving_helpers import alive, group, install_stand_in, starts, wait_gone
+from serving_helpers import (
+    alive,
+    group,
+    install_stand_in,
+    install_stand_in_module,
+    starts,
+    wait_gone,
+)
 from serving_helpers import checkpoint as make_checkpoint
 
 from mad_eval.backends import BackendError, backend_type, make_backend
@@ -138,7 +145,7 @@ def test_serve_is_a_backend_type_that_needs_its_server():
 
 def test_a_run_refuses_serving_settings_it_cannot_use(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no vllm here
-    with pytest.raises(ConfigError, match="no vllm command found; install vllm or put it on PATH"):
+    with pytest.raises(ConfigError, match="no vllm command found, nor a vLLM installed beside"):
         prepare({"model": "serve:org/m"}, None, None)
     # a mistyped checkpoint is the user's to fix first, whatever the machine lacks
     with pytest.raises(ConfigError, match=r"the checkpoint folder \./ckpts/nope of serve:\./ckpts"):
@@ -439,3 +446,45 @@ def test_a_server_log_is_read_for_its_last_starts_first_error(tmp_path):
     log.write_text("$ vllm serve /ckpt\nINFO starting\nKilled\n")
     assert first_error(log) is None and why_it_ended(log) == ": INFO starting | Killed"
     assert first_error(tmp_path / "absent.log") is None
+
+
+def test_without_a_vllm_on_path_the_installed_vllm_serves_through_its_module(
+    tmp_path, monkeypatch, checkpoint
+):
+    """vLLM's CPU build has no working `vllm serve`: with no vllm on PATH, a vLLM installed
+    beside mad-eval is started as `python -m vllm.entrypoints.openai.api_server --model CKPT`,
+    isolated from the working directory; the run goes through it as through `vllm serve`."""
+    import mad_eval
+    from mad_eval.children import python_module
+    from mad_eval.serving import launch
+
+    for name, value in install_stand_in_module(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(launch, "installed", lambda package: package == "vllm")
+    command = launch.server_command(["vllm", "serve", "/ckpt", "--port", "5", "--seed", "1"])
+    module = python_module("vllm.entrypoints.openai.api_server")
+    assert command == [*module, "--model", "/ckpt", "--port", "5", "--seed", "1"]
+    assert module[-1] == "--" and "-I" in module  # isolated; its arguments after the path
+    result = mad_eval.run(model=f"serve:{checkpoint}", agents=2, rounds=1, limit=2,
+                          out=tmp_path / "r", gpus="0")  # fmt: skip
+    assert len(result.turns()) == 2 * 2 * 2
+    (start,) = starts({"STAND_IN_RECORD": str(tmp_path / "starts.jsonl")})
+    assert start["argv"][:2] == ["serve", str(checkpoint)] and not alive(start["pid"])
+    # The CPU build's own `vllm` script on PATH (its `serve` cannot run): the module still.
+    scripts = tmp_path / "venv-bin"
+    scripts.mkdir()
+    (scripts / "vllm").write_text("#!/bin/sh\nexit 1\n")
+    (scripts / "vllm").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{scripts}{os.pathsep}/usr/bin")
+    monkeypatch.setattr(launch.sysconfig, "get_paths", lambda: {"scripts": str(scripts)})
+    assert launch.server_command(["vllm", "serve", "/ckpt"])[:2] == module[:2]
+    monkeypatch.setattr(launch.importlib.metadata, "distribution", lambda name: name)
+    assert launch.server_command(["vllm", "serve", "/ckpt"]) == [
+        str(scripts / "vllm"),
+        "serve",
+        "/ckpt",
+    ]
+    monkeypatch.setenv("PATH", "/usr/bin")
+    monkeypatch.setattr(launch, "installed", lambda package: False)
+    with pytest.raises(ConfigError, match="nor a vLLM installed beside mad-eval"):
+        mad_eval.run(model=f"serve:{checkpoint}", limit=1, out=tmp_path / "r2")

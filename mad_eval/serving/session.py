@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mad_eval.children import program
 from mad_eval.progress import Listener
 from mad_eval.serving.launch import (
+    NO_VLLM,
     LocalServer,
     ServerError,
     first_error,
     first_exit,
+    has_vllm,
     replicas,
     why_it_ended,
 )
@@ -154,8 +155,6 @@ def prepare(
 
 
 def require_vllm(what: str) -> None:
-    """A `vllm` on PATH, or one sentence saying to install it."""
-    if program("vllm") is None:
-        raise ConfigError(
-            f"cannot serve {what}: no vllm command found; install vllm or put it on PATH."
-        )
+    """A vLLM to serve with (launch.server_command), or one sentence saying to install it."""
+    if not has_vllm():
+        raise ConfigError(f"cannot serve {what}: {NO_VLLM}")

@@ -267,6 +267,10 @@ def test_unknown_benchmark_lists_known_names() -> None:
     assert message.endswith("; or give a path to a .jsonl file")
     for name in [*MATH_COUNTS, "arith"]:
         assert name in message
+    with pytest.raises(
+        BenchmarkError, match=r"unknown benchmark 'arithh' \(did you mean 'arith'\?\)"
+    ):
+        load_questions("arithh")
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from mad_eval.records import Question
 from mad_eval.sanitize import valid_data
 from mad_eval.setup.config import spec_files, spec_folders
 from mad_eval.setup.tomlfile import TomlFileError, read_toml
+from mad_eval.words import did_you_mean
 
 DATA_ENV = "MAD_EVAL_DATA"
 DEFAULT_MAX_TOKENS = 4096
@@ -148,9 +149,10 @@ def load_spec(name: str) -> BenchmarkSpec:
     stem, colon, given = name.partition(":")
     path = _spec_path(stem)
     if path is None:
-        known = ", ".join(sorted(spec_files("benchmarks")))  # names only: none is read
+        names = sorted(spec_files("benchmarks"))  # names only: none is read
         raise BenchmarkError(
-            f"unknown benchmark '{stem}'; known: {known}; or give a path to a .jsonl file"
+            f"unknown benchmark '{stem}'{did_you_mean(stem, names, 0.8)}; known: "
+            f"{', '.join(names)}; or give a path to a .jsonl file"
         )
     return _parse_spec(path, given if colon else None)
 

@@ -446,6 +446,10 @@ def test_a_server_log_is_read_for_its_last_starts_first_error(tmp_path):
     log.write_text("$ vllm serve /ckpt\nINFO starting\nKilled\n")
     assert first_error(log) is None and why_it_ended(log) == ": INFO starting | Killed"
     assert first_error(tmp_path / "absent.log") is None
+    # A log echoing a request: a long line of anyone's text is read in linear time, and no
+    # line that only looks like a name is taken for an exception.
+    log.write_text("a." * 2_000_000 + "\n(" + "pid=" * 500_000 + "\nUserWarning: not raised\n")
+    assert first_error(log) is None
 
 
 def test_without_a_vllm_on_path_the_installed_vllm_serves_through_its_module(

@@ -122,7 +122,7 @@ def installed(package: str) -> bool:
 # What vLLM puts before a line of its log: the process's name and pid, then a level, a time
 # and the file that logged it ("(EngineCore_DP0 pid=81) ERROR 11-28 12:00:01 [core.py:710] ").
 _PREFIX = re.compile(r"^(?:\([^()]*pid=\d+\)\s*)?(?:[A-Z]+ \d\d-\d\d [\d:.]+ \[[^\]]*\]\s*)?")
-_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure)(?::.*)?$")
+_NAME = re.compile(r"[A-Za-z_][\w.]*")  # a dotted class name, matched in linear time
 _FRAME = re.compile(r'^File "([^"]+)", line (\d+), in (\S+)')
 ERROR_BYTES = 4 * 1024 * 1024  # a log's last bytes searched for its last start's first error
 
@@ -147,15 +147,29 @@ def first_error(log: Path) -> str | None:
             text = f.read().decode("utf-8", errors="replace")
     except OSError:
         return None
-    lines = [_PREFIX.sub("", line).strip() for line in text.split("\n$ ")[-1].splitlines()]
+    # Lines cut at 2,000 characters: a log may echo requests, whose text is anyone's.
+    start = text.split("\n$ ")[-1].splitlines()
+    lines = [_PREFIX.sub("", line[:2000]).strip() for line in start]
     frame = None
     for line in lines:
         if (found := _FRAME.match(line)) is not None:
             frame = f"{Path(found[1]).name}:{found[2]} in {found[3]}"
-        elif _RAISED.match(line) and not line.startswith(("Traceback", "During handling")):
+        elif raised(line):
             where = f" (raised at {frame})" if frame else ""
             return printable(redact(line[:400] + where))
     return None
+
+
+def raised(line: str) -> bool:
+    """Whether a log line is an exception's last line: `Name: message` or `Name`, where the
+    name (dotted or not) ends in Error, Exception or Failure and starts with a capital."""
+    name = line.partition(":")[0]
+    last = name.rpartition(".")[2]
+    return (
+        _NAME.fullmatch(name) is not None
+        and last[:1].isupper()
+        and last.endswith(("Error", "Exception", "Failure"))
+    )
 
 
 def known_fix(error: str | None) -> str | None:

@@ -6,7 +6,8 @@ tests/stub_server.StubServer on that port until SIGTERM.
 What it does is steered by the environment: STAND_IN_FAIL=TEXT prints TEXT and exits 3
 (a server dying at start-up); STAND_IN_TAKEN=N says "Address already in use" for the first
 N starts; STAND_IN_SILENT=1 never answers; STAND_IN_CHILD=1 starts a child process in its
-group (an engine worker) and records its pid; STAND_IN_DELAY=SECONDS slows each reply;
+group (an engine worker) and records its pid, STAND_IN_CHILD=deaf one that ignores SIGTERM
+(an engine that never hears its API server go); STAND_IN_DELAY=SECONDS slows each reply;
 STAND_IN_DIE_AFTER=N with STAND_IN_DIE_STARTS=K: the first K starts exit (code 7) at their
 N+1th request, or with STAND_IN_DIE_ERROR=TEXT log a traceback ending in TEXT, then shutdown
 lines, and exit 0 (as vLLM's API server does when its engine dies); STAND_IN_MODELS=NAME
@@ -31,10 +32,13 @@ args = sys.argv[1:]
 record = os.environ["STAND_IN_RECORD"]
 with open(record) if os.path.exists(record) else open(os.devnull) as f:
     starts = sum(1 for _ in f)
-entry = {{"argv": args, "pid": os.getpid(), "pgid": os.getpgid(0),
+entry = {{"argv": args, "pid": os.getpid(), "pgid": os.getpgid(0), "ppid": os.getppid(),
           "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")}}
 if os.environ.get("STAND_IN_CHILD"):
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    deaf = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    sleep = "import time; time.sleep(600)"
+    code = (deaf if os.environ["STAND_IN_CHILD"] == "deaf" else "") + sleep
+    child = subprocess.Popen([sys.executable, "-c", code])
     entry["child"] = child.pid
 with open(record, "a") as f:
     f.write(json.dumps(entry) + "\\n")
@@ -163,6 +167,16 @@ def group(pgid: int) -> list[int]:
         if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             members.append(int(stat.parent.name))
     return members
+
+
+def group_gone(pgid: int, timeout: float = 120.0) -> bool:
+    """Wait (generously) until no process of a group runs; whether none does."""
+    deadline = time.monotonic() + timeout
+    while group(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def checkpoint(folder: Path) -> Path:

@@ -1,16 +1,15 @@
 """One `vllm serve` process on this node (`LocalServer`), and `served`: a checkpoint's
 replicas started for a run and always stopped after it.
 
-The server runs in its own process group (its engine and worker children with it), with
-CUDA_VISIBLE_DEVICES set to its GPUs and its output in a log file; on Linux it gets the
-parent-death signal, so even kill -9 of mad-eval stops it. stop() sends SIGTERM to the
-group and SIGKILL after a grace period."""
+The server runs in its own process group (its engine and worker children with it), led by
+a guard (guard.py) that stops the whole group once mad-eval is gone, kill -9 included; with
+CUDA_VISIBLE_DEVICES set to its GPUs and its output in a log file. stop() sends SIGTERM to
+the group and SIGKILL after a grace period."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import importlib.metadata
 import os
 import re
@@ -36,7 +35,7 @@ from mad_eval.store.files import APPEND, open_record
 TAIL_LINES = 5
 PORT_TRIES = 3  # a port taken between finding it and binding it: another, twice more
 POLL = 0.5  # seconds between start-up checks
-PR_SET_PDEATHSIG = 1
+GUARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard.py")
 
 
 class ServerError(UserError):
@@ -54,13 +53,10 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """SIGTERM this process when the one that started it dies (Linux), so the server can
-    stop its own children too."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() == 1:  # the parent died before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
+def guarded(command: Sequence[str], grace: float) -> list[str]:
+    """`command` run by the guard (guard.py), which stops its group when this process goes."""
+    guard = [sys.executable, "-I", "-S", GUARD, str(os.getpid()), f"{grace:g}"]
+    return [*guard, *command]
 
 
 def log_tail(log: Path, lines: int = TAIL_LINES) -> str:
@@ -241,13 +237,12 @@ class LocalServer:
             log.write(f"$ {shown(command)}\n".encode())
             log.flush()
             self.process = subprocess.Popen(
-                command,
+                guarded(command, self.grace),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,  # its own group: stop() reaches its children
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
 
     async def _ready(self, root: str) -> str:

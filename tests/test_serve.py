@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -343,7 +344,8 @@ def test_a_served_run_records_its_server_and_resumes_only_on_the_same_answers(
         "args": ["--seed", "7"],
         "operational": {"tensor_parallel": 1, "data_parallel": 1, "replicas": 1,
                         "args": ["--gpu-memory-utilization", "0.8", "--api-key", "***",
-                                 "--trust-remote-code"]},
+                                 "--trust-remote-code"],
+                        "launcher": shutil.which("vllm")},  # the stand-in on PATH
     }  # fmt: skip
     assert "sk-abcdefghijklmnop1234" not in (out / "manifest.json").read_text()
 
@@ -463,12 +465,12 @@ def test_without_a_vllm_on_path_the_installed_vllm_serves_through_its_module(
     isolated from the working directory; the run goes through it as through `vllm serve`."""
     import mad_eval
     from mad_eval.children import python_module
-    from mad_eval.serving import launch
+    from mad_eval.serving import installation
 
     for name, value in install_stand_in_module(tmp_path).items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(launch, "installed", lambda package: package == "vllm")
-    command = launch.server_command(["vllm", "serve", "/ckpt", "--port", "5", "--seed", "1"])
+    monkeypatch.setattr(installation, "installed", lambda package: package == "vllm")
+    command = installation.server_command(["vllm", "serve", "/ckpt", "--port", "5", "--seed", "1"])
     module = python_module("vllm.entrypoints.openai.api_server")
     assert command == [*module, "--model", "/ckpt", "--port", "5", "--seed", "1"]
     assert module[-1] == "--" and "-I" in module  # isolated; its arguments after the path
@@ -483,15 +485,15 @@ def test_without_a_vllm_on_path_the_installed_vllm_serves_through_its_module(
     (scripts / "vllm").write_text("#!/bin/sh\nexit 1\n")
     (scripts / "vllm").chmod(0o755)
     monkeypatch.setenv("PATH", f"{scripts}{os.pathsep}/usr/bin")
-    monkeypatch.setattr(launch.sysconfig, "get_paths", lambda: {"scripts": str(scripts)})
-    assert launch.server_command(["vllm", "serve", "/ckpt"])[:2] == module[:2]
-    monkeypatch.setattr(launch.importlib.metadata, "distribution", lambda name: name)
-    assert launch.server_command(["vllm", "serve", "/ckpt"]) == [
+    monkeypatch.setattr(installation.sysconfig, "get_paths", lambda: {"scripts": str(scripts)})
+    assert installation.server_command(["vllm", "serve", "/ckpt"])[:2] == module[:2]
+    monkeypatch.setattr(installation.importlib.metadata, "distribution", lambda name: name)
+    assert installation.server_command(["vllm", "serve", "/ckpt"]) == [
         str(scripts / "vllm"),
         "serve",
         "/ckpt",
     ]
     monkeypatch.setenv("PATH", "/usr/bin")
-    monkeypatch.setattr(launch, "installed", lambda package: False)
+    monkeypatch.setattr(installation, "installed", lambda package: False)
     with pytest.raises(ConfigError, match="nor a vLLM installed beside mad-eval"):
         mad_eval.run(model=f"serve:{checkpoint}", limit=1, out=tmp_path / "r2")

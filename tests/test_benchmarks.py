@@ -1,11 +1,14 @@
 """Tests for benchmark specs and rows: shared local data, hub reading (faked), arith, errors."""
 
+import ast
 import hashlib
 import json
 import re
 import socket
 import subprocess
 import sys
+from fractions import Fraction
+from operator import add, mul, sub, truediv
 from pathlib import Path
 
 import pytest
@@ -129,11 +132,22 @@ def test_limit_below_one_is_an_error(limit: int) -> None:
 # ---- arith -------------------------------------------------------------------------------------
 
 
+_OPERATORS = {ast.Add: add, ast.Sub: sub, ast.Mult: mul, ast.Div: truediv}
+
+
 def _evaluate(expression: str) -> int:
-    assert re.fullmatch(r"[0-9+\-*/() ]+", expression)
-    value = eval(expression, {"__builtins__": {}})  # only digits and operators, checked above
-    assert value == int(value)
-    return int(value)
+    """The expression's exact value, read as a syntax tree of whole numbers and + - * /
+    (never eval): a division that leaves a fraction fails the assertion."""
+
+    def value(node: ast.expr) -> Fraction:
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            return _OPERATORS[type(node.op)](value(node.left), value(node.right))
+        assert isinstance(node, ast.Constant) and type(node.value) is int, ast.dump(node)
+        return Fraction(node.value)
+
+    exact = value(ast.parse(expression, mode="eval").body)
+    assert exact.denominator == 1, expression
+    return int(exact)
 
 
 def test_arith_answers_are_right_and_well_formed() -> None:

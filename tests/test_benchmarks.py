@@ -289,6 +289,22 @@ def test_arith_at_the_default_level_asks_the_default_questions_under_its_own_nam
     assert spelled[0].id == "arith_terms_2-4_digits_3_ops_add.sub.mul.div-0"
 
 
+def test_arith_settings_are_pinned_too() -> None:
+    """Runs will hold these as well: a change to how a setting draws must be deliberate."""
+    assert [(q.text, q.gold) for q in _arith("terms=2,digits=1,ops=add.sub")[:2]] == [
+        ("Compute 8 - 9.", "-1"),
+        ("What is the value of 7 + 6?", "13"),
+    ]
+    assert [(q.text, q.gold) for q in _arith("terms=2,digits=1")[:2]] == [
+        ("Compute 6 / 3 - 9 / 3.", "-1"),
+        ("Compute 4 * 6 + 6.", "30"),
+    ]
+    assert [(q.text, q.gold) for q in _arith("terms=1-3,digits=2,ops=sub.mul")[:2]] == [
+        ("Evaluate 15 * 2 - (17 - 13) * 6.", "6"),
+        ("Compute 66.", "66"),
+    ]
+
+
 def test_arith_settings_have_one_name_each_and_no_name_is_shared() -> None:
     same = load_spec("arith:terms=2,digits=1"), load_spec("arith:digits=1,terms=2-2")
     assert {spec.name for spec in same} == {"arith_terms_2_digits_1"}

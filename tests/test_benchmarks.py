@@ -315,7 +315,7 @@ def test_arith_settings_have_one_name_each_and_no_name_is_shared() -> None:
     assert len({spec.name for spec in specs}) == len({spec.title for spec in specs}) == 5
     assert all(re.fullmatch(r"arith(_[a-z]+_[0-9a-z.-]+)+", spec.name) for spec in specs)
     assert load_spec("arith").name == "arith" and load_spec("arith").title == "Arith"
-    # The run's default folder reads as the questions' name.
+    # The run's default folder spells the setting as typed, in a folder-safe way.
     folder = RunConfig(benchmark="arith:digits=1,terms=2").default_out().name
     assert folder.startswith("arith_digits_1_terms_2-") and "/" not in folder
 

@@ -369,7 +369,7 @@ def _spec_params(
 def _variant_name(name: str, params: dict[str, str], given: dict[str, str]) -> str:
     """A spec's name with the parameters given (in the spec's order): by value for a spec of
     one (mmlu_anatomy), by key and value for a spec of several (arith_terms_2_digits_1), so
-    no two settings share a name, and the name reads as the run's default folder does."""
+    no two settings share a name; it reads as the run's default folder (of the typed text)."""
     if len(params) == 1:
         return "_".join([name, *given.values()])
     return "_".join([name, *(f"{key}_{value}" for key, value in given.items())])

@@ -1,18 +1,23 @@
 """Tests for benchmark specs and rows: shared local data, hub reading (faked), arith, errors."""
 
+import ast
+import hashlib
 import json
 import re
 import socket
 import subprocess
 import sys
+from fractions import Fraction
+from operator import add, mul, sub, truediv
 from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval, no_hub
 from factories import write_jsonl
 
-from mad_eval.data import benchmarks
+from mad_eval.data import arith
 from mad_eval.data import hub as online
+from mad_eval.data.arith import arith_questions
 from mad_eval.data.benchmarks import (
     BenchmarkError,
     list_specs,
@@ -21,6 +26,7 @@ from mad_eval.data.benchmarks import (
     spec_dirs,
 )
 from mad_eval.grading.kinds import KINDS, Kind, RowReader, after_instruction
+from mad_eval.setup.config import RunConfig
 
 MATH_COUNTS = {"math500": 500, "amc23": 40, "aime24": 30, "aime25": 30}
 
@@ -128,11 +134,22 @@ def test_limit_below_one_is_an_error(limit: int) -> None:
 # ---- arith -------------------------------------------------------------------------------------
 
 
+_OPERATORS = {ast.Add: add, ast.Sub: sub, ast.Mult: mul, ast.Div: truediv}
+
+
 def _evaluate(expression: str) -> int:
-    assert re.fullmatch(r"[0-9+\-*/() ]+", expression)
-    value = eval(expression, {"__builtins__": {}})  # only digits and operators, checked above
-    assert value == int(value)
-    return int(value)
+    """The expression's exact value, read as a syntax tree of whole numbers and + - * /
+    (never eval): a division that leaves a fraction fails the assertion."""
+
+    def value(node: ast.expr) -> Fraction:
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+            return _OPERATORS[type(node.op)](value(node.left), value(node.right))
+        assert isinstance(node, ast.Constant) and type(node.value) is int, ast.dump(node)
+        return Fraction(node.value)
+
+    exact = value(ast.parse(expression, mode="eval").body)
+    assert exact.denominator == 1, expression
+    return int(exact)
 
 
 def test_arith_answers_are_right_and_well_formed() -> None:
@@ -169,12 +186,195 @@ def test_arith_is_deterministic_across_processes() -> None:
 
 def test_arith_pinned_first_question() -> None:
     """Changing the generator changes every stored run's questions; this makes it deliberate."""
-    first = benchmarks.arith_questions(3, seed=0)
+    first = arith_questions(3, seed=0)
     assert [(q.text, q.gold) for q in first][:2] == [
         ("Evaluate 16 / 8 - 112 / 8 + 77 / 7.", "-1"),
         ("Evaluate 11 * 4 + (19 - 20) * 4.", "40"),
     ]
-    assert benchmarks.arith_questions(3, seed=1) != first
+    assert arith_questions(3, seed=1) != first
+
+
+def test_arith_without_parameters_is_todays_set() -> None:
+    """Stored runs, tests and conformance data hold these questions: ids, texts, golds and
+    metadata, pinned from the generator as it was before arith took parameters."""
+    questions = load_questions("arith")[1]
+    picked = {q.id: (q.text, q.gold, q.meta) for q in questions if q.id in PINNED}
+    assert picked == {
+        qid: (text, gold, {"expression": e}) for qid, (text, gold, e) in PINNED.items()
+    }
+    rows = [[q.id, q.text, q.gold, q.meta, q.kind, q.answer] for q in questions]
+    digest = hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+    assert digest == "841b4ca8bc9d5660287788eb2bdbb9b4cad48592837fc122d1276f9b3ce13043"
+    assert questions == arith_questions(100)
+
+
+PINNED = {  # id: (text, gold, the expression its meta holds)
+    "arith-0": ("Evaluate 16 / 8 - 112 / 8 + 77 / 7.", "-1", "16 / 8 - 112 / 8 + 77 / 7"),
+    "arith-1": ("Evaluate 11 * 4 + (19 - 20) * 4.", "40", "11 * 4 + (19 - 20) * 4"),
+    "arith-2": (
+        "What is the value of 89 - 21 / 3 - (21 - 7) * 9?",
+        "-44",
+        "89 - 21 / 3 - (21 - 7) * 9",
+    ),
+    "arith-37": ("Compute (3 - 2) * 9 + 36 / 3.", "21", "(3 - 2) * 9 + 36 / 3"),
+    "arith-99": (
+        "Compute (22 + 5) * 9 - 68 + 12 - 77 / 7.",
+        "176",
+        "(22 + 5) * 9 - 68 + 12 - 77 / 7",
+    ),
+}
+
+
+def _terms(expression: str) -> int:
+    """How many terms the expression adds or subtracts (brackets hold one term)."""
+    node = ast.parse(expression, mode="eval").body
+    count = 1
+    while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+        node, count = node.left, count + 1
+    return count
+
+
+def _numbers(expression: str) -> list[int]:
+    tree = ast.parse(expression, mode="eval")
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)]
+
+
+def _arith(params: str) -> list:
+    return load_questions(f"arith:{params}" if params else "arith")[1]
+
+
+@pytest.mark.parametrize(
+    "params",
+    ["terms=1", "terms=2,digits=1", "terms=6,digits=2", "terms=1-3,ops=sub.div", "ops=add.mul"],
+)
+def test_arith_golds_are_the_exact_value_of_the_expression(params: str) -> None:
+    questions = _arith(params)
+    assert len(questions) == 100 and len({q.text for q in questions}) > 50
+    for q in questions:
+        expression = q.meta["expression"]
+        assert expression in q.text and re.fullmatch(r"-?\d+", q.gold)
+        assert _evaluate(expression) == int(q.gold), q
+
+
+@pytest.mark.parametrize("terms", [1, 2, 6])
+def test_arith_terms_is_how_many_terms_each_question_has(terms: int) -> None:
+    assert {_terms(q.meta["expression"]) for q in _arith(f"terms={terms}")} == {terms}
+    assert {_terms(q.meta["expression"]) for q in _arith("terms=2-3")} == {2, 3}
+    assert {_terms(q.meta["expression"]) for q in load_questions("arith")[1]} == {2, 3, 4}
+
+
+@pytest.mark.parametrize("digits", [1, 2])
+def test_arith_digits_caps_every_number(digits: int) -> None:
+    numbers = [n for q in _arith(f"digits={digits}") for n in _numbers(q.meta["expression"])]
+    assert 10**digits // 2 < max(numbers) < 10**digits  # under the cap, and near it
+    assert max(n for q in load_questions("arith")[1] for n in _numbers(q.meta["expression"])) > 99
+
+
+def test_arith_ops_are_the_only_operators() -> None:
+    def operators(params: str) -> set[str]:
+        return {c for q in _arith(params) for c in q.meta["expression"] if c in "+-*/()"}
+
+    assert operators("terms=2,digits=1,ops=add.sub") == {"+", "-"}
+    assert operators("ops=add") == {"+"}
+    assert operators("terms=3,ops=sub.div") == {"-", "/"}
+    assert operators("terms=1,ops=mul") == {"*"}
+    assert operators("ops=add.mul") == {"+", "*", "(", ")"}  # (a + b) * c needs add and mul
+    assert operators("") == set("+-*/()")  # every one, by default
+
+
+def test_arith_at_the_default_level_asks_the_default_questions_under_its_own_name() -> None:
+    """Giving every default by hand asks today's questions, named as the setting was given."""
+    spelled = _arith("ops=div.mul.sub.add,terms=2-4,digits=3")
+    assert [(q.text, q.gold) for q in spelled] == [(q.text, q.gold) for q in _arith("")]
+    assert spelled[0].id == "arith_terms_2-4_digits_3_ops_add.sub.mul.div-0"
+
+
+def test_arith_settings_are_pinned_too() -> None:
+    """Runs will hold these as well: a change to how a setting draws must be deliberate."""
+    assert [(q.text, q.gold) for q in _arith("terms=2,digits=1,ops=add.sub")[:2]] == [
+        ("Compute 8 - 9.", "-1"),
+        ("What is the value of 7 + 6?", "13"),
+    ]
+    assert [(q.text, q.gold) for q in _arith("terms=2,digits=1")[:2]] == [
+        ("Compute 6 / 3 - 9 / 3.", "-1"),
+        ("Compute 4 * 6 + 6.", "30"),
+    ]
+    assert [(q.text, q.gold) for q in _arith("terms=1-3,digits=2,ops=sub.mul")[:2]] == [
+        ("Evaluate 15 * 2 - (17 - 13) * 6.", "6"),
+        ("Compute 66.", "66"),
+    ]
+
+
+def test_arith_settings_have_one_name_each_and_no_name_is_shared() -> None:
+    same = load_spec("arith:terms=2,digits=1"), load_spec("arith:digits=1,terms=2-2")
+    assert {spec.name for spec in same} == {"arith_terms_2_digits_1"}
+    assert same[0].title == "Arith (terms=2, digits=1)"  # tables tell it from plain arith
+    assert _arith("digits=1,terms=2")[0].id == "arith_terms_2_digits_1-0"
+    settings = ["terms=2", "digits=2", "terms=1,digits=2", "terms=2,digits=1", "ops=add.sub"]
+    specs = [load_spec(f"arith:{given}") for given in settings]
+    assert len({spec.name for spec in specs}) == len({spec.title for spec in specs}) == 5
+    assert all(re.fullmatch(r"arith(_[a-z]+_[0-9a-z.-]+)+", spec.name) for spec in specs)
+    assert load_spec("arith").name == "arith" and load_spec("arith").title == "Arith"
+    # The run's default folder spells the setting as typed, in a folder-safe way.
+    folder = RunConfig(benchmark="arith:digits=1,terms=2").default_out().name
+    assert folder.startswith("arith_digits_1_terms_2-") and "/" not in folder
+
+
+TERMS = "terms takes a whole number from 1 to 6, or a range of them such as 2-4"
+DIGITS = "digits takes a whole number from 1 to 3"
+OPS = "ops takes some of add, sub, mul and div joined by dots, each once (e.g. add.sub)"
+PARAMETERS = "its parameters: terms=VALUE, digits=VALUE, ops=VALUE"
+REFUSED = {  # given: the sentence refusing it, after "benchmark parameter 'GIVEN' is not ..."
+    "terms=9": f"accepted by arith: {TERMS}",
+    "terms=0": f"accepted by arith: {TERMS}",
+    "terms=4-2": f"accepted by arith: {TERMS}",
+    "digits=0": f"accepted by arith: {DIGITS}",
+    "digits=4": f"accepted by arith: {DIGITS}",
+    "digits=\u0663": f"accepted by arith: {DIGITS}",  # an Arabic-Indic 3, which int() reads
+    "ops=+-": f"accepted by arith: {OPS}",
+    "ops=add.pow": f"accepted by arith: {OPS}",
+    "ops=add.add": f"accepted by arith: {OPS}",
+    "ops=": f"accepted by arith: {OPS}",
+    "colour=red": f"accepted by arith; {PARAMETERS} (values: letters, digits, _ . -)",
+    "2": f"accepted by arith; {PARAMETERS} (values: letters, digits, _ . -)",
+}
+ALSO_REFUSED = {
+    "terms=2,terms=3": "benchmark parameter 'terms' is given twice in 'terms=2,terms=3'",
+    "ops=mul": "benchmark parameters 'terms=2-4' and 'ops=mul' do not fit arith: more than one "
+    "term needs add or sub in ops to join them (give terms=1, or put add or sub in ops)",
+}
+
+
+@pytest.mark.parametrize("given", [*REFUSED, *ALSO_REFUSED])
+def test_a_bad_arith_parameter_is_one_sentence(given: str) -> None:
+    with pytest.raises(BenchmarkError) as info:
+        load_questions(f"arith:{given}")
+    if given in REFUSED:
+        assert str(info.value) == f"benchmark parameter '{given}' is not {REFUSED[given]}"
+    else:
+        assert str(info.value) == ALSO_REFUSED[given]
+
+
+def test_a_spec_of_the_arith_generator_has_its_parameters_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = 'description = "Easy: sums"\nkind = "math"\nmax_tokens = 32\n'
+    table = '[builtin]\ngenerator = "arith"\nsize = 4\n'
+    (tmp_path / "easy.toml").write_text(head + table + '[params]\nterms = "2"\ndigits = "1"\n')
+    (tmp_path / "odd.toml").write_text(head + table + '[params]\nterms = "7"\n')
+    (tmp_path / "shade.toml").write_text(head + table + '[params]\ncolour = "red"\n')
+    spec, easy = load_questions(tmp_path / "easy.toml")
+    assert spec.name == "easy" and spec.params == {"terms": "2", "digits": "1"}
+    assert easy == arith_questions(4, 0, "easy", arith.difficulty({"terms": "2", "digits": "1"}))
+    assert {_terms(q.meta["expression"]) for q in easy} == {2}
+    with pytest.raises(BenchmarkError, match=r"^benchmark parameter 'terms=7' .* by odd: terms"):
+        load_questions(tmp_path / "odd.toml")
+    with pytest.raises(BenchmarkError, match=r"^benchmark shade takes no parameter 'colour'; "):
+        load_questions(tmp_path / "shade.toml")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "easy.toml").write_text((tmp_path / "easy.toml").read_text())
+    assert load_spec("easy:digits=2").name == "easy_digits_2"
 
 
 # ---- any .jsonl file ---------------------------------------------------------------------------
@@ -386,7 +586,7 @@ def test_a_user_spec_in_cwd_adds_a_name_but_never_replaces_a_project_spec(
     assert load_spec("arith").description != "my arith"
     spec, questions = load_questions("benchmarks/arith.toml")
     assert spec.max_tokens == 32 and len(questions) == 5
-    assert questions == benchmarks.arith_questions(5, seed=7)
+    assert questions == arith_questions(5, seed=7)
     names = [spec.name for spec in list_specs()]
     assert names == sorted(names) and "extra" in names and "math500" in names
     assert [s.description for s in list_specs() if s.name == "arith"] != ["my arith"]

@@ -20,7 +20,7 @@ from stub_server import DEEP_JSON, StubServer
 
 import mad_eval
 from mad_eval.backends import base
-from mad_eval.data.benchmarks import arith_questions
+from mad_eval.data.arith import arith_questions
 from mad_eval.errors import UserError
 from mad_eval.measure.compute import compute_metrics
 from mad_eval.protocols.scoring import Scoring

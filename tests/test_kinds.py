@@ -329,6 +329,8 @@ def test_benchmarks_lists_every_spec_with_kind_and_source(tmp_path: Path) -> Non
         cells = [cell.strip() for cell in lines[name].split("│")]
         assert cells[2] == kind and source in lines[name], lines[name]
     assert "subject=professional_medicine" in lines["mmlu"]
+    assert "terms=2-4, digits=3, ops=add.sub.mul.div" in lines["arith"]
+    assert "arith:terms=2,digits=1" in result.stdout
 
 
 # ---- end to end --------------------------------------------------------------------------

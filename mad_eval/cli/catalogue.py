@@ -96,9 +96,10 @@ def benchmarks() -> None:
         table.add_row(*_cells(spec.name, spec.kind, params, spec.source, spec.description))
     console.print(table)
     console.print(
-        "Parameters: NAME:key=value (e.g. mmlu:subject=anatomy, or mmlu:anatomy). Local files "
-        "are read from --data-dir or $MAD_EVAL_DATA (`mad-eval data fetch NAME --to FOLDER` "
-        "writes them from the hub); any .jsonl or .toml path works too."
+        "Parameters: NAME:key=value,... (e.g. mmlu:subject=anatomy, mmlu:anatomy, "
+        "arith:terms=2,digits=1). Local files are read from --data-dir or $MAD_EVAL_DATA "
+        "(`mad-eval data fetch NAME --to FOLDER` writes them from the hub); any .jsonl or "
+        ".toml path works too."
     )
 
 

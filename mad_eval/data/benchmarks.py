@@ -6,13 +6,13 @@ import gzip
 import json
 import math
 import os
-import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
+from mad_eval.data import arith
 from mad_eval.data import hub as online
 from mad_eval.errors import UserError
 from mad_eval.grading.answers import protocol_name
@@ -165,19 +165,29 @@ def _spec_path(stem: str) -> Path | None:
     return None
 
 
-def _overrides(given: str, names: list[str], path: Path) -> dict[str, str]:
-    """`anatomy` (for a spec with one parameter) or `subject=anatomy,...` as a dict."""
+def _overrides(
+    given: str, names: list[str], path: Path, takes: Mapping[str, str]
+) -> dict[str, str]:
+    """`anatomy` (for a spec with one parameter) or `subject=anatomy,...` as a dict; `takes`:
+    what a built-in generator's parameters accept, for the sentence refusing a value."""
     found: dict[str, str] = {}
     for item in given.split(","):
         key, equals, value = item.partition("=")
         if not equals and len(names) == 1:
             key, value = names[0], key
+        if key in names and key in takes and not re.fullmatch(r"[\w.-]+", value):
+            raise BenchmarkError(
+                f"benchmark parameter '{item}' is not accepted by {path.stem}: {key} takes "
+                f"{takes[key]}"
+            )
         if key not in names or not re.fullmatch(r"[\w.-]+", value):
             accepted = ", ".join(f"{n}=VALUE" for n in names) or "none"
             raise BenchmarkError(
                 f"benchmark parameter '{item}' is not accepted by {path.stem}; its parameters: "
                 f"{accepted} (values: letters, digits, _ . -)"
             )
+        if key in found:
+            raise BenchmarkError(f"benchmark parameter '{key}' is given twice in '{given}'")
         found[key] = value
     return found
 
@@ -265,8 +275,8 @@ def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
     params = raw.get("params", {})
     need(isinstance(params, dict), "'params' must be a [params] table")
     need(all(isinstance(v, str) for v in params.values()), "[params] values must be text")
-    overrides = _overrides(given, list(params), path) if given is not None else {}
-    params = {**params, **overrides}
+    params, overrides = _spec_params(raw, params, path, given)
+    shown = raw.get("description")
     raw = _fill(raw, params)
     name, text, tokens = raw.get("name", path.stem), raw.get("description"), raw.get("max_tokens")
     need(name == path.stem, f"name '{name}' must match the file name '{path.stem}'")
@@ -316,7 +326,8 @@ def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
         need(type(seed) is int, f"seed must be an integer: {seed!r}")
     need(any(t in raw for t in ("hub", "local", "builtin")), "needs [hub], [local] or [builtin]")
     if overrides:
-        name = "_".join([name, *overrides.values()])
+        name = _variant_name(name, params, overrides)
+        text = _variant_description(text, shown, overrides)
     hub, local = raw.get("hub"), raw.get("local")
     return BenchmarkSpec(
         name,
@@ -333,6 +344,45 @@ def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
         check_answer_protocol(kind, answer),
         raw.get("ids"),
     )
+
+
+def _spec_params(
+    raw: dict[str, Any], params: dict[str, str], path: Path, given: str | None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(every parameter, the given ones), checked; a built-in generator's checked by it and
+    spelled its one way (arith's terms=2-2 is terms=2), so one question set has one name."""
+    builtin = raw.get("builtin")
+    found = builtin.get("generator") if isinstance(builtin, dict) else None
+    generator = GENERATORS.get(found) if isinstance(found, str) else None
+    takes = generator.accepted if generator else {}
+    overrides = _overrides(given, list(params), path, takes) if given is not None else {}
+    params = {**params, **overrides}
+    if generator is not None:
+        try:
+            spelled = generator.params(params, path.stem)
+        except ValueError as exc:
+            raise BenchmarkError(str(exc)) from None
+        params = {**params, **spelled}
+    return params, {key: params[key] for key in params if key in overrides}  # the spec's order
+
+
+def _variant_name(name: str, params: dict[str, str], given: dict[str, str]) -> str:
+    """A spec's name with the parameters given (in the spec's order): by value for a spec of
+    one (mmlu_anatomy), by key and value for a spec of several (arith_terms_2_digits_1), so
+    no two settings share a name; it reads as the run's default folder (of the typed text)."""
+    if len(params) == 1:
+        return "_".join([name, *given.values()])
+    return "_".join([name, *(f"{key}_{value}" for key, value in given.items())])
+
+
+def _variant_description(text: str, raw: Any, given: dict[str, str]) -> str:
+    """The description with each given parameter it does not show put after its lead, so
+    tables, which print the lead, tell the variants apart: "Arith (terms=2): ..."."""
+    hidden = [f"{key}={value}" for key, value in given.items() if f"{{{key}}}" not in str(raw)]
+    if not hidden:
+        return text
+    lead, colon, rest = text.partition(": ")
+    return f"{lead} ({', '.join(hidden)}){colon}{rest}"
 
 
 def _fill(raw: dict[str, Any], params: dict[str, str]) -> dict[str, Any]:
@@ -376,8 +426,8 @@ def _spec_questions(spec: BenchmarkSpec, data_dir: Path | None, given: str) -> l
     """Built-in, else a local folder when one is given (or there is no hub), else the hub.
     `given` is the benchmark as the caller named it, for the advice of a missing file."""
     if spec.builtin:
-        generate = GENERATORS[spec.builtin["generator"]]
-        return generate(spec.builtin["size"], spec.builtin.get("seed", 0), spec.name)
+        generate = GENERATORS[spec.builtin["generator"]].questions
+        return generate(spec.builtin["size"], spec.builtin.get("seed", 0), spec.name, spec.params)
     folder = data_folder(spec, data_dir)
     if folder is not None:
         return local_questions(spec, folder, given)
@@ -564,39 +614,14 @@ def _text(row: dict[str, Any], field: str, where: str, number_ok: bool = True) -
     return value.strip()
 
 
-_PHRASES = ("What is the value of {}?", "Compute {}.", "Evaluate {}.")
+@dataclass(frozen=True)
+class Generator:
+    """A built-in benchmark: its questions from (size, seed, name, parameters), and its check
+    of the parameters, which spells them one way or raises a one-sentence ValueError."""
+
+    questions: Callable[[int, int, str, Mapping[str, str]], list[Question]]
+    params: Callable[[Mapping[str, str], str], dict[str, str]]
+    accepted: Mapping[str, str]  # what each parameter takes, said when a value is refused
 
 
-def arith_questions(size: int, seed: int = 0, name: str = "arith") -> list[Question]:
-    """Seeded integer arithmetic: an offline smoke test whose golds are exact by construction."""
-    rng = random.Random(seed)  # int seeds, randint and choice give the same stream everywhere
-    questions = []
-    for i in range(size):
-        expression, value = _arith_term(rng)
-        for _ in range(rng.randint(1, 3)):
-            term, term_value = _arith_term(rng)
-            sign = rng.choice("+-")
-            expression += f" {sign} {term}"
-            value += term_value if sign == "+" else -term_value
-        text = rng.choice(_PHRASES).format(expression)
-        questions.append(Question(f"{name}-{i}", text, str(value), {"expression": expression}))
-    return questions
-
-
-def _arith_term(rng: random.Random) -> tuple[str, int]:
-    """A term that binds tighter than + and -, so the whole value is a plain signed sum."""
-    shape = rng.randrange(4)
-    if shape == 0:
-        n = rng.randint(2, 99)
-        return str(n), n
-    if shape == 1:
-        a, b = rng.randint(2, 25), rng.randint(2, 12)
-        return f"{a} * {b}", a * b
-    if shape == 2:
-        a, b, c, sign = rng.randint(2, 30), rng.randint(1, 20), rng.randint(2, 9), rng.choice("+-")
-        return f"({a} {sign} {b}) * {c}", (a + b if sign == "+" else a - b) * c
-    divisor, quotient = rng.randint(2, 9), rng.randint(2, 15)
-    return f"{divisor * quotient} / {divisor}", quotient
-
-
-GENERATORS: dict[str, Callable[[int, int, str], list[Question]]] = {"arith": arith_questions}
+GENERATORS = {"arith": Generator(arith.generate, arith.canonical_params, arith.ACCEPTED)}

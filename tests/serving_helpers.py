@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import mad_eval
@@ -146,14 +147,19 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def wait_gone(pid: int, timeout: float = 60.0) -> bool:
-    """Wait (generously) until a process is gone; whether it went."""
+def wait_until(done: Callable[[], object], timeout: float) -> bool:
+    """Wait (generously: CI machines are loaded) until done() holds; whether it did."""
     deadline = time.monotonic() + timeout
-    while alive(pid):
+    while not done():
         if time.monotonic() > deadline:
             return False
         time.sleep(0.1)
     return True
+
+
+def wait_gone(pid: int, timeout: float = 60.0) -> bool:
+    """Wait until a process is gone; whether it went."""
+    return wait_until(lambda: not alive(pid), timeout)
 
 
 def group(pgid: int) -> list[int]:
@@ -170,13 +176,21 @@ def group(pgid: int) -> list[int]:
 
 
 def group_gone(pgid: int, timeout: float = 120.0) -> bool:
-    """Wait (generously) until no process of a group runs; whether none does."""
-    deadline = time.monotonic() + timeout
-    while group(pgid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
+    """Wait until no process of a group runs; whether none does."""
+    return wait_until(lambda: not group(pgid), timeout)
+
+
+def serving(path: Path) -> list[int]:
+    """Live processes whose command line names `path` or a path under it (read from /proc):
+    the servers of checkpoints kept there, their guards and their engines."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(path).encode() in cmdline.read_bytes() and alive(int(cmdline.parent.name)):
+                found.append(int(cmdline.parent.name))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def checkpoint(folder: Path) -> Path:

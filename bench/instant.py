@@ -128,27 +128,29 @@ def debates(bodies: list[dict], agents: int) -> list[list[list[dict]]]:
     ]
 
 
-async def replay(bodies: list[dict], url: str, concurrency: int, agents: int | None) -> None:
+async def replay(bodies: list[dict], url: str, concurrency: int, agents: int | None) -> int:
     """Send every body once through the SDK, at most `concurrency` at a time; with `agents`,
-    a question's round starts only when its previous round has its answers."""
+    a question's round starts only when its previous round has its answers. The tokens the
+    server generated, as its usage counts them."""
     import openai
 
     client = openai.AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0)
     slots = asyncio.Semaphore(concurrency)
 
-    async def send(body: dict) -> None:
+    async def send(body: dict) -> int:
         async with slots:
-            await client.chat.completions.create(**body)
+            reply = await client.chat.completions.create(**body)
+        return reply.usage.completion_tokens if reply.usage else 0
 
-    async def debate(rounds: list[list[dict]]) -> None:
-        for asked in rounds:
-            await asyncio.gather(*(send(body) for body in asked))
+    async def debate(rounds: list[list[dict]]) -> int:
+        return sum([sum(await asyncio.gather(*(send(body) for body in asked))) for asked in rounds])
 
     if agents is None:
-        await asyncio.gather(*(send(body) for body in bodies))
+        tokens = sum(await asyncio.gather(*(send(body) for body in bodies)))
     else:
-        await asyncio.gather(*(debate(rounds) for rounds in debates(bodies, agents)))
+        tokens = sum(await asyncio.gather(*(debate(rounds) for rounds in debates(bodies, agents))))
     await client.close()
+    return tokens
 
 
 def main() -> None:

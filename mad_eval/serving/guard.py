@@ -81,7 +81,8 @@ def end_as(code: int) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
     if code >= 0:
         sys.exit(code)
-    signal.signal(-code, signal.SIG_DFL)
+    if -code != signal.SIGKILL:  # whose disposition cannot be set, nor needs to be
+        signal.signal(-code, signal.SIG_DFL)
     os.kill(os.getpid(), -code)
     sys.exit(128 - code)  # a signal that does not end a process by default
 

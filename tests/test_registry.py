@@ -1,0 +1,80 @@
+"""The one registry every extension point uses: clashes refused naming both owners, near names
+suggested, `module:attr` entries imported on first use, entry points read as plug-ins."""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint
+
+import pytest
+
+from mad_eval import registry as registry_module
+from mad_eval.registry import Registry, RegistryError
+
+
+def test_a_name_taken_twice_is_refused_naming_both_owners():
+    things: Registry[int] = Registry("widget")
+    things.add("a", 1)
+    with pytest.raises(RegistryError) as caught:
+        things.add("a", 2, owner="the package widgets-extra")
+    assert str(caught.value) == (
+        "the package widgets-extra registers a widget named 'a', which mad-eval already "
+        "registers; one of them must take another name."
+    )
+    assert things.get("a") == 1
+
+
+def test_an_unknown_name_gets_the_nearest_one_and_the_list():
+    things: Registry[int] = Registry("widget")
+    things.add("plurality", 1)
+    things.add("hub", 2)
+    with pytest.raises(
+        RegistryError,
+        match=r"unknown widget 'plurlity' \(did you mean "
+        r"'plurality'\?\); available: hub, plurality\.",
+    ):
+        things.get("plurlity")
+
+
+def test_a_module_attr_entry_is_imported_only_when_asked_for():
+    things: Registry[object] = Registry("widget")
+    things.add("dumps", "json:dumps")
+    things.add("missing", "no_such_module_here:thing")
+    assert "missing" in things  # listing imports nothing
+    import json
+
+    assert things.get("dumps") is json.dumps
+    with pytest.raises(RegistryError, match="widget 'missing' from mad-eval cannot be loaded"):
+        things.get("missing")
+
+
+def test_check_refuses_a_value_that_cannot_serve_and_keeps_the_name_free():
+    def positive(name: str, value: int) -> None:
+        if value <= 0:
+            raise RegistryError(f"widget '{name}' must be positive.")
+
+    things: Registry[int] = Registry("widget", check=positive)
+    with pytest.raises(RegistryError, match="must be positive"):
+        things.add("a", -1)
+    things.add("a", 1)
+    assert things.get("a") == 1
+
+
+def test_entry_points_add_to_the_registry_and_may_not_take_a_built_in_name(monkeypatch):
+    points = {
+        "mad_eval.widgets": [
+            EntryPoint("loads", "json:loads", "mad_eval.widgets"),
+            EntryPoint("a", "json:dumps", "mad_eval.widgets"),
+        ]
+    }
+    monkeypatch.setattr(registry_module, "entry_points", lambda group: points.get(group, []))
+    things: Registry[object] = Registry("widget", "mad_eval.widgets")
+    things.add("b", 2)
+    import json
+
+    assert things.get("loads") is json.loads
+    clashing: Registry[object] = Registry("widget", "mad_eval.widgets")
+    clashing.add("a", 1)
+    with pytest.raises(RegistryError, match="registers a widget named 'a', which mad-eval"):
+        clashing.names()
+    with pytest.raises(RegistryError, match="registers a widget named 'a'"):
+        clashing.get("a")  # refused again, not forgotten after the first time

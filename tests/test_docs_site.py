@@ -38,7 +38,7 @@ def test_relative_links_are_found_skipping_urls_anchors_and_code() -> None:
 
 def test_every_relative_link_of_the_readme_names_a_file_of_the_repository() -> None:
     links = relative_links((ROOT / "README.md").read_text(encoding="utf-8"))
-    assert len(links) > 20  # the table of links, the figure, conformance/ and bench/
+    assert len(links) > 20  # the table of links, the figure, conformance/ and perf/
     missing = [link for link in links if not (ROOT / link).is_file()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
 

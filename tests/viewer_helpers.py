@@ -26,7 +26,7 @@ needs_chromium = pytest.mark.skipif(
 def chromium(profile: Path, window: str = "1400,1000"):  # -> selenium WebDriver
     """Debian's Chromium, headless, driven by its own chromedriver (nothing downloaded),
     with a fresh profile and without the background requests this closed network refuses
-    (shared/notes/browser.md). The browser tests, bench/viewer.py and the docs'
+    (shared/notes/browser.md). The browser tests, perf/viewer.py and the docs'
     screenshots all start it here."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service

@@ -1,5 +1,5 @@
 """A real vLLM OpenAI-compatible server (the CPU build) for the vLLM lane's tests and
-bench/real_server.py, started by hand as a user would start the server behind an `openai:`
+perf/real_server.py, started by hand as a user would start the server behind an `openai:`
 model, and stopped with its whole process group. Its failures are RuntimeErrors naming the
 log, so the tests and the bench read them alike."""
 

@@ -3,7 +3,7 @@ retries, replicas and limits are the guard's job (base.Guarded).
 
 Requests go out through aiohttp directly, one keep-alive connection pool per endpoint, with
 orjson for the bodies: the openai SDK's request and response layers cost more CPU per
-request than a fast server takes to answer (bench/client.py). Errors keep the SDK's names
+request than a fast server takes to answer (perf/client.py). Errors keep the SDK's names
 (RateLimitError, APIConnectionError, ...), so records read as they did.
 """
 

@@ -4,9 +4,9 @@ two ways: one `api.experiment` (every cell through one window of debates, sharin
 endpoint's request limit) and the same cells one after another, an `api.run` each, as a
 shell loop of `mad-eval run` would run them.
 
-    .venv/bin/python bench/experiment.py                # 24 cells, 792 turns of 0.1 s, c = 16
-    .venv/bin/python bench/experiment.py --processes    # whole processes, start-up included
-    .venv/bin/python bench/experiment.py --quick        # 8 cells, for the tests
+    .venv/bin/python perf/experiment.py                # 24 cells, 792 turns of 0.1 s, c = 16
+    .venv/bin/python perf/experiment.py --processes    # whole processes, start-up included
+    .venv/bin/python perf/experiment.py --quick        # 8 cells, for the tests
 
 By default both schedules run in this process, after a warm-up run (so neither pays the
 imports); `--processes` times `mad-eval experiment run FILE` against a loop of `mad-eval

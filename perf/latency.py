@@ -1,11 +1,11 @@
-"""Does mad-eval keep a slow server busy? The same comparison as bench/client.py, but every
+"""Does mad-eval keep a slow server busy? The same comparison as perf/client.py, but every
 request takes 1-3 s (uniform, seeded) as a model's generation would, and the minimal client
 keeps the rounds dependent: a question's next round starts only when its previous round has
 all its answers, as in a debate. The ratio shows what mad-eval's scheduling costs when the
 server, not the client, is the limit.
 
-    .venv/bin/python bench/latency.py                          # c = 64 and 256, 2,000 turns
-    .venv/bin/python bench/latency.py --concurrency 64 --turns 4000 --baseline /tmp/base
+    .venv/bin/python perf/latency.py                          # c = 64 and 256, 2,000 turns
+    .venv/bin/python perf/latency.py --concurrency 64 --turns 4000 --baseline /tmp/base
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Is mad-eval the bottleneck against a server that answers at once? The real `mad-eval run`
-(5 agents, 1 round of debate) against bench/instant.py's server, timed as a whole process,
+(5 agents, 1 round of debate) against perf/instant.py's server, timed as a whole process,
 against the minimal client (`openai.AsyncOpenAI` and one semaphore) sending the very same
 requests at the same concurrency, also as a whole process.
 
-    .venv/bin/python bench/client.py                       # 1k, 5k, 20k turns, 3 pairs each
-    .venv/bin/python bench/client.py --turns 1000 --repeat 5 --baseline /tmp/base
+    .venv/bin/python perf/client.py                       # 1k, 5k, 20k turns, 3 pairs each
+    .venv/bin/python perf/client.py --turns 1000 --repeat 5 --baseline /tmp/base
 
 The minimal client's rounds do not wait for each other, which only helps it. Prints, per
 size, the median wall time of each side, their ratio, and each process's CPU per request
@@ -35,7 +35,7 @@ def run_command(benchmark: Path, url: str, out: Path, concurrency: int) -> list[
 
 
 def replay_command(bodies: Path, url: str, concurrency: int, dependent: bool) -> list[str]:
-    command = [sys.executable, str(HERE / "bench" / "instant.py"), "replay", str(bodies),
+    command = [sys.executable, str(HERE / "perf" / "instant.py"), "replay", str(bodies),
                "--base-url", url, "--concurrency", str(concurrency)]  # fmt: skip
     return command + (["--agents", str(AGENTS)] if dependent else [])
 

@@ -1,7 +1,7 @@
 """A pytest plugin that says which modules of mad_eval a test selection never imported, so
 the fast lane's claim to touch every module can be checked:
 
-    PYTHONPATH=.:bench pytest -p lane_modules -m "not slow and not vllm"
+    PYTHONPATH=.:perf pytest -p lane_modules -m "not slow and not vllm"
 """
 
 from __future__ import annotations

@@ -2,15 +2,15 @@
 of N questions (5 agents, 2 rounds: 15 turns a question), each timed as a whole process
 with its peak resident memory.
 
-    .venv/bin/python bench/reports.py                                # 10,000 questions
-    .venv/bin/python bench/reports.py --questions 50000 --baseline /tmp/base
-    .venv/bin/python bench/reports.py --questions 3000 --baseline /tmp/base --callgrind
+    .venv/bin/python perf/reports.py                                # 10,000 questions
+    .venv/bin/python perf/reports.py --questions 50000 --baseline /tmp/base
+    .venv/bin/python perf/reports.py --questions 3000 --baseline /tmp/base --callgrind
 
 With `--callgrind`, `report` alone is run under callgrind and its instructions counted (the
 same count however loaded the machine is), at N/3 and N questions, so their difference is
 what reading a question costs.
 
-The run is made by bench/runs.py's large_run (200 questions simulated, their records copied
+The run is made by perf/runs.py's large_run (200 questions simulated, their records copied
 under the other ids). `--baseline TREE` runs another checkout of mad-eval on the same folder,
 command by command, so both are measured in the same session.
 """

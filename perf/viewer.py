@@ -2,8 +2,8 @@
 how long headless Chromium takes to show the overview and a debate from file:// (until the
 page has drawn, app.js's data-ready), the median of repeated opens.
 
-    .venv/bin/python bench/viewer.py                       # 100 questions x 5 runs, N=5, T=3
-    .venv/bin/python bench/viewer.py --agents 10 --rounds 9 --runs 1   # fewer, larger debates
+    .venv/bin/python perf/viewer.py                       # 100 questions x 5 runs, N=5, T=3
+    .venv/bin/python perf/viewer.py --agents 10 --rounds 9 --runs 1   # fewer, larger debates
 
 Needs /usr/bin/chromium and /usr/bin/chromedriver (apt-get install chromium chromium-driver).
 """

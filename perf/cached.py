@@ -1,10 +1,10 @@
-"""A fully cached re-run: `mad-eval run --cache FILE` against bench/instant.py's server,
+"""A fully cached re-run: `mad-eval run --cache FILE` against perf/instant.py's server,
 then the same command into a new folder, every answer now in the cache and nothing sent.
 Prints the turns per second of the second run, timed as a whole process (start, the run and
 its closing report).
 
-    .venv/bin/python bench/cached.py                        # 10,000 turns
-    .venv/bin/python bench/cached.py --turns 10000 --baseline /tmp/base
+    .venv/bin/python perf/cached.py                        # 10,000 turns
+    .venv/bin/python perf/cached.py --turns 10000 --baseline /tmp/base
 
 `--baseline TREE` re-runs from another checkout of mad-eval against its own cache file, in
 the same session.

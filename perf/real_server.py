@@ -1,15 +1,15 @@
 """Is mad-eval the bottleneck against a real server? The same chat requests (the first round of
 a debate: the same prompts, seeds, max_tokens and concurrency) sent to a real vLLM server by
-`mad_eval.run` and by the minimal client (bench/instant.py's replay: `openai.AsyncOpenAI` and one
+`mad_eval.run` and by the minimal client (perf/instant.py's replay: `openai.AsyncOpenAI` and one
 semaphore), alternating, each timed over the span of its requests; the figure is the server's
 generated tokens per second under each, and their ratio.
 
     # the server started here (vLLM's CPU build, in its venv), on tests/real_model.py's model:
-    .venv-vllm/bin/python bench/real_server.py --start CKPT
+    .venv-vllm/bin/python perf/real_server.py --start CKPT
     # or one already running:
-    .venv/bin/python bench/real_server.py --base-url URL --name NAME --tokenizer CKPT
+    .venv/bin/python perf/real_server.py --base-url URL --name NAME --tokenizer CKPT
 
-The requests are those mad-eval sends: recorded once from a run against bench/instant.py's
+The requests are those mad-eval sends: recorded once from a run against perf/instant.py's
 server, then replayed verbatim (with the real model's name). Seeded, so both sides make the
 same tokens: the script prints both counts, and they must agree.
 """
@@ -52,7 +52,7 @@ def settings(args: argparse.Namespace) -> dict:
 
 
 def recorded(args: argparse.Namespace, work: Path) -> list[dict]:
-    """The requests mad-eval's run sends, as bench/instant.py's server received them."""
+    """The requests mad-eval's run sends, as perf/instant.py's server received them."""
     bodies = work / "bodies.jsonl"
     with instant_server(record=bodies) as url:
         api.run(model="openai:instant", base_urls=[url], out=work / "recording",

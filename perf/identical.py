@@ -4,7 +4,7 @@ with a baseline tree, each into its own scratch folder, and compares every turns
 manifest.json, metrics.json and table file byte for byte, with timing fields masked.
 
     git archive 8bbe201 | tar -x -C /tmp/base31        # the baseline tree
-    MAD_EVAL_DATA=... .venv/bin/python bench/identical.py --baseline /tmp/base31
+    MAD_EVAL_DATA=... .venv/bin/python perf/identical.py --baseline /tmp/base31
 
 Each tree runs with itself first on PYTHONPATH (the same interpreter), from a scratch folder
 holding a copy of its experiment file, so relative paths match; the trees' and the scratch

@@ -1,7 +1,7 @@
 """How long building one debate prompt takes, per template: the engine builds one per agent
 per round in a worker thread, so this is harness CPU on every turn.
 
-    .venv/bin/python bench/prompts.py [--agents 5] [--calls 4000]
+    .venv/bin/python perf/prompts.py [--agents 5] [--calls 4000]
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """An OpenAI-compatible server that answers at once (or after a seeded random delay), and
 the minimal client mad-eval is measured against: `openai.AsyncOpenAI` and one semaphore,
-sending the very requests a mad-eval run sent. bench/client.py and bench/latency.py use both.
+sending the very requests a mad-eval run sent. perf/client.py and perf/latency.py use both.
 
-    .venv/bin/python bench/instant.py serve --port 8011 --record /tmp/bodies.jsonl
-    .venv/bin/python bench/instant.py replay /tmp/bodies.jsonl --base-url URL --concurrency 64
+    .venv/bin/python perf/instant.py serve --port 8011 --record /tmp/bodies.jsonl
+    .venv/bin/python perf/instant.py replay /tmp/bodies.jsonl --base-url URL --concurrency 64
 
 The server runs in a process of its own (aiohttp), so its CPU never counts against the
 client measured. The replay runs as a whole process too, so both sides pay their start.

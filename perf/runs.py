@@ -26,7 +26,7 @@ def checkouts(baseline: Path | None, name: str = "this tree") -> dict[str, Path]
 
 def questions_file(folder: Path, n: int, period: int | None = None) -> Path:
     """N arithmetic questions as a benchmark JSONL, each naming its number ("Question 17:",
-    which bench/instant.py's replay groups requests by); with `period`, question i asks
+    which perf/instant.py's replay groups requests by); with `period`, question i asks
     what question i % period does."""
     path = folder / f"q{n}.jsonl"
     with path.open("w") as out:

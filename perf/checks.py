@@ -10,7 +10,7 @@ callgrind (the same count whatever else the machine is doing, so a 1% difference
 Each is given twice: as the marginal cost of a turn (a run of N questions less a run of N0,
 so imports and start-up cancel, over the turns between them) and as the whole run of N.
 
-    .venv/bin/python bench/checks.py --baseline /tmp/base    # a worktree of the old commit
+    .venv/bin/python perf/checks.py --baseline /tmp/base    # a worktree of the old commit
 """
 
 from __future__ import annotations

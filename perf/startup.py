@@ -1,8 +1,8 @@
 """What starting mad-eval costs before it does anything: `mad-eval run --help`, timed whole
 (interpreter start, imports, the help text), the median of repeated runs.
 
-    .venv/bin/python bench/startup.py
-    .venv/bin/python bench/startup.py --baseline /tmp/base   # another checkout, same session
+    .venv/bin/python perf/startup.py
+    .venv/bin/python perf/startup.py --baseline /tmp/base   # another checkout, same session
 
 Runs alternate between the trees, so a busy machine slows both alike. Also prints the
 slowest imports of this tree (python -X importtime), where the rest of the time goes.

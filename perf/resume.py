@@ -3,8 +3,8 @@
 end would, and the same `mad-eval run` command resumes it (asking those turns again and
 writing its report); that is timed against `mad-eval report` on the finished folder.
 
-    .venv/bin/python bench/resume.py                      # 100,000 turns
-    .venv/bin/python bench/resume.py --turns 30000 --baseline /tmp/base
+    .venv/bin/python perf/resume.py                      # 100,000 turns
+    .venv/bin/python perf/resume.py --turns 30000 --baseline /tmp/base
 
 Each is a whole process, timed with its peak resident memory; `--baseline TREE` does the
 same with another checkout of mad-eval, on a fresh copy of the folder.

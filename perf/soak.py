@@ -1,8 +1,8 @@
 """Soak: the real `mad-eval run` against a server that fails at random, stopped again and
 again (kill -9, Ctrl-C, SIGTERM) at random moments and resumed, for minutes on end.
 
-    .venv/bin/python bench/soak.py --minutes 10
-    .venv/bin/python bench/soak.py --seconds 30 --fault-rate 0.3 --json soak.json
+    .venv/bin/python perf/soak.py --minutes 10
+    .venv/bin/python perf/soak.py --seconds 30 --fault-rate 0.3 --json soak.json
 
 The server (its own process) answers each request by its seed, as a seeded model would,
 and fails a `--fault-rate` share of all requests in one of the ways a real deployment does:

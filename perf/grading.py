@@ -3,8 +3,8 @@ turns) against a local server that answers at once with MATH500's own solution t
 of them the asked question's and 30% another question's (a wrong answer that math-verify
 must compare with the gold). Timed as a whole process; prints turns per second.
 
-    .venv/bin/python bench/grading.py --data-dir ../shared/data
-    .venv/bin/python bench/grading.py --data-dir ../shared/data --baseline /tmp/base
+    .venv/bin/python perf/grading.py --data-dir ../shared/data
+    .venv/bin/python perf/grading.py --data-dir ../shared/data --baseline /tmp/base
 
 For comparison, the same run against a server that answers every question with its gold
 answer boxed, which grading settles by equal text without math-verify: the rate when

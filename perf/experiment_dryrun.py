@@ -2,9 +2,9 @@
 timed whole (start-up included), the median of repeated runs; and how long a file over the
 limits takes to be refused.
 
-    .venv/bin/python bench/experiment_dryrun.py
-    .venv/bin/python bench/experiment_dryrun.py --baseline /tmp/base30   # another checkout
-    .venv/bin/python bench/experiment_dryrun.py --cells 10000 --repeats 3
+    .venv/bin/python perf/experiment_dryrun.py
+    .venv/bin/python perf/experiment_dryrun.py --baseline /tmp/base30   # another checkout
+    .venv/bin/python perf/experiment_dryrun.py --cells 10000 --repeats 3
 
 The grid: models x agents 1..5 x rounds 0..19 (100 cells per model) on `arith`, two
 questions each, simulated agents. Runs alternate between the trees, so a busy machine slows

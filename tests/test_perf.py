@@ -1,4 +1,4 @@
-"""The bench scripts still run, and the soak finds nothing lost on a short stint."""
+"""The perf scripts still run, and the soak finds nothing lost on a short stint."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.slow
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+PERF = Path(__file__).resolve().parents[1] / "perf"
 
 
 def test_a_short_soak_loses_duplicates_and_fails_nothing(tmp_path):
     figures_file = tmp_path / "soak.json"
     subprocess.run(
-        [sys.executable, str(BENCH / "soak.py"), "--seconds", "10", "--questions", "6",
+        [sys.executable, str(PERF / "soak.py"), "--seconds", "10", "--questions", "6",
          "--fault-rate", "0.3", "--seed", "3", "--json", str(figures_file)],
         check=True, capture_output=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
@@ -29,7 +29,7 @@ def test_a_short_soak_loses_duplicates_and_fails_nothing(tmp_path):
 
 def test_the_prompt_bench_times_every_shipped_template():
     result = subprocess.run(
-        [sys.executable, str(BENCH / "prompts.py"), "--calls", "5"],
+        [sys.executable, str(PERF / "prompts.py"), "--calls", "5"],
         check=True, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     timed = [line.split()[0] for line in result.stdout.splitlines()[1:]]
@@ -39,7 +39,7 @@ def test_the_prompt_bench_times_every_shipped_template():
 
 def test_the_client_bench_replays_what_the_run_sent_and_prints_a_ratio():
     result = subprocess.run(
-        [sys.executable, str(BENCH / "client.py"), "--turns", "100", "--repeat", "1"],
+        [sys.executable, str(PERF / "client.py"), "--turns", "100", "--repeat", "1"],
         check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     rows = [line for line in result.stdout.splitlines() if line.startswith("| 100 |")]
@@ -48,7 +48,7 @@ def test_the_client_bench_replays_what_the_run_sent_and_prints_a_ratio():
 
 
 def test_the_minimal_client_keeps_a_debate_s_rounds_in_order(tmp_path):
-    sys.path.insert(0, str(BENCH))
+    sys.path.insert(0, str(PERF))
     from instant import debates
 
     bodies = [{"messages": [{"role": "user", "content": f"Question {q}: x"}], "seed": i}
@@ -62,7 +62,7 @@ def test_the_minimal_client_keeps_a_debate_s_rounds_in_order(tmp_path):
 
 def test_the_prefix_bench_compares_both_routings():
     result = subprocess.run(
-        [sys.executable, str(BENCH / "prefix.py"), "--questions", "6", "--rounds", "1",
+        [sys.executable, str(PERF / "prefix.py"), "--questions", "6", "--rounds", "1",
          "--delay", "0", "--prefill-us", "0"],
         check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -72,7 +72,7 @@ def test_the_prefix_bench_compares_both_routings():
 
 def test_the_experiment_bench_is_no_slower_than_its_cells_in_turn():
     result = subprocess.run(
-        [sys.executable, str(BENCH / "experiment.py"), "--quick", "--repeat", "3"],
+        [sys.executable, str(PERF / "experiment.py"), "--quick", "--repeat", "3"],
         check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     rows = {line.split("|")[1].split()[0]: line for line in result.stdout.splitlines()
@@ -87,7 +87,7 @@ def test_the_experiment_bench_is_no_slower_than_its_cells_in_turn():
 
 def test_the_dry_run_bench_times_the_grid_and_sees_both_hostile_files_refused():
     result = subprocess.run(
-        [sys.executable, str(BENCH / "experiment_dryrun.py"), "--cells", "200",
+        [sys.executable, str(PERF / "experiment_dryrun.py"), "--cells", "200",
          "--repeats", "1", "--give-up", "120"],
         check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip

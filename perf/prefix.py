@@ -4,8 +4,8 @@ characters that extend a prefix it has already seen, and spends a prefill time o
 character it has not. The same run is routed by question (mad-eval's default) and by least
 busy replica alone.
 
-    .venv/bin/python bench/prefix.py
-    .venv/bin/python bench/prefix.py --questions 120 --replicas 3 --prefill-us 20
+    .venv/bin/python perf/prefix.py
+    .venv/bin/python perf/prefix.py --questions 120 --replicas 3 --prefill-us 20
 
 Prints, per routing, the share of prompt characters a prefix cache could reuse (over all
 replicas), the makespan and requests per second, and a summary with the ratios.

@@ -1,8 +1,8 @@
 """Peak memory of a whole `mad-eval run` (debate and report) as the number of questions
 grows: simulated agents, 5 agents x 2 rounds, a generated benchmark of N questions.
 
-    .venv/bin/python bench/memory.py --questions 1000 10000
-    .venv/bin/python bench/memory.py --questions 1000 10000 --baseline /tmp/base   # a worktree
+    .venv/bin/python perf/memory.py --questions 1000 10000
+    .venv/bin/python perf/memory.py --questions 1000 10000 --baseline /tmp/base   # a worktree
 
 Prints, per size and per tree, the peak resident memory of the run's process (its grading
 workers apart), its wall time, and each peak as a ratio of the smallest size's: memory flat

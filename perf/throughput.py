@@ -1,9 +1,9 @@
 """How well a run keeps a server busy: `api.run` debates against local OpenAI-compatible
 stubs whose every request takes a fixed time, as a model's generation would.
 
-    .venv/bin/python bench/throughput.py --questions 200 --delay 0.05 --concurrency 64
-    .venv/bin/python bench/throughput.py --replicas 3 --concurrency 32
-    .venv/bin/python bench/throughput.py --cache /tmp/answers.db   # two runs: the second all hits
+    .venv/bin/python perf/throughput.py --questions 200 --delay 0.05 --concurrency 64
+    .venv/bin/python perf/throughput.py --replicas 3 --concurrency 32
+    .venv/bin/python perf/throughput.py --cache /tmp/answers.db   # two runs: the second all hits
 
 Prints requests per second, the most and the mean requests in flight (a harness that
 keeps the servers busy holds the mean near replicas x the concurrency limit), the request

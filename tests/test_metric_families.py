@@ -17,7 +17,7 @@ from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.family import Family
 from mad_eval.measure.formula import percent
 from mad_eval.measure.schema import SCHEMA_VERSION, MetricsVersionError
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.reporting import pairing, results
 from mad_eval.store.files import StoreError
 from mad_eval.store.manifest import RunManifest

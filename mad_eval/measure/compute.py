@@ -19,7 +19,7 @@ from mad_eval.measure.counts import Counting, Tallies, by_debate, tally_verdicts
 from mad_eval.measure.family import Context
 from mad_eval.measure.formula import Formula, json_number, mean_std
 from mad_eval.measure.schema import SCHEMA_VERSION, field_of, formulas, holder, locate, nest
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn, Verdict
 
 if TYPE_CHECKING:

@@ -13,9 +13,10 @@ import numpy as np
 
 from mad_eval.measure.family import Add, Context, Debate, Family, ScoredRound
 from mad_eval.measure.formula import Formula, Rates, gain, percent, plain, total
+from mad_eval.measure.scoring import Scoring
 from mad_eval.measure.tallies import Tallies
-from mad_eval.protocols.scoring import Same, Scoring, same_answer_as
 from mad_eval.records import Turn
+from mad_eval.voting.groups import Same, same_answer_as
 
 
 def keys(scoring: Scoring) -> list[str]:

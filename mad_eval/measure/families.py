@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mad_eval.measure import cost, dynamics, judge_scores, matched, rouge, votes
 from mad_eval.measure.family import Context, Family
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 
 FAMILIES: list[Family] = [
     votes.FAMILY,

@@ -12,9 +12,10 @@ import numpy as np
 
 from mad_eval.measure.formula import Formula
 from mad_eval.measure.prices import Price
+from mad_eval.measure.scoring import Scoring
 from mad_eval.measure.tallies import Tallies
-from mad_eval.protocols.scoring import Same, Scoring
 from mad_eval.records import Turn, Verdict
+from mad_eval.voting.groups import Same
 
 Add = Callable[[str, float, float], None]
 # A list of rows in metrics.json that numbered formula names fill: its key, the number of its

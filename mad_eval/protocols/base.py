@@ -6,8 +6,8 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from mad_eval.errors import UserError
-from mad_eval.protocols.scoring import get_rule
 from mad_eval.records import shown
+from mad_eval.voting.rules import get_rule
 
 
 class ProtocolError(UserError, ValueError):

@@ -10,7 +10,7 @@ from rich.table import Table
 from mad_eval.grading.grader import ROUGE
 from mad_eval.grading.kinds import get_kind
 from mad_eval.grading.rubric import CRITIQUE, CRITIQUE_HEADERS, JUDGE_CRITERIA
-from mad_eval.protocols.scoring import RULES, default_rule
+from mad_eval.voting.rules import RULES, default_rule
 from mad_eval.words import counted
 
 
@@ -35,7 +35,7 @@ def scored_by(metrics: dict[str, Any]) -> str:
     rule = metrics.get("score") or default_rule(kind)
     if rule == default_rule(kind):
         return ""
-    described = f": {RULES[rule].description}" if rule in RULES else ""
+    described = f": {RULES.get(rule).description}" if rule in RULES else ""
     return f"Scored by score={rule}{described}."
 
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mad_eval.debate.prompts import holds_quoting_tags
 from mad_eval.grading.grader import ROUGE
+from mad_eval.grading.reasoning import holds_quoting_tags
 from mad_eval.measure import families
 from mad_eval.measure.alerts import Outcomes, alerts
 from mad_eval.measure.counts import Counting, Tallies, by_debate, tally_verdicts

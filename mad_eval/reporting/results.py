@@ -314,7 +314,7 @@ def load_run(
     found, metrics, totals = measure(manifest, debates, verdicts, prices, sinks)
     if shape.grades is None:  # no golds to hold its verdicts to
         metrics["alerts"] = [*metrics["alerts"], UNCHECKED]
-    failed = totals.all["failed_sent"]
+    failed = totals.total("failed_sent")
     return Run(
         store.root,
         manifest,

@@ -232,6 +232,7 @@ def questions(summary: dict[str, Any], tallies: Tallies) -> None:
 
 FAMILY = Family(
     name="dynamics",
+    console=("dynamics",),
     formulas=lambda context: dynamics_formulas(context.scoring.rounds, len(context.scoring.voters)),
     applies=lambda context: context.scoring.voted,
     keys=keys,

@@ -141,3 +141,6 @@ class Family:
     sums: tuple[Count | Share, ...] = ()
     per_run: tuple[str, ...] = ()  # sums each run's row holds too (their total: the rows' sum)
     by_round: tuple[str, ...] = ()  # sums each round's row holds too, in this order
+    # The console's panels that show its numbers (reporting.console.PANELS, which orders them):
+    # the console shows a panel where a family that applies to the run names it.
+    console: tuple[str, ...] = ()

@@ -52,6 +52,7 @@ def formulas(context: Context) -> dict[str, Formula]:
 
 FAMILY = Family(
     name="critique",
+    console=("critique",),
     formulas=formulas,
     applies=lambda context: context.judged,
     verdict_keys=verdict_keys,

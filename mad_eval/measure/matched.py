@@ -276,6 +276,7 @@ def section(
 # (reporting.pairing, then `section`), not by the run's own Counting.
 FAMILY = Family(
     name="matched",
+    console=("matched",),
     formulas=lambda context: formulas(),
     keys=lambda scoring: list(KEYS),
     intervals=lambda context: list(formulas()),

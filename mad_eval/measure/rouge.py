@@ -45,6 +45,7 @@ def formulas(context: Context) -> dict[str, Formula]:
 
 FAMILY = Family(
     name="rouge",
+    console=("rouge",),
     formulas=formulas,
     applies=lambda context: not context.scoring.voted,
     keys=keys,

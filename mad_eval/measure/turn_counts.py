@@ -54,6 +54,7 @@ SUMS: tuple[Count | Share, ...] = (
 
 FAMILY = Family(
     name="turns",
+    console=("footer",),
     formulas=lambda context: {},
     sums=SUMS,
     per_run=("turns", "unparsed", "truncated_in_reasoning", "failed_turns"),

@@ -163,6 +163,7 @@ def tests(scoring: Scoring) -> dict[str, tuple[str, str]]:
 
 FAMILY = Family(
     name="votes",
+    console=("headline", "rounds", "transitions", "reasoning", "groups"),
     formulas=formulas,
     applies=lambda context: context.scoring.voted,
     keys=keys,

@@ -326,7 +326,7 @@ class Turn(JsonLine):
     # Within one run and question, turns of the same class gave equivalent answers: 0 for
     # right answers, 1, 2, ... for each distinct wrong one, numbered in grading order (which
     # two runs may not share: only which turns share a class means anything); None for no
-    # answer, a summary, or a turn recorded before classes were (protocols.scoring.AnswerClasses).
+    # answer, a summary, or a turn recorded before classes were (voting.groups.AnswerClasses).
     answer_class: int | None = None
     # The model declined to answer, in its own words (a chat reply's `refusal`): no answer,
     # so unparsed, counted in every denominator like any reply without one.

@@ -11,8 +11,9 @@ from cli_helpers import mad_eval, turns_of
 
 from mad_eval.grading.grader import equivalent
 from mad_eval.measure.compute import compute_metrics
-from mad_eval.protocols.scoring import AnswerClasses, Scoring, answer_groups
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn
+from mad_eval.voting.groups import AnswerClasses, answer_groups
 
 FIVE = Scoring(5, 2, range(5), kind="math", seed=0)
 

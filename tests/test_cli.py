@@ -11,7 +11,7 @@ from cli_helpers import mad_eval, small_run, start, turns_of, wait_for_lines, wi
 from stub_server import StubServer
 
 from mad_eval.measure.compute import compute_metrics
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn, derive_seed
 
 

@@ -30,11 +30,12 @@ from mad_eval.grading.grader import grade, number_gold, same_answer
 from mad_eval.grading.reasoning import drop_reasoning, verbatim
 from mad_eval.protocols.centralized import Centralized
 from mad_eval.protocols.decentralized import Decentralized
-from mad_eval.protocols.scoring import Plurality, vote_ties
 from mad_eval.protocols.sparse import Sparse
 from mad_eval.records import Question, Turn, derive_seed
 from mad_eval.setup.config import ConfigError, RunConfig
 from mad_eval.setup.templates import Template, load_template
+from mad_eval.voting.rules import Plurality
+from mad_eval.voting.ties import vote_ties
 
 FOLDER = Path(__file__).resolve().parent.parent / "conformance" / "debate_or_vote"
 READER = get_answer_protocol("dov-math")

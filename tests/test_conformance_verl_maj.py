@@ -13,7 +13,8 @@ import numpy as np
 from factories import turn
 
 from mad_eval.measure.compute import compute_metrics
-from mad_eval.protocols.scoring import Scoring, bootstrap_maj, bootstrap_maj_std
+from mad_eval.measure.scoring import Scoring
+from mad_eval.voting.maj_at_k import bootstrap_maj, bootstrap_maj_std
 
 FOLDER = Path(__file__).resolve().parent.parent / "conformance" / "verl_maj"
 

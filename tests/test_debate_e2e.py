@@ -14,7 +14,7 @@ from tiny_tokenizer import save_chat_tokenizer
 
 from mad_eval.debate.context import CUT_MARKER
 from mad_eval.measure.compute import compute_metrics
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn
 
 QUOTE = re.compile(r'<response from="agent (\d+)">\n(.*?)\n</response>', re.DOTALL)

@@ -14,7 +14,7 @@ from mad_eval.grading.rubric import JUDGE_CRITERIA as CRITERIA
 from mad_eval.measure.compute import Measuring, compute_metrics
 from mad_eval.measure.counts import tally, tally_verdicts
 from mad_eval.measure.prices import Price, load_prices
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn, Verdict
 
 THREE = Scoring(3, 2, (0, 1, 2), kind="math", seed=0)  # three agents, two rounds

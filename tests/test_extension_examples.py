@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,8 +21,9 @@ from mad_eval.grading.grader import grade
 from mad_eval.grading.kinds import KINDS, Kind
 from mad_eval.measure.family import Add, Context, Debate, Family
 from mad_eval.measure.formula import Formula, percent
-from mad_eval.protocols.scoring import RULES, Rule, Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.reporting.layouts import LAYOUTS, SUMMARIES, Column
+from mad_eval.voting.rules import RULES, Rule
 
 
 def turns(folder: Path) -> list[dict]:
@@ -128,10 +130,14 @@ class FirstAgent(Rule):
         return next((t for t in live if t.agent == 0 and t.answer is not None), None)
 
 
-def test_a_scoring_rule_decides_maj_and_debate(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(RULES, "first-agent", FirstAgent())
+@pytest.fixture
+def first_agent() -> Iterator[None]:
+    RULES.add("first-agent", FirstAgent(), owner="this test")
+    yield
+    RULES.remove("first-agent")
+
+
+def test_a_scoring_rule_decides_maj_and_debate(tmp_path: Path, first_agent: None) -> None:
     run = api.load_run(
         sim_run(tmp_path / "r", protocol="decentralized:score=first-agent", agents=3, rounds=2)
     )

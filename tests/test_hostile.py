@@ -11,7 +11,8 @@ from cli_helpers import mad_eval, turns_of
 from prompt_helpers import debate_messages, quoted_responses
 from stub_server import StubServer
 
-from mad_eval.debate.prompts import holds_quoting_tags, judge_prompt, quotable
+from mad_eval.debate.prompts import judge_prompt, quotable
+from mad_eval.grading.reasoning import holds_quoting_tags
 from mad_eval.sanitize import outward, printable, redact
 
 FORGED = (

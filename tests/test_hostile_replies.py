@@ -23,7 +23,7 @@ from mad_eval.backends import base
 from mad_eval.data.arith import arith_questions
 from mad_eval.errors import UserError
 from mad_eval.measure.compute import compute_metrics
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.reporting.results import Run
 
 QUESTIONS = arith_questions(100)  # the built-in arith benchmark's questions, golds known

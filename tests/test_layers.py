@@ -18,12 +18,13 @@ LAYERS: list[set[str]] = [
     {"foreign", "registry"},  # files from others, read within bounds; extension points
     {"records", "progress"},
     {"grading"},  # answers, kinds, the verifier: pure functions of text
+    {"voting"},  # answer groups, scoring rules, maj@K estimators
     {"setup"},  # config, roster, templates
     {"data"},  # benchmarks and the hub
     {"store"},  # the run folder
     {"backends"},
     {"serving"},  # vllm serve processes mad-eval starts and stops
-    {"protocols"},  # protocols and scoring rules
+    {"protocols"},  # who reads whom, who votes
     {"debate"},  # engine, plan, execute, prompts, context, replay
     {"judging"},
     {"measure"},

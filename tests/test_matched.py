@@ -25,7 +25,7 @@ from mad_eval.measure.matched import (
     samples_for,
     vote_accuracy,
 )
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn
 
 SAME = same_answer("math")

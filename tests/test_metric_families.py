@@ -14,10 +14,10 @@ from factories import turn
 import mad_eval
 from mad_eval.measure import families
 from mad_eval.measure.compute import compute_metrics
-from mad_eval.measure.family import Family
+from mad_eval.measure.family import Count, Family, Share
 from mad_eval.measure.formula import percent
 from mad_eval.measure.schema import SCHEMA_VERSION, MetricsVersionError
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.reporting import pairing, results
 from mad_eval.store.files import StoreError
 from mad_eval.store.manifest import RunManifest
@@ -56,6 +56,35 @@ TOY = Family(
     count=toy_count,
     intervals=lambda context: ["toy.first_agent"],
 )
+
+
+ANSWERED = Family(
+    name="answered",
+    formulas=lambda context: {},
+    sums=(
+        Count("answered", lambda t: t.answer is not None),
+        Share("answered_pct", "answered", "turns", percent=True),
+    ),
+    per_run=("answered",),
+    by_round=("answered",),
+)
+
+
+def test_a_familys_plain_sums_are_counted_by_run_and_round_without_other_code(monkeypatch):
+    """Plain counts are declared like every other number: a family's `sums`, written after
+    the formulas' numbers, each run's and each round's where it says."""
+    plain = compute_metrics(case_turns(), THREE)
+    monkeypatch.setattr(families, "FAMILIES", [*families.FAMILIES, ANSWERED])
+    found = compute_metrics(case_turns(), THREE)
+    assert (found["answered"], found["answered_pct"]) == (18, 100.0)
+    keys = list(found)
+    assert keys[keys.index("prefix_share") + 1 :][:3] == ["answered", "answered_pct", "alerts"]
+    assert found["per_run"][0]["answered"] == 18
+    assert [row["answered"] for row in found["rounds"]] == [9, 9]
+    del found["answered"], found["answered_pct"], found["per_run"][0]["answered"]
+    for row in found["rounds"]:
+        del row["answered"]
+    assert found == plain
 
 
 def test_a_family_registered_once_is_counted_measured_and_given_an_interval(monkeypatch):

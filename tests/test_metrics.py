@@ -10,8 +10,9 @@ from factories import turn
 
 from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.formula import mean_std
-from mad_eval.protocols.scoring import Scoring, majority_vote
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn
+from mad_eval.voting.rules import majority_vote
 
 THREE = Scoring(3, 1, (0, 1, 2), kind="math", seed=0)  # three agents, one round
 

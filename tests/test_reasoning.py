@@ -27,7 +27,7 @@ from mad_eval.grading.reasoning import (
     split_reply,
 )
 from mad_eval.measure.compute import compute_metrics
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Question
 from mad_eval.reporting.results import load_runs
 from mad_eval.reporting.tables import tidy

@@ -15,7 +15,6 @@ from factories import turn
 import mad_eval.training.rewards as rewards
 from mad_eval.errors import UserError
 from mad_eval.grading.kinds import Grade
-from mad_eval.protocols.scoring import bootstrap_maj
 from mad_eval.training import (
     NO_ANSWER,
     Overlong,
@@ -26,6 +25,7 @@ from mad_eval.training import (
     grpo_reward,
     make_grpo_reward,
 )
+from mad_eval.voting.maj_at_k import bootstrap_maj
 
 VERL_MAJ = Path(__file__).resolve().parent.parent / "conformance" / "verl_maj" / "cases.jsonl"
 

@@ -18,19 +18,14 @@ from factories import turn
 
 from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.counts import tally
+from mad_eval.measure.scoring import Scoring
 from mad_eval.protocols import ProtocolError, check_protocol, resolve
 from mad_eval.protocols.decentralized import Decentralized
-from mad_eval.protocols.scoring import (
-    RULES,
-    Scoring,
-    bootstrap_draws,
-    bootstrap_maj,
-    default_rule,
-    get_rule,
-)
 from mad_eval.records import Turn
 from mad_eval.reporting.results import load_run
 from mad_eval.store.folder import StoreError
+from mad_eval.voting.maj_at_k import bootstrap_draws, bootstrap_maj
+from mad_eval.voting.rules import RULES, default_rule, get_rule
 
 HUB_RUN = ("--agents", "3", "--rounds", "2", "--benchmark", "arith", "--limit", "20")
 
@@ -153,8 +148,10 @@ def test_summaries_use_the_consensus_rule_by_default_and_may_use_the_hub():
 
 
 def test_unknown_rules_and_hub_scoring_without_a_hub_are_refused():
-    with pytest.raises(ValueError, match=r"unknown scoring rule 'best'; known rules: plurality, "):
+    with pytest.raises(ValueError, match=r"unknown scoring rule 'best'; available: consensus, "):
         get_rule("best")
+    with pytest.raises(ValueError, match=r"'plurlity' \(did you mean 'plurality'\?\)"):
+        get_rule("plurlity")
     assert set(RULES) == {"plurality", "hub", "consensus"}
     with pytest.raises(ProtocolError, match="centralized: unknown scoring rule 'best'"):
         check_protocol(resolve("centralized:score=best").protocol, 3)
@@ -184,7 +181,7 @@ def test_unknown_rules_and_hub_scoring_without_a_hub_are_refused():
 def test_the_cli_refuses_an_unknown_rule_in_one_sentence(tmp_path):
     result = mad_eval("run", "--protocol", "centralized:score=best", "--limit", "2", cwd=tmp_path)
     assert result.returncode == 2
-    assert "unknown scoring rule 'best'; known rules: plurality, hub, consensus." in result.stderr
+    assert "unknown scoring rule 'best'; available: consensus, hub, plurality." in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -318,8 +315,8 @@ def test_resuming_under_another_scoring_rule_is_refused(tmp_path):
 def test_a_tie_break_draws_what_a_generator_seeded_at_once_would():
     import random
 
-    from mad_eval.protocols.scoring import TieBreak
     from mad_eval.records import derive_seed
+    from mad_eval.voting.ties import TieBreak
 
     for seed in range(200):
         for options in (["a"], ["a", "b"], ["a", "b", "c", "d"]):

@@ -8,7 +8,7 @@ import pytest
 from mad_eval.measure.bootstrap import bootstrap_ci, paired_test, point
 from mad_eval.measure.counts import Tallies
 from mad_eval.measure.schema import formulas
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 
 ACCURACY = formulas(Scoring(1, 0, (0,), kind="math", seed=0))["round0.agent_accuracy"]
 

@@ -11,7 +11,7 @@ from factories import sim_run
 
 import mad_eval
 from mad_eval.measure.counts import tally
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Question, Turn
 from mad_eval.store.folder import RunStore
 

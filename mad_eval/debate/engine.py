@@ -23,10 +23,10 @@ from mad_eval.debate.seats import Seat
 from mad_eval.grading import grader as grading
 from mad_eval.grading.kinds import get_kind
 from mad_eval.protocols import Protocol
-from mad_eval.protocols.scoring import AnswerClasses
 from mad_eval.records import Messages, Question, Turn, TurnKey, derive_seed, messages_hash
 from mad_eval.setup.config import RunConfig
 from mad_eval.setup.templates import load_template
+from mad_eval.voting.groups import AnswerClasses
 
 T = TypeVar("T")
 Item = TypeVar("Item")

@@ -40,7 +40,6 @@ from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.grader import check_answer_protocol
 from mad_eval.progress import Listener
 from mad_eval.protocols import Choice, check_protocol, presets, resolve
-from mad_eval.protocols.scoring import default_rule
 from mad_eval.records import Question
 from mad_eval.sanitize import redact, remember
 from mad_eval.setup.config import (
@@ -60,6 +59,7 @@ from mad_eval.setup.roster import (
 )
 from mad_eval.setup.settings import as_text, check_names, check_types
 from mad_eval.setup.templates import Template, builtin_templates, check_template, load_template
+from mad_eval.voting.rules import default_rule
 
 DEFAULT_AGENTS = 5
 # Agents share a backend when they share a model, its endpoints, its tokenizer, and the

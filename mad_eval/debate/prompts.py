@@ -13,27 +13,29 @@ from mad_eval.debate.context import ContextError, EstimateCounter, Fitted, Fitte
 from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.grader import check_answer_protocol
 from mad_eval.grading.kinds import get_kind
-from mad_eval.grading.reasoning import FINAL, TAIL_MARKER, VERBATIM, Quoting, quoted, verbatim
+from mad_eval.grading.reasoning import (
+    FINAL,
+    TAIL_MARKER,
+    VERBATIM,
+    Quoting,
+    quoted,
+    tag_pattern,
+    verbatim,
+)
 from mad_eval.grading.rubric import JUDGE_CRITERIA
 from mad_eval.records import Messages, Question, Turn
-from mad_eval.setup.templates import Quote, Step, Template, common_data, tag_pattern
+from mad_eval.setup.templates import Quote, Step, Template, common_data
 
 # The tags prompts quote model text between: the debate's responses, and the judge's
 # context and reply. Quoted text holding one has its "<" escaped, visibly, so no reply can
 # close its own quote and open another agent's, or forge the judge's view of the debate.
 DEBATE_TAGS = tag_pattern("response")
 JUDGE_TAGS = tag_pattern("context", "reply")
-_ANY_TAG = tag_pattern("response", "context", "reply")
 
 
 def quotable(text: str, tags: re.Pattern[str] = DEBATE_TAGS) -> str:
     """`text` safe to quote between `tags`: any such tag inside it is escaped."""
     return tags.sub("&lt;", text)
-
-
-def holds_quoting_tags(text: str | None) -> bool:
-    """Whether a reply wrote (by design or by chance) a tag that prompts quote with."""
-    return text is not None and _ANY_TAG.search(text) is not None
 
 
 def answer_format(kind: str, answer: str | None = None) -> str:

@@ -28,6 +28,21 @@ _ANY_THINK = re.compile(r"<(?=\s*/?\s*think\b)", re.IGNORECASE)
 TAIL_MARKER = "[... the start of this reasoning was cut ...]\n"
 
 
+def tag_pattern(*names: str) -> re.Pattern[str]:
+    """The "<" that opens or closes one of these tags, however spaced or cased."""
+    return re.compile(r"<(?=\s*/?\s*(?:{})\b)".format("|".join(names)), re.IGNORECASE)
+
+
+# Every tag prompts quote model text between (the debate's responses, the judge's context and
+# reply): a reply holding one has it escaped wherever it is quoted (debate.prompts.quotable).
+_QUOTING_TAGS = tag_pattern("response", "context", "reply")
+
+
+def holds_quoting_tags(text: str | None) -> bool:
+    """Whether a reply wrote (by design or by chance) a tag that prompts quote with."""
+    return text is not None and _QUOTING_TAGS.search(text) is not None
+
+
 class Scan(NamedTuple):
     """A text's reasoning taken apart: the final content, the reasoning (one piece at most),
     and whether the reasoning was never closed."""

@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mad_eval.debate.prompts import holds_quoting_tags
 from mad_eval.grading.grader import ROUGE
 from mad_eval.measure import families
 from mad_eval.measure.alerts import Outcomes, alerts
 from mad_eval.measure.counts import Counting, Tallies, by_debate, tally_verdicts
-from mad_eval.measure.family import Context
+from mad_eval.measure.family import Context, Count, Family, Share
 from mad_eval.measure.formula import Formula, json_number, mean_std
 from mad_eval.measure.schema import SCHEMA_VERSION, field_of, formulas, holder, locate, nest
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn, Verdict
 
 if TYPE_CHECKING:
@@ -49,57 +49,73 @@ def compute_metrics(
 
 
 class Totals:
-    """The counts of metrics.json that are plain sums over turns, added a debate at a time."""
+    """The plain sums of metrics.json (each family's `sums`), added a debate at a time: over
+    all turns, by run, and by round for those a family shows by round."""
 
-    def __init__(self) -> None:
-        self.by_run: dict[int, Counter[str]] = defaultdict(Counter)
+    def __init__(self, declared: Sequence[Family]) -> None:
+        self.families = list(declared)
+        items = [item for family in self.families for item in family.sums]
+        self.counts = [item for item in items if isinstance(item, Count)]
+        self.shares = {item.name: item for item in items if isinstance(item, Share)}
+        rounds = {name for family in self.families for name in family.by_round}
+        for name in list(rounds):
+            if name in self.shares:
+                rounds |= {self.shares[name].part, self.shares[name].whole}
+        self.round_counts = [count for count in self.counts if count.name in rounds]
         self.all: Counter[str] = Counter()
-        self.truncated: Counter[int] = Counter()  # by round
-        self.shared: Counter[int] = Counter()  # prompt tokens a prefix cache can skip, by round
-        self.context: Counter[int] = Counter()
-        self.outcomes: defaultdict[int, Outcomes] = defaultdict(Outcomes)  # by round
+        self.by_run: dict[int, Counter[str]] = defaultdict(Counter)
+        self.by_round: dict[int, Counter[str]] = defaultdict(Counter)
 
     def add(self, turns: list[Turn]) -> None:
         """Count one debate's turns (one run's, so its counts are added to that run once)."""
-        live = [t for t in turns if not t.failed]
-        failed = [t for t in turns if t.failed]
-        unparsed = sum(1 for t in live if t.answer is None)
-        truncated = [t.round for t in turns if t.truncated_in_reasoning]
-        if turns:
-            mine = self.by_run[turns[0].run]
-            mine["turns"] += len(turns)
-            mine["unparsed"] += unparsed
-            mine["truncated_in_reasoning"] += len(truncated)
-            mine["failed_turns"] += len(failed)
-        self.truncated.update(truncated)
+        if not turns:
+            return
+        mine = self.by_run[turns[0].run]
+        for count in self.counts:
+            found = sum(count.of(t) for t in turns)
+            mine[count.name] += found
+            self.all[count.name] += found
         for t in turns:
-            self.outcomes[t.round].add(t)
-            if t.context_tokens and t.prefix_tokens is not None:
-                self.shared[t.round] += t.prefix_tokens
-                self.context[t.round] += t.context_tokens
-        counts = self.all
-        counts["live"] += len(live)
-        counts["failed_sent"] += sum(1 for t in failed if t.attempts > 0)
-        counts["length_stops"] += sum(1 for t in live if t.finish_reason == "length")
-        counts["reasoning_turns"] += sum(1 for t in live if t.reasoning)
-        counts["context_cut_turns"] += sum(1 for t in turns if t.cut_tokens)
-        counts["context_cut_tokens"] += sum(t.cut_tokens for t in turns)
-        counts["retried_turns"] += sum(1 for t in turns if t.attempts > 1)
-        counts["requests_sent"] += sum(t.attempts for t in turns)
-        counts["cached_turns"] += sum(1 for t in turns if t.cached)
-        counts["refusals"] += sum(1 for t in turns if t.refusal)
-        counts["usage_invalid"] += sum(1 for t in turns if t.usage_invalid)
-        # Replies that wrote a tag prompts quote with: escaped wherever they were quoted.
-        counts["replies_with_quoting_tags"] += sum(
-            1 for t in turns if holds_quoting_tags(t.text) or holds_quoting_tags(t.reasoning)
+            row = self.by_round[t.round]
+            for count in self.round_counts:
+                row[count.name] += count.of(t)
+
+    def total(self, name: str) -> int:
+        """A count over all the turns added."""
+        return self.all[name]
+
+    def per_run(self) -> list[str]:
+        return [name for family in self.families for name in family.per_run]
+
+    def by_round_names(self) -> list[str]:
+        return [name for family in self.families for name in family.by_round]
+
+    def in_round(self, name: str, round_: int) -> float | None:
+        """A sum, or a share, of one round's turns."""
+        counted = self.by_round[round_]
+        share = self.shares.get(name)
+        return (
+            counted[name] if share is None else share.of(counted[share.part], counted[share.whole])
         )
 
-    def prefix_share(self) -> dict[str, Any]:
-        """The fraction of prompt tokens that repeat a prefix another agent already sent for
-        the same question and round: what vLLM's prefix cache can skip. Pooled over runs."""
-        by_round = {r: self.shared[r] / self.context[r] for r in sorted(self.context)}
-        total = self.context.total()
-        return {"overall": self.shared.total() / total if total else None, "by_round": by_round}
+    def shown(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """The sums metrics.json holds, in the families' order: a count kept per run is the
+        sum of the runs' `rows`, a share is taken of those totals."""
+        kept = set(self.per_run())
+        totals = {
+            count.name: sum(row[count.name] for row in rows)
+            if count.name in kept
+            else self.all[count.name]
+            for count in self.counts
+        }
+        out: dict[str, Any] = {}
+        for family in self.families:
+            for item in family.sums:
+                if isinstance(item, Share):
+                    out[item.name] = item.of(totals[item.part], totals[item.whole])
+                elif item.shown:
+                    out[item.name] = totals[item.name]
+        return out
 
 
 class Measuring:
@@ -126,7 +142,8 @@ class Measuring:
         self.scoring = scoring
         self.price, self.judge_price = price, judge_price
         self.counting = Counting(runs, questions, scoring) if count else None
-        self.totals = Totals()
+        self.totals = Totals(families.applying(Context(scoring)))
+        self.outcomes: defaultdict[int, Outcomes] = defaultdict(Outcomes)  # by round
         self.groups = (
             {
                 label: Measuring(runs, questions, scoring.group(members))
@@ -141,6 +158,8 @@ class Measuring:
         if self.counting is not None:
             self.counting.add(turns)
         self.totals.add(turns)
+        for t in turns:
+            self.outcomes[t.round].add(t)
         for group in self.groups.values():
             group.add([t for t in turns if t.agent in group.scoring.voters])
 
@@ -172,29 +191,25 @@ class Measuring:
             mean, std = mean_std([json_number(v) for v in values[name]])
             return {field_of(name): mean, f"{field_of(name)}_std": std}
 
+        totals = self.totals
         per_run = []
         for i, run in enumerate(tallies.runs):
-            mine = self.totals.by_run[run]
+            mine = totals.by_run[run]
             per_run.append(
                 {
                     "run": run,
                     **nest(
                         values, lambda name, i=i: {field_of(name): json_number(values[name][i])}
                     ),
-                    **{k: mine[k] for k in RUN_COUNTS},
+                    **{k: mine[k] for k in totals.per_run()},
                 }
             )
         summary = nest(values, mean_cell)
         for family in applying:
             if family.finish is not None:
                 family.finish(summary, tallies)
-        share = self.totals.prefix_share()
-        truncated = self.totals.truncated
         for row in summary["rounds"]:
-            row["prefix_share"] = share["by_round"].get(row["round"])
-            row["truncated_in_reasoning"] = truncated[row["round"]]
-        counts = self.totals.all
-        unparsed = sum(p["unparsed"] for p in per_run)
+            row.update({k: totals.in_round(k, row["round"]) for k in totals.by_round_names()})
         metrics = {
             "schema_version": SCHEMA_VERSION,
             "kind": scoring.kind,
@@ -206,17 +221,10 @@ class Measuring:
             "voters": list(scoring.voters),
             "hub": scoring.hub,
             **summary,
-            "turns": sum(p["turns"] for p in per_run),
-            "unparsed": unparsed,
-            "unparsed_pct": 100.0 * unparsed / counts["live"] if counts["live"] else None,
-            # Cut off by the token limit before the reasoning ended: unparsed, never voted.
-            "truncated_in_reasoning": truncated.total(),
-            "failed_turns": sum(p["failed_turns"] for p in per_run),
-            **{k: counts[k] for k in TURN_COUNTS},
-            "prefix_share": share["overall"],
+            **totals.shown(per_run),
             # Why the numbers may mislead (most final answers unread): sentences, [] if none.
             "alerts": alerts(
-                self.totals.outcomes[scoring.rounds], scoring.kind, scoring.answer, scoring.rounds
+                self.outcomes[scoring.rounds], scoring.kind, scoring.answer, scoring.rounds
             ),
             "per_run": per_run,
         }
@@ -249,8 +257,8 @@ class Measuring:
         )
         rows = {key: found[key] for key in keep if key in found}
         for row in rows["rounds"]:
-            row.pop("prefix_share")
-            row.pop("truncated_in_reasoning")
+            for name in self.totals.by_round_names():
+                row.pop(name)
         return {"agents": list(self.scoring.voters), **rows}
 
 
@@ -280,25 +288,6 @@ def add_intervals(
                 warnings.simplefilter("ignore", RuntimeWarning)  # no run defines it
                 observed = np.nanmean(named[first](rates)) - np.nanmean(named[second](rates))
             row[f"{field}_p"] = p_value(float(observed), draws[first] - draws[second])
-
-
-# metrics.json's plain counts: each run's, and the whole run's besides those summed over runs.
-RUN_COUNTS = ("turns", "unparsed", "truncated_in_reasoning", "failed_turns")
-TURN_COUNTS = (
-    "length_stops",
-    "reasoning_turns",
-    "context_cut_turns",
-    "context_cut_tokens",
-    # Serving: answers that needed retries, requests sent in all, answers from the cache.
-    "retried_turns",
-    "requests_sent",
-    "cached_turns",
-    "replies_with_quoting_tags",
-    # Answers the model declined to give (unparsed, in every denominator), and answers whose
-    # usage held no token counts (recorded unknown).
-    "refusals",
-    "usage_invalid",
-)
 
 
 def judge_counts(verdicts: list[Verdict], rows: list[dict[str, Any]]) -> dict[str, Any]:

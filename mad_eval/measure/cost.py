@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from mad_eval.measure.family import Add, Context, Debate, Family, VerdictCounts
 from mad_eval.measure.formula import Formula, percent, plain, total
 from mad_eval.measure.prices import Price
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn, Verdict
 
 # Tally keys, each summed per question: a round's carry its number (`ptok2`), the whole

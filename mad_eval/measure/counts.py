@@ -11,9 +11,12 @@ import numpy as np
 
 from mad_eval.measure import families
 from mad_eval.measure.family import Context, Debate, ScoredRound, VerdictCounts
+from mad_eval.measure.scoring import Scoring
 from mad_eval.measure.tallies import Tallies
-from mad_eval.protocols.scoring import Scoring, answer_groups, get_rule, vote_ties
 from mad_eval.records import Turn, Verdict
+from mad_eval.voting.groups import answer_groups
+from mad_eval.voting.rules import get_rule
+from mad_eval.voting.ties import vote_ties
 
 
 def tally(turns: list[Turn], scoring: Scoring) -> Tallies:
@@ -40,7 +43,7 @@ class Counting:
     columns, in the order tallies keep them (sorted, which fixes the bootstrap's draws).
 
     The system's answer in each round is the one the scoring rule picks
-    (mad_eval.protocols.scoring): a voting kind counts it right or wrong, a summary scores
+    (mad_eval.voting.rules): a voting kind counts it right or wrong, a summary scores
     its ROUGE. Failed turns are left out of every count; whether a question whose every voter
     failed is scored is the rule's to say (plurality: it is not)."""
 

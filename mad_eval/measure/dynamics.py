@@ -13,9 +13,10 @@ import numpy as np
 
 from mad_eval.measure.family import Add, Context, Debate, Family, ScoredRound
 from mad_eval.measure.formula import Formula, Rates, gain, percent, plain, total
+from mad_eval.measure.scoring import Scoring
 from mad_eval.measure.tallies import Tallies
-from mad_eval.protocols.scoring import Same, Scoring, same_answer_as
 from mad_eval.records import Turn
+from mad_eval.voting.groups import Same, same_answer_as
 
 
 def keys(scoring: Scoring) -> list[str]:
@@ -231,6 +232,7 @@ def questions(summary: dict[str, Any], tallies: Tallies) -> None:
 
 FAMILY = Family(
     name="dynamics",
+    console=("dynamics",),
     formulas=lambda context: dynamics_formulas(context.scoring.rounds, len(context.scoring.voters)),
     applies=lambda context: context.scoring.voted,
     keys=keys,

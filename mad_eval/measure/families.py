@@ -4,9 +4,9 @@ read them from this list and name none of them."""
 
 from __future__ import annotations
 
-from mad_eval.measure import cost, dynamics, judge_scores, matched, rouge, votes
+from mad_eval.measure import cost, dynamics, judge_scores, matched, rouge, turn_counts, votes
 from mad_eval.measure.family import Context, Family
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 
 FAMILIES: list[Family] = [
     votes.FAMILY,
@@ -15,6 +15,7 @@ FAMILIES: list[Family] = [
     cost.FAMILY,
     judge_scores.FAMILY,
     matched.FAMILY,
+    turn_counts.FAMILY,
 ]
 
 

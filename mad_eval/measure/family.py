@@ -1,6 +1,7 @@
 """What a metric family declares: its tally keys and how it counts a debate (or the judge's
-verdicts), its formulas, and which of its numbers get intervals and paired tests. Counting,
-Measuring and schema.formulas read every family from the one list in measure.families."""
+verdicts), its formulas, which of its numbers get intervals and paired tests, and its plain
+sums over turns. Counting, Measuring, Totals and schema.formulas read every family from the one
+list in measure.families."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import numpy as np
 
 from mad_eval.measure.formula import Formula
 from mad_eval.measure.prices import Price
+from mad_eval.measure.scoring import Scoring
 from mad_eval.measure.tallies import Tallies
-from mad_eval.protocols.scoring import Same, Scoring
 from mad_eval.records import Turn, Verdict
+from mad_eval.voting.groups import Same
 
 Add = Callable[[str, float, float], None]
 # A list of rows in metrics.json that numbered formula names fill: its key, the number of its
@@ -78,6 +80,31 @@ class Context:
     judge_price: Price | None = None
 
 
+@dataclass(frozen=True)
+class Count:
+    """A plain count of metrics.json: what one turn adds to it (a whole number; a bool is
+    0 or 1), summed over the run's turns."""
+
+    name: str
+    of: Callable[[Turn], int]
+    shown: bool = True  # False: counted for a Share, or for a reader of Totals, not written
+
+
+@dataclass(frozen=True)
+class Share:
+    """One count over another (in percent when `percent`); None where the second is 0."""
+
+    name: str
+    part: str
+    whole: str
+    percent: bool = False
+
+    def of(self, part: int, whole: int) -> float | None:
+        if not whole:
+            return None
+        return 100.0 * part / whole if self.percent else part / whole
+
+
 def _nothing(_: Any) -> list[str]:
     return []
 
@@ -109,3 +136,11 @@ class Family:
     paired: bool = False
     # The numbered heads of its formula names that are rows of a list (schema.locate).
     lists: dict[str, Section] = field(default_factory=dict)
+    # Plain sums over turns (Count) and ratios of two (Share), kept apart from the tallies
+    # (compute.Totals): metrics.json holds them after the formulas' numbers, in this order.
+    sums: tuple[Count | Share, ...] = ()
+    per_run: tuple[str, ...] = ()  # sums each run's row holds too (their total: the rows' sum)
+    by_round: tuple[str, ...] = ()  # sums each round's row holds too, in this order
+    # The console's panels that show its numbers (reporting.console.PANELS, which orders them):
+    # the console shows a panel where a family that applies to the run names it.
+    console: tuple[str, ...] = ()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from mad_eval.grading.rubric import CRITIQUE
 from mad_eval.measure.family import Context, Family, VerdictCounts
 from mad_eval.measure.formula import Formula, percent, plain
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Verdict
 
 
@@ -52,6 +52,7 @@ def formulas(context: Context) -> dict[str, Formula]:
 
 FAMILY = Family(
     name="critique",
+    console=("critique",),
     formulas=formulas,
     applies=lambda context: context.judged,
     verdict_keys=verdict_keys,

@@ -22,8 +22,8 @@ from mad_eval.measure.bootstrap import bootstrap_ci, paired_test
 from mad_eval.measure.family import Family
 from mad_eval.measure.formula import Formula, mean_std, percent, plain
 from mad_eval.measure.tallies import Tallies
-from mad_eval.protocols.scoring import AnswerClasses, Same, answer_groups
 from mad_eval.records import Turn, derive_seed
+from mad_eval.voting.groups import AnswerClasses, Same, answer_groups
 
 # Subsamples a question's vote of m samples is averaged over (every subset when there are
 # no more than this many), and the seed they are drawn with: a table repeats.
@@ -59,7 +59,7 @@ class SamplePool:
 class SamplePooling:
     """Pools built a debate (one run's samples of one question) at a time. Failed turns are
     no samples. A wrong answer of one seeded run joins an equivalent one of another
-    (protocols.scoring.AnswerClasses), since each run numbers its classes on its own."""
+    (voting.groups.AnswerClasses), since each run numbers its classes on its own."""
 
     def __init__(self, same: Same):
         self.same = same
@@ -276,6 +276,7 @@ def section(
 # (reporting.pairing, then `section`), not by the run's own Counting.
 FAMILY = Family(
     name="matched",
+    console=("matched",),
     formulas=lambda context: formulas(),
     keys=lambda scoring: list(KEYS),
     intervals=lambda context: list(formulas()),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from mad_eval.grading.grader import ROUGE
 from mad_eval.measure.family import Add, Context, Debate, Family
 from mad_eval.measure.formula import Formula, gain, percent
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 
 
 def keys(scoring: Scoring) -> list[str]:
@@ -45,6 +45,7 @@ def formulas(context: Context) -> dict[str, Formula]:
 
 FAMILY = Family(
     name="rouge",
+    console=("rouge",),
     formulas=formulas,
     applies=lambda context: not context.scoring.voted,
     keys=keys,

@@ -13,7 +13,7 @@ from mad_eval.measure import families
 from mad_eval.measure.family import Context, Section
 from mad_eval.measure.formula import Formula
 from mad_eval.measure.prices import Price
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import shown
 
 # metrics.json's layout. 1: the files written before `schema_version` existed (read alike).

@@ -12,8 +12,9 @@ import numpy as np
 
 from mad_eval.measure.family import Add, Context, Debate, Family
 from mad_eval.measure.formula import Formula, Rates, gain, percent, plain
-from mad_eval.protocols.scoring import Scoring, bootstrap_maj
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn
+from mad_eval.voting.maj_at_k import bootstrap_maj
 
 
 def keys(scoring: Scoring) -> list[str]:
@@ -24,7 +25,7 @@ def keys(scoring: Scoring) -> list[str]:
     `reasoning_len{r}` and `final_len{r}` (over the answers whose reasoning tokens are
     known), for debate rounds `c2i{r}` and `i2c{r}` (agents moving right->wrong and
     wrong->right into round r), and without debate `maj_boot0` (verl's bootstrap maj@K,
-    scoring.bootstrap_maj)."""
+    voting.maj_at_k.bootstrap_maj)."""
     rounds = scoring.rounds
     names = ["vote", "agent", "unanimous", "entropy", "agree", "len_right", "len_wrong"]
     names += ["reasoning_len", "final_len"]
@@ -162,6 +163,7 @@ def tests(scoring: Scoring) -> dict[str, tuple[str, str]]:
 
 FAMILY = Family(
     name="votes",
+    console=("headline", "rounds", "transitions", "reasoning", "groups"),
     formulas=formulas,
     applies=lambda context: context.scoring.voted,
     keys=keys,

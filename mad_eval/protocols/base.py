@@ -6,8 +6,8 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from mad_eval.errors import UserError
-from mad_eval.protocols.scoring import get_rule
 from mad_eval.records import shown
+from mad_eval.voting.rules import get_rule
 
 
 class ProtocolError(UserError, ValueError):
@@ -26,7 +26,7 @@ class Protocol(ABC):
     description: str
     # An agent whose own accuracy metrics.json reports next to the vote (centralized's hub).
     hub: int | None = None
-    # The scoring rule that picks the system's answer (mad_eval.protocols.scoring); None: the
+    # The scoring rule that picks the system's answer (mad_eval.voting.rules); None: the
     # benchmark kind's default (plurality; consensus for summaries).
     score: str | None = None
     # A team this protocol brings with it (heterogeneous presets); --agent/--roster override it.

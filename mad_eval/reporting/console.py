@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Group
 from rich.table import Table
 
 from mad_eval.grading.grader import ROUGE
-from mad_eval.grading.kinds import get_kind
 from mad_eval.grading.rubric import CRITIQUE, CRITIQUE_HEADERS, JUDGE_CRITERIA
-from mad_eval.protocols.scoring import RULES, default_rule
+from mad_eval.measure import families
+from mad_eval.measure.family import Context, Family
+from mad_eval.measure.scoring import Scoring
+from mad_eval.voting.rules import RULES, default_rule
 from mad_eval.words import counted
 
 
@@ -35,21 +39,56 @@ def scored_by(metrics: dict[str, Any]) -> str:
     rule = metrics.get("score") or default_rule(kind)
     if rule == default_rule(kind):
         return ""
-    described = f": {RULES[rule].description}" if rule in RULES else ""
+    described = f": {RULES.get(rule).description}" if rule in RULES else ""
     return f"Scored by score={rule}{described}."
 
 
 def metrics_view(metrics: dict[str, Any], title: str, escaping: str = "escaped") -> Group:
-    """The console's tables of a run's metrics; `escaping` says how its prompts quoted a
-    reply holding a quoting tag (results.Run.escaping)."""
+    """The console's tables of a run's metrics: the scoring rule where it is not the usual
+    one, then each panel (PANELS, in its order) that a metric family applying to the run
+    names (Family.console); `escaping` says how its prompts quoted a reply holding a quoting
+    tag (results.Run.escaping)."""
     runs = metrics["runs"]
     spread = f" (mean ± std over {runs} runs)" if runs > 1 else ""
-    heading = [scored_by(metrics)] if scored_by(metrics) else []  # above the tables
-    if not get_kind(metrics.get("kind", "math")).voted:
-        return Group(
-            *heading, *rouge_views(metrics, f"{title}{spread}"), _footer(metrics, escaping)
-        )
-    headline = Table(title=f"{title}{spread}", title_justify="left")
+    shown = View(metrics, f"{title}{spread}", escaping)
+    named = {panel for family in _applying(metrics) for panel in family.console}
+    parts = [scored_by(metrics)] if scored_by(metrics) else []  # above the tables
+    for name, panel in PANELS.items():
+        if name in named:
+            parts += panel(shown)
+    return Group(*parts)
+
+
+@dataclass(frozen=True)
+class View:
+    """What a panel is drawn from: the run's metrics.json, the headline's title and how its
+    prompts quoted replies holding a quoting tag."""
+
+    metrics: dict[str, Any]
+    title: str
+    escaping: str
+
+
+def _applying(metrics: dict[str, Any]) -> list[Family]:
+    """The metric families whose numbers metrics.json holds (paired ones too)."""
+    agents = metrics["agents"]
+    scoring = Scoring(
+        agents=agents,
+        rounds=metrics["rounds_of_debate"],
+        voters=tuple(metrics.get("voters") or range(agents)),
+        kind=metrics.get("kind", "math"),
+        seed=0,
+        hub=metrics.get("hub"),
+        rule=metrics.get("score") or "",
+    )
+    context = Context(scoring, judged=bool(metrics.get("judge")))
+    return [family for family in families.FAMILIES if family.applies(context)]
+
+
+def headline_view(view: View) -> list[Any]:
+    """Maj, Debate and Δ; without debate mean@K, maj@K and verl's estimate of maj@K."""
+    metrics = view.metrics
+    headline = Table(title=view.title, title_justify="left")
     if metrics["rounds_of_debate"] == 0:  # mad-eval single: K samples, no debate
         k = metrics["agents"]
         cells = {
@@ -70,7 +109,12 @@ def metrics_view(metrics: dict[str, Any], title: str, escaping: str = "escaped")
             fmt(metrics["debate"], metrics["debate_std"]),
             fmt(metrics["delta"], metrics["delta_std"], signed=True),
         )
+    return [headline]
 
+
+def rounds_view(view: View) -> list[Any]:
+    """Accuracy by round: the system's answer, the mean agent, the hub, unanimity."""
+    metrics = view.metrics
     hub = metrics.get("hub")
     rounds = Table(title="Accuracy by round (%)", title_justify="left")
     # The system's answer: the vote, or what the scoring rule picked.
@@ -93,45 +137,44 @@ def metrics_view(metrics: dict[str, Any], title: str, escaping: str = "escaped")
         share = row.get("prefix_share")
         cells.append("-" if share is None else f"{100 * share:.0f}%")
         rounds.add_row(*cells)
+    return [rounds]
 
-    parts: list[Any] = [*heading, headline, rounds]
-    if metrics["transitions"]:
-        moves = Table(title="Agent transitions (% of agents)", title_justify="left")
-        for name in ("rounds", "correct→incorrect", "incorrect→correct", "Δ"):
-            moves.add_column(name, justify="right")
-        for row in metrics["transitions"]:
-            moves.add_row(
-                f"{row['from_round']}→{row['to_round']}",
-                fmt(row["c2i"], row["c2i_std"]),
-                fmt(row["i2c"], row["i2c_std"]),
-                fmt(row["delta"], row["delta_std"], signed=True),
-            )
-        parts.append(moves)
-    if "drift" in metrics:
-        parts.append(dynamics_view(metrics))
-    if metrics.get("reasoning_turns") or metrics.get("truncated_in_reasoning"):
-        parts.append(reasoning_view(metrics))
-    if metrics.get("judge"):
-        parts.append(critique_view(metrics))
-    if metrics.get("matched"):
-        parts.append(matched_view(metrics))
-    if metrics.get("groups"):
-        groups = Table(title="By agent group (%)", title_justify="left")
-        for name in ("group", "agents", "Maj", "Debate", "Δ", "agent acc. round 0 → last"):
-            groups.add_column(name, justify="right")
-        for g in metrics["groups"]:
-            first, last = g["rounds"][0]["agent_accuracy"], g["rounds"][-1]["agent_accuracy"]
-            groups.add_row(
-                g["group"],
-                ",".join(map(str, g["agents"])),
-                fmt(g["maj"]),
-                fmt(g["debate"]),
-                fmt(g["delta"], signed=True),
-                f"{fmt(first)} → {fmt(last)}",
-            )
-        parts.append(groups)
-    parts.append(_footer(metrics, escaping))
-    return Group(*parts)
+
+def transitions_view(view: View) -> list[Any]:
+    """The agents' moves between rounds (none without debate)."""
+    if not view.metrics["transitions"]:
+        return []
+    moves = Table(title="Agent transitions (% of agents)", title_justify="left")
+    for name in ("rounds", "correct→incorrect", "incorrect→correct", "Δ"):
+        moves.add_column(name, justify="right")
+    for row in view.metrics["transitions"]:
+        moves.add_row(
+            f"{row['from_round']}→{row['to_round']}",
+            fmt(row["c2i"], row["c2i_std"]),
+            fmt(row["i2c"], row["i2c_std"]),
+            fmt(row["delta"], row["delta_std"], signed=True),
+        )
+    return [moves]
+
+
+def groups_view(view: View) -> list[Any]:
+    """Each agent group's own vote, where the team has several groups."""
+    if not view.metrics.get("groups"):
+        return []
+    groups = Table(title="By agent group (%)", title_justify="left")
+    for name in ("group", "agents", "Maj", "Debate", "Δ", "agent acc. round 0 → last"):
+        groups.add_column(name, justify="right")
+    for g in view.metrics["groups"]:
+        first, last = g["rounds"][0]["agent_accuracy"], g["rounds"][-1]["agent_accuracy"]
+        groups.add_row(
+            g["group"],
+            ",".join(map(str, g["agents"])),
+            fmt(g["maj"]),
+            fmt(g["debate"]),
+            fmt(g["delta"], signed=True),
+            f"{fmt(first)} → {fmt(last)}",
+        )
+    return [groups]
 
 
 def rouge_views(metrics: dict[str, Any], title: str) -> list[Any]:
@@ -157,10 +200,7 @@ def rouge_views(metrics: dict[str, Any], title: str) -> list[Any]:
             fmt(row["agent_rougeL"], row["agent_rougeL_std"]),
             "-" if share is None else f"{100 * share:.0f}%",
         )
-    parts: list[Any] = [headline, rounds]
-    if metrics.get("judge"):
-        parts.append(critique_view(metrics))
-    return parts
+    return [headline, rounds]
 
 
 def matched_view(metrics: dict[str, Any]) -> Table:
@@ -299,3 +339,27 @@ def critique_view(metrics: dict[str, Any]) -> Table:
             str(counts["judge_failures"]),
         )
     return table
+
+
+def _when(present: Callable[[dict[str, Any]], bool], draw: Callable[[dict[str, Any]], Any]):
+    """A panel of one table, drawn where metrics.json holds its numbers."""
+    return lambda view: [draw(view.metrics)] if present(view.metrics) else []
+
+
+# The console's panels in the order it prints them; each metric family names those that show
+# its numbers (Family.console). A panel draws nothing where metrics.json lacks its numbers.
+PANELS: dict[str, Callable[[View], list[Any]]] = {
+    "headline": headline_view,
+    "rounds": rounds_view,
+    "transitions": transitions_view,
+    "rouge": lambda view: rouge_views(view.metrics, view.title),
+    "dynamics": _when(lambda m: "drift" in m, dynamics_view),
+    "reasoning": _when(
+        lambda m: bool(m.get("reasoning_turns") or m.get("truncated_in_reasoning")),
+        reasoning_view,
+    ),
+    "critique": _when(lambda m: bool(m.get("judge")), critique_view),
+    "matched": _when(lambda m: bool(m.get("matched")), matched_view),
+    "groups": groups_view,
+    "footer": lambda view: [_footer(view.metrics, view.escaping)],
+}

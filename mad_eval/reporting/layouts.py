@@ -18,9 +18,7 @@ class Column:
     better: str | None = "max"  # which end is bolded: max, min or None
     digits: int = 1
     signed: bool = False
-    scored: bool = (
-        False  # the system's answer, so the run's scoring rule (mad_eval.protocols.scoring)
-    )
+    scored: bool = False  # the system's answer, so the run's scoring rule (mad_eval.voting.rules)
     optional: bool = False  # left out of a table where no method has a value for it
     # A number of the same run this one is tested against (on the questions both
     # have), instead of the baseline method's same number.
@@ -52,7 +50,7 @@ def _single(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
 
 
 def _single_bootstrap(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
-    """mean@K and verl's maj@K/mean (protocols.scoring.bootstrap_maj), which metrics.json
+    """mean@K and verl's maj@K/mean (voting.maj_at_k.bootstrap_maj), which metrics.json
     has for runs without debate only (`maj_at_k_bootstrap`)."""
     return [
         (

@@ -13,7 +13,7 @@ from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.measure.matched import SamplePool, SamplePooling, Spending, formulas, match, section
 from mad_eval.measure.prices import Prices
 from mad_eval.measure.schema import check_version
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.reporting.results import Run, Sink, load_run, name_runs
 from mad_eval.store.folder import RunStore, StoreError, read_debates
 from mad_eval.store.manifest import RunManifest

@@ -15,7 +15,7 @@ from mad_eval.measure.compute import Measuring, Totals
 from mad_eval.measure.counts import Tallies
 from mad_eval.measure.prices import Price, Prices
 from mad_eval.measure.schema import Formula, formulas
-from mad_eval.protocols.scoring import Scoring
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn, Verdict
 from mad_eval.sanitize import valid_text, valid_value
 from mad_eval.setup.config import RecordedConfig
@@ -314,7 +314,7 @@ def load_run(
     found, metrics, totals = measure(manifest, debates, verdicts, prices, sinks)
     if shape.grades is None:  # no golds to hold its verdicts to
         metrics["alerts"] = [*metrics["alerts"], UNCHECKED]
-    failed = totals.all["failed_sent"]
+    failed = totals.total("failed_sent")
     return Run(
         store.root,
         manifest,

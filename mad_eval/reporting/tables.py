@@ -14,10 +14,10 @@ import numpy as np
 from mad_eval.measure.bootstrap import REPLICATES, bootstrap_ci, paired_test
 from mad_eval.measure.families import differences
 from mad_eval.measure.schema import lookup
-from mad_eval.protocols.scoring import RULES, default_rule
 from mad_eval.reporting.layouts import LAYOUT_NOTES, LAYOUTS, Column
 from mad_eval.reporting.results import Run
 from mad_eval.sanitize import valid_value
+from mad_eval.voting.rules import RULES, default_rule
 from mad_eval.words import counted
 
 if TYPE_CHECKING:  # pandas loads when a table is made, not when the CLI starts
@@ -57,7 +57,7 @@ def tidy(
     bootstrap interval over questions. `p_value` tests a Δ against zero (Debate against
     Maj on the same questions; I→C against C→I), and any other number against the
     baseline method's on the questions both answered (the first method unless named).
-    `score` names the scoring rule (mad_eval.protocols.scoring) behind a number that is the system's
+    `score` names the scoring rule (mad_eval.voting.rules) behind a number that is the system's
     answer (Maj, Debate, the vote by round, the picked summary's ROUGE); it is empty for the
     agents' own numbers. Markdown and LaTeX name a rule in the row label where it is not the
     usual one (plurality; consensus for summaries).
@@ -348,7 +348,7 @@ def _notes(frame: pd.DataFrame, g: Grid) -> list[str]:
     layout = frame["layout"].iloc[0]
     notes = [LAYOUT_NOTES[layout]] if layout in LAYOUT_NOTES else []
     rules = dict.fromkeys(rule for found in g.scores.values() for rule in found)
-    return notes + [f"score={rule}: {RULES[rule].description}" for rule in rules]
+    return notes + [f"score={rule}: {RULES.get(rule).description}" for rule in rules]
 
 
 def _has_bars(g: Grid, error: str) -> bool:

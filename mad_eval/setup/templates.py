@@ -22,6 +22,7 @@ import jinja2
 from jinja2 import nodes
 
 from mad_eval.errors import UserError
+from mad_eval.grading.reasoning import tag_pattern
 from mad_eval.records import Messages, shown
 from mad_eval.setup import sandbox
 from mad_eval.setup.config import project_folder, spec_files
@@ -49,11 +50,6 @@ VARIABLES = {
 }
 DEBATE_ONLY = ("responses", "peers", "own")
 MAX_SOURCE = 1_000_000  # characters of a template's text
-
-
-def tag_pattern(*names: str) -> re.Pattern[str]:
-    """The "<" that opens or closes one of these tags, however spaced or cased."""
-    return re.compile(r"<(?=\s*/?\s*(?:{})\b)".format("|".join(names)), re.IGNORECASE)
 
 
 class TemplateError(UserError, ValueError):

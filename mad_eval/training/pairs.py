@@ -27,10 +27,10 @@ from itertools import combinations
 from typing import Any
 
 from mad_eval.grading.grader import equivalent, same_answer
-from mad_eval.protocols.scoring import answer_groups
 from mad_eval.records import derive_seed
 from mad_eval.training.errors import TrainingError
 from mad_eval.training.rollouts import Rollout
+from mad_eval.voting.groups import answer_groups
 
 PAIRINGS = {"rand": "random", "freq": "frequency"}
 
@@ -45,7 +45,7 @@ def pairing_rule(name: str) -> str:
 
 @dataclass(frozen=True)
 class _Graded:
-    """One rollout as protocols.scoring.answer_groups reads it."""
+    """One rollout as voting.groups.answer_groups reads it."""
 
     index: int
     answer: str | None

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mad_eval.protocols.scoring import answer_groups, get_rule, same_answer_as, vote_ties
 from mad_eval.records import Question, Turn, Verdict
 from mad_eval.reporting.results import Run
 from mad_eval.sanitize import redact
 from mad_eval.store.metrics import read_metrics
+from mad_eval.voting.groups import answer_groups, same_answer_as
+from mad_eval.voting.rules import get_rule
+from mad_eval.voting.ties import vote_ties
 
 # Tags a debate row may carry; the overview offers each as a filter.
 TAGS = {

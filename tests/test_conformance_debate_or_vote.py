@@ -210,7 +210,7 @@ def debate_prompts(
         "centralized": lambda: Centralized(hub=0),
     }[topology]()
     config = RunConfig(
-        protocol=topology, agents=agents, rounds=1, prompt_template=str(template.path),
+        protocol=topology, agents=agents, rounds=1, prompt_style=str(template.path),
         quote=quote, template="bare", max_tokens=512,
     )  # fmt: skip
     question = Question(case["id"], case["question"], "1", kind="number", answer="dov-math")

@@ -435,7 +435,7 @@ def _questions(
     answer = _answer_protocol(config.answer_protocol, *kind)
     spec, questions = shared.once(
         ("questions", config.benchmark, str(data_dir), config.limit),
-        lambda: load_questions(config.benchmark, data_dir, config.limit),
+        lambda: load_questions(config.benchmark, _path(data_dir), config.limit),
     )
     questions = [q if q.answer == answer else replace(q, answer=answer) for q in questions]
     return spec, questions, answer
@@ -610,8 +610,12 @@ def _backend(
     return Cached(backend, cache, identity)
 
 
+def _path(given: str | None) -> Path | None:
+    return Path(given) if given else None
+
+
 def _roster(
-    agent_options: list[str], roster_file: Path | None, choice: Choice
+    agent_options: list[str], roster_file: str | None, choice: Choice
 ) -> tuple[Entry, ...]:
     if agent_options and roster_file:
         raise ConfigError("give the team with --agent options or with --roster, not both.")

@@ -352,7 +352,7 @@ def name_runs(
     """Name loaded runs' methods as load_runs does."""
     labels = dict(labels or {})
     described = [run.describe() for run in runs]
-    fields = LABEL_FIELDS
+    fields: tuple[str, ...] = LABEL_FIELDS
     if all(run.single for run in runs):
         fields = tuple(f for f in fields if f != "agents")  # K is shown per benchmark
     # The fewest differing settings that tell the runs of each benchmark apart, in order.

@@ -614,9 +614,7 @@ def _path(given: str | None) -> Path | None:
     return Path(given) if given else None
 
 
-def _roster(
-    agent_options: list[str], roster_file: str | None, choice: Choice
-) -> tuple[Entry, ...]:
+def _roster(agent_options: list[str], roster_file: str | None, choice: Choice) -> tuple[Entry, ...]:
     if agent_options and roster_file:
         raise ConfigError("give the team with --agent options or with --roster, not both.")
     if agent_options:

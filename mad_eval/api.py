@@ -3,7 +3,7 @@ answers, judge critiques, recompute and load results. The command line is a thin
 over these functions, and their keywords are its long options with underscores:
 
     import mad_eval
-    result = mad_eval.run(model="openai:my-ckpt", base_urls=["http://localhost:8000/v1"],
+    result = mad_eval.run(model="openai:my-ckpt", base_url="http://localhost:8000/v1",
                           benchmark="math500", data_dir="data", agents=5, rounds=3)
     result.maj, result.debate, result.delta, result.turns()  # a pandas DataFrame
 
@@ -12,7 +12,8 @@ event loop of its own (in a thread when the caller's loop is running, as in Jupy
 needs no `if __name__ == "__main__":` guard. It prints nothing unless given a Listener (its
 notes go to the `mad_eval` logger, which `logging.basicConfig()` shows), but a result whose
 final answers mostly went unread warns (`SuspiciousResult`, a UserWarning). Errors and
-warnings name these functions' keywords (`data_dir=`), not the command line's options.
+warnings name these functions' keywords (`data_dir`), not the command line's options
+(`--data-dir`); a keyword that is not a call's is refused with the nearest one.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ import functools
 import inspect
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mad_eval.errors import COMMAND_LINE, SuspiciousResult, UserError, for_keywords
 from mad_eval.progress import Listener
-from mad_eval.words import counted
+from mad_eval.setup.config import RENAMED
+from mad_eval.words import counted, did_you_mean
 
 if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
     from collections.abc import Coroutine
@@ -62,15 +64,30 @@ __all__ = [
 ]
 
 Call = TypeVar("Call", bound=Callable[..., Any])
+# Run folders as a call takes them: a list, or one folder.
+Folders = str | Path | Sequence[str | Path]
+
+
+def _folders(given: Folders) -> list[Path]:
+    """Run folders as given: a bare path is one folder, never a list of its characters."""
+    if isinstance(given, str | Path):
+        return [Path(given)]
+    return [Path(folder) for folder in given]
+
+
+class KeywordError(UserError, TypeError):
+    """A call was given a keyword it does not take; the message names the one meant."""
 
 
 def _worded(call: Call) -> Call:
-    """`call` whose errors name its keywords (pass data_dir=) where the caller is a program,
-    not the command line (which names its options: pass --data-dir)."""
+    """`call` whose errors name its keywords (pass data_dir) where the caller is a program,
+    not the command line (which names its options: pass --data-dir), and which refuses a
+    keyword it does not take with the one meant."""
 
     @functools.wraps(call)
     def worded(*args: Any, **kwargs: Any) -> Any:
         try:
+            _check_keywords(call, kwargs)
             return call(*args, **kwargs)
         except UserError as exc:
             if not COMMAND_LINE.get() and exc.args and isinstance(exc.args[0], str):
@@ -80,16 +97,30 @@ def _worded(call: Call) -> Call:
     return worded  # type: ignore[return-value]
 
 
-def _keywords(call: Callable[..., Any]) -> dict[str, Any]:
-    """A call's keywords with their defaults; a run's settings for one that takes them."""
+def _check_keywords(call: Callable[..., Any], given: dict[str, Any]) -> None:
+    """Refuse a keyword `call` does not take: a renamed one with its new name, another with
+    the nearest (a run's settings are checked by name as they are planned)."""
+    params = inspect.signature(call).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    for name in given:
+        if name in params:
+            continue
+        if RENAMED.get(name) in params:
+            raise KeywordError(f"'{name}' is now '{RENAMED[name]}': give it by its new name.")
+        raise KeywordError(
+            f"{call.__name__}() takes no '{name}'{did_you_mean(name, params)}; "
+            f"it takes {', '.join(params)}."
+        )
+
+
+def _keywords(call: Callable[..., Any]) -> set[str]:
+    """A call's keywords; a run's settings too for one that takes them."""
     from mad_eval.setup.config import run_defaults
 
-    found: dict[str, Any] = {}
+    found: set[str] = set()
     for name, param in inspect.signature(call).parameters.items():
-        if param.kind is param.VAR_KEYWORD:
-            found |= run_defaults()
-        else:
-            found[name] = None if param.default is param.empty else param.default
+        found |= set(run_defaults()) if param.kind is param.VAR_KEYWORD else {name}
     return found
 
 
@@ -125,7 +156,7 @@ def run(
 ) -> Run:
     """Run (or resume) a multi-agent debate and return its results. `settings` are run
     options by name (mad_eval.setup.settings.RunSettings: protocol, agents, rounds, model,
-    base_urls, benchmark, data_dir, limit, runs, seed, temperature, ...; see `mad-eval run
+    base_url, benchmark, data_dir, limit, runs, seed, temperature, ...; see `mad-eval run
     --help`), each refused in one sentence if unknown or of the wrong type; `out` is the
     run folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>, then each
     setting not at its default, e.g. -temperature0.7). A model
@@ -156,7 +187,7 @@ def run(
             return report(store.root)
 
         def job(urls: list[str]) -> Coroutine[Any, Any, None]:
-            planned = make_plan({**settings, "base_urls": urls}, serving=record)
+            planned = make_plan({**settings, "base_url": urls}, serving=record)
             return execute([Job(planned, store, retry_failed)], listener)
 
         left = whole.requests - whole.held()
@@ -187,7 +218,7 @@ def _planned(
     # A dry run's plan shares nothing, so no request cache is opened.
     plan = make_plan(given, Shared(None) if dry_run else None, serving=record)
     if out is None:  # a folder whose name mad-eval chose may not be a planted link
-        store = RunStore(plan.config.default_out(plan.spec.max_tokens), named=True)
+        store = RunStore(plan.config.default_out(plan.spec.max_tokens, plan.single), named=True)
     else:
         store = RunStore(Path(out))
     refuse_records(store.root, run_folder=True)  # never inside another run's records
@@ -267,7 +298,7 @@ def judge(
 ) -> Run:
     """Score every debate turn's critique with the LLM judge `judge` (a model spec) into
     the run's judge.jsonl, and return the run's results with the critique scores.
-    `operational` takes how requests travel: base_urls, concurrency, timeout, retries,
+    `operational` takes how requests travel: base_url, concurrency, timeout, retries,
     backoff and cache (mad_eval.setup.settings.RequestSettings)."""
     from mad_eval.debate.execute import drive
     from mad_eval.judging.runner import judge_run
@@ -330,16 +361,17 @@ def load_run(run_dir: str | Path, prices: str | Path | None = None) -> Run:
 
 @_worded
 def load_runs(
-    run_dirs: list[str | Path],
-    labels: dict[str, str] | None = None,
+    run_dirs: Folders,
+    label: dict[str, str] | None = None,
     prices: str | Path | None = None,
 ) -> list[Run]:
-    """Several runs' results, each named for the setting that tells it apart (or `labels`:
-    folder -> name), as tables compare them."""
+    """Several runs' results, each named for the setting that tells it apart (or `label`:
+    folder -> name), as tables compare them. `run_dirs`: a list of run folders (a single
+    path is one folder, never a list of its characters)."""
     from mad_eval.measure.prices import read_prices
     from mad_eval.reporting import results
 
-    return results.load_runs([Path(d) for d in run_dirs], labels, prices=read_prices(prices))
+    return results.load_runs(_folders(run_dirs), label, prices=read_prices(prices))
 
 
 @_worded
@@ -397,41 +429,41 @@ def experiment_tables(path: str | Path, replicates: int | None = None) -> list[P
 
 
 @_worded
-def view(run_dirs: list[str | Path], out: str | Path = "results/view") -> Path:
+def view(run_dirs: Folders, out: str | Path = "results/view") -> Path:
     """Write a static site of the runs' debates into `out` (opens from file://, needs no
     server or network: docs/how-to/read-debates.md); return its index.html. `run_dirs`: run
-    folders, or folders holding them."""
+    folders, or folders holding them (one path: one folder)."""
     from mad_eval.reporting.paper import run_folders
     from mad_eval.viewer import load_view, write_site
 
-    roots = run_folders([Path(d) for d in run_dirs])
+    roots = run_folders(_folders(run_dirs))
     return write_site([load_view(root) for root in roots], Path(out))
 
 
 @_worded
 def table(
-    run_dirs: list[str | Path],
+    run_dirs: Folders,
     layout: str = "debate",
     *,
     format: str = "md",
-    labels: dict[str, str] | list[str] | None = None,
+    label: dict[str, str] | list[str] | None = None,
     baseline: str | None = None,
     error: str = "std",
     replicates: int | None = None,
     out: str | Path | None = None,
     prices: str | Path | None = None,
 ) -> str:
-    """A paper table of the runs (run folders, or folders holding them), grouped by
-    benchmark and method, as CSV, LaTeX or Markdown text (`format`), also written to `out`
-    when given. `labels` names runs' methods (folder -> name, or RUN=NAME strings);
-    `replicates`: bootstrap resamples (default 2000)."""
+    """A paper table of the runs (run folders, or folders holding them; one path: one
+    folder), grouped by benchmark and method, as CSV, LaTeX or Markdown text (`format`),
+    also written to `out` when given. `label` names runs' methods (folder -> name, or
+    RUN=NAME strings); `replicates`: bootstrap resamples (default 2000)."""
     from mad_eval.reporting.paper import make_table
 
     return make_table(
-        [Path(d) for d in run_dirs],
+        _folders(run_dirs),
         layout,
         format,
-        labels,
+        label,
         baseline,
         error,
         replicates,
@@ -442,18 +474,19 @@ def table(
 
 @_worded
 def plot(
-    run_dirs: list[str | Path],
+    run_dirs: Folders,
     out: str | Path = "results/plots",
     *,
-    labels: dict[str, str] | list[str] | None = None,
+    label: dict[str, str] | list[str] | None = None,
     replicates: int | None = None,
 ) -> list[Path]:
     """Draw the runs' figures (accuracy by round, transitions, diversity, margin, drift,
     stopping; budget where a debate run has its single run) as PNG files in `out`; return
-    the files written. `run_dirs`: run folders, or folders holding them."""
+    the files written. `run_dirs`: run folders, or folders holding them (one path: one
+    folder). `label` names runs' methods, as table's does."""
     from mad_eval.reporting.paper import make_plots
 
-    return make_plots([Path(d) for d in run_dirs], Path(out), labels, replicates)
+    return make_plots(_folders(run_dirs), Path(out), label, replicates)
 
 
 @_worded

@@ -9,7 +9,7 @@ module that could raise one.
 import re
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -69,27 +69,12 @@ class SuspiciousResult(UserWarning):
 
 
 # Whether the command line is the caller (it sets this around each library call): its
-# messages name options (--data-dir), a library caller's name keywords (data_dir=).
+# messages name options (--data-dir), a library caller's name keywords (data_dir).
 COMMAND_LINE: ContextVar[bool] = ContextVar("mad_eval_command_line", default=False)
 
-# Long options whose keyword is not their name with underscores.
-KEYWORDS = {
-    "base-url": "base_urls",
-    "prompt-template": "prompt_style",
-    "prompt-style": "prompt_style",
-    "label": "labels",
-}
-# An option's value as a sentence gives it after the option: quoted, or a word holding a
-# capital, digit or sign (URL, openai:NAME, 0.5), or a plain word that ends a clause
-# (--quote verbatim.) and is not the sentence going on (leave --agents out).
-_VALUE = (
-    r"'[^']*'"
-    r"|[^\s,;()']*[A-Z0-9:/=_*@][^\s,;()']*?(?=\.?(?:[\s,;()]|$))"
-    r"|(?!(?:and|but|for|in|of|on|or|out|so|to|too)\b)[a-z][a-z-]*(?=[.,;:)]|$)"
-)
 # An option as a sentence names it; one inside quotes is a value the sentence shows (a
 # recorded `vllm serve` argument, '--seed'), never reworded.
-_OPTION = re.compile(r"(?<!['\"\w-])--(?P<name>[a-z][a-z0-9-]*)(?: (?P<value>" + _VALUE + "))?")
+_OPTION = re.compile(r"(?<!['\"\w-])--([a-z][a-z0-9-]*)")
 
 
 @contextmanager
@@ -102,25 +87,13 @@ def on_command_line() -> Iterator[None]:
         COMMAND_LINE.reset(token)
 
 
-def keyword_of(option: str) -> str:
-    """A long option's keyword in the library: --data-dir is data_dir, --base-url base_urls."""
-    name = option.removeprefix("--")
-    return KEYWORDS.get(name, name.replace("-", "_"))
-
-
-def for_keywords(text: str, keywords: Mapping[str, Any]) -> str:
+def for_keywords(text: str, keywords: Collection[str]) -> str:
     """`text` as a caller of the library reads it: each option that is one of its call's
-    `keywords` (name -> default) written as that keyword, `name=value` with the value the
-    sentence gives it, `name=True` for a switch, `name=` after "pass", else the bare name."""
+    `keywords` written as that keyword (--data-dir as data_dir: a keyword is its long
+    option with underscores)."""
 
     def keyword(found: re.Match[str]) -> str:
-        name, value = keyword_of(found["name"]), found["value"]
-        if name not in keywords:
-            return found[0]
-        if isinstance(keywords[name], bool):
-            return f"{name}=True" + (f" {value}" if value else "")
-        if value:
-            return f"{name}={value}"
-        return f"{name}=" if text[: found.start()].endswith("pass ") else name
+        name = found[1].replace("-", "_")
+        return name if name in keywords else found[0]
 
     return _OPTION.sub(keyword, text)

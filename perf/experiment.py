@@ -83,7 +83,7 @@ def sequential(cells: list[tuple[Path, int, int]], args: argparse.Namespace, out
                           "--concurrency", str(args.concurrency), "--max-tokens", "64",
                           "--out", str(out / f"cell{i}")))  # fmt: skip
         else:
-            api.run(model=MODEL, base_urls=[args.url], benchmark=str(benchmark),
+            api.run(model=MODEL, base_url=[args.url], benchmark=str(benchmark),
                     agents=agents, rounds=rounds, concurrency=args.concurrency,
                     max_tokens=64, out=out / f"cell{i}")  # fmt: skip
     return time.perf_counter() - start
@@ -125,7 +125,7 @@ def main() -> None:
     with Stub(args.latency) as stub:
         args.url = stub.url
         if not args.processes:  # imports and first connections, outside both timings
-            api.run(model=MODEL, base_urls=[stub.url], benchmark=str(benchmarks[0]),
+            api.run(model=MODEL, base_url=[stub.url], benchmark=str(benchmarks[0]),
                     agents=2, rounds=1, limit=1, out=work / "warm-up")  # fmt: skip
         for i in range(args.repeat):
             pair = work / f"pair{i}"

@@ -12,10 +12,11 @@ folders' own paths are written as <TREE> and <OUT> before comparing. Keys added 
 (ADDED: metrics.json's schema_version, the manifest's benchmark.answer_revision, a turn's
 reply; issue 35's alerts) are dropped, and a CSV's numbers are compared at the 12 significant
 digits issue 35's tables write. Masked: timing fields
-(any key holding "latency", the keys in TIMING) and the numbers of a table line naming a
-latency. turns.jsonl is compared in key order (run, question, round, agent): the order of
-its lines is the order the concurrent debates finished in, which no run repeats. Prints
-each difference; exits 1 if there is any.
+(any key holding "latency", the keys in TIMING), the numbers of a table line naming a
+latency and those of a table's timed columns (the cost layout's latency s and wall s).
+turns.jsonl is compared in key order (run, question, round, agent): the order of its lines
+is the order the concurrent debates finished in, which no run repeats. Prints each
+difference; exits 1 if there is any.
 """
 
 from __future__ import annotations
@@ -134,7 +135,26 @@ def lines_of(path: Path, tree: Path, out: Path) -> list[str]:
     lines = text.splitlines()
     if path.suffix == ".csv":  # issue 35 writes 12 significant digits: both sides alike
         lines = [NUMBER.sub(lambda m: f"{float(m[0]):.12g}", line) for line in lines]
-    return [NUMBER.sub("<t>", line) if "latency" in line else line for line in lines]
+    lines = [NUMBER.sub("<t>", line) if "latency" in line else line for line in lines]
+    return timed_columns_masked(lines, "|" if path.suffix == ".md" else "&")
+
+
+def timed_columns_masked(lines: list[str], sep: str) -> list[str]:
+    """A Markdown or LaTeX table's lines with the numbers of its timed columns (a header
+    naming "latency s" or "wall s", as the cost layout's) masked: the seconds a run took."""
+    timed: set[int] = set()
+    found = []
+    for line in lines:
+        cells = line.split(sep)
+        if any(cell.strip().endswith(("latency s", "wall s")) for cell in cells):
+            timed = {
+                i for i, cell in enumerate(cells) if cell.strip().endswith(("latency s", "wall s"))
+            }
+        elif timed and len(cells) > max(timed):
+            cells = [NUMBER.sub("<t>", c) if i in timed else c for i, c in enumerate(cells)]
+            line = sep.join(cells)
+        found.append(line)
+    return found
 
 
 def compared(root: Path) -> list[Path]:

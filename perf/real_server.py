@@ -55,7 +55,7 @@ def recorded(args: argparse.Namespace, work: Path) -> list[dict]:
     """The requests mad-eval's run sends, as perf/instant.py's server received them."""
     bodies = work / "bodies.jsonl"
     with instant_server(record=bodies) as url:
-        api.run(model="openai:instant", base_urls=[url], out=work / "recording",
+        api.run(model="openai:instant", base_url=[url], out=work / "recording",
                 tokenizer=args.tokenizer, **settings(args))  # fmt: skip
     return [json.loads(line) for line in bodies.open()]
 
@@ -65,7 +65,7 @@ def through_mad_eval(url: str, args: argparse.Namespace, out: Path) -> tuple[flo
     timing = Timing()
     with warnings.catch_warnings():  # a small model's cut-off replies: not what is measured
         warnings.simplefilter("ignore")
-        api.run(model=f"openai:{args.name}", base_urls=[url], out=out, tokenizer=args.tokenizer,
+        api.run(model=f"openai:{args.name}", base_url=[url], out=out, tokenizer=args.tokenizer,
                 listener=timing, **settings(args))  # fmt: skip
     turns = [json.loads(line) for line in (out / "turns.jsonl").open()]
     failed = [t for t in turns if t["error"] is not None]

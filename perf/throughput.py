@@ -56,7 +56,7 @@ class Timing(api.Listener):
 def debate(urls: list[str], benchmark: Path, out: Path, args: argparse.Namespace) -> None:
     """One run to its end; prints what it measured of the debate."""
     timing = Timing()
-    api.run(model="openai:stub-model", base_urls=urls, benchmark=str(benchmark),
+    api.run(model="openai:stub-model", base_url=urls, benchmark=str(benchmark),
             agents=args.agents, rounds=args.rounds, max_tokens=64, out=out,
             concurrency=args.concurrency, cache=args.cache, listener=timing)  # fmt: skip
     turns = [json.loads(line) for line in (out / "turns.jsonl").open()]

@@ -35,7 +35,7 @@ def test_table_is_the_commands_table_and_writes_the_same_file(runs):
     assert text == (GOLDEN / "debate.md").read_text()
     written = mad_eval.table(
         [runs / "alpha", runs / "beta"], "rounds", format="csv", out=runs / "api.csv",
-        labels={str(runs / "beta"): "B"}, replicates=200,
+        label={str(runs / "beta"): "B"}, replicates=200,
     )  # fmt: skip
     assert (runs / "api.csv").read_text() == written and "B," in written
     args = ("table", "alpha", "beta", "--layout", "rounds", "--format", "csv", "--out", "cli.csv")
@@ -51,8 +51,8 @@ def test_table_options_are_checked_in_the_library(runs):
         mad_eval.table([runs / "alpha"], "ablation")
     with pytest.raises(TableError, match=r"^replicates must be at least 100, got 5"):
         mad_eval.table([runs / "alpha"], replicates=5)
-    with pytest.raises(StoreError, match=r"^labels='alpha' must look like RUN_DIR=NAME"):
-        mad_eval.table([runs / "alpha"], labels=["alpha"])
+    with pytest.raises(StoreError, match=r"^label 'alpha' must look like RUN_DIR=NAME"):
+        mad_eval.table([runs / "alpha"], label=["alpha"])
 
 
 @pytest.mark.slow

@@ -140,7 +140,7 @@ def test_a_dapo_run_votes_on_verls_predictions(tmp_path: Path, shared_data: Path
 
     with StubServer(reply=reply) as server:
         mad_eval.run(
-            model="openai:stub-model", base_urls=[server.base_url], benchmark="aime24_dapo",
+            model="openai:stub-model", base_url=[server.base_url], benchmark="aime24_dapo",
             data_dir=shared_data, limit=1, agents=4, rounds=0, out=tmp_path / "r",
         )  # fmt: skip
     turns = [json.loads(line) for line in (tmp_path / "r" / "turns.jsonl").read_text().splitlines()]

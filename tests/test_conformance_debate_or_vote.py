@@ -259,7 +259,7 @@ def test_the_dov_template_sends_the_prompts_debate_or_vote_builds(tmp_path: Path
 
 def test_a_verbatim_template_with_another_quote_is_refused() -> None:
     with pytest.raises(ConfigError, match="--quote verbatim"):
-        make_plan({"protocol": "decentralized", "agents": 3, "prompt_style": "dov", "limit": 1})
+        make_plan({"protocol": "decentralized", "agents": 3, "prompt_template": "dov", "limit": 1})
 
 
 def test_gsm8k_dov_reads_and_limits_as_debate_or_vote() -> None:

@@ -87,12 +87,15 @@ def test_the_heterogeneous_preset_breaks_metrics_down_by_group(tmp_path):
         assert groups[name]["rounds"][0]["agent_accuracy"] == pytest.approx(expected)
 
 
-def test_prompt_style_comes_from_the_preset_or_the_option(tmp_path):
+def test_the_prompt_template_comes_from_the_preset_or_the_option(tmp_path):
     manifest = manifest_of(run_ok(tmp_path, "--protocol", "verification", out="a"))
     assert manifest["prompt"]["style"] == "verification"
-    assert manifest["config"]["prompt_style"] == "verification"
-    manifest = manifest_of(run_ok(tmp_path, "--prompt-style", "personas", out="b"))
+    assert manifest["config"]["prompt_style"] == "verification"  # recorded as it always was
+    manifest = manifest_of(run_ok(tmp_path, "--prompt-template", "personas", out="b"))
     assert manifest["prompt"]["style"] == "personas"
+    old = mad_eval("run", "--prompt-style", "personas", "--out", "c", cwd=tmp_path)
+    assert old.returncode == 2 and "--prompt-style is now --prompt-template" in old.stderr
+    assert not (tmp_path / "c").exists()
 
 
 @pytest.mark.slow
@@ -304,8 +307,8 @@ def test_a_prompt_that_cannot_fit_is_a_failed_turn_never_sent(tmp_path):
     [
         (["--protocol", "centralized", "--agents", "1"], "centralized needs at least 2 agents"),
         (["--protocol", "sparse", "--agents", "2"], "sparse with degree 2 needs at least 3"),
-        (["--prompt-style", "loud"], "unknown prompt template 'loud'; built in: anonymous,"),
-        (["--prompt-style", "roles", "--agents", "1"], "roles needs at least 2 agents"),
+        (["--prompt-template", "loud"], "unknown prompt template 'loud'; built in: anonymous,"),
+        (["--prompt-template", "roles", "--agents", "1"], "roles needs at least 2 agents"),
         (["--agent", "sim*x"], "cannot read --agent 'sim*x'"),
         (["--agent", "sim", "--roster", "team.toml"], "with --agent options or with --roster"),
         (["--agent", "sim*2", "--agents", "3"], "the roster has 2 agents but --agents is 3"),

@@ -41,7 +41,7 @@ def test_a_manifests_model_name_reaches_the_csv_as_text(tmp_path: Path):
     assert not any(line.startswith(("=", "+", "-", "@")) for line in text.splitlines())
     assert pd.read_csv(io.StringIO(text))["value"].dtype.kind == "f"  # numbers stay numbers
 
-    labelled = mad_eval.table([run], format="csv", labels={"r": "-1+1"})
+    labelled = mad_eval.table([run], format="csv", label={"r": "-1+1"})
     assert set(pd.read_csv(io.StringIO(labelled))["method"]) == {"'-1+1"}
 
 

@@ -49,7 +49,7 @@ def served(tmp_path: Path, server: StubServer, name: str = "r", **settings: Any)
     options: dict[str, Any] = dict(agents=3, rounds=1, limit=4, retries=3, backoff=0.01)
     return mad_eval.run(
         model="openai:stub-model",
-        base_urls=[server.base_url],
+        base_url=[server.base_url],
         benchmark="arith",
         out=tmp_path / name,
         **(options | settings),

@@ -80,13 +80,13 @@ def test_no_secret_reaches_a_file_of_a_run_a_judge_or_the_viewer(tmp_path):
     run_dir, site = tmp_path / "run", tmp_path / "site"
     with StubServer(fault=echo_half) as server:
         url = with_login(server.base_url)
-        settings = dict(model="openai:stub-model", base_urls=[url], extra_body=BODY, **FAST)
+        settings = dict(model="openai:stub-model", base_url=[url], extra_body=BODY, **FAST)
         settings |= dict(benchmark="arith", limit=4, agents=2, rounds=1)
         mad_eval.run(out=run_dir, **settings)
         # Resumed: the recorded (redacted) configuration is the one asked for again.
         mad_eval.run(out=run_dir, **settings)
         for _ in range(2):  # judged, and the judging resumed under the same setting
-            mad_eval.judge(run_dir, "openai:stub-model", base_urls=[url], extra_body=BODY, **FAST)
+            mad_eval.judge(run_dir, "openai:stub-model", base_url=[url], extra_body=BODY, **FAST)
         mad_eval.report(run_dir)
         mad_eval.view([run_dir], out=site)
         bodies, headers = list(server.requests), list(server.headers)
@@ -133,10 +133,10 @@ def test_a_folder_written_before_redaction_still_resumes_and_is_judged_again(tmp
     are compared in their redacted form: the same command resumes them."""
     run_dir = tmp_path / "run"
     with StubServer() as server:
-        settings = dict(model="openai:stub-model", base_urls=[server.base_url], extra_body=BODY)
+        settings = dict(model="openai:stub-model", base_url=[server.base_url], extra_body=BODY)
         settings |= dict(benchmark="arith", limit=2, agents=2, rounds=1, **FAST)
         mad_eval.run(out=run_dir, **settings)
-        mad_eval.judge(run_dir, "openai:stub-model", base_urls=[server.base_url], extra_body=BODY)
+        mad_eval.judge(run_dir, "openai:stub-model", base_url=[server.base_url], extra_body=BODY)
         manifest = json.loads((run_dir / "manifest.json").read_text())
         manifest["config"]["extra_body"] = BODY
         (run_dir / "manifest.json").write_text(json.dumps(manifest))
@@ -147,7 +147,7 @@ def test_a_folder_written_before_redaction_still_resumes_and_is_judged_again(tmp
         asked = [body for body in server.requests if not probe(body)]
         # A rotated key is no other configuration: nothing is asked again.
         mad_eval.run(out=run_dir, **{**settings, "extra_body": {**BODY, "api_key": "rotated-1"}})
-        mad_eval.judge(run_dir, "openai:stub-model", base_urls=[server.base_url], extra_body=BODY)
+        mad_eval.judge(run_dir, "openai:stub-model", base_url=[server.base_url], extra_body=BODY)
         assert [body for body in server.requests if not probe(body)] == asked
     assert "body-secret-value-1" not in (run_dir / "metrics.json").read_text()
 

@@ -165,7 +165,7 @@ def test_a_runs_dry_run_says_where_questions_come_from_and_go(tmp_path):
     rows = tmp_path / "elsewhere" / "private.jsonl"
     rows.parent.mkdir()
     rows.write_text('{"question": "What is 2 + 2?", "answer": "4"}\n')
-    preview = api.run_plan(model="openai:m", base_urls=["http://u:pw99@example.test:1/v1"],
+    preview = api.run_plan(model="openai:m", base_url=["http://u:pw99@example.test:1/v1"],
                            benchmark=str(rows), agents=2, rounds=1, out=tmp_path / "r")  # fmt: skip
     assert preview.data_file == rows
     assert preview.endpoints == {f"http://{HIDDEN}@example.test:1/v1": ["openai:m"]}

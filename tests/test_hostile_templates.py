@@ -123,7 +123,7 @@ def test_a_template_that_misbehaves_only_on_real_data_stops_the_run_in_one_sente
     path.write_text(template_text(payload))
     load_template(str(path))  # the sample question does not trigger it
     with pytest.raises(TemplateError, match=r"theirs\.toml: round0\[0\]\.content: access to"):
-        api.run(agents=2, rounds=1, limit=1, prompt_style=str(path), out=tmp_path / "r")
+        api.run(agents=2, rounds=1, limit=1, prompt_template=str(path), out=tmp_path / "r")
     assert not mark.exists()
     assert not (tmp_path / "r" / "turns.jsonl").exists() or not any(
         json.loads(line).get("text") for line in (tmp_path / "r" / "turns.jsonl").open()
@@ -134,7 +134,7 @@ def test_a_template_that_misbehaves_only_on_real_data_stops_the_run_in_one_sente
 def test_run_with_a_hostile_template_file_is_refused_before_any_turn(tmp_path, name):
     path, mark = hostile(tmp_path, name, "debate")
     with pytest.raises(TemplateError) as info:
-        api.run(agents=2, rounds=1, limit=1, prompt_style=str(path), out=tmp_path / "r")
+        api.run(agents=2, rounds=1, limit=1, prompt_template=str(path), out=tmp_path / "r")
     one_sentence(str(info.value))
     assert not mark.exists() and not (tmp_path / "r" / "turns.jsonl").exists()
 

@@ -39,7 +39,7 @@ def test_every_option_of_every_command_is_declared_in_options():
             if param.param_type_name == "option" and param.name != "help":
                 assert param.name in options.OPTIONS, (path, param.name)
                 seen.add(param.name)
-    assert {"layout", "labels", "pairing", "dry_run", "serve", "show_round"} <= seen
+    assert {"layout", "label", "pairing", "dry_run", "serve", "show_round"} <= seen
 
 
 def test_a_command_naming_an_undeclared_option_is_refused_when_registered():
@@ -55,7 +55,7 @@ def test_help_lists_what_the_registries_hold():
     assert all(f"{name}:" in help_of("layout") for name in LAYOUTS)
     assert SUMMARIES.keys() == LAYOUTS.keys()
     assert all(spec.name in help_of("benchmark") for spec in list_specs())
-    assert all(name in help_of("prompt_style") for name in builtin_templates())
+    assert all(name in help_of("prompt_template") for name in builtin_templates())
     presets = [name for name, _, source in catalogue() if source.endswith(".toml")]
     assert presets and all(name in help_of("protocol") for name in presets)
 
@@ -80,6 +80,6 @@ def test_the_command_line_starts_without_the_measuring_stack():
 def test_the_base_url_help_says_how_requests_are_routed():
     """backends/base.Guarded._pick: a question's own replica by a hash of its id, the least
     busy one only when that replica is a margin busier or resting after a failure."""
-    said = " ".join(options.OPTIONS["base_urls"].info.help.split())
+    said = " ".join(options.OPTIONS["base_url"].info.help.split())
     assert "picked by a hash of the question's id" in said
     assert "least busy one only when that replica falls behind or fails" in said

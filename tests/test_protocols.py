@@ -121,7 +121,7 @@ def test_every_builtin_class_has_a_preset_and_presets_resolve():
         choice = resolve(name)
         assert isinstance(choice.protocol, Protocol)
         assert choice.source.endswith(f"{name}.toml")
-    assert resolve("reflection").prompt_style == "reflection"
+    assert resolve("reflection").prompt_template == "reflection"
     assert resolve("reflection").protocol.params() == {"degree": 0}
     listed = {row[0]: row[1] for row in catalogue()}
     assert set(names) <= set(listed) and all(listed.values())

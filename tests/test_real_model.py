@@ -64,7 +64,7 @@ def server(checkpoint, vllm_env, tmp_path_factory) -> Iterator[str]:
 def settings(url: str, checkpoint: Path, **more) -> dict:
     """A run against the server: exact prompt counts from the checkpoint's tokenizer."""
     return {
-        "model": f"openai:{NAME}", "base_urls": [url], "tokenizer": str(checkpoint),
+        "model": f"openai:{NAME}", "base_url": [url], "tokenizer": str(checkpoint),
         "benchmark": BENCHMARK, "answer_protocol": PROTOCOL, "max_tokens": MAX_TOKENS,
         **more,
     }  # fmt: skip
@@ -160,7 +160,7 @@ def test_single_samples_and_a_judge_of_the_same_model(tmp_path, server, checkpoi
 
     debate = tmp_path / "d"
     mad_eval.run(**settings(server, checkpoint), agents=2, rounds=1, limit=3, out=debate)
-    judged = mad_eval.judge(debate, f"openai:{NAME}", base_urls=[server], max_tokens=MAX_TOKENS)
+    judged = mad_eval.judge(debate, f"openai:{NAME}", base_url=[server], max_tokens=MAX_TOKENS)
     verdicts = [json.loads(line) for line in (debate / "judge.jsonl").open()]
     assert len(verdicts) == 3 * 2  # each critique (round 1) judged once
     for v in verdicts:  # scored, or why its answers could not be used: never silently lost

@@ -154,7 +154,7 @@ def test_a_run_refuses_serving_settings_it_cannot_use(tmp_path, monkeypatch):
     env = install_stand_in(tmp_path)
     monkeypatch.setenv("PATH", env["PATH"])
     with pytest.raises(ConfigError, match=r"\(or OPENAI_BASE_URL\) is for openai: models"):
-        prepare({"model": "serve:org/m", "base_urls": ["http://h/v1"]}, None, None)
+        prepare({"model": "serve:org/m", "base_url": ["http://h/v1"]}, None, None)
     with pytest.raises(ConfigError, match="--serving is for a serve:CHECKPOINT model, not sim"):
         prepare({}, ["replicas=2"], None)
     with pytest.raises(ConfigError, match="--gpus is for a serve:CHECKPOINT model, not openai:x"):

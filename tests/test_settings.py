@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import mad_eval
+from mad_eval.errors import UserError
 from mad_eval.setup.config import (
     OPERATIONAL,
     REQUESTS,
@@ -22,6 +23,7 @@ from mad_eval.setup.config import (
     RunConfig,
     project_folder,
     run_defaults,
+    setting_name,
 )
 from mad_eval.setup.settings import RequestSettings, RunSettings, SingleSettings
 from mad_eval.store.files import StoreError
@@ -43,12 +45,13 @@ def parts(hint: Any) -> set[Any]:
 def test_run_settings_are_run_configs_fields_as_a_caller_gives_them():
     settings = typing.get_type_hints(RunSettings)
     config = typing.get_type_hints(RunConfig)
-    assert set(settings) == set(config) | {"agent", "data_dir"} == set(run_defaults())
+    named = {setting_name(field) for field in config}
+    assert set(settings) == named | {"agent", "data_dir"} == set(run_defaults())
     for name, hint in config.items():
         if name == "roster":  # a roster file here; RunConfig holds its entries
             assert parts(settings[name]) == {str, Path, type(None)}
             continue
-        given, held = parts(settings[name]), parts(hint)
+        given, held = parts(settings[setting_name(name)]), parts(hint)
         assert held <= given, name  # whatever the run holds, a caller may give
         # ... and more only as None (resolved later), a Path, or an extra body's JSON text
         assert given - held <= {type(None), Path, str}, name
@@ -63,7 +66,9 @@ def test_the_operational_settings_are_one_list_that_the_manifest_keeps_apart(tmp
 
     recorded = {f.name for f in dataclasses.fields(RecordedConfig)}
     assert set(OPERATIONAL) == set(typing.get_type_hints(RunConfig)) - recorded
-    assert set(REQUESTS) < set(OPERATIONAL) and set(SHARED) < set(OPERATIONAL)
+    # REQUESTS by setting name (base_url), OPERATIONAL by field name (base_urls).
+    assert set(REQUESTS) < {setting_name(name) for name in OPERATIONAL}
+    assert set(SHARED) < set(OPERATIONAL)
     assert set(JUDGE_OPTIONS) < set(REQUESTS)
     mad_eval.run(**SMALL, concurrency=3, out=tmp_path / "r")
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
@@ -98,8 +103,7 @@ def test_a_resume_ignores_every_operational_setting_but_not_a_recorded_one(tmp_p
         ("agents", True, "int"),
         ("temperature", None, "float"),
         ("seed", 1.5, "int"),
-        ("base_urls", [1], "a list of str"),
-        ("base_urls", "http://a/v1", "a list of str"),
+        ("base_url", [1], "str or a list of str"),
         ("extra_body", 5, "dict or str"),
         ("enforce_eager", 1, "bool"),
         ("cache", 3, "str or Path"),
@@ -114,7 +118,7 @@ def test_a_setting_of_the_wrong_type_is_one_sentence_naming_it(tmp_path, name, v
 
 def test_a_file_setting_may_be_a_path_and_is_recorded_as_text(tmp_path):
     template = project_folder("templates") / "debate.toml"
-    mad_eval.run(**SMALL, prompt_style=template, cache=tmp_path / "c.sqlite", out=tmp_path / "r")
+    mad_eval.run(**SMALL, prompt_template=template, cache=tmp_path / "c.sqlite", out=tmp_path / "r")
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
     assert manifest["config"]["prompt_style"] == str(template)
     assert manifest["operational"]["cache"] == str(tmp_path / "c.sqlite")
@@ -127,3 +131,74 @@ def test_the_judge_takes_only_how_requests_travel(tmp_path):
     with pytest.raises(ConfigError, match=r"^the judge: 'timeout' must be float, got 'x'\.$"):
         mad_eval.judge(tmp_path / "r", "sim-judge", timeout="x")  # type: ignore[arg-type]
     assert not (tmp_path / "r" / "judge.jsonl").exists()
+
+
+def test_every_setting_is_named_as_its_long_option_and_recorded_as_before(tmp_path):
+    """A keyword is the long option with underscores; RunConfig's field (manifest.json's key)
+    keeps the name runs have always been recorded under, so old folders still resume."""
+    assert {"prompt_template", "base_url"} <= set(run_defaults())
+    assert not {"prompt_style", "base_urls"} & set(run_defaults())
+    mad_eval.run(**SMALL, prompt_template="critique", out=tmp_path / "r")
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["config"]["prompt_style"] == "critique"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: mad_eval.run(prompt_style="critique"), "'prompt_style' is now 'prompt_template'"),
+        (lambda: mad_eval.run(base_urls=["http://a/v1"]), "'base_urls' is now 'base_url'"),
+        (lambda: mad_eval.single(prompt_style="x"), "'prompt_style' is now 'prompt_template'"),
+        (lambda: mad_eval.table(["r"], labels={}), "'labels' is now 'label'"),
+        (lambda: mad_eval.plot(["r"], labels={}), "'labels' is now 'label'"),
+        (lambda: mad_eval.load_runs(["r"], labels={}), "'labels' is now 'label'"),
+        (lambda: mad_eval.judge("r", "sim-judge", base_urls=[]), "'base_urls' is now 'base_url'"),
+    ],
+)
+def test_an_old_keyword_is_refused_with_its_new_name(call, message):
+    with pytest.raises(UserError, match=f"^{message}: give it by its new name.$"):
+        call()
+
+
+def test_a_misspelled_keyword_names_the_one_meant(tmp_path):
+    with pytest.raises(ConfigError, match=r"^a run: 'agent' must be a list of str, got 3 "
+                       r"\(did you mean 'agents'\?\)\.$"):  # fmt: skip
+        mad_eval.run(agent=3, out=tmp_path / "x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^table\(\) takes no 'lable' \(did you mean 'label'\?\)"):
+        mad_eval.table(["r"], lable={})  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match=r"'temprature' is not a setting of a run "
+                       r"\(did you mean 'temperature'\?\)"):  # fmt: skip
+        mad_eval.run(temprature=0.5, out=tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+def test_one_base_url_may_be_given_as_text(tmp_path):
+    preview = mad_eval.run_plan(model="openai:m", base_url="http://one:8000/v1", out=tmp_path / "r")
+    assert list(preview.endpoints) == ["http://one:8000/v1"]
+
+
+def test_a_bare_path_where_run_folders_are_meant_is_one_folder(tmp_path):
+    mad_eval.run(**SMALL, out=tmp_path / "r")
+    runs = mad_eval.load_runs(str(tmp_path / "r"))
+    assert [run.root for run in runs] == [tmp_path / "r"]
+    assert mad_eval.load_runs(tmp_path / "r")[0].maj == runs[0].maj
+
+
+def test_an_old_key_in_a_preset_or_an_experiment_file_is_refused_with_its_new_name(
+    tmp_path, monkeypatch
+):
+    from mad_eval.experiments import load_experiment
+    from mad_eval.protocols import resolve
+
+    (tmp_path / "protocols").mkdir()
+    (tmp_path / "protocols" / "mine.toml").write_text(
+        'class = "decentralized"\nprompt_style = "critique"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="prompt_style is now prompt_template; rename the key"):
+        resolve("mine")
+    (tmp_path / "exp.toml").write_text(
+        '[settings]\nprompt_style = "critique"\n[models]\na = "sim"\n[grids.main]\n'
+    )
+    with pytest.raises(UserError, match="'prompt_style' is now 'prompt_template'"):
+        load_experiment(tmp_path / "exp.toml")

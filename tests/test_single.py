@@ -61,3 +61,35 @@ def test_single_default_folder_and_bad_samples(tmp_path):
     bad = mad_eval("single", "-k", "0", cwd=tmp_path)
     assert bad.returncode == 2
     assert "--samples must be at least 1, got 0." in bad.stderr
+
+
+def test_single_is_one_property_every_reader_agrees_on(tmp_path, monkeypatch):
+    """A run is single when its resolved protocol is of the single class and it has no round
+    after round 0 (setup.config.is_single): a plan, a loaded run, the folder's name and an
+    experiment's cell say the same however the protocol is spelled; once they disagreed on
+    `--protocol single:score=plurality --rounds 0` (single to the engine, not to load_runs)."""
+    import mad_eval as api
+    from mad_eval.debate.plan import make_plan
+    from mad_eval.experiments.cells import Cell
+    from mad_eval.reporting.pairing import pairing_sinks
+    from mad_eval.store.manifest import RunManifest
+
+    monkeypatch.chdir(tmp_path)
+    cases = [
+        ("single:score=plurality", 0, True),
+        ("single", 0, True),
+        ("single", 1, False),  # the preset's documented multi-round use: each round afresh
+        ("decentralized", 0, False),  # a debate stopped at round 0 is no single run
+    ]
+    for protocol, rounds, single in cases:
+        settings = {"protocol": protocol, "rounds": rounds, "agents": 3, "limit": 2}
+        plan = make_plan(settings)
+        run = api.run(**settings)  # in its default folder
+        manifest = RunManifest.read(run.root / "manifest.json")
+        loaded = api.load_runs([run.root])[0]
+        cell = Cell("c", {}, settings)
+        sinks = {type(sink).__name__ for sink in pairing_sinks(manifest)}
+        said = (plan.single, run.single, loaded.single, cell.single, sinks == {"SamplePooling"})
+        assert said == (single,) * 5, (protocol, rounds, said)
+        assert ("-k3-" in run.root.name) is single, run.root
+    assert (tmp_path / "results" / "arith-single-k3-sim-l2").is_dir()  # named as before

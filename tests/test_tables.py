@@ -168,9 +168,9 @@ def test_latex_uses_booktabs_bolds_the_best_and_compiles(runs, tmp_path):
 
 def test_labels_name_methods_and_clashes_are_refused(runs):
     alpha, beta = runs / "alpha", runs / "beta"
-    text = api.table([alpha, beta], labels=[f"{alpha}=MAD", f"{beta}=MAD+SDRL"])
+    text = api.table([alpha, beta], label=[f"{alpha}=MAD", f"{beta}=MAD+SDRL"])
     assert "| MAD+SDRL |" in text
-    assert api.table([alpha, beta], labels={str(alpha): "MAD", str(beta): "MAD+SDRL"}) == text
+    assert api.table([alpha, beta], label={str(alpha): "MAD", str(beta): "MAD+SDRL"}) == text
     shutil.copytree(alpha, runs / "again")
     with pytest.raises(StoreError, match="are both 'alpha' on golden; name them apart with"):
         api.table([alpha, runs / "again"])

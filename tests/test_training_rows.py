@@ -34,7 +34,7 @@ def test_a_first_turn_row_rebuilds_agent_zeros_round_one_prompt(
 
     monkeypatch.setattr(SimBackend, "generate", recording)
     common = {"benchmark": "math500", "data_dir": shared_data, "limit": 3}
-    api.run(agents=2, rounds=1, prompt_style=template, out=tmp_path / "r", **common)
+    api.run(agents=2, rounds=1, prompt_template=template, out=tmp_path / "r", **common)
     rows = api.train_prompts("math500", tmp_path / "p.parquet", prompt_template=template,
                              data_dir=shared_data, limit=3)  # fmt: skip
     if template.endswith(".toml"):

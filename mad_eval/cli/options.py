@@ -114,17 +114,16 @@ OPTIONS: dict[str, Option] = {
             "quote, extra_body."
         ),
     ),
-    "prompt_style": Option(
+    "prompt_template": Option(
         str | None,
         typer.Option(
-            "--prompt-template",
-            "--prompt-style",
             metavar="NAME|FILE",
             help=f"Prompt template: a built-in one ({_names('templates')}; see `mad-eval "
-            "templates`) or your own .toml file (default: the preset's, else debate). "
-            "--prompt-style is the older name.",
+            "templates`) or your own .toml file (default: the preset's, else debate).",
         ),
     ),
+    # The old name of --prompt-template, refused with the new one.
+    "prompt_style": Option(str | None, typer.Option(hidden=True)),
     "benchmark": Option(
         str,
         typer.Option(
@@ -154,10 +153,9 @@ OPTIONS: dict[str, Option] = {
             "sim[:p0=..,s0=..,k=..,mbeta=..,skill=..,w=..,delay=..,words=..,think=..]."
         ),
     ),
-    "base_urls": Option(
+    "base_url": Option(
         list[str] | None,
         typer.Option(
-            "--base-url",
             metavar="URL",
             envvar="OPENAI_BASE_URL",
             help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1; repeat it for "
@@ -375,10 +373,9 @@ OPTIONS["format"] = Option(
         "interval and p-value; latex: booktabs, best values bold; md: Markdown.",
     ),
 )
-OPTIONS["labels"] = Option(
+OPTIONS["label"] = Option(
     list[str] | None,
     typer.Option(
-        "--label",
         metavar="RUN=NAME",
         help="Name a run's method (repeatable); by default the settings that differ "
         "between the runs name them.",
@@ -441,14 +438,6 @@ OPTIONS["copies"] = Option(
 )
 # The old name of --copies: it read as the paper's R replies per debate context, which it is not.
 OPTIONS["repeats"] = Option(int | None, typer.Option(hidden=True))
-OPTIONS["prompt_template"] = Option(
-    str,
-    typer.Option(
-        metavar="NAME|FILE",
-        help="Prompt template whose round-0 messages are written: debate, conversation, "
-        "another built-in one or a .toml file.",
-    ),
-)
 PAIRS = {
     "out": Option(Path, typer.Option(help=TRAIN_OUT)),
     "seed": Option(int, typer.Option(help="Seed of the draws and of each pair's order.")),
@@ -481,6 +470,14 @@ PAIRS["tokenizer"] = Option(
 PROMPTS = {
     "out": PAIRS["out"],
     "tokenizer": PAIRS["tokenizer"],
+    "prompt_template": Option(
+        str,
+        typer.Option(
+            metavar="NAME|FILE",
+            help="Prompt template whose round-0 messages are written: debate, conversation, "
+            "another built-in one or a .toml file.",
+        ),
+    ),
     "answer_protocol": Option(
         str | None,
         typer.Option(metavar="NAME", help=_answer_protocol("the benchmark's", " by the reward")),
@@ -626,13 +623,14 @@ RUN = [
     "rounds",
     "agent",
     "roster",
+    "prompt_template",
     "prompt_style",
     "benchmark",
     "data_dir",
     "limit",
     "answer_protocol",
     "model",
-    "base_urls",
+    "base_url",
     "serving",
     "gpus",
     "api",
@@ -660,7 +658,10 @@ RUN = [
     "dtype",
     "out",
 ]
-DEBATE_ONLY = ("protocol", "agents", "rounds", "agent", "roster", "prompt_style", "strip_think")
+DEBATE_ONLY = (
+    *("protocol", "agents", "rounds", "agent", "roster", "prompt_template", "prompt_style"),
+    "strip_think",
+)
 SINGLE = ["samples", *(name for name in RUN if name not in (*DEBATE_ONLY, "quote", "dry_run"))]
 # How requests travel (setup/config.py REQUESTS), but the endpoints, which come first.
-OPERATIONAL = [name for name in REQUESTS if name != "base_urls"]
+OPERATIONAL = [name for name in REQUESTS if name != "base_url"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import typer
+
 from mad_eval import api  # light: it imports what each call needs when called
 from mad_eval.cli import options
 from mad_eval.cli.app import app
@@ -17,7 +19,9 @@ if TYPE_CHECKING:
 
 
 def _run_defaults() -> dict[str, Any]:
-    return {**run_defaults(), **options.defaults_of(api.run), "dry_run": False}
+    return {**run_defaults(), **options.defaults_of(api.run), "dry_run": False} | {
+        "prompt_style": None  # refused: --prompt-template's old name
+    }
 
 
 def _single_defaults() -> dict[str, Any]:
@@ -38,6 +42,10 @@ def run(**chosen: Any) -> None:
     Running the same command again resumes an interrupted run in the same directory; add
     --retry-failed to ask its failed turns again.
     """
+    if chosen.pop("prompt_style") is not None:
+        raise typer.BadParameter(
+            "--prompt-style is now --prompt-template.", param_hint="'--prompt-style'"
+        )
     with one_sentence(data_dir=True):
         if chosen.pop("dry_run"):
             show_preview(api.run_plan(**chosen))
@@ -81,7 +89,7 @@ def single(**chosen: Any) -> None:
 
 JUDGE_OPTIONS = [
     "judge",
-    "base_urls",
+    "base_url",
     "rounds",
     "limit",
     "reference",

@@ -19,7 +19,7 @@ RUN_DIRS = options.argument(
     help="Run directories, any number, or folders holding them (results/, an "
     "experiment's folder): every run folder below is read.",
 )
-TABLE = ["layout", "format", "labels", "baseline", "error", "replicates", "out", "prices"]
+TABLE = ["layout", "format", "label", "baseline", "error", "replicates", "out", "prices"]
 
 
 @options.command(
@@ -45,7 +45,7 @@ def table(run_dirs: list[Path], **chosen: Any) -> None:
 
 @options.command(
     app,
-    ["out", "labels", "replicates"],
+    ["out", "label", "replicates"],
     {**options.defaults_of(api.plot), "replicates": options.REPLICATES},
     options.PLOT,
     [RUN_DIRS],

@@ -99,7 +99,7 @@ class Job:
     def describe(self, resumed: int) -> str:
         config, plan = self.plan.config, self.plan
         team = ", ".join(sorted({a.group for a in plan.team}))
-        if config.protocol == "single":
+        if plan.single:
             what = f"{counted(config.agents, 'independent sample')} ({team}), no debate"
         else:
             what = (
@@ -132,7 +132,7 @@ async def execute(jobs: list[Job], listener: Listener, close: bool = True) -> No
                 job.store.check(job.plan.config, job.plan.manifest_extra(seated[-1]))
         for warning in dict.fromkeys(w for job in jobs for w in job.plan.warnings):
             listener.warn("warning", warning)
-        sampling = all(job.plan.config.protocol == "single" for job in jobs)
+        sampling = all(job.plan.single for job in jobs)
         counts = [("sampling" if sampling else "debating", sum(j.requests for j in jobs), "turns")]
         if len(jobs) > 1:
             counts.append(("runs", len(jobs), "runs"))

@@ -7,7 +7,7 @@ import asyncio
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from mad_eval.setup.config import (
     DEFAULT_MODEL,
     ConfigError,
     RunConfig,
+    is_single,
     run_defaults,
     unreached_files,
 )
@@ -57,7 +58,7 @@ from mad_eval.setup.roster import (
     parse_agent_option,
     parse_extra_body,
 )
-from mad_eval.setup.settings import as_text, check_names, check_types
+from mad_eval.setup.settings import as_text, check_names, check_types, endpoints
 from mad_eval.setup.templates import Template, builtin_templates, check_template, load_template
 from mad_eval.voting.rules import default_rule
 
@@ -125,6 +126,11 @@ class Plan:
     @property
     def cache(self) -> RequestCache | None:
         return self.shared.cache
+
+    @property
+    def single(self) -> bool:
+        """K independent samples per question, no debate (setup.config.is_single)."""
+        return is_single(self.choice.cls, self.config.rounds)
 
     def endpoints(self) -> dict[str, list[str]]:
         """Every URL the run's questions are sent to (credentials hidden), with the models
@@ -284,6 +290,36 @@ async def check_extra_body(backend: Backend, model: str, body: dict[str, Any]) -
         pass
 
 
+@dataclass(frozen=True)
+class Asked:
+    """A run's settings as asked: checked by name and type, each default filled in, files
+    named as text; what RunConfig holds as it is given in `fields`, the rest resolved by
+    make_plan (the protocol's preset, the team, the benchmark's data)."""
+
+    protocol: str
+    model: str | None
+    agents: int | None
+    agent: tuple[str, ...]  # --agent MODEL[@URL][*COUNT] per group
+    roster: str | None  # a roster file
+    data_dir: str | None
+    prompt_template: str | None  # None: the preset's, else debate
+    quote: str | None  # None: the preset's, else final
+    config_fields: dict[str, Any]  # RunConfig's other fields, by their names
+
+    @classmethod
+    def of(cls, choices: Mapping[str, Any]) -> Asked:
+        check_names(choices, run_defaults(), "a run")
+        check_types(choices, "a run")
+        given = {**run_defaults(), **as_text(choices)}
+        own = {f.name: given.pop(f.name) for f in fields(cls) if f.name != "config_fields"}
+        given["base_urls"] = endpoints(given.pop("base_url"))
+        if given["extra_body"] is None or isinstance(given["extra_body"], str):
+            given["extra_body"] = parse_extra_body(given["extra_body"])
+        given["cache"] = str(given["cache"]) if given["cache"] else None
+        own["agent"] = tuple(own["agent"] or ())
+        return cls(**own, config_fields=given)
+
+
 def make_plan(
     choices: Mapping[str, Any],
     shared: Shared | None = None,
@@ -293,47 +329,85 @@ def make_plan(
     `choices` names settings as run_defaults() does (the rest keep their defaults); runs
     planned with one `shared` share its backends, endpoint limits and request cache.
     `serving`: the server mad-eval starts for a serve: model, as its manifest records it."""
-    check_names(choices, run_defaults(), "a run")
-    check_types(choices, "a run")
-    settings = {**run_defaults(), **as_text(choices)}
-    protocol, model = settings.pop("protocol"), settings.pop("model")
-    agents, data_dir = settings.pop("agents"), settings.pop("data_dir")
+    asked = Asked.of(choices)
     fresh = shared is None
     shared = shared or Shared()
-    choice = shared.once(("protocol", protocol), lambda: resolve(protocol))
-    roster = _roster(list(settings.pop("agent") or ()), settings.pop("roster"), choice)
-    if roster and model:
+    choice: Choice = shared.once(("protocol", asked.protocol), lambda: resolve(asked.protocol))
+    config = _config(asked, choice)
+    # Its URLs' passwords, extra bodies' secrets and its server's --api-key, wherever echoed.
+    remember([config.to_dict(), serving])
+    _check_protocol(config, choice)
+    templates = _templates(config, choice, shared)
+    _check_agents(config, templates)
+    spec, questions, answer = _questions(config, asked.data_dir, shared)
+    config = replace(config, max_tokens=config.max_tokens or spec.max_tokens)
+    if fresh and config.cache:
+        shared.cache = RequestCache(config.cache)
+    warnings = list(
+        shared.once(("unused", config.protocol, *templates), lambda: _unused(config, templates))
+    )
+    team = config.team()  # now: max_tokens is resolved
+    backends, fitters = _wire(team, config, shared, warnings)
+    return Plan(
+        config=config,
+        choice=choice,
+        spec=spec,
+        questions=questions,
+        team=team,
+        backends=backends,
+        fitters=fitters,
+        templates=templates,
+        answer=answer,
+        shared=shared,
+        warnings=warnings,
+        serving=serving,
+    )
+
+
+def _config(asked: Asked, choice: Choice) -> RunConfig:
+    """The run's configuration: the team from --agent, --roster or the preset; the prompt
+    template and quoting given, else the preset's; checked."""
+    roster = _roster(list(asked.agent), asked.roster, choice)
+    if roster and asked.model:
         raise ConfigError(
             "--model names one model for all agents; with --agent or --roster, "
             "name each agent's model there instead."
         )
-    if isinstance(settings["extra_body"], str) or settings["extra_body"] is None:
-        settings["extra_body"] = parse_extra_body(settings["extra_body"])
-    settings["base_urls"] = tuple(settings["base_urls"] or ())
-    settings["cache"] = str(settings["cache"]) if settings["cache"] else None
     n_roster = sum(entry.count for entry in roster)
     config = RunConfig(
-        protocol=protocol,
-        agents=agents if agents is not None else (n_roster or DEFAULT_AGENTS),
-        model=model or DEFAULT_MODEL,
-        prompt_style=settings.pop("prompt_style") or choice.prompt_style or "debate",
-        quote=settings.pop("quote") or choice.quote or "final",
+        protocol=asked.protocol,
+        agents=asked.agents if asked.agents is not None else (n_roster or DEFAULT_AGENTS),
+        model=asked.model or DEFAULT_MODEL,
+        prompt_style=asked.prompt_template or choice.prompt_template or "debate",
+        quote=asked.quote or choice.quote or "final",
         roster=roster,
-        **settings,
+        **asked.config_fields,
     )
     config.validate()
-    # Its URLs' passwords, extra bodies' secrets and its server's --api-key, wherever echoed.
-    remember([config.to_dict(), serving])
-    if choice.cls == "heterogeneous" and not roster:
+    return config
+
+
+def _check_protocol(config: RunConfig, choice: Choice) -> None:
+    """The protocol can run this team."""
+    if choice.cls == "heterogeneous" and not config.roster:
         raise ConfigError(
             "the heterogeneous protocol needs a team: pass --agent MODEL[@URL][*COUNT] "
             "(repeated) or --roster FILE, or use a preset that lists one."
         )
     check_protocol(choice.protocol, config.agents)
+
+
+def _templates(config: RunConfig, choice: Choice, shared: Shared) -> dict[str, Template]:
+    """Each prompt template the agents use, by the name or file they give, checked."""
+    refs = dict.fromkeys(agent.prompt_template for agent in config.team())
+    return {
+        ref: _checked_template(ref, choice, config.protocol, config.agents, shared) for ref in refs
+    }
+
+
+def _check_agents(config: RunConfig, templates: Mapping[str, Template]) -> None:
+    """Each agent's template, backend and extra body can work together."""
     team = config.team()
-    templates = {}
-    for ref in dict.fromkeys(agent.prompt_template for agent in team):
-        templates[ref] = _checked_template(ref, choice, protocol, config.agents, shared)
     for agent in team:
         template = templates[agent.prompt_template]
         if template.verbatim and agent.quote.how != "verbatim":
@@ -342,7 +416,7 @@ def make_plan(
                 f"which --quote {agent.quote} does not give (it drops or re-formats their "
                 "reasoning); pass --quote verbatim."
             )
-    for entry in roster or (Entry(config.model),):
+    for entry in config.roster or (Entry(config.model),):
         require_installed(entry.model)
     for agent in team:
         if agent.extra_body and not backend_type(agent.model).extra_body:
@@ -350,24 +424,31 @@ def make_plan(
                 f"agent {agent.index} ({agent.model}) takes no extra body fields: --extra-body "
                 "and extra_body are for servers and in-process vLLM."
             )
+
+
+def _questions(
+    config: RunConfig, data_dir: str | None, shared: Shared
+) -> tuple[BenchmarkSpec, list[Question], str]:
+    """The benchmark, its questions (each graded by the run's answer protocol) and that
+    answer protocol: read once however many runs share them."""
     kind = shared.once(("kind", config.benchmark), lambda: spec_kind(config.benchmark))
     answer = _answer_protocol(config.answer_protocol, *kind)
     spec, questions = shared.once(
         ("questions", config.benchmark, str(data_dir), config.limit),
-        lambda: load_questions(config.benchmark, data_dir, config.limit),
+        lambda: load_questions(config.benchmark, _path(data_dir), config.limit),
     )
     questions = [q if q.answer == answer else replace(q, answer=answer) for q in questions]
-    config = replace(config, max_tokens=config.max_tokens or spec.max_tokens)
+    return spec, questions, answer
 
-    team = config.team()  # again: max_tokens is now resolved
-    if fresh and config.cache:
-        shared.cache = RequestCache(config.cache)
+
+def _wire(
+    team: list[Agent], config: RunConfig, shared: Shared, warnings: list[str]
+) -> tuple[dict[BackendKey, Backend], dict[int, Fitter]]:
+    """Each agent's backend and prompt fitter, shared where agents (or runs) share a model,
+    its endpoints and tokenizer; a tokenizer that could not be loaded is said in `warnings`."""
     backends: dict[BackendKey, Backend] = {}
     fitters: dict[int, Fitter] = {}
     by_counter: dict[int, Fitter] = {}
-    warnings = list(
-        shared.once(("unused", protocol, *templates), lambda: _unused(protocol, templates))
-    )
     for agent in team:
         backend = backend_type(agent.model)
         name = (agent.tokenizer, agent.model if backend.tokenizer else None, config.template)
@@ -385,26 +466,13 @@ def make_plan(
                 agent, counter, config, shared.slots, shared.cache, shared.warn
             )
         backends[key] = shared.backends[key]
-    return Plan(
-        config,
-        choice,
-        spec,
-        questions,
-        team,
-        backends,
-        fitters,
-        templates,
-        answer,
-        shared,
-        warnings,
-        serving,
-    )
+    return backends, fitters
 
 
-def _unused(protocol: str, templates: Mapping[str, Template]) -> list[str]:
+def _unused(config: RunConfig, templates: Mapping[str, Template]) -> list[str]:
     """The working directory's files that a built-in name this run uses does not reach:
     said once, so a user who meant to shadow ours knows theirs was left out."""
-    said = []
+    said, protocol = [], config.protocol
     for path in unreached_files("templates", builtin_templates()):
         if path.stem in templates:
             said.append(
@@ -542,9 +610,11 @@ def _backend(
     return Cached(backend, cache, identity)
 
 
-def _roster(
-    agent_options: list[str], roster_file: Path | None, choice: Choice
-) -> tuple[Entry, ...]:
+def _path(given: str | None) -> Path | None:
+    return Path(given) if given else None
+
+
+def _roster(agent_options: list[str], roster_file: str | None, choice: Choice) -> tuple[Entry, ...]:
     if agent_options and roster_file:
         raise ConfigError("give the team with --agent options or with --roster, not both.")
     if agent_options:

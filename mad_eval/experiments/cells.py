@@ -4,6 +4,7 @@ and columns are named). experiments/parse.py reads a file into one."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mad_eval.reporting.layouts import FORMATS
 from mad_eval.serving.spec import ServeSpec
-from mad_eval.setup.config import MAX_AGENTS, MAX_ROUNDS, ConfigError
+from mad_eval.setup.config import MAX_AGENTS, MAX_ROUNDS, ConfigError, RunConfig, is_single
 
 if TYPE_CHECKING:
     from mad_eval.measure.prices import Prices
@@ -23,7 +24,7 @@ AXES = {
     "agents": "agents",
     "rounds": "rounds",
     "benchmarks": "benchmark",
-    "prompt_templates": "prompt_style",
+    "prompt_templates": "prompt_template",
     "answer_protocols": "answer_protocol",
 }
 SINGLE = "single"  # the single-agent block's cells are its grid
@@ -60,7 +61,9 @@ class Cell:
 
     @property
     def single(self) -> bool:
-        return self.settings["protocol"] == "single"
+        """K independent samples per question, no debate (setup.config.is_single)."""
+        rounds = self.settings.get("rounds", RunConfig.rounds)
+        return is_single(protocol_class(self.settings["protocol"]), rounds)
 
 
 @dataclass(frozen=True)
@@ -163,7 +166,7 @@ class Experiment:
 
 
 # Settings of a debate cell that a single cell, like `mad-eval single`, does without.
-DEBATE_SETTINGS = ("protocol", "agents", "rounds", "prompt_style", "strip_think", "quote")
+DEBATE_SETTINGS = ("protocol", "agents", "rounds", "prompt_template", "strip_think", "quote")
 
 
 def pool_for(cells: list[Cell], experiment: Experiment) -> tuple[Cell, bool]:
@@ -197,7 +200,7 @@ def describe(cell: Cell, axes: tuple[str, ...]) -> str:
             parts.append(f"N={value}")
         elif axis == "rounds":
             parts.append(f"T={value}")
-        elif axis == "prompt_style" and value:
+        elif axis == "prompt_template" and value:
             parts.append(Path(str(value)).stem)
         else:
             parts.append(str(value) if value is not None else "default")
@@ -216,11 +219,27 @@ def cell_name(axes: dict[str, Any], single: bool) -> str:
         name = f"{bench}-single-k{axes['samples']}-{axes['model']}"
     else:
         name = f"{bench}-{axes['protocol']}-n{axes['agents']}-t{axes['rounds']}-{axes['model']}"
-    if axes.get("prompt_style"):
-        name += f"-{Path(str(axes['prompt_style'])).stem}"
+    if axes.get("prompt_template"):
+        name += f"-{Path(str(axes['prompt_template'])).stem}"
     if axes.get("answer_protocol"):
         name += f"-{axes['answer_protocol']}"
     return clean(name)
+
+
+def protocol_class(text: str) -> str | None:
+    """The class `--protocol TEXT` resolves to; None where it resolves to none (planning
+    the cell says why)."""
+    try:
+        return _resolved_class(text, Path.cwd())  # a preset of the working directory's
+    except ConfigError:
+        return None
+
+
+@functools.cache
+def _resolved_class(text: str, where: Path) -> str:
+    from mad_eval.protocols import resolve
+
+    return resolve(text).cls
 
 
 def clean(text: str) -> str:

@@ -243,9 +243,6 @@ class Parser:
             if isinstance(given, str):
                 given = {"model": given}
             given = dict(self.table(given, where))
-            if "base_url" in given:  # one URL or a list, as in a roster
-                url = given.pop("base_url")
-                given["base_urls"] = [url] if isinstance(url, str) else url
             if not any(k in given for k in ("model", "agent", "roster")):
                 raise self.fail(where, "it needs model = SPEC (or agent = [...] or roster = FILE)")
             self.serve(label, given, where)
@@ -262,7 +259,7 @@ class Parser:
             if keys:
                 raise self.fail(where, f"{next(iter(keys))} is for a serve:CHECKPOINT model")
             return
-        if "base_urls" in given:
+        if "base_url" in given:
             raise self.fail(where, "a serve: model is served on its own URLs; drop base_url")
         length = given.get("max_model_len", self.common.get("max_model_len"))
         try:
@@ -561,8 +558,9 @@ class Parser:
         for key in PATH_SETTINGS:
             if isinstance(found.get(key), str):
                 found[key] = str(self.base / found[key])
-        if isinstance(found.get("prompt_style"), str) and found["prompt_style"].endswith(".toml"):
-            found["prompt_style"] = str(self.base / found["prompt_style"])
+        template = found.get("prompt_template")
+        if isinstance(template, str) and template.endswith(".toml"):
+            found["prompt_template"] = str(self.base / template)
         return found
 
     def known(self, given: dict[str, Any], accepted: Any, where: str) -> None:

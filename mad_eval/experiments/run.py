@@ -75,7 +75,7 @@ def planned(
     if spec is None:
         return make_plan(cell.settings, shared)
     urls = urls or [PLACEHOLDER] * spec.replicas
-    return make_plan({**cell.settings, "base_urls": urls}, shared, spec.record())
+    return make_plan({**cell.settings, "base_url": urls}, shared, spec.record())
 
 
 def count_turns(experiment: Experiment, shared: Shared) -> dict[str, int]:

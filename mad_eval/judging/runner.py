@@ -16,7 +16,7 @@ from mad_eval.records import Setting
 from mad_eval.sanitize import remember
 from mad_eval.setup.config import ConfigError, RunConfig, operational_defaults
 from mad_eval.setup.roster import parse_extra_body
-from mad_eval.setup.settings import as_text, check_names, check_types
+from mad_eval.setup.settings import as_text, check_names, check_types, endpoints
 from mad_eval.store.folder import JudgeLog, RunStore, StoreError
 from mad_eval.words import counted
 
@@ -61,7 +61,7 @@ async def judge_run(
         top_p=s["top_p"],
         max_tokens=s["max_tokens"],
         seed=s["seed"],
-        base_urls=tuple(ops["base_urls"] or ()),
+        base_urls=endpoints(ops["base_url"]),
         concurrency=ops["concurrency"],
         timeout=ops["timeout"],
         retries=ops["retries"],

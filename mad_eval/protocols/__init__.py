@@ -40,7 +40,7 @@ BUILTIN: dict[str, type[Protocol]] = {
     cls.name: cls for cls in (Decentralized, Sparse, Centralized, Heterogeneous, Single)
 }
 ENTRY_POINT_GROUP = "mad_eval.protocols"
-PRESET_KEYS = {"class", "description", "prompt_style", "prompt_template", "quote", "params"}
+PRESET_KEYS = {"class", "description", "prompt_template", "quote", "params"}
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Choice:
     protocol: Protocol
     cls: str  # the class, as a preset names it: a built-in name or pkg.mod:Class
     source: str  # the preset file, "built-in", the import path or the entry point
-    prompt_style: str | None = None  # a preset may pick the prompt template it is meant for
+    prompt_template: str | None = None  # a preset may pick the prompt template it is meant for
     quote: str | None = None  # and what its agents read of each other's replies
 
 
@@ -85,7 +85,7 @@ def resolve(text: str) -> Choice:
         cls_name = preset.get("class", "")
         cls = _class_named(cls_name, where=str(known[name]))
         params = {**preset.get("params", {}), **overrides}
-        template = preset.get("prompt_template", preset.get("prompt_style"))
+        template = preset.get("prompt_template")
         choice = _build(cls_name, cls, params, str(known[name]), template)
         return replace(choice, quote=preset.get("quote"))
     if name in BUILTIN:
@@ -159,7 +159,7 @@ def _build(
     cls: type[Protocol],
     params: dict[str, Any],
     source: str,
-    prompt_style: str | None = None,
+    prompt_template: str | None = None,
 ) -> Choice:
     parameters = inspect.signature(cls).parameters.values()
     named = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
@@ -185,7 +185,7 @@ def _build(
         ) from None
     if score is not None:
         protocol.score = score
-    return Choice(protocol, cls_name, source, prompt_style)
+    return Choice(protocol, cls_name, source, prompt_template)
 
 
 def _read_preset(path: Path) -> dict[str, Any]:
@@ -194,6 +194,8 @@ def _read_preset(path: Path) -> dict[str, Any]:
     except (OSError, TomlFileError) as exc:
         problem = exc if isinstance(exc, TomlFileError) else exc.strerror or exc
         raise ProtocolError(f"cannot read protocol preset {path}: {problem}.") from None
+    if "prompt_style" in preset:
+        raise ProtocolError(f"{path}: prompt_style is now prompt_template; rename the key.")
     unknown = set(preset) - PRESET_KEYS
     if unknown:
         raise ProtocolError(

@@ -14,7 +14,7 @@ from mad_eval.measure.matched import SamplePool, SamplePooling, Spending, formul
 from mad_eval.measure.prices import Prices
 from mad_eval.measure.schema import check_version
 from mad_eval.measure.scoring import Scoring
-from mad_eval.reporting.results import Run, Sink, load_run, name_runs
+from mad_eval.reporting.results import Run, Sink, load_run, name_runs, recorded_single
 from mad_eval.store.folder import RunStore, StoreError, read_debates
 from mad_eval.store.manifest import RunManifest
 from mad_eval.store.metrics import read_metrics
@@ -103,7 +103,7 @@ def pairing_sinks(manifest: RunManifest) -> list[Sink]:
     """What pairing counts of a run as it is loaded: a single run's pools of samples, a
     debate run's tokens (load_run's `keep`)."""
     scoring = Scoring.from_manifest(manifest)
-    if manifest.protocol.name == "single":
+    if recorded_single(manifest):
         return [SamplePooling(scoring.same)]
     return [Spending(scoring.rounds)]
 

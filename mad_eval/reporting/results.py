@@ -18,7 +18,7 @@ from mad_eval.measure.schema import Formula, formulas
 from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn, Verdict
 from mad_eval.sanitize import valid_text, valid_value
-from mad_eval.setup.config import RecordedConfig
+from mad_eval.setup.config import RecordedConfig, is_single
 from mad_eval.store.folder import Debates, JudgeLog, RunStore, StoreError, read_debates
 from mad_eval.store.manifest import RunManifest
 
@@ -212,7 +212,7 @@ class Run:
     @property
     def single(self) -> bool:
         """A `mad-eval single` run: K independent samples per question, no debate."""
-        return self.config.protocol == "single"
+        return recorded_single(self.manifest)
 
     def describe(self) -> dict[str, str]:
         """The method's settings as short text, by LABEL_FIELDS name."""
@@ -327,6 +327,13 @@ def load_run(
     )
 
 
+def recorded_single(manifest: RunManifest) -> bool:
+    """Whether a run folder holds a single run (setup.config.is_single), by its protocol's
+    recorded class (its name's head, in a manifest written before the class was)."""
+    protocol = manifest.protocol
+    return is_single(protocol.cls or protocol.name.partition(":")[0], manifest.config.rounds)
+
+
 def load_runs(
     roots: list[Path],
     labels: dict[str, str] | None = None,
@@ -345,8 +352,8 @@ def name_runs(
     """Name loaded runs' methods as load_runs does."""
     labels = dict(labels or {})
     described = [run.describe() for run in runs]
-    fields = LABEL_FIELDS
-    if all(run.config.protocol == "single" for run in runs):
+    fields: tuple[str, ...] = LABEL_FIELDS
+    if all(run.single for run in runs):
         fields = tuple(f for f in fields if f != "agents")  # K is shown per benchmark
     # The fewest differing settings that tell the runs of each benchmark apart, in order.
     varying = [f for f in fields if len({d[f] for d in described}) > 1]

@@ -52,7 +52,7 @@ class Serving:
 
     def placeholder(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """The run's settings with stand-in endpoints, to check them all before serving."""
-        return {**settings, "base_urls": [PLACEHOLDER] * len(self.placement)}
+        return {**settings, "base_url": [PLACEHOLDER] * len(self.placement)}
 
     async def run(
         self,
@@ -141,7 +141,7 @@ def prepare(
             raise ConfigError(f"--gpus is for a serve:CHECKPOINT model, not {model or 'sim'}.")
         return None
     assert isinstance(model, str)
-    if settings.get("base_urls"):
+    if settings.get("base_url"):
         raise ConfigError(
             f"--base-url (or OPENAI_BASE_URL) is for openai: models; {model} is served on its "
             "own URLs."

@@ -78,6 +78,18 @@ def unreached_files(kind: str, by_name: dict[str, Path]) -> list[Path]:
     return [p for p in sorted(here.glob("*.toml")) if by_name.get(p.stem) != p]
 
 
+# The protocol class of `mad-eval single`: every agent answers alone.
+SINGLE = "single"
+
+
+def is_single(protocol_class: str | None, rounds: int) -> bool:
+    """Whether a run is a single run (`mad-eval single`: K independent samples per question,
+    no debate): its resolved protocol is of the single class and it has no round after
+    round 0. The one test every reader makes, of a plan or of a manifest (whose protocol
+    "class" records the resolved class)."""
+    return protocol_class == SINGLE and rounds == 0
+
+
 class ConfigError(UserError, ValueError):
     """A setting the user gave cannot work; the message names it and what is accepted."""
 
@@ -159,7 +171,7 @@ class RunConfig(RecordedConfig):
             ),
             (
                 self.prompt_style != "roles" or self.agents >= 2,
-                "--prompt-style roles needs at least 2 agents (an advocate and a critic)",
+                "--prompt-template roles needs at least 2 agents (an advocate and a critic)",
             ),
             (
                 self.max_model_len is None or self.max_model_len >= 2,
@@ -247,10 +259,11 @@ class RunConfig(RecordedConfig):
         data["base_urls"] = list(self.base_urls)
         return data
 
-    def default_out(self, budget: int | None = None) -> Path:
-        """results/<benchmark>-<protocol>-n<N>-t<T>-<model>, then each recorded setting that
-        is not its default (`budget`: the benchmark's own max tokens), so the same command
-        finds the same run and a sweep's runs never share a folder:
+    def default_out(self, budget: int | None = None, single: bool = False) -> Path:
+        """results/<benchmark>-<protocol>-n<N>-t<T>-<model> (a `single` run's:
+        <benchmark>-<protocol>-k<K>-<model>), then each recorded setting that is not its
+        default (`budget`: the benchmark's own max tokens), so the same command finds the
+        same run and a sweep's runs never share a folder:
         arith-decentralized-n5-t3-sim-temperature0.7."""
         bench = Path(self.benchmark).stem if self.benchmark.endswith(".jsonl") else self.benchmark
         bench = re.sub(r"[:=,]", "_", bench)  # mmlu:anatomy -> mmlu_anatomy
@@ -259,8 +272,8 @@ class RunConfig(RecordedConfig):
             model = "+".join(f"{label}x{entry.count}" for label, entry in groups)
         else:
             model = self.model
-        if self.protocol == "single":  # mad-eval single: K samples, no debate
-            name = f"{bench}-single-k{self.agents}-{model}"
+        if single:  # K samples, no debate
+            name = f"{bench}-{self.protocol}-k{self.agents}-{model}"
         else:
             name = f"{bench}-{self.protocol}-n{self.agents}-t{self.rounds}-{model}"
         if self.prompt_style != "debate":
@@ -327,13 +340,30 @@ NAMED = 60
 
 
 # The settings that change how fast a run goes, never what it records: the one list, which
-# the manifest's "operational" section, a resume, a judge and an experiment go by.
+# the manifest's "operational" section, a resume, a judge and an experiment go by (by
+# RunConfig's field names, which manifest.json records).
 OPERATIONAL = tuple(
     f.name for f in fields(RunConfig) if f.name not in {r.name for r in fields(RecordedConfig)}
 )
-# Those of them that decide how requests travel (endpoints, limits, retries, cache): a
-# judge's as a run's.
-REQUESTS = tuple(f.name for f in fields(RunConfig) if f.name in OPERATIONAL and not f.metadata)
+# A setting's name (its long option with underscores) -> the RunConfig field that holds it,
+# where the two differ: manifest.json records the field's name, which runs made before the
+# setting was renamed hold too.
+FIELDS = {"prompt_template": "prompt_style", "base_url": "base_urls"}
+SETTINGS = {held: name for name, held in FIELDS.items()}
+# The old keywords of renamed settings, refused with their new name (for one release).
+RENAMED = {"prompt_style": "prompt_template", "base_urls": "base_url", "labels": "label"}
+
+
+def setting_name(field_name: str) -> str:
+    """The setting a RunConfig field holds, as the API and the command line name it."""
+    return SETTINGS.get(field_name, field_name)
+
+
+# How requests travel (endpoints, limits, retries, cache), by setting name: a judge's as a
+# run's.
+REQUESTS = tuple(
+    setting_name(f.name) for f in fields(RunConfig) if f.name in OPERATIONAL and not f.metadata
+)
 
 
 def _recorded_entry(entry: Entry) -> dict[str, Any]:
@@ -358,8 +388,8 @@ def run_defaults() -> dict[str, Any]:
     for f in dataclasses.fields(RunConfig):
         if f.name != "roster":
             has_factory = f.default_factory is not dataclasses.MISSING
-            defaults[f.name] = f.default_factory() if has_factory else f.default
-    resolved = {"agents": None, "prompt_style": None, "quote": None, "model": None}
+            defaults[setting_name(f.name)] = f.default_factory() if has_factory else f.default
+    resolved = {"agents": None, "prompt_template": None, "quote": None, "model": None}
     return {**defaults, **resolved, "agent": (), "roster": None, "data_dir": None}
 
 

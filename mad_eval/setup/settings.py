@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
-from mad_eval.setup.config import ConfigError
+from mad_eval.setup.config import RENAMED, ConfigError
 from mad_eval.setup.hints import describe, fits
 from mad_eval.words import did_you_mean
 
@@ -17,7 +17,7 @@ from mad_eval.words import did_you_mean
 class RequestSettings(TypedDict, total=False):
     """How requests travel (config.REQUESTS), for a run as for mad_eval.judge."""
 
-    base_urls: Sequence[str] | None  # replicas of the one model
+    base_url: str | Sequence[str] | None  # the model's endpoint, or its replicas
     concurrency: int
     timeout: float
     retries: int
@@ -39,7 +39,7 @@ class SingleSettings(RequestSettings, total=False):
     temperature: float
     top_p: float
     max_tokens: int | None  # None: the benchmark's own budget
-    prompt_style: str | Path | None  # a template name or .toml file; None: the preset's
+    prompt_template: str | Path | None  # a template name or .toml file; None: the preset's
     strip_think: bool
     quote: str | None  # None: the preset's, else final
     extra_body: dict[str, Any] | str | None  # an object, or its JSON text
@@ -71,22 +71,36 @@ def setting_types() -> dict[str, Any]:
 
 
 def check_names(given: Mapping[str, Any], accepted: Mapping[str, Any], what: str) -> None:
-    """Refuse a setting name that is not one of `accepted`, suggesting the nearest one."""
+    """Refuse a setting name that is not one of `accepted`: a renamed one with its new name,
+    another with the nearest one."""
     for name in given:
-        if name not in accepted:
-            hint = did_you_mean(name, accepted)
-            raise ConfigError(
-                f"'{name}' is not a setting of {what}{hint}; the settings are the long options "
-                f"of its --help, with underscores: {', '.join(sorted(accepted))}."
-            )
+        if name in accepted:
+            continue
+        if RENAMED.get(name) in accepted:
+            raise ConfigError(f"'{name}' is now '{RENAMED[name]}': give it by its new name.")
+        hint = did_you_mean(name, accepted)
+        raise ConfigError(
+            f"'{name}' is not a setting of {what}{hint}; the settings are the long options "
+            f"of its --help, with underscores: {', '.join(sorted(accepted))}."
+        )
 
 
 def check_types(given: Mapping[str, Any], what: str) -> None:
-    """Refuse a setting of the wrong type (a TOML string where a number belongs, say)."""
+    """Refuse a setting of the wrong type (a TOML string where a number belongs, say), with
+    the setting of a near name the value would fit (agent=3 meant agents)."""
     hints = setting_types()
     for name, value in given.items():
         if not fits(value, hints[name]):
-            raise ConfigError(f"{what}: '{name}' must be {describe(hints[name])}, got {value!r}.")
+            near = [other for other in hints if other not in given and fits(value, hints[other])]
+            raise ConfigError(
+                f"{what}: '{name}' must be {describe(hints[name])}, got {value!r}"
+                f"{did_you_mean(name, near, 0.8)}."
+            )
+
+
+def endpoints(given: str | Sequence[str] | None) -> tuple[str, ...]:
+    """base_url as given (one URL, a list of replicas' or none) as RunConfig holds it."""
+    return (given,) if isinstance(given, str) else tuple(given or ())
 
 
 def as_text(settings: Mapping[str, Any]) -> dict[str, Any]:

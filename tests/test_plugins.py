@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from cli_helpers import mad_eval
+from cli_helpers import mad_eval as command
 
 import mad_eval as api
 import mad_eval.cli  # its --help is made at import: here, before the plug-in is installed
@@ -65,12 +65,12 @@ def test_the_plugin_protocol_backend_and_family_serve_a_run_from_python(
 def test_the_plugin_serves_the_command_line_and_its_layout_makes_a_table(
     plugin, tmp_path: Path
 ) -> None:
-    ran = mad_eval("run", "--protocol", "wheel", "--model", "fixed:7", "--agents", "3",
+    ran = command("run", "--protocol", "wheel", "--model", "fixed:7", "--agents", "3",
                    "--rounds", "1", "--benchmark", "arith", "--limit", "2", "--out", "r",
                    cwd=tmp_path)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     _check_run(tmp_path / "r")
-    table = mad_eval("table", "r", "--layout", "boxed", cwd=tmp_path)
+    table = command("table", "r", "--layout", "boxed", cwd=tmp_path)
     assert table.returncode == 0, table.stderr
     header, _, row = table.stdout.strip().splitlines()[:3]
     assert "Boxed %" in header and "Maj" in header
@@ -105,5 +105,5 @@ def test_a_plugin_taking_a_built_in_name_is_refused_naming_both(installed, tmp_p
         "the package clashing registers a table layout named 'debate', which mad-eval already "
         "registers; one of them must take another name."
     )
-    table = mad_eval("table", str(tmp_path), "--layout", "rounds", cwd=tmp_path)
+    table = command("table", str(tmp_path), "--layout", "rounds", cwd=tmp_path)
     assert table.returncode != 0 and str(caught.value) in " ".join(table.stderr.split())

@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from mad_eval.errors import UserError
 from mad_eval.records import shown
@@ -178,7 +178,7 @@ class Registry(Generic[T]):
         self._plugins_read = True
 
 
-_REGISTRIES: weakref.WeakSet[Registry[object]] = weakref.WeakSet()
+_REGISTRIES: weakref.WeakSet[Registry[Any]] = weakref.WeakSet()
 
 
 def reread_plugins() -> None:

@@ -1,21 +1,28 @@
 """One registry per extension point: names to things, a clash refused in one sentence naming
 both owners, a mistyped name answered with the nearest one, entries given as `module:attr`
 imported on first use, and packages that declare the registry's entry-point group adding to it
-without editing mad-eval."""
+without editing mad-eval.
+
+Entry points are read on a registry's first lookup, once per process; `reread_plugins()` makes
+every registry read them again at its next lookup (a package installed into a running process,
+or a test that puts one on sys.path)."""
 
 from __future__ import annotations
 
 import importlib
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from mad_eval.errors import UserError
+from mad_eval.records import shown
 from mad_eval.words import did_you_mean
 
 T = TypeVar("T")
 BUILT_IN = "mad-eval"
+_SUGGESTED = 100  # a name longer than this gets no "did you mean": it is no typo
 
 
 class RegistryError(UserError, ValueError):
@@ -24,15 +31,16 @@ class RegistryError(UserError, ValueError):
 
 @dataclass
 class _Entry(Generic[T]):
-    owner: str  # "mad-eval", a distribution's name, or the module that added it
+    owner: str  # "mad-eval", "the package <distribution>", or whoever added it
     value: T | None = None
     ref: str | None = None  # module:attr, imported on first use
+    plugin: bool = False  # read from an entry point (forgotten by reread_plugins)
 
 
 class Registry(Generic[T]):
     """Names to values of one kind. `what` words the kind in sentences ("protocol"); `group` is
     the entry-point group installed packages add to; `check` vets each value as it is loaded
-    and raises RegistryError (or the registry's `error` class) for one that cannot serve."""
+    and raises the registry's `error` (RegistryError unless given) for one that cannot serve."""
 
     def __init__(
         self,
@@ -48,6 +56,7 @@ class Registry(Generic[T]):
         self._check = check
         self._entries: dict[str, _Entry[T]] = {}
         self._plugins_read = group is None
+        _REGISTRIES.add(self)
 
     def add(self, name: str, value: T | str, owner: str = BUILT_IN) -> None:
         """Register `value` (or a `module:attr` string, imported when first asked for) under
@@ -64,23 +73,37 @@ class Registry(Generic[T]):
 
         return decorate
 
+    def remove(self, name: str) -> None:
+        """Take a name out (a test's entry, cleaned up)."""
+        self._entries.pop(name, None)
+
     def get(self, name: str) -> T:
         """The value named `name`, imported if it was given as `module:attr`."""
         self._read_plugins()
         entry = self._entries.get(name)
         if entry is None:
-            known = sorted(self._entries)
-            raise self.error(
-                f"unknown {self.what} '{name}'{did_you_mean(name, known)}; "
-                f"available: {', '.join(known) or 'none'}."
-            )
+            raise self.error(self.unknown(name))
         if entry.value is None:
             entry.value = self._load(name, entry)
         return entry.value
 
+    def unknown(self, name: object) -> str:
+        """The sentence refusing an unknown name: the nearest known one, and the list."""
+        known = self.names()
+        near = (
+            did_you_mean(name, known) if isinstance(name, str) and len(name) <= _SUGGESTED else ""
+        )
+        return f"unknown {self.what} {shown(name, 80)}{near}; known: {', '.join(known) or 'none'}."
+
     def owner(self, name: str) -> str:
+        """Who registered `name`: mad-eval, a package (by its distribution), or a caller."""
         self._read_plugins()
         return self._entries[name].owner
+
+    def ref(self, name: str) -> str | None:
+        """The `module:attr` a lazy entry (every plug-in's) was given as; None for a value."""
+        self._read_plugins()
+        return self._entries[name].ref
 
     def names(self) -> list[str]:
         """Every name, in the order they were added (built-ins first, then plug-ins)."""
@@ -102,30 +125,29 @@ class Registry(Generic[T]):
     def __len__(self) -> int:
         return len(self.names())
 
-    def remove(self, name: str) -> None:
-        """Take a name out (a test's plug-in, cleaned up)."""
-        self._entries.pop(name, None)
+    def forget_plugins(self) -> None:
+        """Drop what entry points added; the next lookup reads them again."""
+        if self.group is None:
+            return
+        self._entries = {k: e for k, e in self._entries.items() if not e.plugin}
+        self._plugins_read = False
 
-    def _add(self, name: str, value: T | str, owner: str) -> None:
+    def _add(self, name: str, value: T | str, owner: str, plugin: bool = False) -> None:
         if not isinstance(name, str) or not name:
-            raise self.error(f"a {self.what} needs a name, got {name!r}.")
+            raise self.error(f"a {self.what} needs a name, got {shown(name, 80)}.")
         taken = self._entries.get(name)
         if taken is not None:
             raise self.error(
-                f"{owner} registers a {self.what} named '{name}', "
+                f"{owner} registers a {self.what} named {shown(name, 80)}, "
                 f"which {taken.owner} already registers; one of them must take another name."
             )
         if isinstance(value, str) and ":" in value:
-            self._entries[name] = _Entry(owner, ref=value)
-        else:
-            entry: _Entry[T] = _Entry(owner, value=value)  # type: ignore[arg-type]
-            self._entries[name] = entry
-            if self._check is not None:
-                try:
-                    self._check(name, entry.value)  # type: ignore[arg-type]
-                except Exception:
-                    del self._entries[name]
-                    raise
+            self._entries[name] = _Entry(owner, ref=value, plugin=plugin)
+            return
+        entry: _Entry[T] = _Entry(owner, value=value, plugin=plugin)  # type: ignore[arg-type]
+        if self._check is not None:
+            self._check(name, entry.value)  # type: ignore[arg-type]
+        self._entries[name] = entry
 
     def _load(self, name: str, entry: _Entry[T]) -> T:
         module, _, attr = (entry.ref or "").partition(":")
@@ -135,8 +157,8 @@ class Registry(Generic[T]):
                 value = getattr(value, part)
         except Exception as exc:  # a plug-in's import error is its own, reported as one sentence
             raise self.error(
-                f"{self.what} '{name}' from {entry.owner} cannot be loaded from "
-                f"{entry.ref}: {type(exc).__name__}: {exc}."
+                f"{self.what} {shown(name, 80)} from {entry.owner} cannot be loaded from "
+                f"{entry.ref}: {type(exc).__name__}: {shown(str(exc), 200)}."
             ) from None
         if self._check is not None:
             self._check(name, value)
@@ -149,11 +171,21 @@ class Registry(Generic[T]):
         before = dict(self._entries)
         try:
             for point in entry_points(group=self.group or ""):
-                self._add(point.name, point.value, _distribution(point))
+                self._add(point.name, point.value, _distribution(point), plugin=True)
         except Exception:
             self._entries = before
             raise
         self._plugins_read = True
+
+
+_REGISTRIES: weakref.WeakSet[Registry[Any]] = weakref.WeakSet()
+
+
+def reread_plugins() -> None:
+    """Make every registry read installed packages' entry points again at its next lookup."""
+    importlib.invalidate_caches()  # importlib.metadata's cache of sys.path's folders too
+    for registry in list(_REGISTRIES):
+        registry.forget_plugins()
 
 
 def _distribution(point: EntryPoint) -> str:

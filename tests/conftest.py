@@ -2,9 +2,14 @@
 
 import os
 import shutil
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from mad_eval.registry import Registry, reread_plugins
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +37,37 @@ def browser(tmp_path_factory: pytest.TempPathFactory):
     yield driver
     driver.quit()
     shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def registered() -> Iterator[Callable[[Registry[Any], str, Any], None]]:
+    """`registered(REGISTRY, name, value)`: an entry of the test's own, removed after it."""
+    added: list[tuple[Registry[Any], str]] = []
+
+    def add(registry: Registry[Any], name: str, value: Any) -> None:
+        registry.add(name, value, owner="a test")
+        added.append((registry, name))
+
+    yield add
+    for registry, name in reversed(added):
+        registry.remove(name)
+
+
+@pytest.fixture
+def installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], None]]:
+    """`installed(folder)`: a folder of modules and `.dist-info` folders on sys.path, as a
+    pip-installed package is, its entry points read by every registry at its next lookup; after
+    the test the registries forget them and its modules are unloaded."""
+    folders: list[Path] = []
+
+    def install(folder: Path) -> None:
+        monkeypatch.syspath_prepend(str(folder))
+        folders.append(folder.resolve())
+        reread_plugins()
+
+    yield install
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if where and any(Path(where).resolve().is_relative_to(f) for f in folders):
+            del sys.modules[name]
+    reread_plugins()  # read again, without the folders, at the next lookup

@@ -68,14 +68,15 @@ def test_the_protocols_and_kinds_are_registered() -> None:
         "dov-math",
         "summary-line",
     ]
-    assert grading.KINDS == ("math", "number", "choice", "preference", "summary") == tuple(KINDS)
-    assert grading.VOTING_KINDS == ("math", "number", "choice", "preference")
+    assert list(grading.KINDS) == ["math", "number", "choice", "preference", "summary"]
+    voting = [name for name, kind in KINDS.items() if kind.voted]
+    assert voting == ["math", "number", "choice", "preference"]
     for name, kind in KINDS.items():
         assert kind.name == name and kind.default_answer in kind.answers
         assert (kind.voted, kind.rule) == (
             (False, "consensus") if name == "summary" else (True, "plurality")
         )
-    assert KINDS["math"].answers == (
+    assert KINDS.get("math").answers == (
         "boxed",
         "answer-line",
         "dapo",
@@ -83,16 +84,16 @@ def test_the_protocols_and_kinds_are_registered() -> None:
         "braces",
         "dov-math",
     )
-    assert KINDS["number"].answers == ("boxed", "answer-line", "braces", "dov-math")
-    assert KINDS["choice"].answers == ("boxed", "answer-line", "braces")
-    assert KINDS["preference"].answers == ("boxed", "answer-line", "braces")
-    assert (KINDS["summary"].default_answer, KINDS["summary"].answers) == (
+    assert KINDS.get("number").answers == ("boxed", "answer-line", "braces", "dov-math")
+    assert KINDS.get("choice").answers == ("boxed", "answer-line", "braces")
+    assert KINDS.get("preference").answers == ("boxed", "answer-line", "braces")
+    assert (KINDS.get("summary").default_answer, KINDS.get("summary").answers) == (
         "summary-line",
         ("summary-line",),
     )
-    for protocol in ANSWER_PROTOCOLS.values():
+    for _, protocol in ANSWER_PROTOCOLS.items():
         assert protocol.description and "\n" not in protocol.description
-        assert any(protocol.name in kind.answers for kind in KINDS.values())  # none unused
+        assert any(protocol.name in kind.answers for _, kind in KINDS.items())  # none unused
 
 
 def test_unknown_names_are_one_sentence() -> None:
@@ -119,7 +120,7 @@ def test_unknown_names_are_one_sentence() -> None:
     ],
 )
 def test_an_unsupported_pair_is_one_sentence(kind: str, answer: str) -> None:
-    accepted = ", ".join(KINDS[kind].answers)
+    accepted = ", ".join(KINDS.get(kind).answers)
     message = (
         f"the {kind} kind cannot be read with the {answer} answer protocol; it accepts: {accepted}."
     )
@@ -143,7 +144,7 @@ def test_none_is_the_kinds_default() -> None:
 
 @pytest.mark.parametrize("kind", sorted(OLD_ANSWER_FORMATS))
 def test_the_default_instruction_is_byte_identical_to_the_old_one(kind: str) -> None:
-    found = KINDS[kind]
+    found = KINDS.get(kind)
     sentence = get_answer_protocol(found.default_answer).instruction(found.what)
     assert sentence == OLD_ANSWER_FORMATS[kind]
     if found.voted:
@@ -151,7 +152,7 @@ def test_the_default_instruction_is_byte_identical_to_the_old_one(kind: str) -> 
 
 
 def test_the_other_instructions_ask_for_their_form() -> None:
-    what = KINDS["math"].what
+    what = KINDS.get("math").what
     assert get_answer_protocol("answer-line").instruction(what) == (
         "Reason step by step, then give your final answer on the last line of your reply, in "
         'the form "Answer: X".'

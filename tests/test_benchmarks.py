@@ -519,9 +519,7 @@ def test_toml_path_with_local_file_next_to_it(tmp_path: Path) -> None:
     assert [(q.id, q.text, q.gold) for q in questions] == [("x1", "What?", "7.5")]
 
 
-def test_a_new_kind_is_its_class_and_its_registry_entry(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_new_kind_is_its_class_and_its_registry_entry(tmp_path: Path, registered) -> None:
     """benchmarks.py names no kind: a kind's fields and question() are all a spec needs."""
 
     class Backwards(Kind):
@@ -536,7 +534,7 @@ def test_a_new_kind_is_its_class_and_its_registry_entry(
             text = after_instruction(row.instruction, f"Spell {word} backwards {times}x{hint}.")
             return text, word[::-1], {"times": int(times), "seed": row.seed, "qid": row.qid}
 
-    monkeypatch.setitem(KINDS, "backwards", Backwards("backwards", "the word spelled backwards"))
+    registered(KINDS, "backwards", Backwards("backwards", "the word spelled backwards"))
     rows = [{"w": "abc", "n": 2, "h": "easy", "src": "x"}, {"w": "de", "n": 1, "h": "short"}]
     write_jsonl(tmp_path / "words.jsonl", rows)
     head = 'description = "d"\nkind = "backwards"\nmax_tokens = 9\ninstruction = "Do it."\n'

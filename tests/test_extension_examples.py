@@ -22,7 +22,7 @@ from mad_eval.grading.kinds import KINDS, Kind
 from mad_eval.measure.family import Add, Context, Debate, Family
 from mad_eval.measure.formula import Formula, percent
 from mad_eval.measure.scoring import Scoring
-from mad_eval.reporting.layouts import LAYOUTS, SUMMARIES, Column
+from mad_eval.reporting.layouts import LAYOUTS, Column, TableLayout
 from mad_eval.voting.rules import RULES, Rule
 
 
@@ -52,9 +52,9 @@ INTEGER = IntegerKind("integer", "your final answer as an integer")
 
 
 def test_a_benchmark_file_and_a_kind_module_make_a_runnable_benchmark(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registered
 ) -> None:
-    monkeypatch.setitem(KINDS, "integer", INTEGER)
+    registered(KINDS, "integer", INTEGER)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / "ints.toml").write_text(
@@ -109,10 +109,10 @@ FINAL_LINE = AnswerProtocol(
 )
 
 
-def test_an_answer_protocol_entry_is_found_and_graded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(ANSWER_PROTOCOLS, "final-line", FINAL_LINE)
+def test_an_answer_protocol_entry_is_found_and_graded(registered) -> None:
+    registered(ANSWER_PROTOCOLS, "final-line", FINAL_LINE)
     # The kinds it serves name it among their `answers`.
-    monkeypatch.setitem(KINDS, "integer", replace(INTEGER, answers=("boxed", "final-line")))
+    registered(KINDS, "integer", replace(INTEGER, answers=("boxed", "final-line")))
     reply = "Two sevens are fourteen.\n\n14\n"
     assert grade(reply, "14", "integer", (), "final-line").correct
     assert not grade("Two sevens.\n15", "14", "integer", (), "final-line").correct
@@ -201,18 +201,16 @@ TYPE = BackendType(
 
 
 def test_a_backend_module_and_its_prefix_serve_a_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registered
 ) -> None:
-    from mad_eval import backends
+    from mad_eval.backends import BACKENDS
 
     (tmp_path / "echo_backend.py").write_text(ECHO)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(backends.PREFIXES, "echo", "echo_backend")
-    backends._type.cache_clear()
+    registered(BACKENDS, "echo", "echo_backend:TYPE")
     try:
         sim_run(tmp_path / "r", model="echo", agents=2, rounds=1, limit=2)
     finally:
-        backends._type.cache_clear()
         sys.modules.pop("echo_backend", None)
     recorded = turns(tmp_path / "r")
     assert len(recorded) == 2 * 2 * 2 and all(t["error"] is None for t in recorded)
@@ -229,11 +227,13 @@ def _hub(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     ]
 
 
-def test_a_layout_function_makes_a_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+HUB = TableLayout("hub", _hub, "the hub's own accuracy per round")
+
+
+def test_a_layout_function_makes_a_table(tmp_path: Path, registered) -> None:
     from mad_eval.reporting.tables import render, tidy
 
-    monkeypatch.setitem(LAYOUTS, "hub", _hub)
-    monkeypatch.setitem(SUMMARIES, "hub", "the hub's own accuracy per round")
+    registered(LAYOUTS, "hub", HUB)
     [run] = api.load_runs([sim_run(tmp_path / "r", protocol="centralized", agents=3, rounds=2)])
     frame = tidy([run], "hub")
     assert api.table([tmp_path / "r"], "hub", format="md") == render(frame, "md")
@@ -271,15 +271,13 @@ UNPARSED = Family(
 )
 
 
-def test_a_metric_family_module_and_its_registry_line_measure_a_run(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_metric_family_module_and_its_registry_line_measure_a_run(registered) -> None:
     from factories import turn
 
     from mad_eval.measure import families
     from mad_eval.measure.compute import compute_metrics
 
-    monkeypatch.setattr(families, "FAMILIES", [*families.FAMILIES, UNPARSED])
+    registered(families.FAMILIES, "unparsed", UNPARSED)
     # Round 0: one of three agents unparsed on each of two questions; round 1: none, but
     # agent 2 failed on q2 (no turn to count).
     made = [turn(q, 0, a, None if a == 0 else "4", a != 0) for q in ("q1", "q2") for a in range(3)]

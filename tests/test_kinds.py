@@ -533,10 +533,11 @@ def test_the_project_specs_read_their_hub_files(tmp_path: Path, monkeypatch) -> 
 def test_each_kind_parses_its_gold() -> None:
     from mad_eval.grading.kinds import KINDS
 
-    assert KINDS["number"].gold("She keeps 31.\n#### 1,250", ()) == "1250"
-    assert KINDS["number"].gold("#### about ten", ()) is None
-    assert KINDS["choice"].gold("2", OPTIONS) == "C" and KINDS["choice"].gold("c", OPTIONS) == "C"
-    assert KINDS["preference"].gold("B", ["x", "y"]) == "B"
-    assert KINDS["choice"].gold("E", OPTIONS) is None
-    assert KINDS["math"].gold(r"\frac{1}{2}", ()) == r"\frac{1}{2}"
-    assert KINDS["summary"].gold("The reference.", ()) == "The reference."
+    assert KINDS.get("number").gold("She keeps 31.\n#### 1,250", ()) == "1250"
+    assert KINDS.get("number").gold("#### about ten", ()) is None
+    choice = KINDS.get("choice")
+    assert choice.gold("2", OPTIONS) == "C" and choice.gold("c", OPTIONS) == "C"
+    assert KINDS.get("preference").gold("B", ["x", "y"]) == "B"
+    assert KINDS.get("choice").gold("E", OPTIONS) is None
+    assert KINDS.get("math").gold(r"\frac{1}{2}", ()) == r"\frac{1}{2}"
+    assert KINDS.get("summary").gold("The reference.", ()) == "The reference."

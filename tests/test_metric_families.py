@@ -18,6 +18,7 @@ from mad_eval.measure.family import Count, Family, Share
 from mad_eval.measure.formula import percent
 from mad_eval.measure.schema import SCHEMA_VERSION, MetricsVersionError
 from mad_eval.measure.scoring import Scoring
+from mad_eval.registry import RegistryError
 from mad_eval.reporting import pairing, results
 from mad_eval.store.files import StoreError
 from mad_eval.store.manifest import RunManifest
@@ -70,11 +71,11 @@ ANSWERED = Family(
 )
 
 
-def test_a_familys_plain_sums_are_counted_by_run_and_round_without_other_code(monkeypatch):
+def test_a_familys_plain_sums_are_counted_by_run_and_round_without_other_code(registered):
     """Plain counts are declared like every other number: a family's `sums`, written after
     the formulas' numbers, each run's and each round's where it says."""
     plain = compute_metrics(case_turns(), THREE)
-    monkeypatch.setattr(families, "FAMILIES", [*families.FAMILIES, ANSWERED])
+    registered(families.FAMILIES, "answered", ANSWERED)
     found = compute_metrics(case_turns(), THREE)
     assert (found["answered"], found["answered_pct"]) == (18, 100.0)
     keys = list(found)
@@ -87,11 +88,11 @@ def test_a_familys_plain_sums_are_counted_by_run_and_round_without_other_code(mo
     assert found == plain
 
 
-def test_a_family_registered_once_is_counted_measured_and_given_an_interval(monkeypatch):
+def test_a_family_registered_once_is_counted_measured_and_given_an_interval(registered):
     """One Family and one line in the registry: its key is tallied, its formula lands in
     metrics.json where its name says, with its interval; no other code knows of it."""
     plain = compute_metrics(case_turns(), THREE)
-    monkeypatch.setattr(families, "FAMILIES", [*families.FAMILIES, TOY])
+    registered(families.FAMILIES, "toy", TOY)
     found = compute_metrics(case_turns(), THREE)
     assert found["toy"]["first_agent"] == pytest.approx(200 / 3)  # right on q1 and q2
     low, high = found["toy"]["first_agent_ci"]
@@ -102,11 +103,52 @@ def test_a_family_registered_once_is_counted_measured_and_given_an_interval(monk
     assert found == plain
 
 
-def test_a_family_that_does_not_apply_is_not_counted(monkeypatch):
+def test_a_family_that_does_not_apply_is_not_counted(registered):
     """A family's `applies` decides: one for summaries only adds nothing to a voted run."""
     summary_only = Family(**{**TOY.__dict__, "applies": lambda context: not context.scoring.voted})
-    monkeypatch.setattr(families, "FAMILIES", [*families.FAMILIES, summary_only])
+    registered(families.FAMILIES, "toy", summary_only)
     assert "toy" not in compute_metrics(case_turns(), THREE)
+
+
+def test_a_family_whose_formula_takes_another_familys_name_is_refused(registered):
+    """Before the registry refused it, a family naming a formula `maj` replaced the votes
+    family's number in metrics.json: Maj 50.0 became 0.0 and nothing said so."""
+    two = [t for t in case_turns() if t.question != "q3"]  # q1 voted right, q2 wrong
+    assert compute_metrics(two, THREE)["maj"] == 50.0
+    loud = Family(
+        name="loud",
+        formulas=lambda context: {"maj": percent("loud0")},
+        keys=lambda scoring: ["loud0"],
+        count=lambda debate, add: add("loud0", 0, 1),
+    )
+    registered(families.FAMILIES, "loud", loud)
+    with pytest.raises(RegistryError) as caught:
+        compute_metrics(two, THREE)
+    assert str(caught.value) == (
+        "the metric family 'loud' (a test) names a formula 'maj', which the metric family "
+        "'votes' (mad-eval) already names; one of them must take another name."
+    )
+
+
+def test_a_family_counting_into_another_familys_tally_key_is_refused(registered):
+    """Before, reusing the tally key `vote0` crashed with an IndexError in measure/cost.py."""
+    thief = Family(
+        name="thief",
+        formulas=lambda context: {"thief.share": percent("vote0")},
+        keys=lambda scoring: ["vote0"],
+        count=lambda debate, add: add("vote0", 0, 1),
+    )
+    registered(families.FAMILIES, "thief", thief)
+    with pytest.raises(RegistryError, match=r"'thief' \(a test\) names a tally key 'vote0', "
+                       r"which the metric family 'votes' \(mad-eval\) already names"):  # fmt: skip
+        compute_metrics(case_turns(), THREE)
+
+
+def test_a_family_must_be_a_family_of_its_own_name(registered):
+    with pytest.raises(
+        RegistryError, match=r"must be a mad_eval\.measure\.family\.Family named 'toy2'"
+    ):
+        registered(families.FAMILIES, "toy2", TOY)
 
 
 @pytest.mark.parametrize("module", ["counts.py", "compute.py", "schema.py"])
@@ -119,7 +161,7 @@ def test_the_counting_and_measuring_name_no_family(module):
         if isinstance(node, ast.Import | ast.ImportFrom)
         for alias in node.names
     }
-    named = {name for family in families.FAMILIES for name in (family.name,)}
+    named = set(families.FAMILIES)
     modules = {f"mad_eval.measure.{m}" for m in ("votes", "rouge", "dynamics", "cost")}
     modules |= {f"mad_eval.measure.{m}" for m in ("judge_scores", "matched")}
     assert not {i for i in imported if any(i.startswith(m) for m in modules)}, imported

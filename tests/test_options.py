@@ -15,7 +15,7 @@ from mad_eval.data.benchmarks import list_specs
 from mad_eval.grading.answers import ANSWER_PROTOCOLS
 from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.protocols import catalogue
-from mad_eval.reporting.layouts import LAYOUTS, SUMMARIES
+from mad_eval.reporting.layouts import LAYOUTS
 from mad_eval.setup.templates import builtin_templates
 
 
@@ -53,7 +53,6 @@ def test_help_lists_what_the_registries_hold():
 
     assert all(name in help_of("answer_protocol") for name in ANSWER_PROTOCOLS)
     assert all(f"{name}:" in help_of("layout") for name in LAYOUTS)
-    assert SUMMARIES.keys() == LAYOUTS.keys()
     assert all(spec.name in help_of("benchmark") for spec in list_specs())
     assert all(name in help_of("prompt_template") for name in builtin_templates())
     presets = [name for name, _, source in catalogue() if source.endswith(".toml")]

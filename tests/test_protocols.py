@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 from mad_eval.protocols import (
-    BUILTIN,
+    PROTOCOLS,
     Protocol,
     ProtocolError,
     catalogue,
@@ -116,7 +116,7 @@ def test_heterogeneous_runs_on_any_topology():
 
 def test_every_builtin_class_has_a_preset_and_presets_resolve():
     names = presets()
-    assert set(BUILTIN) <= set(names)
+    assert set(PROTOCOLS) <= set(names)
     for name in names:
         choice = resolve(name)
         assert isinstance(choice.protocol, Protocol)
@@ -202,7 +202,7 @@ def test_a_plugin_loads_by_import_path(tmp_path, monkeypatch):
         resolve("my_protocols:Nameless")
 
 
-def test_a_plugin_loads_by_entry_point(tmp_path, monkeypatch):
+def test_a_plugin_loads_by_entry_point(tmp_path, installed):
     (tmp_path / "my_protocols.py").write_text(PLUGIN)
     dist = tmp_path / "my_protocols-1.0.dist-info"
     dist.mkdir()
@@ -215,7 +215,7 @@ def test_a_plugin_loads_by_entry_point(tmp_path, monkeypatch):
             """
         )
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
+    installed(tmp_path)
     choice = resolve("star:centre=0")
     assert choice.source == "entry point star"
     assert choice.protocol.sees(2, 3) == [0]

@@ -8,7 +8,7 @@ from importlib.metadata import EntryPoint
 import pytest
 
 from mad_eval import registry as registry_module
-from mad_eval.registry import Registry, RegistryError
+from mad_eval.registry import Registry, RegistryError, reread_plugins
 
 
 def test_a_name_taken_twice_is_refused_naming_both_owners():
@@ -30,7 +30,7 @@ def test_an_unknown_name_gets_the_nearest_one_and_the_list():
     with pytest.raises(
         RegistryError,
         match=r"unknown widget 'plurlity' \(did you mean "
-        r"'plurality'\?\); available: hub, plurality\.",
+        r"'plurality'\?\); known: plurality, hub\.",
     ):
         things.get("plurlity")
 
@@ -78,3 +78,28 @@ def test_entry_points_add_to_the_registry_and_may_not_take_a_built_in_name(monke
         clashing.names()
     with pytest.raises(RegistryError, match="registers a widget named 'a'"):
         clashing.get("a")  # refused again, not forgotten after the first time
+
+
+def test_a_hostile_name_is_quoted_short_and_gets_no_suggestion():
+    things: Registry[int] = Registry("widget")
+    things.add("plurality", 1)
+    with pytest.raises(RegistryError) as caught:
+        things.get("plurality" * 1000)
+    assert "did you mean" not in str(caught.value) and len(str(caught.value)) < 200
+    with pytest.raises(RegistryError, match=r"unknown widget '\\u202e'"):
+        things.get("\u202e")
+
+
+def test_reread_plugins_reads_packages_installed_since_the_first_lookup(monkeypatch):
+    points: list[EntryPoint] = []
+    monkeypatch.setattr(registry_module, "entry_points", lambda group: list(points))
+    things: Registry[object] = Registry("widget", "mad_eval.widgets")
+    things.add("a", 1)
+    assert things.names() == ["a"]
+    points.append(EntryPoint("loads", "json:loads", "mad_eval.widgets"))
+    assert things.names() == ["a"]  # read once per process
+    reread_plugins()
+    assert things.names() == ["a", "loads"]
+    points.clear()
+    reread_plugins()
+    assert things.names() == ["a"]  # what the package added left with it; built-ins stay

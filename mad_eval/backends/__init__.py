@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-from functools import cache
 
 from mad_eval.backends.base import (
     Backend,
@@ -19,8 +17,12 @@ from mad_eval.backends.base import (
     TransientError,
     Where,
 )
+from mad_eval.records import shown
+from mad_eval.registry import Registry
+from mad_eval.words import did_you_mean
 
 __all__ = [
+    "BACKENDS",
     "Backend",
     "BackendError",
     "BackendType",
@@ -38,28 +40,37 @@ __all__ = [
 ]
 
 
-# Model spec prefix -> the module that declares its BackendType, imported on first use.
-PREFIXES = {
-    "openai": "mad_eval.backends.openai_backend",
-    "vllm": "mad_eval.backends.vllm_backend",
-    "serve": "mad_eval.backends.serve_backend",
-    "sim": "mad_eval.backends.sim",
-    "sim-judge": "mad_eval.backends.sim_judge",
-}
+def _check(name: str, found: BackendType) -> None:
+    if not isinstance(found, BackendType) or found.name != name:
+        raise BackendError(
+            f"backend {shown(name, 80)} must be a mad_eval.backends.BackendType named "
+            f"{shown(name, 80)}, not {shown(found, 80)}."
+        )
+
+
+# Model spec prefix -> its BackendType, each module imported on first use; other packages add
+# theirs through the `mad_eval.backends` entry-point group.
+BACKENDS: Registry[BackendType] = Registry(
+    "backend", "mad_eval.backends", error=BackendError, check=_check
+)
+for _prefix, _module in (
+    ("openai", "openai_backend"),
+    ("vllm", "vllm_backend"),
+    ("serve", "serve_backend"),
+    ("sim", "sim"),
+    ("sim-judge", "sim_judge"),
+):
+    BACKENDS.add(_prefix, f"mad_eval.backends.{_module}:TYPE")
 
 
 def backend_type(spec: str) -> BackendType:
     """The type of backend a model spec names; BackendError, listing the types, if none."""
     prefix = spec.partition(":")[0]
-    if prefix not in PREFIXES:
-        usages = [_type(name).usage for name in PREFIXES]
-        raise BackendError(f"unknown model spec '{spec}'; use {', '.join(usages)}.")
-    return _type(prefix)
-
-
-@cache
-def _type(prefix: str) -> BackendType:
-    return importlib.import_module(PREFIXES[prefix]).TYPE
+    if prefix not in BACKENDS:
+        usages = [found.usage for _, found in BACKENDS.items()]
+        near = did_you_mean(prefix, BACKENDS.names()) if len(prefix) <= 100 else ""
+        raise BackendError(f"unknown model spec {shown(spec, 80)}{near}; use {', '.join(usages)}.")
+    return BACKENDS.get(prefix)
 
 
 def require_installed(spec: str) -> None:

@@ -159,7 +159,8 @@ class Where:
 class BackendType:
     """What a type of backend (the part of a model spec before its colon) can do: the rest of
     the harness asks this, never the spec's spelling. A new backend is one module that
-    declares `TYPE = BackendType(...)`, and its entry in backends.PREFIXES."""
+    declares `TYPE = BackendType(...)`, and its entry in backends.BACKENDS (or another
+    package's `mad_eval.backends` entry point)."""
 
     name: str
     usage: str  # its spec's form and what it is, for the unknown-spec error

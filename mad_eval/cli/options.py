@@ -15,8 +15,9 @@ import typer
 from typer.models import OptionInfo
 
 # Light registries (names and words, no machinery): the help lists what each option accepts.
+from mad_eval.errors import UserError
 from mad_eval.grading.answers import ANSWER_PROTOCOLS
-from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS, SUMMARIES
+from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS
 from mad_eval.setup.config import REQUESTS, spec_files
 
 
@@ -31,11 +32,20 @@ def _names(kind: str) -> str:
     return ", ".join(spec_files(kind))
 
 
+def _listed(names: Callable[[], str]) -> str:
+    """A registry's names for a help text; an installed package that breaks the registry
+    (a name taken twice) is reported when the option is used, not when the CLI starts."""
+    try:
+        return names()
+    except UserError:
+        return "(unreadable: an installed plug-in clashes; the command says how)"
+
+
 def _answer_protocol(default: str, use: str = "") -> str:
     return (
         f"How replies write their final answer and how it is read{use}: "
-        f"{', '.join(ANSWER_PROTOCOLS)} (default: {default}); math-verify takes Math-Verify's "
-        "settings after a colon, e.g. math-verify:precision=2 "
+        f"{_listed(lambda: ', '.join(ANSWER_PROTOCOLS))} (default: {default}); math-verify "
+        "takes Math-Verify's settings after a colon, e.g. math-verify:precision=2 "
         "(docs/reference/answer-protocols.md)."
     )
 
@@ -360,8 +370,9 @@ JUDGE = {
 OPTIONS["layout"] = Option(
     str,
     typer.Option(
-        metavar="|".join(LAYOUTS),
-        help="; ".join(f"{name}: {SUMMARIES[name]}" for name in LAYOUTS) + ".",
+        metavar=_listed(lambda: "|".join(LAYOUTS)),
+        help=_listed(lambda: "; ".join(f"{n}: {layout.summary}" for n, layout in LAYOUTS.items()))
+        + ".",
     ),
 )
 OPTIONS["format"] = Option(

@@ -31,7 +31,7 @@ from mad_eval.experiments.cells import (
     pool_for,
 )
 from mad_eval.measure.prices import Prices, PricesError, load_prices
-from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
+from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS
 from mad_eval.serving.spec import KEYS as SERVING_KEYS
 from mad_eval.serving.spec import ServeSpec, is_served, parse_serve
 from mad_eval.setup.config import OPERATIONAL, RESULTS_ROOT, ConfigError, run_defaults
@@ -102,7 +102,7 @@ class Parser:
         for view in [*tables, *figures]:
             self.check_rows(experiment, view)
         for view in tables:
-            if view.layout in PAIRED:
+            if LAYOUTS.get(view.layout).paired:
                 self.add_pools(experiment, view)
         if len(experiment.cells) > self.limits["max_cells"]:
             raise self.fail(
@@ -154,7 +154,9 @@ class Parser:
         seen: dict[tuple[str, str], str] = {}
         views = [("tables", f"tables[{i}]", v) for i, v in enumerate(tables)]
         views += [
-            ("figures", f"tables[{i}]", v) for i, v in enumerate(tables) if v.layout in PAIRED
+            ("figures", f"tables[{i}]", v)
+            for i, v in enumerate(tables)
+            if LAYOUTS.get(v.layout).paired
         ]
         views += [("figures", f"figures[{i}]", v) for i, v in enumerate(figures)]
         for folder, where, view in views:

@@ -8,7 +8,7 @@ from pathlib import Path
 from mad_eval.errors import for_keywords
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError, View
 from mad_eval.measure.bootstrap import REPLICATES
-from mad_eval.reporting.layouts import PAIRED
+from mad_eval.reporting.layouts import LAYOUTS
 from mad_eval.reporting.pairing import pair
 from mad_eval.reporting.results import Run, load_run, load_runs
 from mad_eval.setup.config import run_defaults
@@ -74,7 +74,9 @@ def write_tables(experiment: Experiment, replicates: int = REPLICATES) -> list[P
             files[fmt] = path
         written += files.values()
         sections.append(_table_section(experiment, view, files, len(runs)))
-        if view.layout in PAIRED:  # as `report --single` would; and accuracy against tokens
+        if LAYOUTS.get(
+            view.layout
+        ).paired:  # as `report --single` would; and accuracy against tokens
             for run in runs:
                 RunStore(run.root, named=True).write_metrics(run.metrics)
             path = draw_budget(runs, figures_folder(experiment, view))

@@ -33,6 +33,7 @@ from mad_eval.grading.dov import dov_math
 from mad_eval.grading.math_verify_settings import DEFAULT, MathVerifySettings, parse_settings
 from mad_eval.grading.reasoning import drop_reasoning
 from mad_eval.records import shown
+from mad_eval.registry import Registry
 
 MAX_ANSWER_CHARS = 1000
 """Longer extracted answers count as unparsed: a truncated answer would be a guess."""
@@ -282,7 +283,7 @@ def _math_verify_with(given: str) -> AnswerProtocol:
     """The math-verify protocol with Math-Verify's settings (math_verify_settings)."""
     settings = parse_settings(given)
     return replace(
-        ANSWER_PROTOCOLS["math-verify"],
+        ANSWER_PROTOCOLS.get("math-verify"),
         name=f"math-verify:{given}",
         search=functools.partial(_math_verify, settings=settings),
         judge=functools.partial(_math_verify_judge, settings=settings),
@@ -316,80 +317,92 @@ def _summary_line(reply: str) -> tuple[str | None, bool]:
 
 _STEP_BY_STEP = "Reason step by step, then give {what}"
 
-ANSWER_PROTOCOLS: dict[str, AnswerProtocol] = {
-    p.name: p
-    for p in (
-        AnswerProtocol(
-            "boxed",
-            "the last \\boxed{} in the reply, else the last answer cue (the default)",
-            _STEP_BY_STEP + " in \\boxed{}.",
-            "\\boxed{{answer}}",
-            False,
-            _boxed,
-            fallback=True,
-        ),
-        AnswerProtocol(
-            "answer-line",
-            "DAPO's last 'Answer: X' line, read in the reply's last 300 characters",
-            _STEP_BY_STEP + ' on the last line of your reply, in the form "Answer: X".',
-            "Answer: {answer}",
-            True,
-            _answer_line,
-            revision=2,  # issue 32: newlines after the colon, \\$, units with a power, ...
-        ),
-        AnswerProtocol(
-            "dapo",
-            "verl's DAPO reward exactly: its 'Answer:' reading and normalised strings compared",
-            # The answer-line sentence: the two protocols differ in reading, not in asking.
-            _STEP_BY_STEP + ' on the last line of your reply, in the form "Answer: X".',
-            "Answer: {answer}",
-            True,
-            _dapo,
-            judge=_dapo_judge,
-            whole=True,
-            equal_text=True,
-            verdict=_dapo_verdict,
-        ),
-        AnswerProtocol(
-            "math-verify",
-            "Math-Verify's own search of the whole reply, as verl grades MATH500",
-            # The boxed sentence: Math-Verify reads a box first, and the same prompt as the
-            # default keeps a comparison of the two protocols about grading alone.
-            _STEP_BY_STEP + " in \\boxed{}.",
-            "The answer is ${answer}$.",
-            True,
-            _math_verify,
-            judge=_math_verify_judge,
-            configure=_math_verify_with,
-        ),
-        AnswerProtocol(
-            "braces",
-            "the last {final answer: X} in the reply",
-            _STEP_BY_STEP + " at the end of your reply, in the form {final answer: X}.",
-            "{final answer: {answer}}",
-            False,
-            _braces,
-        ),
-        AnswerProtocol(
-            "dov-math",
-            "Debate-or-Vote's math reader: the last {final answer: N}, else the last \\boxed{}, "
-            "read as a number rounded to one decimal",
-            _STEP_BY_STEP + " as the very end of your reply, in the form {final answer: X}.",
-            "{final answer: {answer}}",
-            False,
-            dov_math,
-        ),
-        AnswerProtocol(
-            "summary-line",
-            "the text after the last line that opens with 'Summary:'",
-            'End your reply with a line that starts with "Summary:", followed by {what} and '
-            "nothing after it.",
-            "Summary: {answer}",
-            True,
-            _summary_line,
-        ),
-    )
-}
+
+def _check(name: str, protocol: AnswerProtocol) -> None:
+    if not isinstance(protocol, AnswerProtocol) or protocol.name != name:
+        raise AnswerProtocolError(
+            f"answer protocol {shown(name, 80)} must be a mad_eval.grading.answers.AnswerProtocol "
+            f"named {shown(name, 80)}, not {shown(protocol, 80)}."
+        )
+
+
+# Where replies write their answers, by name; other packages add theirs through the
+# `mad_eval.answer_protocols` entry-point group.
+ANSWER_PROTOCOLS: Registry[AnswerProtocol] = Registry(
+    "answer protocol", "mad_eval.answer_protocols", error=AnswerProtocolError, check=_check
+)
+for _protocol in (
+    AnswerProtocol(
+        "boxed",
+        "the last \\boxed{} in the reply, else the last answer cue (the default)",
+        _STEP_BY_STEP + " in \\boxed{}.",
+        "\\boxed{{answer}}",
+        False,
+        _boxed,
+        fallback=True,
+    ),
+    AnswerProtocol(
+        "answer-line",
+        "DAPO's last 'Answer: X' line, read in the reply's last 300 characters",
+        _STEP_BY_STEP + ' on the last line of your reply, in the form "Answer: X".',
+        "Answer: {answer}",
+        True,
+        _answer_line,
+        revision=2,  # issue 32: newlines after the colon, \\$, units with a power, ...
+    ),
+    AnswerProtocol(
+        "dapo",
+        "verl's DAPO reward exactly: its 'Answer:' reading and normalised strings compared",
+        # The answer-line sentence: the two protocols differ in reading, not in asking.
+        _STEP_BY_STEP + ' on the last line of your reply, in the form "Answer: X".',
+        "Answer: {answer}",
+        True,
+        _dapo,
+        judge=_dapo_judge,
+        whole=True,
+        equal_text=True,
+        verdict=_dapo_verdict,
+    ),
+    AnswerProtocol(
+        "math-verify",
+        "Math-Verify's own search of the whole reply, as verl grades MATH500",
+        # The boxed sentence: Math-Verify reads a box first, and the same prompt as the
+        # default keeps a comparison of the two protocols about grading alone.
+        _STEP_BY_STEP + " in \\boxed{}.",
+        "The answer is ${answer}$.",
+        True,
+        _math_verify,
+        judge=_math_verify_judge,
+        configure=_math_verify_with,
+    ),
+    AnswerProtocol(
+        "braces",
+        "the last {final answer: X} in the reply",
+        _STEP_BY_STEP + " at the end of your reply, in the form {final answer: X}.",
+        "{final answer: {answer}}",
+        False,
+        _braces,
+    ),
+    AnswerProtocol(
+        "dov-math",
+        "Debate-or-Vote's math reader: the last {final answer: N}, else the last \\boxed{}, "
+        "read as a number rounded to one decimal",
+        _STEP_BY_STEP + " as the very end of your reply, in the form {final answer: X}.",
+        "{final answer: {answer}}",
+        False,
+        dov_math,
+    ),
+    AnswerProtocol(
+        "summary-line",
+        "the text after the last line that opens with 'Summary:'",
+        'End your reply with a line that starts with "Summary:", followed by {what} and '
+        "nothing after it.",
+        "Summary: {answer}",
+        True,
+        _summary_line,
+    ),
+):
+    ANSWER_PROTOCOLS.add(_protocol.name, _protocol)
 
 
 def protocol_name(spec: str) -> str:
@@ -401,10 +414,7 @@ def get_answer_protocol(spec: str) -> AnswerProtocol:
     """The protocol of that name, with its settings after a colon; an unknown name, or
     settings it does not take, are refused in one sentence."""
     name, colon, given = spec.partition(":")
-    if name not in ANSWER_PROTOCOLS:
-        known = ", ".join(ANSWER_PROTOCOLS)
-        raise AnswerProtocolError(f"unknown answer protocol {shown(name, 80)}; known: {known}.")
-    protocol = ANSWER_PROTOCOLS[name]
+    protocol = ANSWER_PROTOCOLS.get(name)
     if not colon:
         return protocol
     if protocol.configure is None:

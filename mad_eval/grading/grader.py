@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from mad_eval.grading.answers import MAX_ANSWER_CHARS, get_answer_protocol, protocol_name
-from mad_eval.grading.kinds import KINDS as _KINDS
-from mad_eval.grading.kinds import Grade, Kind, get_kind
+from mad_eval.grading.kinds import KINDS, Grade, Kind, get_kind
 from mad_eval.grading.kinds.choice import LETTERS, choice_gold
 from mad_eval.grading.kinds.math import compare_math, equivalent
 from mad_eval.grading.kinds.number import number_gold, number_key
@@ -36,7 +35,6 @@ __all__ = [
     "MAX_ANSWER_CHARS",
     "MAX_SUMMARY_CHARS",
     "ROUGE",
-    "VOTING_KINDS",
     "Grade",
     "NeedsWorker",
     "check_answer_protocol",
@@ -50,6 +48,7 @@ __all__ = [
     "extract_choice",
     "extract_number",
     "extract_summary",
+    "get_kind",
     "grade",
     "grade_inline",
     "inline",
@@ -58,9 +57,6 @@ __all__ = [
     "rouge",
     "same_answer",
 ]
-
-KINDS = tuple(_KINDS)
-VOTING_KINDS = tuple(name for name, kind in _KINDS.items() if kind.voted)
 
 
 def check_answer_protocol(kind: str, answer: str | None = None) -> str:

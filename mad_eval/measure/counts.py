@@ -55,6 +55,7 @@ class Counting:
             )
         self.scoring = scoring
         self.alike = scoring.same
+        families.check_names(scoring)
         self.families = [f for f in families.applying(Context(scoring)) if f.count]
         names = [k for f in self.families if not f.compact for k in f.keys(scoring)]
         compact = [k for f in self.families if f.compact for k in f.keys(scoring)]

@@ -46,6 +46,7 @@ def formulas(
     Each family that applies to the run (a voted or a summary kind, `judged` or not) gives
     its own, in the registry's order, with the agents' and the judge's `prices.Price`."""
     context = Context(scoring, judged, price, judge_price)
+    families.check_names(scoring)
     found: dict[str, Formula] = {}
     for family in families.applying(context):
         found |= family.formulas(context)
@@ -64,7 +65,7 @@ LISTS: dict[str, Section] = {
 def lists() -> dict[str, Section]:
     """Every numbered head that is a row of a list, the families' too."""
     found = dict(LISTS)
-    for family in families.FAMILIES:
+    for family in families.every():
         found |= family.lists
     return found
 

@@ -9,7 +9,6 @@ import inspect
 import re
 import tomllib
 from dataclasses import dataclass, replace
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +20,13 @@ from mad_eval.protocols.heterogeneous import Heterogeneous
 from mad_eval.protocols.single import Single
 from mad_eval.protocols.sparse import Sparse
 from mad_eval.records import shown
+from mad_eval.registry import BUILT_IN, Registry
 from mad_eval.setup.config import project_folder, spec_files
 from mad_eval.setup.tomlfile import TomlFileError, read_toml
 from mad_eval.words import did_you_mean
 
 __all__ = [
-    "BUILTIN",
+    "PROTOCOLS",
     "Choice",
     "Protocol",
     "ProtocolError",
@@ -36,10 +36,6 @@ __all__ = [
     "resolve",
 ]
 
-BUILTIN: dict[str, type[Protocol]] = {
-    cls.name: cls for cls in (Decentralized, Sparse, Centralized, Heterogeneous, Single)
-}
-ENTRY_POINT_GROUP = "mad_eval.protocols"
 PRESET_KEYS = {"class", "description", "prompt_template", "quote", "params"}
 
 
@@ -60,7 +56,7 @@ def presets() -> dict[str, Path]:
     built-in name: a plain `mad-eval run` in a cloned repository imports nothing of it."""
     found = spec_files("protocols")
     ours = project_folder("protocols").resolve()
-    taken = {*BUILTIN, *_entry_points()}
+    taken = set(PROTOCOLS.names())
     return {
         name: path
         for name, path in found.items()
@@ -88,12 +84,9 @@ def resolve(text: str) -> Choice:
         template = preset.get("prompt_template")
         choice = _build(cls_name, cls, params, str(known[name]), template)
         return replace(choice, quote=preset.get("quote"))
-    if name in BUILTIN:
-        return _build(name, BUILTIN[name], overrides, source="built-in")
-    plugins = _entry_points()
-    if name in plugins:
-        return _build(name, _load_entry_point(plugins[name]), overrides, f"entry point {name}")
-    available = sorted({*known, *BUILTIN, *plugins})
+    if name in PROTOCOLS:
+        return _build(name, PROTOCOLS.get(name), overrides, _source(name))
+    available = sorted({*known, *PROTOCOLS.names()})
     raise ProtocolError(
         f"unknown protocol '{name}'{did_you_mean(name, available, 0.8)}; available: "
         f"{', '.join(available)} "
@@ -111,16 +104,16 @@ def catalogue() -> list[tuple[str, str, str]]:
         except ProtocolError as exc:
             rows.append((name, f"unreadable: {exc}", str(path)))
     listed = {row[0] for row in rows}
-    for name, cls in BUILTIN.items():
-        if name not in listed:
-            rows.append((name, cls.description, "built-in class"))
-    for name, ep in _entry_points().items():
-        if name not in listed and name not in BUILTIN:
-            try:
-                description = _load_entry_point(ep).description
-            except ProtocolError as exc:
-                description = f"unusable: {exc}"
-            rows.append((name, description, f"entry point {ep.value}"))
+    for name in PROTOCOLS.names():
+        if name in listed:
+            continue
+        ref = PROTOCOLS.ref(name)
+        where = "built-in class" if PROTOCOLS.owner(name) == BUILT_IN else f"entry point {ref}"
+        try:
+            description = PROTOCOLS.get(name).description
+        except ProtocolError as exc:
+            description = f"unusable: {exc}"
+        rows.append((name, description, where))
     return rows
 
 
@@ -218,13 +211,10 @@ def _read_preset(path: Path) -> dict[str, Any]:
 def _class_named(name: str, where: str) -> type[Protocol]:
     if ":" in name:
         return _import_class(name)
-    if name in BUILTIN:
-        return BUILTIN[name]
-    plugins = _entry_points()
-    if name in plugins:
-        return _load_entry_point(plugins[name])
+    if name in PROTOCOLS:
+        return PROTOCOLS.get(name)
     raise ProtocolError(
-        f"{where}: class {shown(name, 80)} is not one of: {', '.join(BUILTIN)} (or "
+        f"{where}: class {shown(name, 80)} is not one of: {', '.join(PROTOCOLS)} (or "
         "pkg.module:Class)."
     )
 
@@ -242,18 +232,8 @@ def _import_class(ref: str) -> type[Protocol]:
     return _checked_class(getattr(module, attr), ref)
 
 
-def _entry_points() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
-def _load_entry_point(ep: Any) -> type[Protocol]:
-    try:
-        obj = ep.load()
-    except Exception as exc:  # a broken plug-in must not take the CLI down with a traceback
-        raise ProtocolError(
-            f"cannot load protocol entry point '{ep.name}' ({ep.value}): {exc}"
-        ) from None
-    return _checked_class(obj, f"entry point {ep.name} ({ep.value})")
+def _source(name: str) -> str:
+    return "built-in" if PROTOCOLS.owner(name) == BUILT_IN else f"entry point {name}"
 
 
 def _checked_class(obj: Any, ref: str) -> type[Protocol]:
@@ -274,3 +254,16 @@ def _checked_class(obj: Any, ref: str) -> type[Protocol]:
             f"{ref}: name {shown(obj.name, 80)} may hold only letters, digits, . _ -."
         )
     return obj
+
+
+def _check(name: str, cls: type[Protocol]) -> None:
+    _checked_class(cls, f"protocol {shown(name, 80)}")
+
+
+# Protocol classes by name; other packages add theirs through the `mad_eval.protocols`
+# entry-point group (a preset of the same name, in protocols/, names the class it uses).
+PROTOCOLS: Registry[type[Protocol]] = Registry(
+    "protocol", "mad_eval.protocols", error=ProtocolError, check=_check
+)
+for _cls in (Decentralized, Sparse, Centralized, Heterogeneous, Single):
+    PROTOCOLS.add(_cls.name, _cls)

@@ -19,9 +19,9 @@ class Heterogeneous(Protocol):
         roster: list[dict[str, Any]] | None = None,
         **topology_params: Any,
     ):
-        from mad_eval.protocols import BUILTIN
+        from mad_eval.protocols import PROTOCOLS
 
-        classes = {name: cls for name, cls in BUILTIN.items() if cls is not Heterogeneous}
+        classes = {name: cls for name, cls in PROTOCOLS.items() if cls is not Heterogeneous}
         if topology not in classes:
             raise ProtocolError(
                 f"heterogeneous: topology {shown(topology, 80)} is not one of: "

@@ -82,7 +82,7 @@ def _applying(metrics: dict[str, Any]) -> list[Family]:
         rule=metrics.get("score") or "",
     )
     context = Context(scoring, judged=bool(metrics.get("judge")))
-    return [family for family in families.FAMILIES if family.applies(context)]
+    return [family for family in families.every() if family.applies(context)]
 
 
 def headline_view(view: View) -> list[Any]:

@@ -1,6 +1,7 @@
 """The paper tables' layouts: for each, the row parts and columns it shows, each column a
-number of metrics.json; and the formats and error bars a table can have. Plain data, so
-the command line lists them without loading the table machinery (tables.py)."""
+number of metrics.json, and the words that describe it; and the formats and error bars a table
+can have. Plain data, so the command line lists them without loading the table machinery
+(tables.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mad_eval.grading.rubric import CRITIQUE, CRITIQUE_HEADERS
+from mad_eval.records import shown
+from mad_eval.registry import Registry, RegistryError
 
 
 @dataclass(frozen=True)
@@ -280,70 +283,123 @@ def _budget(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     ]
 
 
-LAYOUTS: dict[str, Layout] = {
-    "debate": _debate,
-    "single": _single,
-    "rounds": _rounds,
-    "transitions": _transitions,
-    "lengths": _lengths,
-    "diversity": _diversity,
-    "critique": _critique,
-    "rouge": _rouge,
-    "single-bootstrap": _single_bootstrap,
-    "cost": _cost,
-    "margin": _margin,
-    "drift": _drift,
-    "conformity": _conformity,
-    "stopping": _stopping,
-    "budget": _budget,
-}
-# What each layout shows, in a few words: `mad-eval table --help` lists them.
-SUMMARIES = {
-    "debate": "Maj, Debate, Δ per benchmark",
-    "single": "mean@K, maj@K (exact)",
-    "rounds": "vote accuracy after each round",
-    "transitions": "C→I, I→C per round",
-    "lengths": "tokens of correct and incorrect answers per round",
-    "diversity": "unanimous share, answer entropy, ρ and N_eff per round",
-    "critique": "the judge's scores",
-    "rouge": "the consensus summary's ROUGE-1/2/L per round (summary benchmarks)",
-    "single-bootstrap": "maj@K as verl estimates it (1000 seeded resamples)",
-    "cost": "calls, requests, tokens, latency and money per question, per round and for the judge",
-    "margin": "Δ split by how many voters were right in round 0, and the oracle gap",
-    "drift": "change in mean agent accuracy per round, Δ = drift + aggregation",
-    "conformity": "agents adopting the previous round's plurality, right or wrong",
-    "stopping": "the vote and cost had the debate stopped after round r or at unanimity",
-    "budget": "Maj, Debate, and self-consistency given the debate's compute, maj@G "
-    "(G = N(T+1)) and the vote of the m samples its tokens buy, each debate run paired with "
-    "a `mad-eval single` run of its model and benchmark among the runs given",
-}
-# Layouts whose debate runs are each paired with a `mad-eval single` run of their model and
-# benchmark among the runs given (mad_eval.reporting.pairing); those single runs are no rows.
-PAIRED = ("budget",)
-# What a layout's numbers are, where its headers cannot say it all: below a Markdown table,
-# in a comment above a LaTeX one.
-LAYOUT_NOTES = {
-    "cost": "per question: calls are answers asked for, requests those sent (retries "
-    "included, cached answers not); latency is summed over requests, wall is each round's "
-    "slowest answer added up; prefix % is the share of prompt tokens a prefix cache can reuse",
-    "margin": "k/N right: questions with k of the N voters right in round 0; Δ part is the "
-    "points of the run's Δ those questions make (the parts add up to Δ); the oracle gap "
-    "counts questions some agent got right in some round while the final vote was wrong, "
-    "a diagnostic and not an accuracy",
-    "drift": "drift is the change in mean agent accuracy (0 for a martingale); aggregation "
-    "is the change in what the vote adds over the mean agent; Δ = drift + aggregation",
-    "conformity": "adopt: agents not holding the previous round's plurality answer that took "
-    "it up; C→I: agents right before that turned wrong; each split by whether that "
-    "plurality was right",
-    "stopping": "replayed from the recorded rounds, no new requests: the vote had the "
-    "debate stopped after round r or at the first round whose answers all agree",
-    "single": "maj@K is exact: the vote of all K answers of each question",
-    "single-bootstrap": "maj@K (bootstrap) is verl's maj@K/mean: the vote of K answers drawn "
-    "with replacement, its correctness averaged over 1000 draws (numpy seed 42) per question",
-    "budget": "maj@G is the vote of G = N(T+1) samples of the paired single run (as many "
-    "generations as the debate); SC@tokens the vote of m samples, m the debate's tokens on "
-    "the question over a sample's, rounded and clipped to [1, K]; both averaged over seeded "
-    "subsamples and tested against Debate on the questions both answered",
-}
+@dataclass(frozen=True)
+class TableLayout:
+    """A paper table's layout, registered by its name: its columns, what it shows in a few
+    words (`mad-eval table --help` lists them), what its numbers are where the headers cannot
+    say it all (below a Markdown table, in a comment above a LaTeX one), and whether its debate
+    runs are each paired with a `mad-eval single` run of their model and benchmark among the
+    runs given (mad_eval.reporting.pairing; those single runs are no rows)."""
+
+    name: str
+    columns: Layout
+    summary: str
+    note: str | None = None
+    paired: bool = False
+
+
+def _check(name: str, layout: TableLayout) -> None:
+    if not isinstance(layout, TableLayout) or layout.name != name:
+        raise RegistryError(
+            f"table layout {shown(name, 80)} must be a mad_eval.reporting.layouts.TableLayout "
+            f"named {shown(name, 80)}, not {shown(layout, 80)}."
+        )
+
+
+# Other packages add theirs through the `mad_eval.layouts` entry-point group.
+LAYOUTS: Registry[TableLayout] = Registry("table layout", "mad_eval.layouts", check=_check)
+for _layout in (
+    TableLayout("debate", _debate, "Maj, Debate, Δ per benchmark"),
+    TableLayout(
+        "single",
+        _single,
+        "mean@K, maj@K (exact)",
+        note="maj@K is exact: the vote of all K answers of each question",
+    ),
+    TableLayout("rounds", _rounds, "vote accuracy after each round"),
+    TableLayout("transitions", _transitions, "C→I, I→C per round"),
+    TableLayout("lengths", _lengths, "tokens of correct and incorrect answers per round"),
+    TableLayout("diversity", _diversity, "unanimous share, answer entropy, ρ and N_eff per round"),
+    TableLayout("critique", _critique, "the judge's scores"),
+    TableLayout(
+        "rouge", _rouge, "the consensus summary's ROUGE-1/2/L per round (summary benchmarks)"
+    ),
+    TableLayout(
+        "single-bootstrap",
+        _single_bootstrap,
+        "maj@K as verl estimates it (1000 seeded resamples)",
+        note=(
+            "maj@K (bootstrap) is verl's maj@K/mean: the vote of K answers drawn with "
+            "replacement, its correctness averaged over 1000 draws (numpy seed 42) per question"
+        ),
+    ),
+    TableLayout(
+        "cost",
+        _cost,
+        "calls, requests, tokens, latency and money per question, per round and for the judge",
+        note=(
+            "per question: calls are answers asked for, requests those sent (retries included, "
+            "cached answers not); latency is summed over requests, wall is each round's slowest "
+            "answer added up; prefix % is the share of prompt tokens a prefix cache can reuse"
+        ),
+    ),
+    TableLayout(
+        "margin",
+        _margin,
+        "Δ split by how many voters were right in round 0, and the oracle gap",
+        note=(
+            "k/N right: questions with k of the N voters right in round 0; Δ part is the points "
+            "of the run's Δ those questions make (the parts add up to Δ); the oracle gap counts "
+            "questions some agent got right in some round while the final vote was wrong, a "
+            "diagnostic and not an accuracy"
+        ),
+    ),
+    TableLayout(
+        "drift",
+        _drift,
+        "change in mean agent accuracy per round, Δ = drift + aggregation",
+        note=(
+            "drift is the change in mean agent accuracy (0 for a martingale); aggregation is the "
+            "change in what the vote adds over the mean agent; Δ = drift + aggregation"
+        ),
+    ),
+    TableLayout(
+        "conformity",
+        _conformity,
+        "agents adopting the previous round's plurality, right or wrong",
+        note=(
+            "adopt: agents not holding the previous round's plurality answer that took it up; "
+            "C→I: agents right before that turned wrong; each split by whether that plurality was"
+            " right"
+        ),
+    ),
+    TableLayout(
+        "stopping",
+        _stopping,
+        "the vote and cost had the debate stopped after round r or at unanimity",
+        note=(
+            "replayed from the recorded rounds, no new requests: the vote had the debate stopped "
+            "after round r or at the first round whose answers all agree"
+        ),
+    ),
+    TableLayout(
+        "budget",
+        _budget,
+        (
+            "Maj, Debate, and self-consistency given the debate's compute, maj@G (G = N(T+1)) and"
+            " the vote of the m samples its tokens buy, each debate run paired with a `mad-eval "
+            "single` run of its model and benchmark among the runs given"
+        ),
+        note=(
+            "maj@G is the vote of G = N(T+1) samples of the paired single run (as many "
+            "generations as the debate); SC@tokens the vote of m samples, m the debate's tokens "
+            "on the question over a sample's, rounded and clipped to [1, K]; both averaged over "
+            "seeded subsamples and tested against Debate on the questions both answered"
+        ),
+        paired=True,
+    ),
+):
+    LAYOUTS.add(_layout.name, _layout)
+
 FORMATS = ("csv", "latex", "md")
 ERRORS = ("std", "ci", "none")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.measure.prices import read_prices
-from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS, PAIRED
+from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS
 from mad_eval.reporting.results import load_runs, parse_labels
 from mad_eval.store.files import StoreError, refuse_records, write_atomically
 from mad_eval.store.manifest import MANIFEST_FILE
@@ -88,7 +88,7 @@ def make_table(
         refuse_records(out)
     names, costs = labels_of(labels), read_prices(prices)
     run_dirs = run_folders(run_dirs)
-    if layout in PAIRED:
+    if LAYOUTS.get(layout).paired:
         from mad_eval.reporting.pairing import load_paired
 
         runs = load_paired(list(run_dirs), names, replicates, costs)

@@ -14,7 +14,7 @@ import numpy as np
 from mad_eval.measure.bootstrap import REPLICATES, bootstrap_ci, paired_test
 from mad_eval.measure.families import differences
 from mad_eval.measure.schema import lookup
-from mad_eval.reporting.layouts import LAYOUT_NOTES, LAYOUTS, Column
+from mad_eval.reporting.layouts import LAYOUTS, Column
 from mad_eval.reporting.results import Run
 from mad_eval.sanitize import valid_value
 from mad_eval.voting.rules import RULES, default_rule
@@ -90,7 +90,7 @@ def tidy(
                 f"{run.root} has no judge verdicts; score it first with "
                 f"`mad-eval judge {run.root} --judge MODEL`."
             )
-        for part, columns in LAYOUTS[layout](run.rounds, len(run.scoring.voters)):
+        for part, columns in LAYOUTS.get(layout).columns(run.rounds, len(run.scoring.voters)):
             for column in columns:
                 if column.optional:
                     optional.add(column.key)
@@ -343,10 +343,11 @@ def _row_label(g: Grid, method: str, part: str) -> str:
 
 
 def _notes(frame: pd.DataFrame, g: Grid) -> list[str]:
-    """What the layout's numbers are (LAYOUT_NOTES) and what each unusual rule named in a
+    """What the layout's numbers are (its note) and what each unusual rule named in a
     row label does, as sentences without their full stop."""
     layout = frame["layout"].iloc[0]
-    notes = [LAYOUT_NOTES[layout]] if layout in LAYOUT_NOTES else []
+    note = LAYOUTS.get(layout).note
+    notes = [note] if note else []
     rules = dict.fromkeys(rule for found in g.scores.values() for rule in found)
     return notes + [f"score={rule}: {RULES.get(rule).description}" for rule in rules]
 

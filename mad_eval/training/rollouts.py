@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mad_eval.data.benchmarks import read_jsonl
 from mad_eval.debate.replay import run_questions
-from mad_eval.grading.grader import VOTING_KINDS, check_answer_protocol, grade
+from mad_eval.grading.grader import KINDS, check_answer_protocol, get_kind, grade
 from mad_eval.store.folder import RunStore, StoreError
 
 # The generic file's fields, with the names also accepted for each.
@@ -66,7 +66,7 @@ def _from_run(root: Path, data_dir: Path | None, answer: str | None) -> Rollouts
     store = RunStore(root)
     manifest = store.manifest()
     benchmark, kind = manifest.benchmark.name, manifest.benchmark.kind
-    if kind not in VOTING_KINDS:
+    if kind not in KINDS or not get_kind(kind).voted:
         raise StoreError(
             f"{root} ran {benchmark}, a {kind} benchmark: its answers are scored, not right or "
             "wrong, so there are no disagreeing rollouts to pair."

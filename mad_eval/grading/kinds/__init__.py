@@ -2,9 +2,10 @@
 summary), how it reads the text an answer protocol (mad_eval.grading.answers) found, and how it is
 compared, graded, asked from a benchmark's row and simulated.
 
-One module per kind; KINDS holds them all, so a new kind is a module and a line here: the
-benchmark reader (mad_eval.data.benchmarks) asks the kind which row fields it needs and what
-question a row makes.
+One module per kind; the KINDS registry holds them all, so a new kind is a module and a line
+here (or a `mad_eval.kinds` entry point of another package): the benchmark reader
+(mad_eval.data.benchmarks) asks the kind which row fields it needs and what question a row
+makes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol
 
+from mad_eval.errors import UserError
 from mad_eval.records import Question, shown
+from mad_eval.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -125,11 +128,24 @@ from mad_eval.grading.kinds.math import MATH  # noqa: E402
 from mad_eval.grading.kinds.number import NUMBER  # noqa: E402
 from mad_eval.grading.kinds.summary import SUMMARY  # noqa: E402
 
-KINDS: dict[str, Kind] = {k.name: k for k in (MATH, NUMBER, CHOICE, PREFERENCE, SUMMARY)}
+
+class KindError(UserError, ValueError):
+    """A benchmark kind that is unknown or cannot serve."""
+
+
+def _check(name: str, kind: Kind) -> None:
+    if not isinstance(kind, Kind) or kind.name != name:
+        raise KindError(
+            f"benchmark kind {shown(name, 80)} must be a mad_eval.grading.kinds.Kind named "
+            f"{shown(name, 80)}, not {shown(kind, 80)}."
+        )
+
+
+KINDS: Registry[Kind] = Registry("benchmark kind", "mad_eval.kinds", error=KindError, check=_check)
+for _kind in (MATH, NUMBER, CHOICE, PREFERENCE, SUMMARY):
+    KINDS.add(_kind.name, _kind)
 
 
 def get_kind(name: str) -> Kind:
     """The kind of that name; an unknown one is refused in one sentence."""
-    if name not in KINDS:
-        raise ValueError(f"unknown benchmark kind {shown(name, 80)}; known: {', '.join(KINDS)}")
-    return KINDS[name]
+    return KINDS.get(name)

@@ -148,7 +148,9 @@ def test_summaries_use_the_consensus_rule_by_default_and_may_use_the_hub():
 
 
 def test_unknown_rules_and_hub_scoring_without_a_hub_are_refused():
-    with pytest.raises(ValueError, match=r"unknown scoring rule 'best'; available: consensus, "):
+    with pytest.raises(
+        ValueError, match=r"unknown scoring rule 'best'; known: plurality, hub, consensus\."
+    ):
         get_rule("best")
     with pytest.raises(ValueError, match=r"'plurlity' \(did you mean 'plurality'\?\)"):
         get_rule("plurlity")
@@ -181,7 +183,7 @@ def test_unknown_rules_and_hub_scoring_without_a_hub_are_refused():
 def test_the_cli_refuses_an_unknown_rule_in_one_sentence(tmp_path):
     result = mad_eval("run", "--protocol", "centralized:score=best", "--limit", "2", cwd=tmp_path)
     assert result.returncode == 2
-    assert "unknown scoring rule 'best'; available: consensus, hub, plurality." in result.stderr
+    assert "unknown scoring rule 'best'; known: plurality, hub, consensus." in result.stderr
     assert "Traceback" not in result.stderr
 
 

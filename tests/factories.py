@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval import api
-from mad_eval.records import Turn
+from mad_eval.measure.compute import Measuring
+from mad_eval.measure.counts import Tallies, by_debate
+from mad_eval.measure.scoring import Scoring
+from mad_eval.records import Turn, Verdict
 
 
 def turn(
@@ -53,3 +56,25 @@ def write_jsonl(path: Path, rows: list) -> Path:
     """`rows` as a JSON Lines file at `path`."""
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+def compute_metrics(
+    turns: list[Turn],
+    scoring: Scoring,
+    groups: dict[str, list[int]] | None = None,
+    tallies: Tallies | None = None,
+    verdicts: list[Verdict] | None = None,
+) -> dict[str, Any]:
+    """metrics.json from a list of turns (see Measuring, which reads them a debate at a
+    time). `tallies` are the turns' (and verdicts') own, when the caller has counted them
+    already."""
+    if not turns:
+        raise ValueError("no turns recorded yet: nothing to measure.")
+    runs = sorted({t.run for t in turns})
+    questions = sorted({t.question for t in turns})
+    measuring = Measuring(runs, questions, scoring, groups, count=tallies is None)
+    for debate in by_debate(turns):
+        measuring.add(debate)
+    if tallies is None:
+        tallies = measuring.tallies(verdicts)
+    return measuring.metrics(tallies, verdicts)

@@ -8,9 +8,9 @@ from collections import defaultdict
 from types import SimpleNamespace
 
 from cli_helpers import mad_eval, turns_of
+from factories import compute_metrics
 
 from mad_eval.grading.grader import equivalent
-from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn
 from mad_eval.voting.groups import AnswerClasses, answer_groups

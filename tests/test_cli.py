@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 from cli_helpers import mad_eval, small_run, start, turns_of, wait_for_lines, without_timing
+from factories import compute_metrics
 from stub_server import StubServer
 
-from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn, derive_seed
 

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from factories import turn
+from factories import compute_metrics, turn
 
-from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.scoring import Scoring
 from mad_eval.voting.maj_at_k import bootstrap_maj, bootstrap_maj_std
 

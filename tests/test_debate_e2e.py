@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import mad_eval, turns_of
+from factories import compute_metrics
 from stub_server import StubServer
 from tiny_tokenizer import save_chat_tokenizer
 
 from mad_eval.debate.context import CUT_MARKER
-from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn
 

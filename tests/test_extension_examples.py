@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from factories import sim_run
+from factories import compute_metrics, sim_run
 
 from mad_eval import api
 from mad_eval.grading import answers
@@ -275,7 +275,6 @@ def test_a_metric_family_module_and_its_registry_line_measure_a_run(registered) 
     from factories import turn
 
     from mad_eval.measure import families
-    from mad_eval.measure.compute import compute_metrics
 
     registered(families.FAMILIES, "unparsed", UNPARSED)
     # Round 0: one of three agents unparsed on each of two questions; round 1: none, but

@@ -15,14 +15,13 @@ from typing import Any
 
 import pytest
 from cli_helpers import turns_of
-from factories import turn
+from factories import compute_metrics, turn
 from stub_server import DEEP_JSON, StubServer
 
 import mad_eval
 from mad_eval.backends import base
 from mad_eval.data.arith import arith_questions
 from mad_eval.errors import UserError
-from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.scoring import Scoring
 from mad_eval.reporting.results import Run
 

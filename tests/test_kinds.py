@@ -29,7 +29,8 @@ from mad_eval.grading.grader import (
     number_gold,
     rouge,
 )
-from mad_eval.measure.counts import tally_summaries
+from mad_eval.measure.counts import tally
+from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn
 
 OPTIONS = ["cupboard", "oven", "refrigerator", "garden"]
@@ -146,6 +147,11 @@ def test_rouge_scores_a_summary_against_the_reference() -> None:
     assert graded.rouge["rouge1"] == pytest.approx(2 * 1.0 * 0.6 / 1.6, abs=1e-6)
 
 
+def summaries_tallied(turns, voters):
+    """A summary benchmark's round-0 counts by its default rule (consensus)."""
+    return tally(turns, Scoring(len(voters), 0, tuple(voters), kind="summary", seed=0))
+
+
 def _summary_turn(agent: int, answer: str | None, score: float) -> Turn:
     scores = None if answer is None else {"rouge1": score, "rouge2": score, "rougeL": score}
     found = turn("q", 0, agent, answer, False)
@@ -166,13 +172,13 @@ def test_consensus_never_reads_the_reference() -> None:
     # The outlier is the one closest to the reference (score 0.9): an oracle would pick it.
     turns = [_summary_turn(i, s, 0.9 if i == 3 else 0.1 * (i + 1)) for i, s in enumerate(summaries)]
     turns.append(_summary_turn(4, None, 0.0))  # unparsed: no say in the consensus
-    found = tally_summaries(turns, voters=[0, 1, 2, 3, 4], rounds=0)
+    found = summaries_tallied(turns, voters=[0, 1, 2, 3, 4])
     assert found.num["rougeL0"][0, 0] == pytest.approx(0.2)  # agent 1's own score
     assert found.num["agent_rougeL0"][0, 0] == pytest.approx(0.1 + 0.2 + 0.3 + 0.9 + 0.0)
     assert found.den["agent_rougeL0"][0, 0] == 5
     # The same summaries scored against any other reference: the same summary is picked.
     rescored = [_summary_turn(t.agent, t.answer, 0.5 + 0.1 * t.agent) for t in turns[:4]]
-    assert tally_summaries(rescored, [0, 1, 2, 3], 0).num["rougeL0"][0, 0] == pytest.approx(0.6)
+    assert summaries_tallied(rescored, [0, 1, 2, 3]).num["rougeL0"][0, 0] == pytest.approx(0.6)
 
 
 def test_consensus_ties_go_to_the_first_summary() -> None:

@@ -9,11 +9,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from factories import turn
+from factories import compute_metrics, turn
 
 import mad_eval
 from mad_eval.measure import families
-from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.family import Count, Family, Share
 from mad_eval.measure.formula import percent
 from mad_eval.measure.schema import SCHEMA_VERSION, MetricsVersionError

@@ -6,13 +6,13 @@ import dataclasses
 import random
 
 import pytest
-from factories import turn
+from factories import compute_metrics, turn
 
-from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.formula import mean_std
 from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn
-from mad_eval.voting.rules import majority_vote
+from mad_eval.voting.groups import answer_groups
+from mad_eval.voting.rules import plurality
 
 THREE = Scoring(3, 1, (0, 1, 2), kind="math", seed=0)  # three agents, one round
 
@@ -89,9 +89,9 @@ def test_voters_restrict_the_vote():
 
 def test_ties_break_at_random_but_reproducibly():
     ballot = [turn("q", 0, 0, "1", True), turn("q", 0, 1, "2", False)]
-    picks = {majority_vote(ballot, random.Random(s)).answer for s in range(40)}
+    picks = {plurality(answer_groups(ballot), random.Random(s)).answer for s in range(40)}
     assert picks == {"1", "2"}
-    again = [majority_vote(ballot, random.Random(7)).answer for _ in range(5)]
+    again = [plurality(answer_groups(ballot), random.Random(7)).answer for _ in range(5)]
     assert len(set(again)) == 1
 
 

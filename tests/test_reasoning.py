@@ -10,7 +10,7 @@ import json
 
 import pytest
 from cli_helpers import small_run
-from factories import turn
+from factories import compute_metrics, turn
 
 from mad_eval.backends import Backend, Generation, Request, Sampling, backend_type
 from mad_eval.backends.cache import Cached, RequestCache, request_key
@@ -26,7 +26,6 @@ from mad_eval.grading.reasoning import (
     quoted,
     split_reply,
 )
-from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Question
 from mad_eval.reporting.results import load_runs

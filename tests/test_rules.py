@@ -14,9 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from cli_helpers import mad_eval, turns_of, without_timing
-from factories import turn
+from factories import compute_metrics, turn
 
-from mad_eval.measure.compute import compute_metrics
 from mad_eval.measure.counts import tally
 from mad_eval.measure.scoring import Scoring
 from mad_eval.protocols import ProtocolError, check_protocol, resolve

@@ -571,12 +571,6 @@ def argument(
     )
 
 
-def annotated(name: str) -> Any:
-    """An option as a hand-written command's parameter annotation."""
-    option = OPTIONS[name]
-    return Annotated[option.type, option.info]
-
-
 def defaults_of(function: Callable[..., Any]) -> dict[str, Any]:
     """The keyword defaults of an API function: what the command leaves out means that."""
     return {

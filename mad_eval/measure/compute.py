@@ -15,7 +15,7 @@ import numpy as np
 from mad_eval.grading.grader import ROUGE
 from mad_eval.measure import families
 from mad_eval.measure.alerts import Outcomes, alerts
-from mad_eval.measure.counts import Counting, Tallies, by_debate, tally_verdicts
+from mad_eval.measure.counts import Counting, Tallies, tally_verdicts
 from mad_eval.measure.family import Context, Count, Family, Share
 from mad_eval.measure.formula import Formula, json_number, mean_std
 from mad_eval.measure.schema import SCHEMA_VERSION, field_of, formulas, holder, locate, nest
@@ -24,28 +24,6 @@ from mad_eval.records import Turn, Verdict
 
 if TYPE_CHECKING:
     from mad_eval.measure.prices import Price
-
-
-def compute_metrics(
-    turns: list[Turn],
-    scoring: Scoring,
-    groups: dict[str, list[int]] | None = None,
-    tallies: Tallies | None = None,
-    verdicts: list[Verdict] | None = None,
-) -> dict[str, Any]:
-    """metrics.json from a list of turns (see Measuring, which reads them a debate at a
-    time). `tallies` are the turns' (and verdicts') own, when the caller has counted them
-    already."""
-    if not turns:
-        raise ValueError("no turns recorded yet: nothing to measure.")
-    runs = sorted({t.run for t in turns})
-    questions = sorted({t.question for t in turns})
-    measuring = Measuring(runs, questions, scoring, groups, count=tallies is None)
-    for debate in by_debate(turns):
-        measuring.add(debate)
-    if tallies is None:
-        tallies = measuring.tallies(verdicts)
-    return measuring.metrics(tallies, verdicts)
 
 
 class Totals:

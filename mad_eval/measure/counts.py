@@ -124,14 +124,6 @@ class Counting:
         return ScoredRound(live, answer_groups(live, self.alike), vote, scored, picked)
 
 
-def tally_summaries(turns: list[Turn], voters: list[int], rounds: int) -> Tallies:
-    """A summary benchmark's counts by its default rule: per round, the ROUGE of the voters'
-    consensus summary (grading.consensus, which never reads the reference) and the agents'
-    mean ROUGE."""
-    scoring = Scoring(len(voters), rounds, tuple(voters), kind="summary", seed=0)
-    return tally(turns, scoring)
-
-
 def tally_verdicts(verdicts: list[Verdict], tallies: Tallies, scoring: Scoring) -> Tallies:
     """`tallies` with the judge's verdicts counted by every family that counts verdicts
     (Family.count_verdicts), on the runs and questions `tallies` has."""

@@ -13,18 +13,11 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from mad_eval.grading.grader import consensus
 from mad_eval.grading.kinds import get_kind
 from mad_eval.registry import Registry, RegistryError
 from mad_eval.voting.groups import C, Cast, G, Same, answer_groups
-
-
-@dataclass(frozen=True)
-class Vote:
-    answer: str | None
-    correct: bool
 
 
 def plurality(groups: list[list[G]], rng: random.Random) -> G | None:
@@ -33,14 +26,6 @@ def plurality(groups: list[list[G]], rng: random.Random) -> G | None:
         return None
     top = max(len(g) for g in groups)
     return rng.choice([g for g in groups if len(g) == top])[0]
-
-
-def majority_vote(turns: list[G], rng: random.Random, groups: list[list[G]] | None = None) -> Vote:
-    """Plurality over extracted answers grouped by equivalence; ties are broken by `rng`.
-    Unparsed answers do not vote; no answer at all is a wrong vote. `groups` are the
-    turns' answer_groups, when the caller has them already."""
-    winner = plurality(answer_groups(turns) if groups is None else groups, rng)
-    return Vote(None, False) if winner is None else Vote(winner.answer, bool(winner.correct))
 
 
 class Rule(ABC):

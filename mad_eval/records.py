@@ -338,6 +338,9 @@ class Turn(JsonLine):
     # kept only in runs where an agent quotes replies verbatim (--quote verbatim), else None.
     reply: str | None = None
 
+    # A backend's Generation field that a turn records under another name.
+    RENAMED: ClassVar[dict[str, str]] = {"truncated": "truncated_in_reasoning"}
+
     @property
     def key(self) -> tuple[int, str, int, int]:
         return (self.run, self.question, self.round, self.agent)
@@ -345,6 +348,53 @@ class Turn(JsonLine):
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+    @classmethod
+    def from_generation(
+        cls, key: TurnKey, generation: Generated, grade: Grading, **fields: Any
+    ) -> Turn:
+        """The turn of `key` that a backend's answer (backends.base.Generation) and its
+        grade make: every field of the generation a turn has (by name, or as RENAMED says)
+        copied, the latency to 0.1 ms; `fields` give the rest (model, sampling, prompt) and
+        win over any copied one."""
+        names = set(_fields_of(cls)[2])
+        copied = {}
+        for field_ in dataclasses.fields(generation):  # type: ignore[arg-type]
+            name = cls.RENAMED.get(field_.name, field_.name)
+            if name in names:
+                copied[name] = getattr(generation, field_.name)
+        run, question, round_, agent = key
+        return cls(  # type: ignore[misc]
+            run=run,
+            question=question,
+            round=round_,
+            agent=agent,
+            **copied
+            | {
+                "latency": round(generation.latency, 4),
+                "answer": grade.answer,
+                "correct": grade.correct,
+                "rouge": grade.rouge,
+                "grade_timed_out": grade.timed_out,
+            }
+            | fields,
+        )
+
+
+class Generated(typing.Protocol):
+    """What a turn is made from: a dataclass such as backends.base.Generation (a layer above
+    this one), whose fields are copied by name."""
+
+    latency: float
+
+
+class Grading(typing.Protocol):
+    """A grade (grading.kinds.Grade) as a turn records it."""
+
+    answer: str | None
+    correct: bool | None
+    rouge: dict[str, float] | None
+    timed_out: bool
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from mad_eval.debate.seats import Seat
 from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.grader import check_answer_protocol
 from mad_eval.progress import Listener
-from mad_eval.protocols import Choice, check_protocol, presets, resolve
+from mad_eval.protocols import Choice, check_protocol, presets, resolve, role_templates
 from mad_eval.protocols.scoring import default_rule
 from mad_eval.records import Question
 from mad_eval.sanitize import redact, remember
@@ -197,6 +197,7 @@ class Plan:
 
     def manifest_extra(self, seats: list[Seat]) -> dict[str, Any]:
         protocol, n = self.choice.protocol, len(self.team)
+        decision = protocol.decision(n)
         served = {"serving": self.serving} if self.serving is not None else {}
         return served | {
             "benchmark": {
@@ -214,9 +215,9 @@ class Plan:
                 "class": self.choice.cls,
                 "params": protocol.params(),
                 "source": self.choice.source,
-                "voters": protocol.voters(n),
-                "hub": protocol.hub,
-                "score": protocol.score or default_rule(self.spec.kind),
+                "voters": decision.voters,
+                "hub": decision.agent,
+                "score": decision.rule or default_rule(self.spec.kind),
                 "sees": [protocol.sees(i, n) for i in range(n)],
             },
             "prompt": {
@@ -329,10 +330,11 @@ def make_plan(
             "the heterogeneous protocol needs a team: pass --agent MODEL[@URL][*COUNT] "
             "(repeated) or --roster FILE, or use a preset that lists one."
         )
-    check_protocol(choice.protocol, config.agents)
+    check_protocol(choice.protocol, config.agents, config.rounds)
     team = config.team()
     templates = {}
-    for ref in dict.fromkeys(agent.prompt_template for agent in team):
+    roles = role_templates(choice.protocol, config.agents, config.rounds)
+    for ref in dict.fromkeys([*(agent.prompt_template for agent in team), *roles]):
         templates[ref] = _checked_template(ref, choice, protocol, config.agents, shared)
     for agent in team:
         template = templates[agent.prompt_template]

@@ -11,11 +11,11 @@ holding a copy of its experiment file, so relative paths match; the trees' and t
 folders' own paths are written as <TREE> and <OUT> before comparing. Keys added on purpose
 (ADDED: metrics.json's schema_version, the manifest's benchmark.answer_revision, a turn's
 reply; issue 35's alerts) are dropped, and a CSV's numbers are compared at the 12 significant
-digits issue 35's tables write. Masked: timing fields
-(any key holding "latency", the keys in TIMING) and the numbers of a table line naming a
-latency. turns.jsonl is compared in key order (run, question, round, agent): the order of
-its lines is the order the concurrent debates finished in, which no run repeats. Prints
-each difference; exits 1 if there is any.
+digits issue 35's tables write. Masked: timing fields (any key holding "latency", the keys
+in TIMING), the numbers of a table line naming a latency and of a table's columns headed by
+a latency or a wall time. turns.jsonl is compared in key order (run, question, round,
+agent): the order of its lines is the order the concurrent debates finished in, which no
+run repeats. Prints each difference; exits 1 if there is any.
 """
 
 from __future__ import annotations
@@ -134,7 +134,28 @@ def lines_of(path: Path, tree: Path, out: Path) -> list[str]:
     lines = text.splitlines()
     if path.suffix == ".csv":  # issue 35 writes 12 significant digits: both sides alike
         lines = [NUMBER.sub(lambda m: f"{float(m[0]):.12g}", line) for line in lines]
-    return [NUMBER.sub("<t>", line) if "latency" in line else line for line in lines]
+    return timing_columns(
+        [NUMBER.sub("<t>", line) if "latency" in line else line for line in lines]
+    )
+
+
+def timing_columns(lines: list[str]) -> list[str]:
+    """A Markdown or LaTeX table's columns headed by a latency or a wall time, masked in
+    every row below the header (the header line itself is masked whole above)."""
+    masked_lines, columns, width = [], set(), 0
+    for line in lines:
+        sep = "|" if "|" in line else "&" if "&" in line else None
+        cells = line.split(sep) if sep else [line]
+        if sep and any(word in line for word in ("latency", "wall")):
+            columns = {i for i, cell in enumerate(cells) if "latency" in cell or "wall" in cell}
+            width = len(cells)
+        elif sep and len(cells) == width:
+            cells = [NUMBER.sub("<t>", c) if i in columns else c for i, c in enumerate(cells)]
+            line = sep.join(cells)
+        elif sep:  # another table (a line without cells, a rule, leaves the table open)
+            columns, width = set(), 0
+        masked_lines.append(line)
+    return masked_lines
 
 
 def compared(root: Path) -> list[Path]:

@@ -357,7 +357,7 @@ class Turn(JsonLine):
         grade make: every field of the generation a turn has (by name, or as RENAMED says)
         copied, the latency to 0.1 ms; `fields` give the rest (model, sampling, prompt) and
         win over any copied one."""
-        names = set(_fields_of(cls)[2])
+        names = set(_fields_of(cls)[2])  # type: ignore[arg-type]
         copied = {}
         for field_ in dataclasses.fields(generation):  # type: ignore[arg-type]
             name = cls.RENAMED.get(field_.name, field_.name)
@@ -385,16 +385,21 @@ class Generated(typing.Protocol):
     """What a turn is made from: a dataclass such as backends.base.Generation (a layer above
     this one), whose fields are copied by name."""
 
-    latency: float
+    @property
+    def latency(self) -> float: ...
 
 
 class Grading(typing.Protocol):
     """A grade (grading.kinds.Grade) as a turn records it."""
 
-    answer: str | None
-    correct: bool | None
-    rouge: dict[str, float] | None
-    timed_out: bool
+    @property
+    def answer(self) -> str | None: ...
+    @property
+    def correct(self) -> bool | None: ...
+    @property
+    def rouge(self) -> dict[str, float] | None: ...
+    @property
+    def timed_out(self) -> bool: ...
 
 
 @dataclass(frozen=True)

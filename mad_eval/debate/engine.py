@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from mad_eval.backends import Backend, Generation, Request, Sampling
 from mad_eval.backends.base import every
 from mad_eval.debate.context import ContextError, EstimateCounter, Fitted, Fitter, prefix_tokens
-from mad_eval.debate.prompts import RoundReplies, Speaker, build_prompt
+from mad_eval.debate.prompts import Speaker, build_prompt
 from mad_eval.debate.seats import Seat
 from mad_eval.grading import grader as grading
 from mad_eval.grading.kinds import get_kind
@@ -141,12 +141,12 @@ class Engine:
 
     def history(
         self, agent: int, round_: int, rounds: list[dict[int, Turn]], said: Mapping[int, Turn]
-    ) -> list[RoundReplies]:
+    ) -> list[Mapping[int, Turn]]:
         """What `agent` read in each round up to `round_`, as build_prompt takes it: item k
         holds, by agent, the latest reply it could read when it spoke in round k + 1 (that
         round's own where its speaker spoke in an earlier wave). In round 0 it reads only
         earlier waves, quoted as a debate round quotes them."""
-        views: list[RoundReplies] = []
+        views: list[Mapping[int, Turn]] = []
         for k in range(1, round_ + 1):
             before = self.spoke_before(agent, k)
             now = said if k == round_ else rounds[k]
@@ -165,7 +165,7 @@ class Engine:
             before += wave
         return before
 
-    def visible(self, agent: int, history: list[RoundReplies]) -> list[int]:
+    def visible(self, agent: int, history: list[Mapping[int, Turn]]) -> list[int]:
         """Whose replies go into the prompt: the protocol's choice of those said, less failures."""
         if not history:
             return []
@@ -177,7 +177,7 @@ class Engine:
         self,
         question: Question,
         seats: list[Seat],
-        histories: list[list[RoundReplies]],
+        histories: list[list[Mapping[int, Turn]]],
         sees: list[list[int]],
     ) -> list[Fitted | ContextError | None]:
         """Each seat's prompt, fitted to its context budget."""

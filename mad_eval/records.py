@@ -95,6 +95,8 @@ class JsonLine:
     SHARED: ClassVar[tuple[str, ...]] = ()
     # Integer fields that may be negative; every other one is a count or an index.
     SIGNED: ClassVar[tuple[str, ...]] = ()
+    # Fields a record keeps under another name than the object it is made from has.
+    RENAMED: ClassVar[dict[str, str]] = {}
 
     def to_json(self) -> str:
         """The record as its line; a number that is not finite (NaN, Infinity), which JSON
@@ -338,8 +340,7 @@ class Turn(JsonLine):
     # kept only in runs where an agent quotes replies verbatim (--quote verbatim), else None.
     reply: str | None = None
 
-    # A backend's Generation field that a turn records under another name.
-    RENAMED: ClassVar[dict[str, str]] = {"truncated": "truncated_in_reasoning"}
+    RENAMED = {"truncated": "truncated_in_reasoning"}
 
     @property
     def key(self) -> tuple[int, str, int, int]:

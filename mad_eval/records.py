@@ -13,7 +13,7 @@ import reprlib
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
@@ -96,7 +96,7 @@ class JsonLine:
     # Integer fields that may be negative; every other one is a count or an index.
     SIGNED: ClassVar[tuple[str, ...]] = ()
     # Fields a record keeps under another name than the object it is made from has.
-    RENAMED: ClassVar[dict[str, str]] = {}
+    RENAMED: ClassVar[Mapping[str, str]] = types.MappingProxyType({})
 
     def to_json(self) -> str:
         """The record as its line; a number that is not finite (NaN, Infinity), which JSON
@@ -340,7 +340,7 @@ class Turn(JsonLine):
     # kept only in runs where an agent quotes replies verbatim (--quote verbatim), else None.
     reply: str | None = None
 
-    RENAMED = {"truncated": "truncated_in_reasoning"}
+    RENAMED = types.MappingProxyType({"truncated": "truncated_in_reasoning"})
 
     @property
     def key(self) -> tuple[int, str, int, int]:

@@ -13,7 +13,7 @@ import reprlib
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
@@ -95,6 +95,8 @@ class JsonLine:
     SHARED: ClassVar[tuple[str, ...]] = ()
     # Integer fields that may be negative; every other one is a count or an index.
     SIGNED: ClassVar[tuple[str, ...]] = ()
+    # Fields a record keeps under another name than the object it is made from has.
+    RENAMED: ClassVar[Mapping[str, str]] = types.MappingProxyType({})
 
     def to_json(self) -> str:
         """The record as its line; a number that is not finite (NaN, Infinity), which JSON
@@ -338,6 +340,8 @@ class Turn(JsonLine):
     # kept only in runs where an agent quotes replies verbatim (--quote verbatim), else None.
     reply: str | None = None
 
+    RENAMED = types.MappingProxyType({"truncated": "truncated_in_reasoning"})
+
     @property
     def key(self) -> tuple[int, str, int, int]:
         return (self.run, self.question, self.round, self.agent)
@@ -345,6 +349,58 @@ class Turn(JsonLine):
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+    @classmethod
+    def from_generation(
+        cls, key: TurnKey, generation: Generated, grade: Grading, **fields: Any
+    ) -> Turn:
+        """The turn of `key` that a backend's answer (backends.base.Generation) and its
+        grade make: every field of the generation a turn has (by name, or as RENAMED says)
+        copied, the latency to 0.1 ms; `fields` give the rest (model, sampling, prompt) and
+        win over any copied one."""
+        names = set(_fields_of(cls)[2])  # type: ignore[arg-type]
+        copied = {}
+        for field_ in dataclasses.fields(generation):  # type: ignore[arg-type]
+            name = cls.RENAMED.get(field_.name, field_.name)
+            if name in names:
+                copied[name] = getattr(generation, field_.name)
+        run, question, round_, agent = key
+        return cls(  # type: ignore[misc]
+            run=run,
+            question=question,
+            round=round_,
+            agent=agent,
+            **copied
+            | {
+                "latency": round(generation.latency, 4),
+                "answer": grade.answer,
+                "correct": grade.correct,
+                "rouge": grade.rouge,
+                "grade_timed_out": grade.timed_out,
+            }
+            | fields,
+        )
+
+
+class Generated(typing.Protocol):
+    """What a turn is made from: a dataclass such as backends.base.Generation (a layer above
+    this one), whose fields are copied by name."""
+
+    @property
+    def latency(self) -> float: ...
+
+
+class Grading(typing.Protocol):
+    """A grade (grading.kinds.Grade) as a turn records it."""
+
+    @property
+    def answer(self) -> str | None: ...
+    @property
+    def correct(self) -> bool | None: ...
+    @property
+    def rouge(self) -> dict[str, float] | None: ...
+    @property
+    def timed_out(self) -> bool: ...
 
 
 @dataclass(frozen=True)

@@ -13,19 +13,20 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from mad_eval.backends import Backend, Generation, Request, Sampling
 from mad_eval.backends.base import every
 from mad_eval.debate.context import ContextError, EstimateCounter, Fitted, Fitter, prefix_tokens
-from mad_eval.debate.prompts import RoundReplies, Speaker, build_prompt
+from mad_eval.debate.prompts import Speaker, build_prompt
 from mad_eval.debate.seats import Seat
 from mad_eval.grading import grader as grading
 from mad_eval.grading.kinds import get_kind
 from mad_eval.protocols import Protocol
-from mad_eval.records import Messages, Question, Turn, TurnKey, derive_seed, messages_hash
+from mad_eval.records import Question, Turn, TurnKey, derive_seed, messages_hash
 from mad_eval.setup.config import RunConfig
-from mad_eval.setup.templates import load_template
+from mad_eval.setup.templates import Template, load_template
 from mad_eval.voting.groups import AnswerClasses
 
 T = TypeVar("T")
@@ -44,6 +45,7 @@ class Engine:
         done: Mapping[TurnKey, Turn],
         on_turn: Callable[[Turn], None],
         on_progress: Callable[[int], None] = lambda turns: None,
+        templates: Mapping[str, Template] | None = None,
     ):
         if any(seat.agent.max_tokens is None for seat in seats):
             raise ValueError("resolve max_tokens (the benchmark's budget) before running")
@@ -53,6 +55,8 @@ class Engine:
         self.done = done
         self.on_turn = on_turn
         self.on_progress = on_progress
+        # The prompt templates the protocol's roles name, by name (loaded when missing).
+        self.templates = dict(templates or {})
         # Replies are recorded as written only where someone reads them so (--quote verbatim).
         self.verbatim = any(seat.speaker.quote.how == "verbatim" for seat in seats)
 
@@ -60,35 +64,27 @@ class Engine:
         await run_all([[(self, questions)]], window(self.seats, self.config.concurrency))
 
     async def debate(self, run: int, question: Question) -> list[Turn]:
-        """All rounds of one debate; returns the last round's turns (none when it was
+        """All rounds of one debate, each spoken in the protocol's waves, until the last
+        round or the protocol stops it; returns its last round's turns (none when it was
         finished before)."""
+        n, last = len(self.seats), self.config.rounds
         if self.finished(run, question):  # resumed: nothing to ask, nothing to read
-            self.on_progress(len(self.seats) * (self.config.rounds + 1))
+            self.on_progress(n * (last + 1))
             return []
-        history: list[list[Turn]] = []
         classes = None  # the answers' equivalence classes, for a kind that votes
         if get_kind(question.kind).voted:
             classes = AnswerClasses(grading.same_answer(question.kind, question.answer))
-        for round_ in range(self.config.rounds + 1):
-            previous = history[-1] if history else []
-            # Decided once per agent: the prompt is built from it and the turn records it.
-            sees = [self.visible(seat.agent.index, previous) for seat in self.seats]
-            keys = [(run, question.id, round_, seat.agent.index) for seat in self.seats]
-            if all(key in self.done for key in keys):
-                prompts: list[Fitted | ContextError | None] = [None] * len(self.seats)
-            else:
-                rounds = [dict(enumerate(turns)) for turns in history]
-                prompts = await asyncio.to_thread(self.round_prompts, question, rounds, sees)
-            shared = self.shared_prefixes(prompts)
-            history.append(
-                await every(
-                    self.turn(run, question, round_, seat, previous, seen, prompt, prefix, classes)
-                    for seat, seen, prompt, prefix in zip(
-                        self.seats, sees, prompts, shared, strict=True
-                    )
-                )
-            )
-        return history[-1]
+        rounds: list[list[Turn]] = []
+        for round_ in range(last + 1):
+            said: dict[int, Turn] = {}  # this round's turns so far, by agent
+            for wave in self.protocol.schedule(round_, n):
+                turns = await self.wave(run, question, round_, wave, rounds, said, classes)
+                said.update(zip(wave, turns, strict=True))
+            rounds.append([said[agent] for agent in range(n)])
+            if round_ < last and self.protocol.stop(rounds):
+                self.on_progress(n * (last - round_))  # the rounds it ends without
+                break
+        return rounds[-1]
 
     def finished(self, run: int, question: Question) -> bool:
         """Whether every turn of a debate is recorded (its records are not read)."""
@@ -98,12 +94,95 @@ class Engine:
             for seat in self.seats
         )
 
-    def round_prompts(
-        self, question: Question, history: list[RoundReplies], sees: list[list[int]]
+    async def wave(
+        self,
+        run: int,
+        question: Question,
+        round_: int,
+        wave: list[int],
+        rounds: list[list[Turn]],
+        said: dict[int, Turn],
+        classes: AnswerClasses | None,
+    ) -> list[Turn]:
+        """The turns of agents who speak at once, each reading what was said before it."""
+        seats = [self.seated(agent, round_) for agent in wave]
+        base = [dict(enumerate(turns)) for turns in rounds]
+        histories = [self.history(agent, round_, base, said) for agent in wave]
+        # Decided once per agent: the prompt is built from it and the turn records it.
+        sees = [
+            self.visible(agent, history) for agent, history in zip(wave, histories, strict=True)
+        ]
+        if all((run, question.id, round_, agent) in self.done for agent in wave):
+            prompts: list[Fitted | ContextError | None] = [None] * len(wave)
+        else:
+            prompts = await asyncio.to_thread(self.prompts, question, seats, histories, sees)
+        asks = [
+            Ask(seat, round_, seen, history[-1] if history else {}, prompt, prefix)
+            for seat, seen, history, prompt, prefix in zip(
+                seats, sees, histories, prompts, self.shared_prefixes(seats, prompts), strict=True
+            )
+        ]
+        return await every(self.turn(run, question, ask, classes) for ask in asks)
+
+    def seated(self, agent: int, round_: int) -> Seat:
+        """The agent's seat, its speaker as the protocol's role for the round says."""
+        seat = self.seats[agent]
+        role = self.protocol.role(agent, round_, len(self.seats))
+        if role is None:
+            return seat
+        speaker = seat.speaker
+        if role.persona is not None:
+            speaker = replace(speaker, persona=role.persona)
+        if role.template is not None:
+            if role.template not in self.templates:
+                self.templates[role.template] = load_template(role.template)
+            speaker = replace(speaker, template=self.templates[role.template])
+        return replace(seat, speaker=speaker)
+
+    def history(
+        self, agent: int, round_: int, rounds: list[dict[int, Turn]], said: Mapping[int, Turn]
+    ) -> list[Mapping[int, Turn]]:
+        """What `agent` read in each round up to `round_`, as build_prompt takes it: item k
+        holds, by agent, the latest reply it could read when it spoke in round k + 1 (that
+        round's own where its speaker spoke in an earlier wave). In round 0 it reads only
+        earlier waves, quoted as a debate round quotes them."""
+        views: list[Mapping[int, Turn]] = []
+        for k in range(1, round_ + 1):
+            before = self.spoke_before(agent, k)
+            now = said if k == round_ else rounds[k]
+            previous = rounds[k - 1]
+            views.append(previous | {j: now[j] for j in before} if before else previous)
+        if round_ == 0 and said:
+            views.append({j: said[j] for j in self.spoke_before(agent, 0)})
+        return views
+
+    def spoke_before(self, agent: int, round_: int) -> list[int]:
+        """The agents who speak in a wave before `agent`'s in round `round_`."""
+        before: list[int] = []
+        for wave in self.protocol.schedule(round_, len(self.seats)):
+            if agent in wave:
+                return before
+            before += wave
+        return before
+
+    def visible(self, agent: int, history: list[Mapping[int, Turn]]) -> list[int]:
+        """Whose replies go into the prompt: the protocol's choice of those said, less failures."""
+        if not history:
+            return []
+        read = history[-1]
+        seen = self.protocol.sees(agent, len(self.seats))
+        return [j for j in seen if j in read and not read[j].failed]
+
+    def prompts(
+        self,
+        question: Question,
+        seats: list[Seat],
+        histories: list[list[Mapping[int, Turn]]],
+        sees: list[list[int]],
     ) -> list[Fitted | ContextError | None]:
-        """Every agent's prompt for the next round, fitted to its context budget."""
+        """Each seat's prompt, fitted to its context budget."""
         prompts: list[Fitted | ContextError | None] = []
-        for seat, seen in zip(self.seats, sees, strict=True):
+        for seat, history, seen in zip(seats, histories, sees, strict=True):
             try:
                 prompts.append(
                     build_prompt(seat.speaker, question, history, seen, seat.fitter, seat.budget)
@@ -112,117 +191,113 @@ class Engine:
                 prompts.append(exc)
         return prompts
 
-    def shared_prefixes(self, prompts: list[Fitted | ContextError | None]) -> list[int | None]:
-        """Tokens each prompt shares with a lower-numbered agent's prompt of the same round
+    def shared_prefixes(
+        self, seats: list[Seat], prompts: list[Fitted | ContextError | None]
+    ) -> list[int | None]:
+        """Tokens each prompt shares with a lower-numbered agent's prompt of the same wave
         sent to the same backend: a prefix cache lives in one server."""
         shared: list[int | None] = [None] * len(prompts)
         by_backend: dict[int, list[int]] = {}
-        for i, (seat, prompt) in enumerate(zip(self.seats, prompts, strict=True)):
+        for i, (seat, prompt) in enumerate(zip(seats, prompts, strict=True)):
             if isinstance(prompt, Fitted):
                 by_backend.setdefault(id(seat.backend), []).append(i)
         for members in by_backend.values():
             fitted = [prompts[i] for i in members]
-            counts = prefix_tokens(fitted, self.seats[members[0]].fitter.counter)  # type: ignore[arg-type]
+            counts = prefix_tokens(fitted, seats[members[0]].fitter.counter)  # type: ignore[arg-type]
             for i, count in zip(members, counts, strict=True):
                 shared[i] = count
         return shared
 
     async def turn(
-        self,
-        run: int,
-        question: Question,
-        round_: int,
-        seat: Seat,
-        previous: list[Turn],
-        sees: list[int],
-        prompt: Fitted | ContextError | None,
-        prefix: int | None,
-        classes: AnswerClasses | None = None,
+        self, run: int, question: Question, ask: Ask, classes: AnswerClasses | None = None
     ) -> Turn:
-        agent = seat.agent
-        key = (run, question.id, round_, agent.index)
+        """One agent's turn: the recorded one when resumed, else asked, graded and recorded."""
+        key = (run, question.id, ask.round, ask.seat.agent.index)
         if key in self.done:
-            done = self.done[key]
+            turn = self.done[key]
             if classes is not None:
-                classes.seen(done, done.answer_class)
-            self.on_progress(1)
-            return done
-        assert prompt is not None, "a prompt is built for every turn not yet done"
-
-        sampling = Sampling(
-            temperature=agent.temperature,
-            top_p=agent.top_p,
-            max_tokens=agent.max_tokens,  # type: ignore[arg-type]
-            seed=derive_seed(self.config.seed, run, question.id, round_, agent.index),
-        )
-        if isinstance(prompt, ContextError):  # never sent: the server would refuse it
-            messages: Messages = []
-            generation = Generation(text=None, error=f"ContextError: {prompt}", attempts=0)
+                classes.seen(turn, turn.answer_class)
         else:
-            messages = prompt.messages
-            state = previous[agent.index].state if previous else None
-            quoted = tuple(previous[j].text or "" for j in sees)
-            request = Request(messages, sampling, question, state, quoted, agent.extra_body)
-            generation = await seat.backend.generate(request)
-        graded = grading.Grade(None, None)
-        if generation.error is None:
-            # Cut off inside its reasoning: no final answer to read, whatever came before.
-            text = "" if generation.truncated else generation.text or ""
-            gold = question.gold
-            # The final content, its reasoning split off already (reasoning.split_reply).
-            how = (text, gold, question.kind, question.options, question.answer, False)
-            quick = grading.grade_inline(*how)
-            graded = quick if quick is not None else await asyncio.to_thread(grading.grade, *how)
-
-        fitted = prompt if isinstance(prompt, Fitted) else None
-        turn = Turn(
-            run=run,
-            question=question.id,
-            round=round_,
-            agent=agent.index,
-            model=agent.model,
-            seed=sampling.seed,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            max_tokens=sampling.max_tokens,
-            messages_hash=messages_hash(messages),
-            sees=sees,
-            text=generation.text,
-            reasoning=generation.reasoning,
-            reasoning_tokens=generation.reasoning_tokens,
-            truncated_in_reasoning=generation.truncated,
-            refusal=generation.refusal,
-            usage_invalid=generation.usage_invalid,
-            reply=generation.reply if self.verbatim else None,
-            answer=graded.answer,
-            correct=graded.correct,
-            rouge=graded.rouge,
-            grade_timed_out=graded.timed_out,
-            finish_reason=generation.finish_reason,
-            prompt_tokens=generation.prompt_tokens,
-            completion_tokens=generation.completion_tokens,
-            latency=round(generation.latency, 4),
-            error=generation.error,
-            served_model=generation.served_model,
-            state=generation.state,
-            endpoint=generation.endpoint,
-            attempts=generation.attempts,
-            cached=generation.cached,
-            context_tokens=fitted.tokens if fitted else None,
-            cut_tokens=fitted.cut if fitted else 0,
-            prefix_tokens=prefix,
-        )
-        if classes is not None:
-            turn.answer_class = await classify(classes, turn)
-        self.on_turn(turn)
+            assert ask.prompt is not None, "a prompt is built for every turn not yet done"
+            sampling = self.sampling(key, ask.seat)
+            generation = await self.generate(ask, sampling, question)
+            turn = Turn.from_generation(
+                key,
+                generation,
+                await grade(generation, question),
+                **self.asked(ask, sampling),
+                # Replies are recorded as written only where someone reads them so.
+                reply=generation.reply if self.verbatim else None,
+            )
+            if classes is not None:
+                turn.answer_class = await classify(classes, turn)
+            self.on_turn(turn)
         self.on_progress(1)
         return turn
 
-    def visible(self, agent: int, previous: list[Turn]) -> list[int]:
-        """Whose previous-round turns go into the prompt: the protocol's choice, less failures."""
-        if not previous:
-            return []
-        return [j for j in self.protocol.sees(agent, len(self.seats)) if not previous[j].failed]
+    def sampling(self, key: TurnKey, seat: Seat) -> Sampling:
+        agent = seat.agent
+        return Sampling(
+            temperature=agent.temperature,
+            top_p=agent.top_p,
+            max_tokens=agent.max_tokens,  # type: ignore[arg-type]
+            seed=derive_seed(self.config.seed, *key),
+        )
+
+    @staticmethod
+    async def generate(ask: Ask, sampling: Sampling, question: Question) -> Generation:
+        """The backend's answer to the prompt, or a ContextError's: a prompt over its budget
+        is never sent (the server would refuse it)."""
+        if isinstance(ask.prompt, ContextError):
+            return Generation(text=None, error=f"ContextError: {ask.prompt}", attempts=0)
+        agent = ask.seat.agent
+        own = ask.read.get(agent.index)
+        state = own.state if own is not None else None
+        quoted = tuple(ask.read[j].text or "" for j in ask.sees)
+        messages = ask.prompt.messages  # type: ignore[union-attr]
+        request = Request(messages, sampling, question, state, quoted, agent.extra_body)
+        return await ask.seat.backend.generate(request)
+
+    @staticmethod
+    def asked(ask: Ask, sampling: Sampling) -> dict[str, Any]:
+        """What a turn records of its request besides the answer: model, sampling, prompt."""
+        fitted = ask.prompt if isinstance(ask.prompt, Fitted) else None
+        return {
+            "model": ask.seat.agent.model,
+            "seed": sampling.seed,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+            "messages_hash": messages_hash(fitted.messages if fitted else []),
+            "sees": ask.sees,
+            "context_tokens": fitted.tokens if fitted else None,
+            "cut_tokens": fitted.cut if fitted else 0,
+            "prefix_tokens": ask.prefix,
+        }
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One turn to ask: whose, in which round, whom it reads and the prompt built so."""
+
+    seat: Seat
+    round: int
+    sees: list[int]
+    read: Mapping[int, Turn]  # the replies it could read, by agent (its own previous too)
+    prompt: Fitted | ContextError | None  # None: the turn is recorded already
+    prefix: int | None = None  # tokens shared with an earlier prompt of its wave
+
+
+async def grade(generation: Generation, question: Question) -> grading.Grade:
+    """A reply's grade; none for a failed request."""
+    if generation.error is not None:
+        return grading.Grade(None, None)
+    # Cut off inside its reasoning: no final answer to read, whatever came before.
+    text = "" if generation.truncated else generation.text or ""
+    # The final content, its reasoning split off already (reasoning.split_reply).
+    how = (text, question.gold, question.kind, question.options, question.answer, False)
+    quick = grading.grade_inline(*how)
+    return quick if quick is not None else await asyncio.to_thread(grading.grade, *how)
 
 
 def window(seats: Iterable[Seat], concurrency: int) -> int:
@@ -292,7 +367,8 @@ async def classify(classes: AnswerClasses, turn: Turn) -> int | None:
 def to_ask_again(done: Mapping[TurnKey, Turn], protocol: Protocol, agents: int) -> set[TurnKey]:
     """For --retry-failed: every failed turn, and every later turn of its debate that was
     built without it. A turn was, when an agent it reads (or the agent itself, whose own
-    previous turn it continues) is to be asked again in the round before."""
+    previous turn it continues) is to be asked again: in the round before, or in an earlier
+    wave of its own round."""
     by_debate: dict[tuple[int, str], dict[int, set[int]]] = {}
     for (run, question, round_, agent), turn in done.items():
         if turn.failed:
@@ -303,7 +379,12 @@ def to_ask_again(done: Mapping[TurnKey, Turn], protocol: Protocol, agents: int) 
     for (run, question), failed in by_debate.items():
         again: set[int] = set()
         for round_ in range(min(failed), last + 1):
-            again = failed.get(round_, set()) | {i for i in range(agents) if reads[i] & again}
+            before, now = again, set(failed.get(round_, set()))
+            spoken: set[int] = set()  # earlier waves of this round
+            for wave in protocol.schedule(round_, agents):
+                now |= {i for i in wave if reads[i] & ((before - spoken) | (now & spoken))}
+                spoken |= set(wave)
+            again = now
             stale |= {(run, question, round_, i) for i in again}
     return {key for key in stale if key in done}
 

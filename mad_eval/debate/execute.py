@@ -147,7 +147,12 @@ async def execute(jobs: list[Job], listener: Listener, close: bool = True) -> No
                             plan.config, plan.manifest_extra(seats), questions=plan.questions
                         )
                     engine = Engine(
-                        plan.config, plan.choice.protocol, seats, done, job.store.append
+                        plan.config,
+                        plan.choice.protocol,
+                        seats,
+                        done,
+                        job.store.append,
+                        templates=plan.templates,
                     )
                     engine.on_progress = advances[0]
                     opened[id(engine)] = job

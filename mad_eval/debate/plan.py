@@ -39,7 +39,7 @@ from mad_eval.debate.seats import Seat
 from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.grader import check_answer_protocol
 from mad_eval.progress import Listener
-from mad_eval.protocols import Choice, check_protocol, presets, resolve
+from mad_eval.protocols import Choice, check_protocol, presets, resolve, role_templates
 from mad_eval.records import Question
 from mad_eval.sanitize import redact, remember
 from mad_eval.setup.config import (
@@ -203,6 +203,7 @@ class Plan:
 
     def manifest_extra(self, seats: list[Seat]) -> dict[str, Any]:
         protocol, n = self.choice.protocol, len(self.team)
+        decision = protocol.decision(n)
         served = {"serving": self.serving} if self.serving is not None else {}
         return served | {
             "benchmark": {
@@ -220,9 +221,9 @@ class Plan:
                 "class": self.choice.cls,
                 "params": protocol.params(),
                 "source": self.choice.source,
-                "voters": protocol.voters(n),
-                "hub": protocol.hub,
-                "score": protocol.score or default_rule(self.spec.kind),
+                "voters": decision.voters,
+                "hub": decision.agent,
+                "score": decision.rule or default_rule(self.spec.kind),
                 "sees": [protocol.sees(i, n) for i in range(n)],
             },
             "prompt": {
@@ -394,12 +395,13 @@ def _check_protocol(config: RunConfig, choice: Choice) -> None:
             "the heterogeneous protocol needs a team: pass --agent MODEL[@URL][*COUNT] "
             "(repeated) or --roster FILE, or use a preset that lists one."
         )
-    check_protocol(choice.protocol, config.agents)
+    check_protocol(choice.protocol, config.agents, config.rounds)
 
 
 def _templates(config: RunConfig, choice: Choice, shared: Shared) -> dict[str, Template]:
     """Each prompt template the agents use, by the name or file they give, checked."""
-    refs = dict.fromkeys(agent.prompt_template for agent in config.team())
+    roles = role_templates(choice.protocol, config.agents, config.rounds)
+    refs = dict.fromkeys([*(agent.prompt_template for agent in config.team()), *roles])
     return {
         ref: _checked_template(ref, choice, config.protocol, config.agents, shared) for ref in refs
     }

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.grading.reasoning import parse_quoting
-from mad_eval.protocols.base import Protocol, ProtocolError, check_protocol
+from mad_eval.protocols.base import (
+    Decision,
+    Protocol,
+    ProtocolError,
+    Role,
+    check_protocol,
+    role_templates,
+)
 from mad_eval.protocols.centralized import Centralized
 from mad_eval.protocols.decentralized import Decentralized
 from mad_eval.protocols.heterogeneous import Heterogeneous
@@ -28,12 +35,15 @@ from mad_eval.words import did_you_mean
 __all__ = [
     "PROTOCOLS",
     "Choice",
+    "Decision",
     "Protocol",
     "ProtocolError",
+    "Role",
     "catalogue",
     "check_protocol",
     "presets",
     "resolve",
+    "role_templates",
 ]
 
 PRESET_KEYS = {"class", "description", "prompt_template", "quote", "params"}

@@ -1,21 +1,51 @@
-"""The protocol interface: who sees whom between rounds, and whose answers make the vote."""
+"""The protocol interface: the shape of a debate. Who reads whom, who speaks when within a
+round, what each agent is told it is, when the debate stops, and how its answer is chosen;
+every hook but `sees` has a default that is the plain simultaneous debate."""
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from mad_eval.errors import UserError
 from mad_eval.records import shown
 from mad_eval.voting.rules import get_rule
+
+if TYPE_CHECKING:
+    from mad_eval.records import Turn
 
 
 class ProtocolError(UserError, ValueError):
     """A protocol cannot run with the requested settings."""
 
 
+@dataclass(frozen=True)
+class Role:
+    """What an agent is in one round, where it differs from its seat: a persona its template
+    may show (None: the agent's own --persona) and a prompt template by name or file (None:
+    the agent's own --prompt-template)."""
+
+    persona: str | None = None
+    template: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How a debate's answer is chosen: the scoring rule `rule` (voting.rules; None: the
+    benchmark kind's default) over the answers of `voters`, where `agent` is the one whose
+    own answer the rule `hub` takes: a hub, or a judge seated as an agent that reads the
+    debaters in a later wave and votes alone (voters [judge], rule hub)."""
+
+    rule: str | None
+    voters: list[int]
+    agent: int | None = None
+
+
 class Protocol(ABC):
-    """A debate topology. Subclass it, set `name` and `description`, implement `sees`.
+    """A debate's shape. Subclass it, set `name` and `description`, implement `sees`.
 
     `sees` also fixes the order in which responses are quoted. Put the responses that many
     agents see first and agent-specific ones last: agents whose prompts start alike share a
@@ -39,41 +69,118 @@ class Protocol(ABC):
 
     @abstractmethod
     def sees(self, agent: int, n_agents: int) -> list[int]:
-        """The agents whose previous-round responses `agent` reads, in prompt order."""
+        """The agents whose responses `agent` reads, in prompt order: each one's latest, so
+        its reply of this round where it spoke in an earlier wave (`schedule`), else its
+        reply of the round before (none in round 0)."""
+
+    def schedule(self, round_: int, n_agents: int) -> list[list[int]]:
+        """Who speaks when in round `round_`: waves in speaking order, every agent in exactly
+        one; the agents of a wave speak at once and read what earlier waves said. One wave
+        of everyone: the simultaneous round; [[0], [1], ...]: one by one; groups in turn."""
+        return [list(range(n_agents))]
+
+    def role(self, agent: int, round_: int, n_agents: int) -> Role | None:
+        """What `agent` is told it is in round `round_`; None: its seat's own persona and
+        prompt template, in every round."""
+        return None
+
+    def stop(self, rounds: Sequence[Sequence[Turn]]) -> bool:
+        """Whether a debate ends after its last round so far (`rounds`: each round's turns
+        in agent order, round 0 first) rather than going on to --rounds; never asked after
+        the last round. Decide from the turns alone, so a resumed debate stops where it did."""
+        return False
+
+    def decision(self, n_agents: int) -> Decision:
+        """How the debate's answer is chosen: `score` over the answers of `voters`, `hub`
+        the agent a hub rule takes."""
+        return Decision(self.score, self.voters(n_agents), self.hub)
 
     def voters(self, n_agents: int) -> list[int]:
         """The agents whose answers make the system's vote."""
         return list(range(n_agents))
 
     def params(self) -> dict[str, Any]:
-        """The parameters this instance was built with, recorded in the manifest."""
-        return {}
+        """The parameters this instance was built with, recorded in the manifest: each
+        keyword of `__init__` that the instance keeps as a same-named attribute (override
+        to record them otherwise)."""
+        found = {}
+        for parameter in inspect.signature(type(self).__init__).parameters.values():
+            if parameter.name == "self" or parameter.kind in (
+                parameter.VAR_POSITIONAL,
+                parameter.VAR_KEYWORD,
+            ):
+                continue
+            if hasattr(self, parameter.name):
+                found[parameter.name] = getattr(self, parameter.name)
+        return found
 
 
-def check_protocol(protocol: Protocol, n_agents: int) -> None:
-    """Validate a protocol for n_agents and check that what it returns is usable, so a faulty
-    plug-in fails before the first request with a sentence naming the bad value."""
+def check_protocol(protocol: Protocol, n_agents: int, rounds: int = 0) -> None:
+    """Validate a protocol for n_agents and `rounds` debate rounds and check that what it
+    returns is usable, so a faulty plug-in fails before the first request with a sentence
+    naming the bad value."""
     protocol.validate(n_agents)
     label = getattr(protocol, "name", type(protocol).__name__)
     agents = range(n_agents)
     for agent in agents:
         _check_indices(protocol.sees(agent, n_agents), n_agents, f"{label}: sees({agent})")
-    voters = protocol.voters(n_agents)
-    _check_indices(voters, n_agents, f"{label}: voters()")
-    if not voters:
+    for round_ in range(rounds + 1):
+        _check_schedule(
+            protocol.schedule(round_, n_agents), n_agents, f"{label}: schedule({round_})"
+        )
+        for agent in agents:
+            role = protocol.role(agent, round_, n_agents)
+            if role is not None and not isinstance(role, Role):
+                raise ProtocolError(
+                    f"{label}: role({agent}, {round_}) returned {shown(role, 80)}; it must "
+                    "return a Role or None."
+                )
+    decision = protocol.decision(n_agents)
+    if not isinstance(decision, Decision):
+        raise ProtocolError(f"{label}: decision() returned {shown(decision, 80)}, not a Decision.")
+    _check_indices(decision.voters, n_agents, f"{label}: voters()")
+    if not decision.voters:
         raise ProtocolError(f"{label}: voters() is empty; at least one agent must vote.")
-    if protocol.hub is not None and protocol.hub not in agents:
-        raise ProtocolError(f"{label}: hub {protocol.hub} is not an agent index 0..{n_agents - 1}.")
-    score = getattr(protocol, "score", None)
-    if score is not None:
+    for hub, what in ((protocol.hub, "hub"), (decision.agent, "decision agent")):
+        if hub is not None and hub not in agents:
+            raise ProtocolError(f"{label}: {what} {hub} is not an agent index 0..{n_agents - 1}.")
+    if decision.rule is not None:
         try:
-            rule = get_rule(score)
+            rule = get_rule(decision.rule)
         except ValueError as exc:
             raise ProtocolError(f"{label}: {exc}") from None
-        if rule.needs_hub and protocol.hub is None:
+        if rule.needs_hub and decision.agent is None:
             raise ProtocolError(
-                f"score={score} needs a protocol with a hub, such as centralized; {label} has none."
+                f"score={decision.rule} needs a protocol with a hub, such as centralized; "
+                f"{label} has none."
             )
+
+
+def role_templates(protocol: Protocol, n_agents: int, rounds: int) -> list[str]:
+    """The prompt templates the protocol's roles name, in first use: a run loads, checks and
+    records them with its agents' own."""
+    found = (
+        protocol.role(agent, round_, n_agents)
+        for round_ in range(rounds + 1)
+        for agent in range(n_agents)
+    )
+    return list(dict.fromkeys(role.template for role in found if role and role.template))
+
+
+def _check_schedule(waves: Any, n_agents: int, where: str) -> None:
+    if not isinstance(waves, list) or not all(isinstance(wave, list) and wave for wave in waves):
+        raise ProtocolError(
+            f"{where} returned {shown(waves, 80)}; it must return a list of non-empty lists "
+            "of agent indices (the waves that speak in turn)."
+        )
+    for wave in waves:
+        _check_indices(wave, n_agents, where)
+    spoken = sorted(agent for wave in waves for agent in wave)
+    if spoken != list(range(n_agents)):
+        raise ProtocolError(
+            f"{where} returned {shown(waves, 80)}; every agent 0..{n_agents - 1} must speak "
+            "exactly once a round."
+        )
 
 
 def _check_indices(value: Any, n_agents: int, where: str) -> None:

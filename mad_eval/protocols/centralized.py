@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from mad_eval.protocols.base import Protocol, ProtocolError
 from mad_eval.records import shown
 
@@ -35,6 +33,3 @@ class Centralized(Protocol):
         if agent == self.hub:
             return [self.hub, *(j for j in range(n_agents) if j != self.hub)]
         return [self.hub, agent]
-
-    def params(self) -> dict[str, Any]:
-        return {"hub": self.hub}

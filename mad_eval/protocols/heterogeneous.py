@@ -3,10 +3,11 @@ of the other topologies. The team comes from --agent/--roster or from the preset
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from mad_eval.protocols.base import Protocol, ProtocolError
-from mad_eval.records import shown
+from mad_eval.protocols.base import Protocol, ProtocolError, Role
+from mad_eval.records import Turn, shown
 
 
 class Heterogeneous(Protocol):
@@ -44,6 +45,15 @@ class Heterogeneous(Protocol):
 
     def voters(self, n_agents: int) -> list[int]:
         return self.topology.voters(n_agents)
+
+    def schedule(self, round_: int, n_agents: int) -> list[list[int]]:
+        return self.topology.schedule(round_, n_agents)
+
+    def role(self, agent: int, round_: int, n_agents: int) -> Role | None:
+        return self.topology.role(agent, round_, n_agents)
+
+    def stop(self, rounds: Sequence[Sequence[Turn]]) -> bool:
+        return self.topology.stop(rounds)
 
     def params(self) -> dict[str, Any]:
         # The roster is recorded with the run's team, not here.

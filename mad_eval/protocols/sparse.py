@@ -76,6 +76,7 @@ class Sparse(Protocol):
         return sorted({*neighbours, agent})
 
     def params(self) -> dict[str, Any]:
+        # Not every keyword, as derived: manifests from before `order` existed stay valid.
         found: dict[str, Any] = {"degree": self.degree}
         if self.graph is not None:
             found = {"graph": self.graph}

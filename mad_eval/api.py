@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
     from typing import Unpack
 
     from mad_eval.debate.execute import Job, Preview
-    from mad_eval.experiments.run import Plan
+    from mad_eval.experiments.run import ExperimentPlan
     from mad_eval.measure.prices import Prices
     from mad_eval.reporting.results import Run
     from mad_eval.serving.session import Serving
@@ -403,18 +403,18 @@ def experiment(
 @_worded
 def experiment_plan(
     path: str | Path, gpus: str | list[int] | None = None, ray: str | None = None
-) -> Plan:
+) -> ExperimentPlan:
     """What running an experiment would ask, asking nothing and writing nothing: each
     cell's questions, the turns it needs and those its folder already holds, the order
     its serve: models would take the GPUs `gpus` in (`serving`), and where its questions
     come from and go (`exposure`: endpoints, benchmark files outside its folder, each
     server's command)."""
     from mad_eval.experiments import load_experiment
-    from mad_eval.experiments.run import Plan, dry_run_exposed, serving_plan
+    from mad_eval.experiments.run import ExperimentPlan, dry_run_exposed, serving_plan
 
     experiment = load_experiment(Path(path))
     states, exposure = dry_run_exposed(experiment)
-    return Plan(experiment, states, serving_plan(experiment, states, gpus, ray), exposure)
+    return ExperimentPlan(experiment, states, serving_plan(experiment, states, gpus, ray), exposure)
 
 
 @_worded

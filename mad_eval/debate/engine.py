@@ -33,7 +33,7 @@ T = TypeVar("T")
 Item = TypeVar("Item")
 # Debates in flight per request slot (engine.window).
 WINDOW = 4
-Debate = tuple["Engine", int, Question]  # an engine, a run, a question
+DebateTask = tuple["Engine", int, Question]  # an engine, a run, a question: one debate to run
 
 
 class Engine:
@@ -321,7 +321,7 @@ async def run_all(
     last debate."""
     left: dict[int, int] = {}
 
-    def debates(work: Iterable[tuple[Engine, list[Question]]]) -> Iterator[Debate]:
+    def debates(work: Iterable[tuple[Engine, list[Question]]]) -> Iterator[DebateTask]:
         for engine, questions in work:
             left[id(engine)] = engine.config.runs * len(questions)
             if not left[id(engine)]:
@@ -330,7 +330,7 @@ async def run_all(
                 for question in questions:
                     yield engine, run, question
 
-    async def debate(item: Debate) -> None:
+    async def debate(item: DebateTask) -> None:
         engine, run, question = item
         await engine.debate(run, question)
         left[id(engine)] -= 1

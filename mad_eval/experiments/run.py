@@ -15,8 +15,7 @@ from mad_eval.backends.base import every
 from mad_eval.backends.cache import RequestCache
 from mad_eval.data.benchmarks import DataMissingError, load_questions, local_file
 from mad_eval.debate.execute import Job, close_shared, execute
-from mad_eval.debate.plan import Plan as RunPlan
-from mad_eval.debate.plan import Shared, make_plan
+from mad_eval.debate.plan import Plan, Shared, make_plan
 from mad_eval.errors import UserError
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError
 from mad_eval.progress import Listener
@@ -68,7 +67,7 @@ def _in_file(exc: UserError) -> UserError:
 
 def planned(
     experiment: Experiment, cell: Cell, shared: Shared, urls: list[str] | None = None
-) -> RunPlan:
+) -> Plan:
     """A cell's plan; a served model's on its servers' URLs (stand-ins before they start:
     every setting is checked before any server does), with the server it records."""
     spec = experiment.serving.get(cell.settings.get("model"))
@@ -146,7 +145,7 @@ def exposure(experiment: Experiment, jobs: list[Job]) -> Exposure:
 
 
 @dataclass(frozen=True)
-class Plan:
+class ExperimentPlan:
     """An experiment and what each of its cells needs and holds (a dry run), the order its
     served models would take the GPUs in (`serving`: the plan's lines, if any), and where
     its questions come from and go (`exposure`)."""
@@ -167,7 +166,7 @@ class Plan:
     def __repr__(self) -> str:
         """One line, not every cell's settings."""
         return (
-            f"Plan(experiment={self.experiment.name!r}, runs={len(self.states)}, "
+            f"ExperimentPlan(experiment={self.experiment.name!r}, runs={len(self.states)}, "
             f"turns={self.needed}, recorded={self.held}, out={str(self.experiment.out)!r})"
         )
 

@@ -45,7 +45,7 @@ class AnswerProtocolError(UserError, ValueError):
     """An answer protocol that does not exist, or settings it does not take."""
 
 
-class Verdict(NamedTuple):
+class Reading(NamedTuple):
     """A protocol's own verdict on a reply against a gold: the answer it found (None: none),
     whether it equals the gold, and whether it ran out of time deciding."""
 
@@ -77,7 +77,7 @@ class AnswerProtocol:
     fallback: bool = False  # a kind may read the reply its own way when nothing is found
     # A protocol that compares as well as finds: (reply, gold) -> its verdict, in place of
     # the kind's comparison (math-verify: Math-Verify's verdict on its own parses, as verl).
-    judge: Callable[[str, str], Verdict] | None = None
+    judge: Callable[[str, str], Reading] | None = None
     # Settings after the name (`math-verify:precision=2`): the protocol they make.
     configure: Callable[[str], AnswerProtocol] | None = None
     whole: bool = False  # it reads the reply as written, reasoning included (its reference does)
@@ -251,11 +251,11 @@ def _dapo(reply: str) -> tuple[str | None, bool]:
     return dapo.read(reply), False
 
 
-def _dapo_judge(reply: str, gold: str) -> Verdict:
+def _dapo_judge(reply: str, gold: str) -> Reading:
     """verl's DAPO reward on the reply: the prediction it reads, and whether it equals the
     gold once both are normalised (dapo.py)."""
     answer = dapo.read(reply)
-    return Verdict(answer, answer is not None and _dapo_verdict(answer, gold), False)
+    return Reading(answer, answer is not None and _dapo_verdict(answer, gold), False)
 
 
 def _dapo_verdict(answer: str, gold: str) -> bool:
@@ -270,12 +270,12 @@ def _math_verify(reply: str, settings: MathVerifySettings = DEFAULT) -> tuple[st
     return found.answer, found.timed_out
 
 
-def _math_verify_judge(reply: str, gold: str, settings: MathVerifySettings = DEFAULT) -> Verdict:
+def _math_verify_judge(reply: str, gold: str, settings: MathVerifySettings = DEFAULT) -> Reading:
     """Math-Verify's verdict on its own parses of the reply and the gold, as verl's
     math_verify.compute_score decides, so no answer is lost between finding and comparing
     (one kept only as text, a percent, a parse of another match than the text shown)."""
     found = verifier.read(reply, gold, settings)
-    return Verdict(found.answer, found.equal, found.timed_out)
+    return Reading(found.answer, found.equal, found.timed_out)
 
 
 @functools.lru_cache(maxsize=256)

@@ -31,11 +31,17 @@ Same = Callable[[str, str], bool]
 
 
 class Graded(Protocol):
-    """Anything graded: a turn, a training rollout."""
+    """Anything graded: a turn, a training rollout (read only, so a rollout's `correct`
+    may be a plain bool)."""
 
-    answer: str | None
-    correct: bool | None
-    grade_timed_out: bool
+    @property
+    def answer(self) -> str | None: ...
+
+    @property
+    def correct(self) -> bool | None: ...
+
+    @property
+    def grade_timed_out(self) -> bool: ...
 
 
 class Cast(Graded, Protocol):
@@ -111,7 +117,7 @@ class TieBreak(random.Random):
     def __init__(self, *parts: object):  # no seeding yet
         self.parts: tuple[object, ...] | None = parts
 
-    def choice(self, seq):  # type: ignore[no-untyped-def, override]
+    def choice(self, seq):  # type: ignore[no-untyped-def]
         if self.parts is not None:
             if len(seq) == 1:  # what a fresh generator's choice gives, without its draw
                 return seq[0]
@@ -233,7 +239,8 @@ class Consensus(Rule):
         self, live: Sequence[C], voters: list[int], hub: int | None, rng: random.Random, same: Same
     ) -> C | None:
         parsed = [t for t in live if t.agent in voters and t.answer is not None]
-        return parsed[consensus([t.answer for t in parsed])] if parsed else None
+        answers = [t.answer for t in parsed if t.answer is not None]  # all of them: parsed
+        return parsed[consensus(answers)] if parsed else None
 
 
 RULES: dict[str, Rule] = {rule.name: rule for rule in (Plurality(), Hub(), Consensus())}
@@ -343,7 +350,8 @@ def bootstrap_votes(samples: Sequence[Graded]) -> np.ndarray:
     support = np.take_along_axis(counts, votes, axis=1)  # each drawn sample's answer's count
     # The first position holding a most frequent answer: the winner's first drawn sample.
     first = np.argmax(support == support.max(axis=1, keepdims=True), axis=1)
-    return right[drawn[np.arange(len(drawn)), first]]
+    chosen: np.ndarray = right[drawn[np.arange(len(drawn)), first]]
+    return chosen
 
 
 def bootstrap_maj(samples: Sequence[Graded]) -> float:

@@ -21,7 +21,7 @@ import functools
 import inspect
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -330,7 +330,7 @@ def load_run(run_dir: str | Path, prices: str | Path | None = None) -> Run:
 
 @_worded
 def load_runs(
-    run_dirs: list[str | Path],
+    run_dirs: Sequence[str | Path],
     labels: dict[str, str] | None = None,
     prices: str | Path | None = None,
 ) -> list[Run]:
@@ -397,7 +397,7 @@ def experiment_tables(path: str | Path, replicates: int | None = None) -> list[P
 
 
 @_worded
-def view(run_dirs: list[str | Path], out: str | Path = "results/view") -> Path:
+def view(run_dirs: Sequence[str | Path], out: str | Path = "results/view") -> Path:
     """Write a static site of the runs' debates into `out` (opens from file://, needs no
     server or network: docs/how-to/read-debates.md); return its index.html. `run_dirs`: run
     folders, or folders holding them."""
@@ -410,7 +410,7 @@ def view(run_dirs: list[str | Path], out: str | Path = "results/view") -> Path:
 
 @_worded
 def table(
-    run_dirs: list[str | Path],
+    run_dirs: Sequence[str | Path],
     layout: str = "debate",
     *,
     format: str = "md",
@@ -442,7 +442,7 @@ def table(
 
 @_worded
 def plot(
-    run_dirs: list[str | Path],
+    run_dirs: Sequence[str | Path],
     out: str | Path = "results/plots",
     *,
     labels: dict[str, str] | list[str] | None = None,

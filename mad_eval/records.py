@@ -13,7 +13,7 @@ import reprlib
 import sys
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
@@ -40,7 +40,8 @@ class Question:
     @property
     def options(self) -> list[str]:
         """A choice or preference question's options, in letter order (A first)."""
-        return self.meta.get("options", [])
+        options: list[str] = self.meta.get("options", [])
+        return options
 
     @property
     def sha256(self) -> str:
@@ -102,7 +103,8 @@ class JsonLine:
         """The record as its line; a number that is not finite (NaN, Infinity), which JSON
         has none of, is a ValueError: no such line is ever written."""
         # The fields as they are: dataclasses.asdict's deep copy cost more than the dump.
-        names = _fields_of(type(self))[2]
+        record: type = type(self)
+        names = _fields_of(record)[2]
         fields = {name: getattr(self, name) for name in names}
         try:
             return json.dumps(fields, ensure_ascii=False, allow_nan=False)
@@ -122,7 +124,8 @@ class JsonLine:
         for name in cls.SHARED:
             if isinstance(data.get(name), str):
                 data[name] = sys.intern(data[name])
-        count, values, _ = _fields_of(cls)
+        kind: type = cls
+        count, values, _ = _fields_of(kind)
         schema = _Schema.of(cls)
         try:  # by position: a call with 30 keywords costs 15 times as much
             fields = values(data) if len(data) == count else None
@@ -182,13 +185,15 @@ class _Schema:
             raise ValueError(
                 f'"{self.names[i]}" is {shown(values[i], 80)}, not a count (0 or more)'
             )
-        for i, kinds in self.items:
+        for i, allowed in self.items:
             value = values[i]
             if value:  # not None, nor an empty list or map
                 items = value.values() if type(value) is dict else value
-                if not kinds.issuperset(map(type, items)):
-                    bad = next(item for item in items if type(item) not in kinds)
-                    raise ValueError(f'"{self.names[i]}" holds {shown(bad)}, not {_wanted(kinds)}')
+                if not allowed.issuperset(map(type, items)):
+                    bad = next(item for item in items if type(item) not in allowed)
+                    raise ValueError(
+                        f'"{self.names[i]}" holds {shown(bad)}, not {_wanted(allowed)}'
+                    )
 
 
 _SCHEMAS: dict[type, _Schema] = {}
@@ -227,7 +232,7 @@ _NAMES = {str: "text", int: "an integer", float: "a number", bool: "true or fals
           list: "a list", dict: "an object", type(None): "null"}  # fmt: skip
 
 
-def _wanted(kinds: tuple[type, ...]) -> str:
+def _wanted(kinds: Collection[type]) -> str:
     return " or ".join(
         dict.fromkeys(_NAMES[kind] for kind in kinds if kind is not int or float not in kinds)
     )

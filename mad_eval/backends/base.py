@@ -334,7 +334,9 @@ class Guarded(Backend):
     async def check(self) -> None:
         for replica in self.replicas:
             await replica.backend.check()
-        lengths = {r.backend.max_model_len for r in self.replicas} - {None}
+        lengths = {
+            r.backend.max_model_len for r in self.replicas if r.backend.max_model_len is not None
+        }
         # Replicas of one model should agree; if not, the smallest context is the safe one.
         self.max_model_len = min(lengths) if lengths else None
 

@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 
 from mad_eval.backends.base import RequestError
-from mad_eval.records import loads
+from mad_eval.foreign import loads
 
 # The most bytes one reply may hold, counted after decompression: far past any completion
 # (a 128k-token reply is under 1 MiB of JSON), far below what exhausts a machine's memory.

@@ -116,7 +116,7 @@ class RequestCache:
 
 
 def request_key(identity: dict[str, Any], request: Request) -> str:
-    payload = {
+    payload: dict[str, Any] = {
         "backend": identity,
         "messages": request.messages,
         "sampling": _fields(request.sampling),

@@ -319,7 +319,11 @@ def read_usage(usage: object) -> tuple[dict[str, int | None], bool]:
     """The token counts of a reply's `usage`, and whether any it gave was no count (not a
     whole number from 0 to MAX_TOKENS: -5, "lots", 12.5, true): such a count is recorded as
     unknown (None), like one the server did not give."""
-    fields = {"prompt_tokens": None, "completion_tokens": None, "reasoning_tokens": None}
+    fields: dict[str, int | None] = {
+        "prompt_tokens": None,
+        "completion_tokens": None,
+        "reasoning_tokens": None,
+    }
     if usage is None:
         return fields, False
     if not isinstance(usage, dict):

@@ -117,6 +117,7 @@ def render() -> str:
     from mad_eval.cli import app  # registers every command
 
     root = typer.main.get_command(app)
+    assert isinstance(root, typer.core.TyperGroup)  # the app has several commands
     ctx = typer.Context(root, info_name="mad-eval")
     lines = [_HEADER]
     for name in root.list_commands(ctx):

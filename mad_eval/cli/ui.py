@@ -3,6 +3,7 @@ and the Listener that shows a library call's progress on the console."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 from collections.abc import Iterator
@@ -42,6 +43,10 @@ class LogConsole(Console):
         if self.is_terminal or self._width is not None or os.environ.get("COLUMNS"):
             return size
         return ConsoleDimensions(LOG_WIDTH, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
 
 
 console = LogConsole()
@@ -100,7 +105,7 @@ class ConsoleListener(Listener):
         if not console.is_terminal:  # rich draws no live bar there: plain lines instead
             log = ProgressLog(counts, lambda line: console.print(line, markup=False))
             try:
-                yield [lambda done, i=i: log.advance(i, done) for i in range(len(counts))]
+                yield [functools.partial(log.advance, i) for i in range(len(counts))]
             finally:
                 log.close()
             return
@@ -108,10 +113,7 @@ class ConsoleListener(Listener):
             tasks = [
                 progress.add_task(what, total=total, unit=unit) for what, total, unit in counts
             ]
-            yield [
-                lambda done, task=task: progress.advance(task, done)  # type: ignore[misc]
-                for task in tasks
-            ]
+            yield [functools.partial(progress.advance, task) for task in tasks]
 
 
 @contextmanager
@@ -122,10 +124,11 @@ def one_sentence(*also: type[Exception], data_dir: bool = False) -> Iterator[Non
     for the command line (options, not keywords) and leaves its alerts to the command. A
     missing benchmark file is advised as the command takes a folder: --data-dir where it has
     that option (`data_dir`), else MAD_EVAL_DATA."""
+    refused: tuple[type[Exception], ...] = (UserError, *also)
     try:
         with on_command_line(), handling(stop_here, STOPS[1:]):
             yield
-    except (UserError, *also) as exc:
+    except refused as exc:
         from mad_eval.data.benchmarks import DataMissingError
 
         if isinstance(exc, DataMissingError):

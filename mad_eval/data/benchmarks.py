@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, cast
 
 from mad_eval.data import arith
 from mad_eval.data import hub as online
@@ -266,9 +266,12 @@ def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
     benchmark (mmlu_anatomy)."""
     raw = _raw_spec(path)
 
+    def fail(problem: str) -> NoReturn:
+        raise BenchmarkError(f"{path.name}: {problem}")
+
     def need(ok: bool, problem: str) -> None:
         if not ok:
-            raise BenchmarkError(f"{path.name}: {problem}")
+            fail(problem)
 
     for key in raw:
         need(key in _SPEC_KEYS, f"unknown key '{key}'; accepted keys: {', '.join(_SPEC_KEYS)}")
@@ -280,16 +283,16 @@ def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
     raw = _fill(raw, params)
     name, text, tokens = raw.get("name", path.stem), raw.get("description"), raw.get("max_tokens")
     need(name == path.stem, f"name '{name}' must match the file name '{path.stem}'")
-    need(isinstance(text, str) and "\n" not in text, "'description' must be one line of text")
+    if not isinstance(text, str) or "\n" in text:
+        fail("'description' must be one line of text")
     ids = raw.get("ids")
     need(
-        ids is None or (isinstance(ids, str) and re.fullmatch(r"[\w.-]+", ids)),
+        ids is None or (isinstance(ids, str) and re.fullmatch(r"[\w.-]+", ids) is not None),
         "'ids' must be a name",
     )
     kind, answer = raw.get("kind"), raw.get("answer")
-    need(
-        isinstance(kind, str) and kind in KINDS, f"kind {kind!r} is not one of: {', '.join(KINDS)}"
-    )
+    if not isinstance(kind, str) or kind not in KINDS:
+        fail(f"kind {kind!r} is not one of: {', '.join(KINDS)}")
     found = get_kind(kind)
     accepted = found.answers
     need(
@@ -301,7 +304,8 @@ def _parse_spec(path: Path, given: str | None = None) -> BenchmarkSpec:
         check_answer_protocol(kind, answer)
     except ValueError as exc:
         need(False, f"answer: {exc}")
-    need(type(tokens) is int and tokens > 0, f"max_tokens must be a positive integer: {tokens!r}")
+    if type(tokens) is not int or tokens <= 0:
+        fail(f"max_tokens must be a positive integer: {tokens!r}")
     instruction, seed = raw.get("instruction"), raw.get("seed", 0)
     need(instruction is None or isinstance(instruction, str), "'instruction' must be text")
     need(type(seed) is int, f"seed must be an integer: {seed!r}")
@@ -480,8 +484,13 @@ def _download(hub: dict[str, Any]) -> Path:
         from huggingface_hub import constants, hf_hub_download
 
         reachable, told = online.hub_reachable(), constants.HF_HUB_OFFLINE
-        extra = {} if reachable else {"local_files_only": True}
-        return Path(hf_hub_download(repo, file, repo_type="dataset", revision=revision, **extra))
+        if reachable:
+            return Path(hf_hub_download(repo, file, repo_type="dataset", revision=revision))
+        return Path(
+            hf_hub_download(
+                repo, file, repo_type="dataset", revision=revision, local_files_only=True
+            )
+        )
     except Exception as exc:  # offline, missing file, no client: all mean "use local files"
         if not reachable:
             why, shown = "the hub cannot be reached", "the hub cannot be reached"
@@ -532,7 +541,8 @@ def _read_parquet(path: Path, label: str) -> Rows:
         ) from exc
     except (OSError, ValueError) as exc:
         raise BenchmarkError(f"cannot read {label} as parquet: {exc}") from exc
-    return [(f"{label} row {i}", row) for i, row in enumerate(frame.to_dict("records"), 1)]
+    records = cast(list[dict[str, Any]], frame.to_dict("records"))  # parquet's columns are text
+    return [(f"{label} row {i}", row) for i, row in enumerate(records, 1)]
 
 
 def _to_questions(rows: Rows, fields: dict[str, Any], spec: BenchmarkSpec) -> list[Question]:
@@ -565,7 +575,7 @@ class _Row:
     problem a BenchmarkError that says where the row is."""
 
     row: dict[str, Any]
-    fields: dict[str, Any]
+    fields: Mapping[str, Any]
     where: str
     instruction: str | None
     seed: int

@@ -276,7 +276,12 @@ async def _stoppable(work: Coroutine[Any, Any, T]) -> T:
             raise Interrupted(stopped[0])
         stopped.append(signal.Signals(number))
         loop.call_soon_threadsafe(cancel)
-        timers.append(threading.Timer(GRACE, lambda: heard.is_set() or interrupt_main(number)))
+
+        def unheard() -> None:
+            if not heard.is_set():
+                interrupt_main(signal.Signals(number))
+
+        timers.append(threading.Timer(GRACE, unheard))
         timers[-1].daemon = True
         timers[-1].start()
 

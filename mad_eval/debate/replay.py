@@ -28,7 +28,7 @@ from mad_eval.setup.templates import (
     load_template,
     recorded_template,
 )
-from mad_eval.store.folder import StoreError
+from mad_eval.store.files import StoreError
 from mad_eval.store.manifest import RunManifest, TeamSeat
 from mad_eval.store.questions import QUESTIONS_FILE, read_questions
 

@@ -89,8 +89,12 @@ class Parser:
         self.serving: dict[str, ServeSpec] = {}
         self.models = self.model_settings()
         cells, order = self.cells()
-        tables = [self.view(t, f"tables[{i}]", True) for i, t in enumerate(self.list("tables"))]
-        figures = [self.view(f, f"figures[{i}]", False) for i, f in enumerate(self.list("figures"))]
+        tables = [
+            self.view(t, f"tables[{i}]", True) for i, t in enumerate(self.table_list("tables"))
+        ]
+        figures = [
+            self.view(f, f"figures[{i}]", False) for i, f in enumerate(self.table_list("figures"))
+        ]
         self.check_names(tables, figures)
         experiment = Experiment(
             self.path, name, out, str(head.get("description", "")), cells, order, tables, figures
@@ -464,8 +468,8 @@ class Parser:
         )
 
     def exclusions(self, grids: dict[str, Any]) -> list[tuple[dict[str, Any], list[bool]]]:
-        found = []
-        for i, rule in enumerate(self.list("exclude")):
+        found: list[tuple[dict[str, Any], list[bool]]] = []
+        for i, rule in enumerate(self.table_list("exclude")):
             where = f"exclude[{i}]"
             self.known(rule, ("name", "grid", *AXES), where)
             if "name" not in rule:
@@ -476,7 +480,9 @@ class Parser:
             found.append((rule, []))
         return found
 
-    def excluded(self, cell: Cell, grid: str, exclusions: list) -> bool:
+    def excluded(
+        self, cell: Cell, grid: str, exclusions: list[tuple[dict[str, Any], list[bool]]]
+    ) -> bool:
         for rule, used in exclusions:
             if rule.get("grid", grid) != grid:
                 continue
@@ -576,7 +582,7 @@ class Parser:
             raise self.fail(where, f"it must be a table of keys, not {type(value).__name__}")
         return value
 
-    def list(self, section: str) -> list[dict[str, Any]]:
+    def table_list(self, section: str) -> list[dict[str, Any]]:
         value = self.raw.get(section, [])
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
             raise self.fail(f"[[{section}]]", "write each one as a [[" + section + "]] table")

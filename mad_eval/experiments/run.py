@@ -5,8 +5,9 @@ what each cell needs and already holds."""
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,13 +21,13 @@ from mad_eval.errors import UserError
 from mad_eval.experiments.cells import Cell, Experiment, ExperimentError
 from mad_eval.progress import Listener
 from mad_eval.sanitize import redact, remember
-from mad_eval.serving.launch import LocalServer
+from mad_eval.serving.launch import LocalServer, Server
 from mad_eval.serving.pool import Work, describe, gpu_pool, plan, run_pool, slots
 from mad_eval.serving.session import PLACEHOLDER, Serving, require_vllm
 from mad_eval.serving.spec import place, runs_remote_code, shown
 from mad_eval.setup.config import run_defaults
-from mad_eval.store.files import refuse_link, refuse_records, write_atomically
-from mad_eval.store.folder import RunStore, write_json
+from mad_eval.store.files import refuse_link, refuse_records, write_atomically, write_json
+from mad_eval.store.folder import RunStore
 from mad_eval.words import counted
 
 
@@ -70,7 +71,8 @@ def planned(
 ) -> Plan:
     """A cell's plan; a served model's on its servers' URLs (stand-ins before they start:
     every setting is checked before any server does), with the server it records."""
-    spec = experiment.serving.get(cell.settings.get("model"))
+    model = cell.settings.get("model")
+    spec = experiment.serving.get(model) if isinstance(model, str) else None
     if spec is None:
         return make_plan(cell.settings, shared)
     urls = urls or [PLACEHOLDER] * spec.replicas
@@ -90,7 +92,7 @@ def count_turns(experiment: Experiment, shared: Shared) -> dict[str, int]:
         try:
             _, questions = shared.once(
                 ("questions", benchmark, str(data_dir), limit),
-                lambda b=benchmark, d=data_dir, n=limit: load_questions(b, d, n),
+                functools.partial(load_questions, benchmark, data_dir, limit),
             )
         except UserError as exc:
             where = f"{experiment.path}: cell {cell.name} ({', '.join(grids[cell.name])})"
@@ -211,7 +213,10 @@ def works(experiment: Experiment, states: list[CellState]) -> list[Work]:
 
 
 def serving_plan(
-    experiment: Experiment, states: list[CellState], gpus: str | None, ray: str | None = None
+    experiment: Experiment,
+    states: list[CellState],
+    gpus: str | Sequence[int] | None,
+    ray: str | None = None,
 ) -> list[str]:
     """A dry run's serving lines: which model on which GPUs, in which order, its turns."""
     if not experiment.serving:
@@ -242,7 +247,7 @@ def refuse_both(gpus: object) -> None:
 async def run_experiment(
     experiment: Experiment,
     listener: Listener,
-    gpus: str | None = None,
+    gpus: str | Sequence[int] | None = None,
     ray: str | None = None,
     retry_failed: bool = False,
 ) -> None:
@@ -311,7 +316,11 @@ def _size(path: Path) -> int:
 
 
 async def _run(
-    experiment: Experiment, jobs: list[Job], listener: Listener, gpus: str | None, ray: str | None
+    experiment: Experiment,
+    jobs: list[Job],
+    listener: Listener,
+    gpus: str | Sequence[int] | None,
+    ray: str | None,
 ) -> None:
     listener.say(
         f"{experiment.name}: {counted(len(jobs), 'run')} -> {experiment.out}{os.sep}, "
@@ -337,13 +346,13 @@ async def serve_and_execute(
     experiment: Experiment,
     jobs: list[Job],
     listener: Listener,
-    gpus: str | list[int] | None,
-    make: Callable[..., LocalServer] = LocalServer,
+    gpus: str | Sequence[int] | None,
+    make: Callable[..., Server] = LocalServer,
 ) -> None:
     """The cells of endpoints given by URL at once, as ever; each served model's cells once
     its servers are up, the servers packed over the GPU pool and stopped after its cells.
     `make` starts each server: LocalServer, or RayServer with the Ray cluster's pool."""
-    if make is LocalServer:
+    if make is LocalServer or isinstance(gpus, str):
         pool = gpu_pool(gpus, note=lambda text: listener.say(f"Serving: {text}."))
     else:
         pool = list(gpus or [])

@@ -12,8 +12,14 @@ from mad_eval.reporting.layouts import LAYOUTS
 from mad_eval.reporting.pairing import pair
 from mad_eval.reporting.results import Run, load_run, load_runs
 from mad_eval.setup.config import run_defaults
-from mad_eval.store.files import make_folder, refuse_link, refuse_records
-from mad_eval.store.folder import RunStore, StoreError, write_atomically
+from mad_eval.store.files import (
+    StoreError,
+    make_folder,
+    refuse_link,
+    refuse_records,
+    write_atomically,
+)
+from mad_eval.store.folder import RunStore
 from mad_eval.store.metrics import read_metrics
 from mad_eval.words import counted
 

@@ -117,7 +117,8 @@ class Worker:
             self._stderr.close()
             raise
         assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._stdin, self._stdout = self._proc.stdin, self._proc.stdout.fileno()
+        self._stdin, self._out = self._proc.stdin, self._proc.stdout
+        self._stdout = self._out.fileno()
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._stdout, selectors.EVENT_READ)
         self._pending = b""
@@ -193,7 +194,7 @@ class Worker:
         """Kill the worker and release its pipes and files (by its owner only)."""
         self.kill()
         self._selector.close()
-        for f in (self._stdin, self._proc.stdout, self._stderr):
+        for f in (self._stdin, self._out, self._stderr):
             with contextlib.suppress(OSError):  # buffered bytes cannot reach a dead worker
                 f.close()
 

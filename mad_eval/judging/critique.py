@@ -34,7 +34,7 @@ from mad_eval.records import (
     messages_hash,
 )
 from mad_eval.sanitize import redact
-from mad_eval.store.folder import StoreError
+from mad_eval.store.files import StoreError
 from mad_eval.store.manifest import RunManifest
 
 MAX_SCANNED = 20_000  # characters read from the end of an answer: the JSON comes last
@@ -120,7 +120,8 @@ def judge_cases(
         by_debate[(t.run, t.question)].setdefault(t.round, {})[t.agent] = t
     replay = Replay(manifest, questions)
     replay.check()  # a template edited in manifest.json: one sentence, nothing judged
-    cases, skipped = [], Counter()
+    cases: list[Case] = []
+    skipped: Counter[str] = Counter()
     for turn in sorted(turns, key=lambda t: t.key):
         if turn.round not in rounds or turn.question not in chosen:
             continue
@@ -220,7 +221,8 @@ class Judge:
             latency=round(latency, 4),
             endpoint=endpoint,
             cached=cached and error is None,
-            **tokens,
+            prompt_tokens=tokens["prompt_tokens"],
+            completion_tokens=tokens["completion_tokens"],
         )
         self.on_verdict(verdict)
         self.on_progress()

@@ -17,7 +17,8 @@ from mad_eval.sanitize import remember
 from mad_eval.setup.config import ConfigError, RunConfig, operational_defaults
 from mad_eval.setup.roster import parse_extra_body
 from mad_eval.setup.settings import as_text, check_names, check_types, endpoints
-from mad_eval.store.folder import JudgeLog, RunStore, StoreError
+from mad_eval.store.files import StoreError
+from mad_eval.store.folder import JudgeLog, RunStore
 from mad_eval.words import counted
 
 

@@ -39,7 +39,8 @@ def _over_runs(values: np.ndarray) -> np.ndarray:
     """Mean over runs (axis 0), ignoring runs where the number is undefined."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a replicate with nothing defined
-        return np.nanmean(values, axis=0)
+        means: np.ndarray = np.nanmean(values, axis=0)
+        return means
 
 
 # Replicates drawn at a time by replicate_values: any block size gives the same draws, and

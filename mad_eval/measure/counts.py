@@ -69,7 +69,8 @@ class Counting:
         self.den = np.zeros_like(self.num[0]), np.zeros_like(self.num[1])
 
         def part(arrays: tuple[np.ndarray, np.ndarray], i: int) -> np.ndarray:
-            return arrays[0][i] if i < self.split else arrays[1][i - self.split]
+            view: np.ndarray = arrays[0][i] if i < self.split else arrays[1][i - self.split]
+            return view
 
         self.tallies = Tallies(
             list(runs),

@@ -31,7 +31,7 @@ def gain(before: str, after: str) -> Formula:
 
 def total(*keys: str) -> Formula:
     """Rates added up (tokens of several kinds, or of several rounds)."""
-    return lambda rates: sum(rates[k] for k in keys)
+    return lambda rates: np.asarray(sum(rates[k] for k in keys))
 
 
 def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:

@@ -31,7 +31,7 @@ SUBSAMPLES = 200
 SEED = 0
 UNPARSED = -1  # an answer class that never wins a vote
 
-KEYS = ("maj_at_generations", "sc_at_tokens", "samples_at_tokens")
+KEYS: tuple[str, ...] = ("maj_at_generations", "sc_at_tokens", "samples_at_tokens")
 KEYS += ("debate_tokens", "sample_tokens", "generations")
 TESTED = ("maj_at_generations", "sc_at_tokens")  # tested against Debate
 

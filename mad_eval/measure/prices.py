@@ -103,13 +103,17 @@ def _price(table: object, path: Path, where: str) -> Price:
             f"{path}: {where} has {', '.join(sorted(unknown))}; accepted: input, "
             "cached_input, output (dollars per 1M tokens)."
         )
-    values = {}
+    values: dict[str, float] = {}
     for name in ("input", "output", "cached_input"):
         value = table.get(name, table.get("input") if name == "cached_input" else None)
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not ok or not math.isfinite(value) or value < 0:  # type: ignore[arg-type]
+        if (
+            not isinstance(value, int | float)
+            or isinstance(value, bool)
+            or not math.isfinite(value)
+            or value < 0
+        ):
             raise PricesError(
                 f"{path}: {where} needs {name} as a number of dollars per 1M tokens, >= 0."
             )
-        values[name] = float(value)  # type: ignore[arg-type]
+        values[name] = float(value)
     return Price(**values)

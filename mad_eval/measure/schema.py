@@ -96,7 +96,8 @@ def holder(metrics: dict[str, Any], name: str) -> dict[str, Any]:
     section, index, _ = locate(name)
     if section is None:
         return metrics
-    return metrics[section] if index is None else metrics[section][index]
+    part: dict[str, Any] = metrics[section] if index is None else metrics[section][index]
+    return part
 
 
 def nest(names: Iterable[str], cell: Callable[[str], dict[str, Any]]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
-class Rates(dict):
+class Rates(dict[str, np.ndarray]):
     """Rates by tally key, each worked out when first asked for. A rate with nothing to
     count is NaN."""
 

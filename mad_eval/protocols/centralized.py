@@ -9,6 +9,7 @@ from mad_eval.records import shown
 class Centralized(Protocol):
     name = "centralized"
     description = "a hub agent reads every response; the others read the hub's and their own"
+    hub: int  # always one here
 
     def __init__(self, hub: int = 0):
         if not isinstance(hub, int) or isinstance(hub, bool) or hub < 0:

@@ -124,19 +124,19 @@ def rounds_view(view: View) -> list[Any]:
     for name in [*columns, "unanimous", "N_eff", "prefix share"]:
         rounds.add_column(name, justify="right")
     for row in metrics["rounds"]:
-        cells = [
+        row_cells = [
             str(row["round"]),
             fmt(row["vote_accuracy"], row["vote_accuracy_std"]),
             fmt(row["agent_accuracy"], row["agent_accuracy_std"]),
         ]
         if hub is not None:
-            cells.append(fmt(row["hub_accuracy"], row["hub_accuracy_std"]))
-        cells.append(fmt(row.get("unanimous")))
+            row_cells.append(fmt(row["hub_accuracy"], row["hub_accuracy_std"]))
+        row_cells.append(fmt(row.get("unanimous")))
         n_eff = row.get("n_eff")
-        cells.append("-" if n_eff is None else f"{n_eff:.2f}")
+        row_cells.append("-" if n_eff is None else f"{n_eff:.2f}")
         share = row.get("prefix_share")
-        cells.append("-" if share is None else f"{100 * share:.0f}%")
-        rounds.add_row(*cells)
+        row_cells.append("-" if share is None else f"{100 * share:.0f}%")
+        rounds.add_row(*row_cells)
     return [rounds]
 
 

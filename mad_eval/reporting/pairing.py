@@ -15,7 +15,8 @@ from mad_eval.measure.prices import Prices
 from mad_eval.measure.schema import check_version
 from mad_eval.measure.scoring import Scoring
 from mad_eval.reporting.results import Run, Sink, load_run, name_runs, recorded_single
-from mad_eval.store.folder import RunStore, StoreError, read_debates
+from mad_eval.store.files import StoreError
+from mad_eval.store.folder import RunStore, read_debates
 from mad_eval.store.manifest import RunManifest
 from mad_eval.store.metrics import read_metrics
 from mad_eval.words import counted

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.artist import Artist
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.legend import Legend
@@ -51,11 +52,17 @@ def _benchmarks(frame: pd.DataFrame) -> list[str]:
     return [b for b in dict.fromkeys(frame["benchmark"]) if b != "Avg"]
 
 
+def _renderer(fig: Figure) -> RendererAgg:
+    """What measures text in `fig`: Agg's renderer, as every figure here is drawn by Agg."""
+    assert isinstance(fig.canvas, FigureCanvasAgg)
+    return fig.canvas.get_renderer()
+
+
 def wrap(text: str, pixels: float, size: str | float, fig: Figure, even: bool = True) -> str:
     """`text` broken into lines no wider than `pixels` at font size `size` (`even`: of even
     widths, no last word alone): at spaces, and inside a long name after a hyphen,
     underscore or slash; its own line breaks kept."""
-    renderer = fig.canvas.get_renderer()
+    renderer = _renderer(fig)
     font = FontProperties(size=size)
 
     def width(line: str) -> float:
@@ -106,7 +113,7 @@ def _finish(
     fig: Figure,
     axes: np.ndarray,
     title: str,
-    handles: list[Artist] | None = None,
+    handles: Sequence[Artist] | None = None,
     title_size: str = "large",
 ) -> None:
     """The titles wrapped to the space they have and one legend below the panels, in as
@@ -120,7 +127,7 @@ def _finish(
         ax.set_title(wrap(ax.get_title(), panel, plt.rcParams["axes.titlesize"], fig))
     suptitle = fig.suptitle(wrap(title, room, title_size, fig), fontsize=title_size)
     handles = handles if handles is not None else _labelled(axes)
-    renderer = fig.canvas.get_renderer()
+    renderer = _renderer(fig)
     taken = suptitle.get_window_extent(renderer).height
     if handles:
         taken += _fitting_legend(fig, handles, room).get_window_extent(renderer).height
@@ -136,13 +143,13 @@ def _labelled(axes: np.ndarray) -> list[Artist]:
     return list(handles.values())
 
 
-def _fitting_legend(fig: Figure, handles: list[Artist], room: float) -> Legend:
+def _fitting_legend(fig: Figure, handles: Sequence[Artist], room: float) -> Legend:
     """A legend below the panels with every entry's full label (wrapped if one alone is too
     wide), in the most columns that fit `room` pixels, balanced over its rows."""
     size = plt.rcParams["legend.fontsize"]
     em = FontProperties(size=size).get_size_in_points() * fig.dpi / 72
-    labels = [wrap(h.get_label(), room - 5 * em, size, fig, even=False) for h in handles]
-    renderer = fig.canvas.get_renderer()
+    labels = [wrap(str(h.get_label()), room - 5 * em, size, fig, even=False) for h in handles]
+    renderer = _renderer(fig)
     columns = len(handles)
     while True:
         rows = -(-len(handles) // columns)
@@ -171,7 +178,7 @@ def rounds_figure(frame: pd.DataFrame) -> Figure:
         mine = frame[frame["benchmark"] == benchmark]
         for method, rows in mine.groupby("method", sort=False):
             x = rows["key"].map(lambda k: int(k.split(".")[0].removeprefix("round")))
-            ax.plot(x, rows["value"], marker="o", label=_scored(method, rows))
+            ax.plot(x, rows["value"], marker="o", label=_scored(str(method), rows))
             ax.fill_between(x, rows["ci_low"], rows["ci_high"], alpha=0.15)
         ax.set_title(benchmark)
         ax.set_xlabel("debate round")

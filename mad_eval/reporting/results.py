@@ -12,14 +12,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mad_eval.measure.alerts import UNCHECKED
 from mad_eval.measure.compute import Measuring, Totals
-from mad_eval.measure.counts import Tallies
+from mad_eval.measure.formula import Formula
 from mad_eval.measure.prices import Price, Prices
-from mad_eval.measure.schema import Formula, formulas
+from mad_eval.measure.schema import formulas
 from mad_eval.measure.scoring import Scoring
+from mad_eval.measure.tallies import Tallies
 from mad_eval.records import Turn, Verdict
 from mad_eval.sanitize import valid_text, valid_value
 from mad_eval.setup.config import RecordedConfig, is_single
-from mad_eval.store.folder import Debates, JudgeLog, RunStore, StoreError, read_debates
+from mad_eval.store.files import StoreError
+from mad_eval.store.folder import Debates, JudgeLog, RunStore, read_debates
 from mad_eval.store.manifest import RunManifest
 
 if TYPE_CHECKING:

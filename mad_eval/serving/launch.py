@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import aiohttp
 
@@ -139,6 +140,26 @@ def why_it_ended(log: Path) -> str:
         return f": {tail}" if tail else ""
     fix = known_fix(error)
     return f"; its first error: {error}" + (f"; {fix}" if fix else "")
+
+
+class Server(Protocol):
+    """One replica as the pool starts, watches and stops it: a LocalServer, or a RayServer
+    (serving.ray_pool) that Ray places."""
+
+    url: str | None
+    exit_code: int | None
+    log: Path
+
+    @property
+    def where(self) -> str: ...
+
+    async def start(self) -> str: ...
+
+    def alive(self) -> bool: ...
+
+    async def stop(self) -> None: ...
+
+    def kill(self) -> None: ...
 
 
 class LocalServer:
@@ -282,16 +303,16 @@ async def served(
 ) -> AsyncIterator[list[str]]:
     """Start a replica on each GPU set of `placement` (all at once) and yield their URLs;
     stop every one afterwards, on success, error or cancellation alike."""
-    async with replicas(spec, placement, folder, listener, **limits) as servers:
+    async with replicas(spec, placement, folder, listener, LocalServer, **limits) as servers:
         yield [server.url or "" for server in servers]
 
 
-async def first_exit(servers: Sequence[LocalServer], poll: float = 0.2) -> LocalServer:
+async def first_exit(servers: Sequence[Server], poll: float = 0.2) -> Server:
     """Wait until one of the servers exits on its own; that server. Asked off the event loop:
     a server placed by Ray answers over the network (up to 30 s from a node that hangs),
     and the run's requests share the loop."""
 
-    def gone() -> LocalServer | None:
+    def gone() -> Server | None:
         return next((server for server in servers if not server.alive()), None)
 
     while True:
@@ -307,9 +328,9 @@ async def replicas(
     placement: Sequence[Sequence[int]],
     folder: Path,
     listener: Listener,
-    make: Callable[..., LocalServer] = LocalServer,
+    make: Callable[..., Server] = LocalServer,
     **limits: float,
-) -> AsyncIterator[list[LocalServer]]:
+) -> AsyncIterator[list[Server]]:
     """`served`, yielding the ready servers themselves (to watch them); `make` makes each
     one from (spec, gpus, log, **limits): LocalServer, or a RayServer placed by Ray."""
     servers = [

@@ -11,8 +11,9 @@ import os
 import re
 import subprocess
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mad_eval.children import program
 from mad_eval.errors import UserError
@@ -230,7 +231,9 @@ def simulate(order: Sequence[Work | str], works: Sequence[Work], pool: Sequence[
     queue = [by_label[item] if isinstance(item, str) else item for item in order]
     queue = [work for work in queue if work.turns > 0]
     place = {work.label: index for index, work in enumerate(queue)}
-    free, now, slots, running = list(pool), 0.0, [], []
+    free, now = list(pool), 0.0
+    slots: list[Slot] = []
+    running: list[Slot] = []
     while queue or running:
         for work in list(queue):
             if work.width <= len(free):
@@ -325,7 +328,7 @@ def give_back(free: list[int], gpus: Sequence[int], pool: Sequence[int]) -> None
 
 # --- running ----------------------------------------------------------------------------
 
-Serve = Callable[[Work, list[int]], Awaitable[None]]
+Serve = Callable[[Work, list[int]], Coroutine[Any, Any, None]]
 Progress = Callable[[str, Work, Sequence[int]], None]  # event, model, its GPUs
 
 
@@ -345,7 +348,9 @@ async def run_pool(
         if work.turns == 0:
             tell("skipped", work, [])
     queue = [work for work in order if work.turns > 0]
-    free, running, failures = list(pool), {}, {}
+    free = list(pool)
+    running: dict[asyncio.Task[None], tuple[Work, list[int]]] = {}
+    failures: dict[str, BaseException] = {}
     try:
         while queue or running:
             for work in list(queue):

@@ -13,6 +13,7 @@ from mad_eval.progress import Listener
 from mad_eval.serving.installation import NO_VLLM, has_vllm
 from mad_eval.serving.launch import (
     LocalServer,
+    Server,
     ServerError,
     first_error,
     first_exit,
@@ -41,7 +42,7 @@ class Serving:
 
     spec: ServeSpec
     placement: list[list[int]]
-    make: Callable[..., LocalServer] = LocalServer  # or a RayServer factory (--ray)
+    make: Callable[..., Server] = LocalServer  # or a RayServer factory (--ray)
 
     def commands(self) -> list[str]:
         """Each replica's `vllm serve` command as a dry run shows it (its port is picked as
@@ -102,9 +103,7 @@ class Serving:
             )
 
 
-async def _until_done_or_exit(
-    work: Awaitable[None], servers: list[LocalServer]
-) -> LocalServer | None:
+async def _until_done_or_exit(work: Awaitable[None], servers: list[Server]) -> Server | None:
     """Run `work` to its end (None; its error raised), or until a server exits (that server;
     the work cancelled, and waited for)."""
     job, watch = asyncio.ensure_future(work), asyncio.ensure_future(first_exit(servers))

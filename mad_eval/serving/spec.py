@@ -23,7 +23,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from mad_eval.backends.serve_backend import served_name
 from mad_eval.sanitize import redact
@@ -176,7 +176,7 @@ def split_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
     return answering, operational
 
 
-def is_served(model: str | None) -> bool:
+def is_served(model: object) -> TypeGuard[str]:
     """Whether a model spec names a checkpoint mad-eval serves itself."""
     return isinstance(model, str) and model.startswith(PREFIX)
 

@@ -71,7 +71,11 @@ class Budget:
         then, only if that says too long, one that counts the escapes."""
         if bound(quick) > MAX_EXTRA:
             cap = self.limit
-            self.check(bound(lambda value, indent=0: size(value, cap, indent=indent)))
+
+            def counted(value: Any, indent: int = 0) -> int:
+                return size(value, cap, indent=indent)
+
+            self.check(bound(counted))
 
     def add(self, size: int) -> None:
         """Count `size` more characters written or made by this render."""
@@ -278,7 +282,8 @@ def _parts(value: Any) -> Iterable[Any] | None:
     """What a container's text is made of: items, keys and values, fields and their names."""
     kind = type(value)
     if kind is list or kind is tuple:
-        return value
+        items: Iterable[Any] = value
+        return items
     if kind is dict or isinstance(value, Mapping):
         return [part for pair in value.items() for part in pair]
     if kind in _FIELDS or (dataclasses.is_dataclass(value) and not isinstance(value, type)):

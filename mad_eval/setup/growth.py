@@ -53,7 +53,8 @@ def method_bound(text: str | bytes, method: str, args: tuple[Any, ...]) -> Bound
         return lambda measure: max([n, *(_width(a) for a in args[:1])])
     if method == "replace" and len(args) >= 2:
         old, new = args[0], args[1]
-        times = text.count(old) if isinstance(old, _TEXTS) and old else n + 1
+        # A str in bytes (or bytes in a str) raises TypeError here, as replace() itself would.
+        times = text.count(old) if isinstance(old, _TEXTS) and old else n + 1  # type: ignore[arg-type]
         if len(args) > 2 and isinstance(args[2], int) and args[2] >= 0:
             times = min(times, args[2])
         return lambda measure: n + times * escaped(measure)(new)
@@ -62,7 +63,8 @@ def method_bound(text: str | bytes, method: str, args: tuple[Any, ...]) -> Bound
         return lambda measure: sum(map(escaped(measure), items)) + len(items) * n
     if method == "expandtabs":
         tab = args[0] if args and isinstance(args[0], int) else 8
-        return lambda measure: n + text.count("\t" if isinstance(text, str) else b"\t") * tab
+        tabs = text.count("\t") if isinstance(text, str) else text.count(b"\t")
+        return lambda measure: n + tabs * tab
     if method in ("format", "format_map"):
         values = [*args, *(args[0].values() if args and isinstance(args[0], Mapping) else ())]
         return lambda measure: format_size(text, values, escaped(measure))

@@ -27,7 +27,7 @@ def fits(value: Any, hint: Any) -> bool:
         return isinstance(value, dict) and all(
             fits(key, args[0]) and fits(item, args[1]) for key, item in value.items()
         )
-    if dataclasses.is_dataclass(hint):  # one made already, or a table of its fields
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # made, or a table of fields
         return isinstance(value, hint) or _table_fits(value, hint)
     if hint is float:
         return isinstance(value, int | float) and not isinstance(value, bool)
@@ -49,7 +49,7 @@ def describe(hint: Any) -> str:
             names.append(f"a list of {describe(typing.get_args(part)[0])}")
         elif origin is dict:
             names.append("dict")
-        elif dataclasses.is_dataclass(part):
+        elif isinstance(part, type) and dataclasses.is_dataclass(part):
             names.append(f"{part.__name__} tables")
         else:
             names.append(getattr(part, "__name__", str(part)))

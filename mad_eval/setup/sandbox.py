@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import jinja2
@@ -75,9 +75,12 @@ def _concat(parts: tuple[Any, ...]) -> str:
     markup = any(hasattr(p, "__html__") for p in parts)
     if markup:  # the other parts are escaped
         spent.fits(lambda m: sum(m(p) * (1 if hasattr(p, "__html__") else ESCAPE) for p in parts))
-        return spent.hold(markup_join(parts))
-    spent.fits(lambda measure: sum(map(measure, parts)))
-    return spent.hold("".join(map(str, parts)))
+        joined: str = markup_join(parts)
+    else:
+        spent.fits(lambda measure: sum(map(measure, parts)))
+        joined = "".join(map(str, parts))
+    spent.hold(joined)
+    return joined
 
 
 def _hold(value: Any) -> Any:
@@ -131,7 +134,7 @@ class _Weave(NodeTransformer):
     def visit_Dict(self, node: nodes.Dict) -> nodes.Node:
         return self._held(node, [n for pair in node.items for n in (pair.key, pair.value)])
 
-    def _held(self, node: nodes.Expr, items: list[nodes.Node]) -> nodes.Node:
+    def _held(self, node: nodes.Expr, items: Sequence[nodes.Node]) -> nodes.Node:
         self.generic_visit(node)
         if all(isinstance(item, nodes.Const) for item in items):
             return node  # written out in the source, which is bounded

@@ -16,7 +16,7 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jinja2
 from jinja2 import nodes
@@ -315,7 +315,7 @@ def parse_template(raw: dict[str, Any], source: str, path: Path, name: str) -> T
         need(section in raw, f"'{section}' is missing; add [[{section}]] messages")
         items = raw[section]
         need(
-            isinstance(items, list) and items and all(isinstance(m, dict) for m in items),
+            isinstance(items, list) and len(items) > 0 and all(isinstance(m, dict) for m in items),
             f"'{section}' must be a list of messages ([[{section}]] tables)",
         )
         sections[section] = tuple(
@@ -353,15 +353,20 @@ def _shipped() -> frozenset[str]:
 
 
 def _message(item: dict[str, Any], where: str, path: Path, ours: bool = False) -> _Message:
+    def fail(problem: str) -> NoReturn:
+        raise TemplateError(f"{path}: {where}: {problem}.")
+
     def need(ok: bool, problem: str) -> None:
         if not ok:
-            raise TemplateError(f"{path}: {where}: {problem}.")
+            fail(problem)
 
     for key in item:
         need(key in MESSAGE_KEYS, f"unknown key '{key}'; a message has: role, content, optional")
     role, content = item.get("role"), item.get("content")
-    need(role in ROLES, f"role {shown(role, 80)} is not one of: {', '.join(ROLES)}")
-    need(isinstance(content, str), "'content' must be text")
+    if not isinstance(role, str) or role not in ROLES:
+        fail(f"role {shown(role, 80)} is not one of: {', '.join(ROLES)}")
+    if not isinstance(content, str):
+        fail("'content' must be text")
     need(isinstance(item.get("optional", False), bool), "'optional' must be true or false")
     try:
         parsed, used = sandbox.SANDBOX.read(content)

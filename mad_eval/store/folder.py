@@ -731,7 +731,8 @@ def move_records(path: Path, keys: set[TurnKey], parse: Callable[[bytes], Any], 
     """Move the records of `keys` from a JSON Lines file to the file of the same name in
     superseded/ beside it: appended there first, then the file is replaced whole by its
     other lines, so a crash in between leaves a copy in both places, never in neither."""
-    kept, moved = [], []
+    kept: list[bytes] = []
+    moved: list[bytes] = []
     for line, record in _records(path, parse, what):
         (moved if record.key in keys else kept).append(line + b"\n")
     if not moved:

@@ -48,6 +48,8 @@ class Part:
     as it is made (a manifest from others is data: a value of another type would fail far
     from here, in whatever reads it)."""
 
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # each subclass is a dataclass
+
     JSON_KEYS: ClassVar[dict[str, str]] = {}
     SECTION: ClassVar[str]
 
@@ -433,7 +435,8 @@ def _hints(cls: type) -> dict[str, Any]:
 def _check_fields(part: Any, section: str, keys: dict[str, str]) -> None:
     """A ValueError naming the first of `keys` (field -> JSON key) whose value is not of its
     field's type."""
-    hints = _hints(type(part))
+    kind: type = type(part)
+    hints = _hints(kind)
     for name, key in keys.items():
         value = getattr(part, name)
         if not fits(value, hints[name]):

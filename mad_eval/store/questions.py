@@ -11,9 +11,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mad_eval.foreign import LineTooLong, check_line, lines, open_regular
+from mad_eval.foreign import LineTooLong, check_line, lines, loads, open_regular
 from mad_eval.grading.grader import check_answer_protocol
-from mad_eval.records import Question, loads, shown
+from mad_eval.records import Question, shown
 from mad_eval.sanitize import valid_data, valid_text
 from mad_eval.store.files import StoreError, write_atomically
 

@@ -224,7 +224,9 @@ def build_pairs(
         fits = [max_length is None or n <= max_length for n in lengths]
         summary.too_long += fits.count(False)
         if len(mine) == 1:  # no group: dropped as its one rollout's grade says
-            dropped = "too-long" if not fits[0] else "all-right" if mine[0].correct else "all-wrong"
+            dropped: str | None = (
+                "too-long" if not fits[0] else "all-right" if mine[0].correct else "all-wrong"
+            )
             chosen = Pairs([], dropped)
         else:
             chosen = debate_pairs(

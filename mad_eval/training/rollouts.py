@@ -10,7 +10,8 @@ from pathlib import Path
 from mad_eval.data.benchmarks import read_jsonl
 from mad_eval.debate.replay import run_questions
 from mad_eval.grading.grader import KINDS, check_answer_protocol, get_kind, grade
-from mad_eval.store.folder import RunStore, StoreError
+from mad_eval.store.files import StoreError
+from mad_eval.store.folder import RunStore
 
 # The generic file's fields, with the names also accepted for each.
 FIELDS = {
@@ -113,9 +114,12 @@ def _from_jsonl(path: Path, answer: str | None) -> Rollouts:
         graded = grade(values["response"], values["gold"], "math", answer=protocol)
         items.append(
             Rollout(
-                **values,
+                values["prompt_id"],
+                values["question"],
+                values["gold"],
+                values["response"],
                 answer=graded.answer,
-                correct=graded.correct,
+                correct=bool(graded.correct),  # a math grade is never unscored (None)
                 source=where,
                 grade_timed_out=graded.timed_out,
             )

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mad_eval.errors import UserError
 from mad_eval.training.errors import TrainingError
@@ -310,7 +310,8 @@ def train_rows(files: Any) -> Iterable[tuple[str, Mapping[str, Any]]]:
                 frame = pd.read_parquet(path, columns=["reward_model", "extra_info"])
             except (KeyError, ValueError):
                 frame = pd.read_parquet(path)
-            for i, row in enumerate(frame.to_dict("records"), 1):
+            rows = cast(list[dict[str, Any]], frame.to_dict("records"))  # columns are text
+            for i, row in enumerate(rows, 1):
                 yield f"{path} row {i}", row
         elif path.endswith(".jsonl"):
             yield from read_jsonl(Path(path), path)

@@ -167,9 +167,12 @@ def _math_rule(state: Any, silent: bool) -> bool:
 def _markdown() -> Any:
     from markdown_it import MarkdownIt
 
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+    class WebLinksOnly(MarkdownIt):
+        def validateLink(self, url: str) -> bool:  # markdown-it names it so
+            return url.strip().lower().startswith(("http://", "https://"))
+
+    md = WebLinksOnly("commonmark", {"html": False, "linkify": False}).enable("table")
     md.disable("image")
-    md.validateLink = lambda url: url.strip().lower().startswith(("http://", "https://"))
     md.inline.ruler.before("escape", "math", _math_rule)
     md.add_render_rule(
         "math", lambda self, tokens, i, options, env: math_span(tokens[i].content, tokens[i].info)

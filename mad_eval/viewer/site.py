@@ -56,7 +56,7 @@ def load_view(root: Path) -> RunView:
     from mad_eval.data.benchmarks import DataMissingError
     from mad_eval.debate.replay import Replay, run_questions
     from mad_eval.reporting.results import load_run
-    from mad_eval.store.folder import StoreError
+    from mad_eval.store.files import StoreError
 
     root = Path(root)
     if not root.is_dir():

@@ -13,11 +13,17 @@ Same = Callable[[str, str], bool]
 
 
 class Graded(Protocol):
-    """Anything graded: a turn, a training rollout."""
+    """Anything graded: a turn, a training rollout (read only, so a rollout's `correct`
+    may be a plain bool)."""
 
-    answer: str | None
-    correct: bool | None
-    grade_timed_out: bool
+    @property
+    def answer(self) -> str | None: ...
+
+    @property
+    def correct(self) -> bool | None: ...
+
+    @property
+    def grade_timed_out(self) -> bool: ...
 
 
 class Cast(Graded, Protocol):

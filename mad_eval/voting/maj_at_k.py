@@ -37,7 +37,8 @@ def bootstrap_votes(samples: Sequence[Graded]) -> np.ndarray:
     support = np.take_along_axis(counts, votes, axis=1)  # each drawn sample's answer's count
     # The first position holding a most frequent answer: the winner's first drawn sample.
     first = np.argmax(support == support.max(axis=1, keepdims=True), axis=1)
-    return right[drawn[np.arange(len(drawn)), first]]
+    chosen: np.ndarray = right[drawn[np.arange(len(drawn)), first]]
+    return chosen
 
 
 def bootstrap_maj(samples: Sequence[Graded]) -> float:

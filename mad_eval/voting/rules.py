@@ -86,7 +86,8 @@ class Consensus(Rule):
         self, live: Sequence[C], voters: list[int], hub: int | None, rng: random.Random, same: Same
     ) -> C | None:
         parsed = [t for t in live if t.agent in voters and t.answer is not None]
-        return parsed[consensus([t.answer for t in parsed])] if parsed else None
+        answers = [t.answer for t in parsed if t.answer is not None]  # all of them: parsed
+        return parsed[consensus(answers)] if parsed else None
 
 
 def _check(name: str, rule: Rule) -> None:

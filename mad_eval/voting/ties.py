@@ -16,7 +16,7 @@ class TieBreak(random.Random):
     def __init__(self, *parts: object):  # no seeding yet
         self.parts: tuple[object, ...] | None = parts
 
-    def choice(self, seq):  # type: ignore[no-untyped-def, override]
+    def choice(self, seq):  # type: ignore[no-untyped-def]
         if self.parts is not None:
             if len(seq) == 1:  # what a fresh generator's choice gives, without its draw
                 return seq[0]

@@ -7,7 +7,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from mad_eval.grading.answers import MAX_ANSWER_CHARS
 from mad_eval.grading.kinds import Kind, RowReader
@@ -82,7 +82,7 @@ class ChoiceKind(Kind):
     """An option letter: from the found text, else (boxed) from the whole reply when it is
     nothing but a letter or an option."""
 
-    fields = ("question", "options", "answer")
+    fields: ClassVar[tuple[str, ...]] = ("question", "options", "answer")
 
     def read(self, found: str | None, text: str | None, options: Sequence[str]) -> str | None:
         found = text if found is None else found

@@ -11,14 +11,13 @@ import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from mad_eval.protocols.scoring import answer_groups, get_rule, same_answer_as, vote_ties
 from mad_eval.records import Question, Turn, Verdict
 from mad_eval.reporting.results import Run
 from mad_eval.sanitize import redact
-from mad_eval.store.metrics import read_metrics
+from mad_eval.store.folder import RunStore
 
 # Tags a debate row may carry; the overview offers each as a filter.
 TAGS = {
@@ -303,17 +302,12 @@ def question_order(qid: str) -> tuple:
 def alerts_of(run: Run) -> list[str]:
     """The run's alerts (one sentence each) as its metrics.json holds them, else as its
     recomputed metrics do; none for a folder written before alerts existed."""
-    written = read_metrics(Path(run.root))
-    found = written.get("alerts") if written is not None else None
+    found = RunStore(run.root).alerts()
     if found is None:
-        found = run.metrics.get("alerts")
-    if not isinstance(found, list):
-        return []
-    return [a for a in found if isinstance(a, str) and a.strip()]
+        found = [a for a in run.metrics.get("alerts") or [] if a.strip()]
+    return found
 
 
 def debates_of(view: RunView) -> Iterator[list[Turn]]:
     """The run's debates, a debate at a time, from its turns.jsonl."""
-    from mad_eval.store.folder import RunStore, read_debates
-
-    yield from read_debates(RunStore(Path(view.run.root)).turns_path).each
+    yield from RunStore(view.run.root).debates().each

@@ -302,7 +302,7 @@ def judge(
     backoff and cache (mad_eval.setup.settings.RequestSettings)."""
     from mad_eval.debate.execute import drive
     from mad_eval.judging.runner import judge_run
-    from mad_eval.store.folder import JUDGE_FILE
+    from mad_eval.store.folder import RunStore
 
     listener = listener or Listener()
     settings = dict(
@@ -317,7 +317,7 @@ def judge(
         extra_body=extra_body,
     )
     work = judge_run(Path(run_dir), judge, settings, operational, listener)
-    drive(work, Path(run_dir) / JUDGE_FILE, "verdict")
+    drive(work, RunStore(Path(run_dir)).judge_path, "verdict")
     return report(run_dir)
 
 

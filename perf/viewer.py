@@ -51,7 +51,7 @@ def main() -> None:
             runs=args.runs,
             out=run,
         )
-        turns = len(RunStore(run).read_turns())
+        turns = len(RunStore(run).turns())
         start = time.perf_counter()
         index = mad_eval.view([run], root / "site")
         build = time.perf_counter() - start

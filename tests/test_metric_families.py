@@ -18,8 +18,8 @@ from mad_eval.measure.formula import percent
 from mad_eval.measure.schema import SCHEMA_VERSION, MetricsVersionError
 from mad_eval.measure.scoring import Scoring
 from mad_eval.registry import RegistryError
-from mad_eval.reporting import pairing, results
 from mad_eval.store.files import StoreError
+from mad_eval.store.folder import RunStore
 from mad_eval.store.manifest import RunManifest
 
 THREE = Scoring(3, 1, (0, 1, 2), kind="math", seed=0)  # three agents, one round of debate
@@ -205,15 +205,13 @@ def test_report_single_reads_each_runs_turns_once(paired, monkeypatch):
     debate, single = paired
     reads: Counter[str] = Counter()
 
-    def counted(read):
-        def read_debates(path, *args, **kwargs):
-            reads[Path(path).parent.name] += 1
-            return read(path, *args, **kwargs)
+    read = RunStore.debates
 
-        return read_debates
+    def debates(store, *args, **kwargs):
+        reads[store.root.name] += 1
+        return read(store, *args, **kwargs)
 
-    for module in (results, pairing):
-        monkeypatch.setattr(module, "read_debates", counted(module.read_debates))
+    monkeypatch.setattr(RunStore, "debates", debates)
     found = mad_eval.report(debate, single=single)
     assert found.metrics["matched"]["generations"] == 4
     assert reads == {"deb": 1, "sgl": 1}

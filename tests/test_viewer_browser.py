@@ -117,7 +117,7 @@ def test_question_page_grid_colors_and_reply(browser, runs) -> None:
     index = read_data(site, "index")["runs"][0]["debates"]
     # A debate whose vote changed, checked against its turns as recorded.
     row = next(r for r in index if "r2w" in r["tags"] or "w2r" in r["tags"])
-    turns = [t for t in RunStore(a).read_turns() if t.question == row["question"]]
+    turns = [t for t in RunStore(a).turns() if t.question == row["question"]]
     open_page(browser, site, "#/q/" + row["file"])
     assert text_of(browser, "#gold annotation") == row["gold"]  # typeset; its TeX kept
     for turn in turns:

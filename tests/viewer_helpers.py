@@ -116,7 +116,7 @@ def run_tallies(run_dir: Path):
     store = RunStore(run_dir)
     manifest = store.manifest()
     scoring = Scoring.from_manifest(manifest)
-    return tally(store.read_turns(), scoring), scoring.rounds
+    return tally(store.turns(), scoring), scoring.rounds
 
 
 def votes_after_debate(run_dir: Path) -> dict[str, bool | None]:

@@ -25,7 +25,7 @@ from mad_eval.progress import Listener
 from mad_eval.records import Question
 from mad_eval.serving.session import Serving
 from mad_eval.serving.spec import runs_remote_code
-from mad_eval.store.folder import SUPERSEDED, Recorded, RunStore
+from mad_eval.store.folder import Recorded, RunStore
 from mad_eval.words import counted
 
 T = TypeVar("T")
@@ -78,16 +78,12 @@ class Job:
 
     def held(self) -> int:
         """Turns its folder holds now, read only (a run writing there may be mid-line)."""
-        turns = self.store.turns_path
-        return len(Recorded.index(turns, repair=False)) if turns.exists() else 0
+        return len(self.store.index())
 
     def failed(self) -> int:
         """Failed turns its folder holds now (each record read: asked for with
         --retry-failed only)."""
-        turns = self.store.turns_path
-        if not turns.exists():
-            return 0
-        recorded = Recorded.index(turns, repair=False)
+        recorded = self.store.index()
         return sum(recorded[key].failed for key in recorded)
 
     def check(self) -> None:
@@ -220,11 +216,11 @@ def ask_again(job: Job, done: Recorded, listener: Listener) -> Recorded:
         listener.say(
             f"Asking again {counted(failed, 'failed turn')} and {counted(later, 'later turn')} "
             "built without them; the old records are in "
-            f"{store.root / SUPERSEDED}."
+            f"{store.superseded_path}."
         )
     else:
         listener.say("No failed turns to ask again.")
-    return Recorded.index(store.turns_path)  # the records left, where they now lie
+    return store.index(repair=True)  # the records left, where they now lie
 
 
 def drive(work: Coroutine[Any, Any, T], records: object, what: str = "turn") -> T:

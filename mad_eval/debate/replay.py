@@ -29,8 +29,8 @@ from mad_eval.setup.templates import (
     recorded_template,
 )
 from mad_eval.store.files import StoreError
+from mad_eval.store.folder import RunStore
 from mad_eval.store.manifest import RunManifest, TeamSeat
-from mad_eval.store.questions import QUESTIONS_FILE, read_questions
 
 SLOW_TOTAL, SLOW_EACH = 30.0, 0.01  # seconds rebuilding one template's prompts: all, each
 
@@ -172,10 +172,11 @@ def run_questions(
 ) -> dict[str, Question]:
     """The run's questions by id: from its questions.jsonl; a folder recorded before that
     file existed has them loaded again from its benchmark (from `data_dir`, else the hub)."""
-    recorded = read_questions(root)
+    store = RunStore(root)
+    recorded = store.questions()
     local = None
     if recorded is not None:
-        where, fix, found = f"{root / QUESTIONS_FILE}", "restore it from a copy", recorded
+        where, fix, found = f"{store.questions_path}", "restore it from a copy", recorded
     else:
         benchmark = manifest.config.benchmark
         spec, questions = load_questions(benchmark, data_dir)

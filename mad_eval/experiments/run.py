@@ -28,6 +28,7 @@ from mad_eval.serving.spec import place, runs_remote_code, shown
 from mad_eval.setup.config import run_defaults
 from mad_eval.store.files import refuse_link, refuse_records, write_atomically, write_json
 from mad_eval.store.folder import RunStore
+from mad_eval.store.names import EXPERIMENT_FILE
 from mad_eval.words import counted
 
 
@@ -270,13 +271,13 @@ def copied(experiment: Experiment, jobs: list[Job]) -> Iterator[None]:
     """The experiment file's copy (experiment.json) in its folder while its cells run; a
     command that fails or stops before recording a turn leaves the folder's copy as it was
     (none, or an earlier run's), and no folder of its own making left empty."""
-    path = experiment.out / "experiment.json"
+    path = experiment.out / EXPERIMENT_FILE
     before = path.read_bytes() if path.is_file() else None
     # The outermost folder this command makes, if any.
     made = next(
         (f for f in [*experiment.out.parents[::-1], experiment.out] if not f.exists()), None
     )
-    sizes = {job.store.turns_path: _size(job.store.turns_path) for job in jobs}
+    sizes = [job.store.size() for job in jobs]
     try:
         experiment.out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -297,7 +298,7 @@ def copied(experiment: Experiment, jobs: list[Job]) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if all(_size(turns) == size for turns, size in sizes.items()):
+        if [job.store.size() for job in jobs] == sizes:
             if before is None:
                 path.unlink(missing_ok=True)
             else:
@@ -309,10 +310,6 @@ def copied(experiment: Experiment, jobs: list[Job]) -> Iterator[None]:
                     break
                 folder = folder.parent
         raise
-
-
-def _size(path: Path) -> int:
-    return path.stat().st_size if path.exists() else 0
 
 
 async def _run(

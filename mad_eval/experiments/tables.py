@@ -20,7 +20,7 @@ from mad_eval.store.files import (
     write_atomically,
 )
 from mad_eval.store.folder import RunStore
-from mad_eval.store.metrics import read_metrics
+from mad_eval.store.names import METRICS_FILE
 from mad_eval.words import counted
 
 EXTENSIONS = {"csv": "csv", "latex": "tex", "md": "md"}
@@ -48,7 +48,7 @@ def view_runs(experiment: Experiment, view: View, replicates: int = REPLICATES) 
 
 
 def _check_records(experiment: Experiment, view: View, cells: list[Cell]) -> None:
-    missing = [c.name for c in cells if not RunStore(experiment.folder(c)).turns_path.exists()]
+    missing = [c.name for c in cells if not RunStore(experiment.folder(c)).has_turns()]
     if missing:
         more = f" and {len(missing) - 1} more, which hold" if len(missing) > 1 else ", which holds"
         raise ExperimentError(
@@ -146,7 +146,7 @@ def _summary(experiment: Experiment, sections: list[str]) -> str:
         "| run | grids |",
         "|---|---|",
         *(
-            f"| [{c.name}]({c.name}/metrics.json) | {', '.join(experiment.grids(c))} |"
+            f"| [{c.name}]({c.name}/{METRICS_FILE}) | {', '.join(experiment.grids(c))} |"
             for c in experiment.cells
         ),
         "",
@@ -163,6 +163,4 @@ def _summary(experiment: Experiment, sections: list[str]) -> str:
 
 def _alerts(folder: Path) -> list[str]:
     """A run's alerts as its metrics.json holds them (none in one written before them)."""
-    found = read_metrics(folder)
-    alerts = found.get("alerts") if found is not None else None
-    return [a for a in alerts if isinstance(a, str)] if isinstance(alerts, list) else []
+    return RunStore(folder).alerts() or []

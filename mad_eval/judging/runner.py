@@ -18,7 +18,7 @@ from mad_eval.setup.config import ConfigError, RunConfig, operational_defaults
 from mad_eval.setup.roster import parse_extra_body
 from mad_eval.setup.settings import as_text, check_names, check_types, endpoints
 from mad_eval.store.files import StoreError
-from mad_eval.store.folder import JudgeLog, RunStore
+from mad_eval.store.folder import RunStore
 from mad_eval.words import counted
 
 
@@ -48,7 +48,7 @@ async def judge_run(
     )
     store = RunStore(root)
     manifest = store.manifest()
-    turns = store.read_turns()
+    turns = store.turns()
     total = manifest.config.rounds
     if total == 0:
         raise StoreError(f"{root} has no debate rounds (T = 0): there is no critique to judge.")
@@ -77,7 +77,7 @@ async def judge_run(
     cases, skipped = judge_cases(manifest, turns, questions, chosen, limit, s["reference"])
     backend, cache = judge_backend(model, config, lambda text: listener.warn("warning", text))
 
-    log = JudgeLog(store.root)
+    log = store.judge_log()
     try:
         todo = pending(cases, log.open(setting))
         await backend.check()

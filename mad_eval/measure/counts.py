@@ -15,7 +15,7 @@ from mad_eval.measure.scoring import Scoring
 from mad_eval.measure.tallies import Tallies
 from mad_eval.records import Turn, Verdict
 from mad_eval.voting.groups import answer_groups
-from mad_eval.voting.rules import get_rule
+from mad_eval.voting.rules import Rule, get_rule
 from mad_eval.voting.ties import vote_ties
 
 
@@ -103,26 +103,38 @@ class Counting:
         self.den[1][at] += den[split:]
 
     def _rounds(self, run: int, qid: str, turns: list[Turn]) -> dict[int, ScoredRound]:
-        """Each round of the debate that has turns, as the rule scored it."""
-        ordered = sorted(turns, key=lambda t: t.agent)
-        found = {}
-        for r in sorted({t.round for t in turns if t.round <= self.scoring.rounds}):
-            live = [t for t in ordered if t.round == r and not t.failed]
-            found[r] = self._round(run, qid, r, live)
-        return found
+        return scored_rounds(run, qid, turns, self.scoring, self.decide)
 
-    def _round(self, run: int, qid: str, r: int, live: list[Turn]) -> ScoredRound:
-        """One round of one debate: `live` are its turns that did not fail, by agent."""
-        decide, voters, hub = self.decide, list(self.scoring.voters), self.scoring.hub
-        scored = decide.scored(live, voters, hub)
-        picked = None
-        if scored:
-            rng = vote_ties(self.scoring.seed, run, qid, r)
-            picked = decide.pick(live, voters, hub, rng, self.alike)
-        if not self.scoring.voted:  # a summary: scored by ROUGE, not grouped or voted
-            return ScoredRound(live, [], None, scored, picked)
-        vote = (picked is not None and bool(picked.correct)) if scored else None
-        return ScoredRound(live, answer_groups(live, self.alike), vote, scored, picked)
+
+def scored_rounds(
+    run: int, qid: str, turns: list[Turn], scoring: Scoring, decide: Rule | None = None
+) -> dict[int, ScoredRound]:
+    """Each round of one debate (`turns`: run `run`'s of question `qid`) that has turns, as
+    the scoring rule (`decide`, by default the run's) scored it: what Counting counts and
+    the viewer shows."""
+    decide = decide or get_rule(scoring.rule)
+    ordered = sorted(turns, key=lambda t: t.agent)
+    found = {}
+    for r in sorted({t.round for t in turns if t.round <= scoring.rounds}):
+        live = [t for t in ordered if t.round == r and not t.failed]
+        found[r] = _round(run, qid, r, live, scoring, decide)
+    return found
+
+
+def _round(
+    run: int, qid: str, r: int, live: list[Turn], scoring: Scoring, decide: Rule
+) -> ScoredRound:
+    """One round of one debate: `live` are its turns that did not fail, by agent."""
+    voters, hub, alike = list(scoring.voters), scoring.hub, scoring.same
+    scored = decide.scored(live, voters, hub)
+    picked = None
+    if scored:
+        rng = vote_ties(scoring.seed, run, qid, r)
+        picked = decide.pick(live, voters, hub, rng, alike)
+    if not scoring.voted:  # a summary: scored by ROUGE, not grouped or voted
+        return ScoredRound(live, [], None, scored, picked)
+    vote = (picked is not None and bool(picked.correct)) if scored else None
+    return ScoredRound(live, answer_groups(live, alike), vote, scored, picked)
 
 
 def tally_verdicts(verdicts: list[Verdict], tallies: Tallies, scoring: Scoring) -> Tallies:

@@ -8,30 +8,15 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from mad_eval.errors import UserError
 from mad_eval.measure import families
 from mad_eval.measure.family import Context, Section
 from mad_eval.measure.formula import Formula
 from mad_eval.measure.prices import Price
 from mad_eval.measure.scoring import Scoring
-from mad_eval.records import shown
+from mad_eval.store.upgrade import METRICS_VERSION
+from mad_eval.store.upgrade import MetricsVersionError as MetricsVersionError
 
-# metrics.json's layout. 1: the files written before `schema_version` existed (read alike).
-SCHEMA_VERSION = 2
-
-
-class MetricsVersionError(UserError, ValueError):
-    """A metrics.json written by a newer mad-eval than this one."""
-
-
-def check_version(metrics: dict[str, Any], path: object) -> None:
-    """Refuse a metrics.json of a layout newer than this mad-eval knows, in one sentence."""
-    found = metrics.get("schema_version", 1)
-    if not isinstance(found, int) or isinstance(found, bool) or found > SCHEMA_VERSION:
-        raise MetricsVersionError(
-            f"{path} has schema_version {shown(found, 80)}; this mad-eval reads metrics.json up to "
-            f"version {SCHEMA_VERSION}: use the newer mad-eval that wrote it."
-        )
+SCHEMA_VERSION = METRICS_VERSION  # metrics.json's layout (store.upgrade reads older ones in it)
 
 
 def formulas(

@@ -12,13 +12,11 @@ from typing import Any
 from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.measure.matched import SamplePool, SamplePooling, Spending, formulas, match, section
 from mad_eval.measure.prices import Prices
-from mad_eval.measure.schema import check_version
 from mad_eval.measure.scoring import Scoring
 from mad_eval.reporting.results import Run, Sink, load_run, name_runs, recorded_single
 from mad_eval.store.files import StoreError
-from mad_eval.store.folder import RunStore, read_debates
+from mad_eval.store.folder import RunStore
 from mad_eval.store.manifest import RunManifest
-from mad_eval.store.metrics import read_metrics
 from mad_eval.words import counted
 
 
@@ -123,7 +121,7 @@ def read_pools(single: Run) -> dict[str, SamplePool]:
     pooling = _kept(single, SamplePooling)
     if pooling is None:
         pooling = SamplePooling(single.scoring.same)
-        for debate in read_debates(RunStore(single.root).turns_path).each:
+        for debate in RunStore(single.root).debates().each:
             pooling.add(debate)
     return pooling.pools()
 
@@ -134,7 +132,7 @@ def attach(debate: Run, single: Run, pools: dict[str, SamplePool], replicates: i
     spending = _kept(debate, Spending)
     if spending is None:
         spending = Spending(debate.rounds)
-        for turns in read_debates(RunStore(debate.root).turns_path).each:
+        for turns in RunStore(debate.root).debates().each:
             spending.add(turns)
     found = match(spending, debate.tallies, pools, generations(debate))
     if not found.tallies.questions:
@@ -151,13 +149,12 @@ def attach(debate: Run, single: Run, pools: dict[str, SamplePool], replicates: i
 def paired_before(store: RunStore) -> Path | None:
     """The single run a debate's metrics.json was last matched with, while it is still
     there: `report` pairs them again, so recomputing never drops the matched numbers."""
-    metrics = read_metrics(store.root)
+    metrics = store.metrics()  # a newer layout is refused, not overwritten unread
     if metrics is None:
         return None
-    check_version(metrics, store.metrics_path)  # a newer layout is not overwritten unread
     matched = metrics.get("matched")
     found = matched.get("single_run") if isinstance(matched, dict) else None
-    if not isinstance(found, str) or not (Path(found) / "manifest.json").is_file():
+    if not isinstance(found, str) or not RunStore.holds_run(found):
         return None
     return Path(found)
 

@@ -12,7 +12,8 @@ from mad_eval.measure.prices import read_prices
 from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS
 from mad_eval.reporting.results import load_runs, parse_labels
 from mad_eval.store.files import StoreError, refuse_records, write_atomically
-from mad_eval.store.manifest import MANIFEST_FILE
+from mad_eval.store.folder import RunStore
+from mad_eval.store.names import MANIFEST_FILE
 
 # Fewer resamples give intervals too rough to print.
 MIN_REPLICATES = 100
@@ -39,7 +40,7 @@ def run_folders(paths: Sequence[Path]) -> list[Path]:
     with none is a StoreError naming it; a path that is no folder is left for its reader."""
     found: list[Path] = []
     for path in map(Path, paths):
-        if not path.is_dir() or (path / MANIFEST_FILE).is_file():
+        if not path.is_dir() or RunStore.holds_run(path):
             found.append(path)
             continue
         inside = []

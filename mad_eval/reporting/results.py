@@ -21,7 +21,8 @@ from mad_eval.records import Turn, Verdict
 from mad_eval.sanitize import valid_text, valid_value
 from mad_eval.setup.config import RecordedConfig, is_single
 from mad_eval.store.files import StoreError
-from mad_eval.store.folder import Debates, JudgeLog, RunStore, read_debates
+from mad_eval.store.folder import RunStore
+from mad_eval.store.lines import Debates
 from mad_eval.store.manifest import RunManifest
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ class Run:
         its last record), for a notebook's own analysis."""
         import pandas as pd
 
-        records = RunStore(self.root).read_turns()
+        records = RunStore(self.root).turns()
         names = [f.name for f in dataclasses.fields(Turn)]
         rows = [[getattr(t, n) for n in names] for t in records]
         return pd.DataFrame(valid_value(rows), columns=names)  # pyarrow refuses a lone surrogate
@@ -308,10 +309,10 @@ def load_run(
     store = RunStore(root)
     manifest = store.manifest()
     shape = store.shape(manifest)  # records of no turn of the run are refused, not counted
-    debates = read_debates(store.turns_path, shape)
+    debates = store.debates(shape)
     if not debates.count:
         raise StoreError(f"{store.turns_path} holds no turns yet; nothing to report.")
-    verdicts = JudgeLog(store.root).read(shape=shape)
+    verdicts = store.verdicts(shape)
     sinks = keep(manifest) if keep is not None else []
     found, metrics, totals = measure(manifest, debates, verdicts, prices, sinks)
     if shape.grades is None:  # no golds to hold its verdicts to

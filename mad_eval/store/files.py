@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.errors import UserError
+from mad_eval.store.names import RECORDS, RUN_RECORDS, SUPERSEDED
 
 
 class StoreError(UserError, ValueError):
@@ -178,14 +179,6 @@ def _temporary(path: Path) -> tuple[int, Path]:
             continue
 
 
-# What a run folder (and an experiment folder) holds that no output may replace; any of the
-# first five in a folder makes it a run folder. store.py, questions.py and the experiment
-# runner write these names.
-RUN_RECORDS = ("manifest.json", "turns.jsonl", "questions.jsonl", "judge.jsonl", "metrics.json")
-RECORDS = (*RUN_RECORDS, ".lock", "experiment.json")
-SUPERSEDED_DIR = "superseded"
-
-
 def _run_folder(folder: Path) -> bool:
     return any((folder / name).is_file() for name in RUN_RECORDS)
 
@@ -208,7 +201,7 @@ def refuse_records(path: Path | str, option: str = "--out", run_folder: bool = F
             "give another file name."
         )
     for folder in (full, *full.parents):
-        if folder.name == SUPERSEDED_DIR and _run_folder(folder.parent):
+        if folder.name == SUPERSEDED and _run_folder(folder.parent):
             raise StoreError(
                 f"{option} {given} is inside {folder}, the replaced records of a run; "
                 "give a path outside it."

@@ -1,7 +1,8 @@
-"""One run directory: manifest.json (manifest.py), questions.jsonl (questions.py), append-only
-turns.jsonl (the source of truth), metrics.json, and judge.jsonl when its debate turns have
-been judged; superseded/ holds the records that --retry-failed replaced, and .lock marks the
-one process writing to the folder."""
+"""One run folder (store.names spells its files): manifest.json (manifest.py), questions.jsonl
+(questions.py), append-only turns.jsonl (the source of truth, read by lines.py), metrics.json,
+and judge.jsonl when its debate turns have been judged; superseded/ holds the records that
+--retry-failed replaced, and .lock marks the one process writing to the folder. Every reader
+outside the store asks a RunStore's methods, never a path."""
 
 from __future__ import annotations
 
@@ -9,18 +10,15 @@ import contextlib
 import dataclasses
 import fcntl
 import os
-import re
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
-from mad_eval.foreign import LineTooLong, check_line, lines, open_regular
-from mad_eval.grading.rubric import scores_problem
+from mad_eval.foreign import read_json
 from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict, shown
 from mad_eval.sanitize import redact
 from mad_eval.setup.config import RunConfig
-from mad_eval.setup.hints import fits
 from mad_eval.setup.templates import TemplateError, check_recorded
 from mad_eval.store.files import (
     APPEND,
@@ -32,22 +30,48 @@ from mad_eval.store.files import (
     write_atomically,
     write_json,
 )
-from mad_eval.store.grades import Grades
-from mad_eval.store.manifest import MANIFEST_FILE, RunManifest, redacted_config
+from mad_eval.store.lines import (
+    RESUME,
+    Debates,
+    Recorded,
+    RunShape,
+    graded_as,
+    grades_of,
+    read_debates,
+    read_records,
+    read_verdict,
+    records_of,
+)
+from mad_eval.store.manifest import RunManifest, redacted_config
+from mad_eval.store.names import (
+    JUDGE_FILE,
+    LOCK_FILE,
+    MANIFEST_FILE,
+    METRICS_FILE,
+    QUESTIONS_FILE,
+    SUPERSEDED,
+    TURNS_FILE,
+)
 from mad_eval.store.questions import (
     check_questions,
     read_golds,
     read_questions,
     write_questions,
 )
+from mad_eval.store.upgrade import upgrade_metrics
 
-T = TypeVar("T")
-JUDGE_FILE = "judge.jsonl"
-LOCK_FILE = ".lock"
-SUPERSEDED = "superseded"
-
-
-RESUME = "every finished record is kept: free space and run the same command again to resume."
+__all__ = [  # the store's interface, and what its tests reach for
+    "Debates",
+    "JudgeLog",
+    "Recorded",
+    "RunShape",
+    "RunStore",
+    "StoreError",
+    "read_debates",
+    "read_records",
+    "write_atomically",
+    "write_json",
+]
 
 
 class Sink:
@@ -113,7 +137,10 @@ class FolderLock:
 
 
 class RunStore:
-    """A run folder's records. `named`: mad-eval chose the folder's name (run's default
+    """A run folder: its records read through its methods (manifest, questions, golds, shape,
+    index, debates, turns, verdicts, metrics, alerts, size) and written by one process at a
+    time (open, append, supersede, close; write_metrics). The `*_path` attributes name the
+    files in messages. `named`: mad-eval chose the folder's name (run's default
     results/<name>, an experiment's cell), so a link there was planted and is refused at
     once; a folder the caller names may be a link (a run kept on another disk)."""
 
@@ -121,11 +148,91 @@ class RunStore:
         self.root = Path(root)
         if named:
             refuse_link(self.root)
-        self.manifest_path = self.root / "manifest.json"
-        self.turns_path = self.root / "turns.jsonl"
-        self.metrics_path = self.root / "metrics.json"
+        self.manifest_path = self.root / MANIFEST_FILE
+        self.questions_path = self.root / QUESTIONS_FILE
+        self.turns_path = self.root / TURNS_FILE
+        self.judge_path = self.root / JUDGE_FILE
+        self.metrics_path = self.root / METRICS_FILE
+        self.superseded_path = self.root / SUPERSEDED
         self.lock = FolderLock(self.root)
         self._sink: Sink | None = None
+
+    @staticmethod
+    def holds_run(folder: Path | str) -> bool:
+        """Whether `folder` is a run folder (it holds a manifest.json)."""
+        return (Path(folder) / MANIFEST_FILE).is_file()
+
+    def manifest(self) -> RunManifest:
+        """What the run was, in the current shape whatever version wrote it."""
+        return RunManifest.read(self.root)
+
+    def questions(self) -> dict[str, Question] | None:
+        """The run's questions by id, as it asked them; None for a folder recorded before it
+        held them (questions.read_questions)."""
+        return read_questions(self.root)
+
+    def golds(self) -> dict[str, str] | None:
+        """Each question's gold by id; None for a folder recorded before it held them."""
+        return read_golds(self.root)
+
+    def has_turns(self) -> bool:
+        """Whether the run has recorded anything (its turns.jsonl exists)."""
+        return self.turns_path.exists()
+
+    def size(self) -> int:
+        """The bytes of records it holds (0 before its first)."""
+        try:
+            return self.turns_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def index(self, repair: bool = False, shape: RunShape | None = None) -> Recorded:
+        """Its turns by key, each read when asked for (lines.Recorded); `repair` cuts a
+        partial last line left by a crash; with `shape`, a line of no turn of the run is a
+        StoreError naming it."""
+        return Recorded.index(self.turns_path, repair=repair, shape=shape)
+
+    def debates(self, shape: RunShape | None = None) -> Debates:
+        """Its turns a debate (one run's turns of one question) at a time (read_debates)."""
+        return read_debates(self.turns_path, shape)
+
+    def turns(self, repair: bool = False) -> list[Turn]:
+        """All recorded turns; `repair` cuts a partial last line left by a crash. A turn
+        that does not belong to the run is a StoreError naming its line."""
+        found = read_records(self.turns_path, Turn.from_json, "a turn record", repair, self.shape())
+        return list({turn.key: turn for turn in found}.values())  # a repeated key keeps the last
+
+    def verdicts(self, shape: RunShape | None = None) -> list[Verdict]:
+        """The judge's latest verdict of each turn (none before it judged)."""
+        return JudgeLog(self.root).read(shape=shape)
+
+    def judge_log(self) -> JudgeLog:
+        """Its judge.jsonl, to append verdicts to."""
+        return JudgeLog(self.root)
+
+    def metrics(self) -> dict[str, Any] | None:
+        """Its last report's metrics.json in the current shape, or None where it has none, or
+        none that reads as one (no regular file, larger than any report writes, no JSON
+        object): every number is recomputed from the records. One of a newer layout than
+        this mad-eval knows is a MetricsVersionError."""
+        try:
+            found = read_json(self.metrics_path)
+        except (OSError, ValueError):
+            return None
+        return upgrade_metrics(found, self.metrics_path) if isinstance(found, dict) else None
+
+    def alerts(self) -> list[str] | None:
+        """Why its numbers may mislead, as its last report wrote them (metrics.json's
+        `alerts`, one sentence each); None where no metrics.json says (none, one of a newer
+        layout, or one written before alerts existed)."""
+        try:
+            found = self.metrics()
+        except ValueError:  # a newer layout: not read
+            return None
+        alerts = found.get("alerts") if found is not None else None
+        if not isinstance(alerts, list):
+            return None
+        return [a for a in alerts if isinstance(a, str) and a.strip()]
 
     def open(
         self, config: RunConfig, extra: dict[str, Any], *, questions: Sequence[Question]
@@ -153,9 +260,9 @@ class RunStore:
                 manifest = RunManifest.new(config, extra).to_dict()
                 write_json(self.manifest_path, manifest, "free space and run again.")
             ids = frozenset(q.id for q in questions)
-            grades = _grades({q.id: q.gold for q in questions}, *_graded_as(questions))
+            grades = grades_of({q.id: q.gold for q in questions}, *graded_as(questions))
             shape = RunShape(config.runs, config.rounds, config.agents, ids, grades)
-            done = Recorded.index(self.turns_path, shape=shape)
+            done = self.index(repair=True, shape=shape)
             self._sink = Sink(self.turns_path)
         except BaseException:
             self.lock.release()
@@ -182,7 +289,7 @@ class RunStore:
             return 0
         self._sink.close()
         moved = move_records(self.turns_path, keys, Turn.from_json, "a turn record")
-        move_records(self.root / JUDGE_FILE, keys, read_verdict, "a judge verdict")
+        move_records(self.judge_path, keys, read_verdict, "a judge verdict")
         self._sink = Sink(self.turns_path)
         return moved
 
@@ -192,15 +299,12 @@ class RunStore:
             self._sink = None
         self.lock.release()
 
-    def manifest(self) -> RunManifest:
-        return RunManifest.read(self.root)
-
     def shape(self, manifest: RunManifest | None = None) -> RunShape:
         """What this run's records may hold, from its manifest (read when not given) and its
         questions.jsonl, whose golds its verdicts are held to (a folder from before the file
         has its verdicts unchecked: RunShape.grades None)."""
         manifest = manifest or self.manifest()
-        golds = read_golds(self.root)
+        golds = self.golds()
         ids = manifest.benchmark.questions
         if not ids:  # a run from before the manifest listed them
             ids = tuple(golds) if golds is not None else ()
@@ -209,18 +313,12 @@ class RunStore:
             missing = [qid for qid in ids if qid not in golds]
             if missing:
                 raise StoreError(
-                    f"{self.root / 'questions.jsonl'} lacks {len(missing)} of the run's "
+                    f"{self.questions_path} lacks {len(missing)} of the run's "
                     f"questions (e.g. {shown(missing[0])}); restore it from a copy."
                 )
             benchmark = manifest.benchmark
-            grades = _grades(golds, benchmark.kind, benchmark.answer, self.manifest_path)
+            grades = grades_of(golds, benchmark.kind, benchmark.answer, self.manifest_path)
         return RunShape.of(manifest, self.manifest_path, frozenset(ids) or None, grades)
-
-    def read_turns(self, repair: bool = False) -> list[Turn]:
-        """All recorded turns; `repair` cuts a partial last line left by a crash. A turn
-        that does not belong to the run is a StoreError naming its line."""
-        found = read_records(self.turns_path, Turn.from_json, "a turn record", repair, self.shape())
-        return list({turn.key: turn for turn in found}.values())  # a repeated key keeps the last
 
     def write_metrics(self, metrics: dict[str, Any]) -> None:
         then = f"free space and run mad-eval report {self.root} to write it."
@@ -230,7 +328,7 @@ class RunStore:
         """A folder whose manifest.json is gone but whose records are there is refused: a
         new run would adopt them under its own configuration. (questions.jsonl alone is
         what a run that never began leaves, as it is written before the manifest.)"""
-        for name in ("turns.jsonl", JUDGE_FILE, "metrics.json", SUPERSEDED):
+        for name in (TURNS_FILE, JUDGE_FILE, METRICS_FILE, SUPERSEDED):
             if (self.root / name).exists():
                 raise StoreError(
                     f"{self.root} has {name} but no {MANIFEST_FILE}: restore {MANIFEST_FILE} "
@@ -349,391 +447,13 @@ class JudgeLog:
         self.lock.release()
 
 
-def read_verdict(line: bytes) -> Verdict:
-    """A judge.jsonl line, its scores held to the rubric (a ValueError saying how they are
-    not): a forged score would be averaged as the judge's."""
-    verdict = Verdict.from_json(line)
-    if not fits(verdict.setting, Setting):
-        raise ValueError('"setting" is not the fields of a judge setting, each of its type')
-    problem = scores_problem(verdict.scores, verdict.total)
-    if problem is not None:
-        raise ValueError(problem)
-    return verdict
-
-
-def read_records(
-    path: Path,
-    parse: Callable[[bytes], T],
-    what: str,
-    repair: bool = False,
-    shape: RunShape | None = None,
-) -> list[T]:
-    """Every record of an append-only JSON Lines file, in order. A writer killed mid-line
-    leaves a partial last line: it is dropped, and with `repair` cut from the file. With
-    `shape`, a record of no turn of the run is a StoreError naming its line."""
-    return [record for _, record in _records(path, parse, what, repair, shape)]
-
-
-@dataclasses.dataclass(frozen=True)
-class RunShape:
-    """What a run's records may hold: runs, rounds and agents numbered from 0 up to the
-    manifest's counts, and the run's own questions (None: a run that never listed them)."""
-
-    runs: int
-    rounds: int
-    agents: int
-    questions: frozenset[str] | None
-    # What each turn's verdict is held to; None: unchecked (a folder without its questions).
-    grades: Grades | None = dataclasses.field(default=None, compare=False)
-    # The numbers each index may take, for admits(): a range's `in` costs no Python.
-    spans: tuple[range, range, range] = dataclasses.field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        spans = (range(self.runs), range(self.rounds + 1), range(self.agents))
-        object.__setattr__(self, "spans", spans)
-
-    @classmethod
-    def of(
-        cls,
-        manifest: RunManifest,
-        path: Path,
-        questions: frozenset[str] | None,
-        grades: Grades | None = None,
-    ) -> RunShape:
-        config = manifest.config  # its types and counts checked as it was read
-        return cls(config.runs, config.rounds, config.agents, questions, grades)
-
-    def admits(self, key: TurnKey, sees: Sequence[int] | None = None) -> bool:
-        """Whether a record of `key` (its fields' types checked) reading agents `sees` is of
-        a turn of the run: problem()'s test, at a fraction of its cost, as every record of
-        a report or a resume passes it."""
-        run, question, round_, agent = key
-        runs, rounds, agents = self.spans
-        return (
-            run in runs
-            and round_ in rounds
-            and agent in agents
-            and (self.questions is None or question in self.questions)
-            and (not sees or (min(sees) >= 0 and max(sees) < self.agents))
-        )
-
-    def problem(self, key: TurnKey, sees: Sequence[int] = ()) -> str | None:
-        """Why a record of `key` (reading agents `sees`) is of no turn of the run, or None."""
-        run, question, round_, agent = key
-        if not 0 <= run < self.runs:
-            return f"run {run} is not one of its runs ({_span(self.runs)})"
-        if self.questions is not None and question not in self.questions:
-            return f"question {shown(question, 80)} is not one of its questions"
-        if not 0 <= round_ <= self.rounds:
-            return f"round {round_} is not one of its rounds ({_span(self.rounds + 1)})"
-        if not 0 <= agent < self.agents:
-            return f"agent {agent} is not one of its agents ({_span(self.agents)})"
-        if sees and (min(sees) < 0 or max(sees) >= self.agents):
-            return f"it reads agents {list(sees)}, not all of its agents ({_span(self.agents)})"
-        return None
-
-
-def _grades(
-    golds: Mapping[str, str], kind: str, protocol: str | None, path: Path | None = None
-) -> Grades:
-    """What a run's verdicts are held to; a kind or answer protocol that grades nothing
-    (an edited manifest's) is a StoreError naming the manifest."""
-    try:
-        return Grades(golds, kind, protocol)
-    except ValueError as exc:
-        problem = str(exc).rstrip(".")
-        raise StoreError(f"{path} is not a mad-eval run manifest ({problem}).") from None
-
-
-def _graded_as(questions: Sequence[Question]) -> tuple[str, str | None]:
-    """The kind and answer protocol the run's questions are graded by."""
-    return (questions[0].kind, questions[0].answer) if questions else ("math", None)
-
-
-def _span(count: int) -> str:
-    """Numbers 0 to count - 1, as a message shows them."""
-    return "only 0" if count == 1 else f"0..{count - 1}"
-
-
-def _lines(path: Path, limit: int | None = None) -> Iterator[tuple[int, int, bytes]]:
-    """(line number, offset just past the line, the line without its newline) for every whole
-    line of a file, up to byte `limit`: a partial last line (a writer killed mid-line, or one
-    still writing) is never read."""
-    end = 0
-    try:
-        with open_regular(path) as f:
-            for number, raw in enumerate(lines(f), start=1):
-                if not raw.endswith(b"\n"):
-                    check_line(raw)  # a line past the bound, else a partial last line
-                    break
-                if limit is not None and end >= limit:
-                    break
-                end += len(raw)
-                yield number, end, raw[:-1]
-    except OSError as exc:  # a folder in its place, a FIFO, a link, no read permission
-        raise StoreError(
-            f"cannot read {path} ({exc.strerror or exc}); restore it from a copy."
-        ) from None
-    except LineTooLong as exc:
-        raise StoreError(f"{path} line {number} is {exc}; remove that line.") from None
-
-
-def _parsed(
-    path: Path,
-    parse: Callable[[bytes], T],
-    what: str,
-    limit: int | None = None,
-    shape: RunShape | None = None,
-) -> Iterator[tuple[int, int, bytes, T]]:
-    """(line number, offset past the line, line as written, record) for every whole,
-    non-blank line."""
-    for number, end, line in _lines(path, limit):
-        if line.strip():
-            yield number, end, line, _parse(path, number, line, parse, what, shape)
-
-
-def _parse(
-    path: Path,
-    number: int,
-    line: bytes,
-    parse: Callable[[bytes], T],
-    what: str,
-    shape: RunShape | None = None,
-) -> T:
-    """One line's record; a line that is none, or (with `shape`) a record of no turn of the
-    run, is named in one sentence."""
-    try:
-        record = parse(line)  # bytes: orjson reads them as they are, Python decodes them
-    except UnicodeDecodeError:
-        raise StoreError(
-            f"{path} line {number} is not UTF-8 text; fix or remove that line."
-        ) from None
-    except (ValueError, TypeError) as exc:
-        raise StoreError(
-            f"{path} line {number} is not {what} ({exc}); fix or remove that line."
-        ) from None
-    if shape is not None:
-        key, sees = record.key, getattr(record, "sees", None)
-        if not shape.admits(key, sees):
-            _belongs(path, number, shape, key, sees or ())
-        grades = shape.grades
-        if grades is not None and type(record) is Turn and not grades.admits(record):
-            raise StoreError(
-                f"{path} line {number} is not graded as its answer and gold say: "
-                f"{grades.problem(record)}; remove that line (a resumed run asks it again), "
-                "or open the folder it came from."
-            )
-    return record
-
-
-def _belongs(
-    path: Path, number: int, shape: RunShape, key: TurnKey, sees: Sequence[int] = ()
-) -> None:
-    problem = shape.problem(key, sees)
-    if problem is not None:
-        raise StoreError(
-            f"{path} line {number} is not of this run: {problem}; remove that line, or open "
-            "the folder it came from."
-        )
-
-
-def _records(
-    path: Path,
-    parse: Callable[[bytes], T],
-    what: str,
-    repair: bool = False,
-    shape: RunShape | None = None,
-) -> Iterator[tuple[bytes, T]]:
-    """(line as written, record) for every whole line of a JSON Lines file, read a line at a
-    time (a run's records need not fit in memory twice). A line whose start names another
-    turn than its whole does (a key field given twice) is a StoreError naming it."""
-    if not path.exists():
-        return
-    whole = 0  # bytes up to the last record read (blank lines after it may go too)
-    for number, end, line, record in _parsed(path, parse, what, shape=shape):
-        start = _start_key(line)
-        if start is not None and start != record.key:
-            _repeated(path, number, start, record.key)
-        whole = end
-        yield line, record
-    if repair and whole < path.stat().st_size:
-        _cut(path, whole)
-
-
-def _cut(path: Path, size: int) -> None:
-    """Cut a record file back to `size` bytes (a crash's partial last line), never through
-    a link."""
-    fd = open_record(path, os.O_WRONLY, RESUME)
-    try:
-        os.ftruncate(fd, size)
-    finally:
-        os.close(fd)
-
-
-# How every turn record begins (records.JsonLine.to_json): enough to know its key without
-# parsing the whole line.
-_KEY = re.compile(
-    rb'\{"run": (-?\d+), "question": "((?:[^"\\]|\\.)*)", "round": (\d+), "agent": (\d+)'
-)
-
-
-def _start_key(line: bytes) -> TurnKey | None:
-    """The key a turn record's line begins with, when it begins as the store writes it."""
-    found = _KEY.match(line)
-    if found is None or b"\\" in found[2] or not found[2].isascii():
-        return None
-    return int(found[1]), found[2].decode("ascii"), int(found[3]), int(found[4])
-
-
-def _key_of(path: Path, number: int, line: bytes, shape: RunShape | None = None) -> TurnKey:
-    """A turn record's key, read from the start of its line (else from the whole line); with
-    `shape`, one of no turn of the run is a StoreError naming the line."""
-    key = _start_key(line)
-    if key is None:
-        return _parse(path, number, line, Turn.from_json, "a turn record", shape).key
-    if shape is not None and not shape.admits(key):
-        _belongs(path, number, shape, key)
-    return key
-
-
-def _repeated(path: Path, number: int, first: TurnKey, last: TurnKey) -> NoReturn:
-    """A line whose key fields name one turn where it starts and another in whole: a key
-    given twice, which one reader would take one way and another the other."""
-    names = ("run", "question", "round", "agent")
-    name, one, other = next((n, a, b) for n, a, b in zip(names, first, last, strict=True) if a != b)
-    raise StoreError(
-        f'{path} line {number} gives "{name}" twice ({shown(one, 80)}, then '
-        f"{shown(other, 80)}); fix or remove that line."
-    )
-
-
-def _disagreeing(path: Path, limit: int) -> NoReturn:
-    """The first line (up to byte `limit`) whose start and whole name different turns."""
-    for number, _, line in _lines(path, limit):
-        key = _start_key(line)
-        whole = _parse(path, number, line, Turn.from_json, "a turn record").key
-        if key is not None and whole != key:
-            _repeated(path, number, key, whole)
-    raise StoreError(f"{path} changed while it was read; run the command again.")
-
-
-class Recorded(Mapping[TurnKey, Turn]):
-    """The turns a run folder holds, by key, as a resumed run needs them: every key is known
-    from one pass that reads only the start of each line, and a turn is parsed when asked
-    for, so resuming a run that is 99% done parses only its unfinished debates' turns. A
-    repeated key is its last record. Valid while the file is only appended to."""
-
-    def __init__(
-        self,
-        path: Path,
-        lines: dict[TurnKey, tuple[int, int, int]],
-        shape: RunShape | None = None,
-    ):
-        self.path = path
-        self.lines = lines  # key -> (line number, offset of the line, its length)
-        self.shape = shape
-
-    @classmethod
-    def index(cls, path: Path, repair: bool = True, shape: RunShape | None = None) -> Recorded:
-        """Index turns.jsonl; `repair` cuts a partial last line left by a crash. With
-        `shape`, a line of no turn of the run is a StoreError naming it."""
-        lines: dict[TurnKey, tuple[int, int, int]] = {}
-        whole = 0
-        if path.exists():
-            for number, end, line in _lines(path):
-                if line.strip():
-                    key = _key_of(path, number, line, shape)
-                    lines[key] = (number, whole, end - whole - 1)
-                whole = end
-            if repair and whole < path.stat().st_size:
-                _cut(path, whole)
-        return cls(path, lines, shape)
-
-    def __getitem__(self, key: TurnKey) -> Turn:
-        number, offset, length = self.lines[key]
-        try:
-            with open_regular(self.path) as f:
-                f.seek(offset)
-                line = f.read(length)
-        except OSError as exc:
-            raise StoreError(f"cannot read {self.path} ({exc.strerror or exc}).") from None
-        turn = _parse(self.path, number, line, Turn.from_json, "a turn record", self.shape)
-        if turn.key != key:  # the line's start and its whole say different turns
-            _repeated(self.path, number, key, turn.key)
-        return turn
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.lines
-
-    def __iter__(self) -> Iterator[TurnKey]:
-        return iter(self.lines)
-
-    def __len__(self) -> int:
-        return len(self.lines)
-
-
-def read_debates(path: Path, shape: RunShape | None = None) -> Debates:
-    """The turns of turns.jsonl a debate (one run's turns of one question) at a time, each
-    debate as soon as its last line is read, so a report holds only the debates whose lines
-    interleave. A first pass finds where each debate's last line is (reading only the start
-    of every line); a repeated key keeps the last turn, as in RunStore.read_turns. With
-    `shape`, a line of no turn of the run is a StoreError naming it, raised as it is read
-    (a report counts what it has read only once it has read every debate). A line whose
-    start names another turn than its whole does (a key field given twice) is a StoreError
-    too: the two passes sum the hashes of each debate's keys, and must agree."""
-    last: dict[tuple[int, str], int] = {}
-    marks: dict[tuple[int, str], int] = {}  # each debate's keys' hashes, summed, as lines start
-    end = 0
-    if path.exists():
-        for number, end, line in _lines(path):
-            if line.strip():
-                key = _key_of(path, number, line)  # checked when read below
-                debate = key[:2]
-                last[debate] = end
-                marks[debate] = marks.get(debate, 0) + hash(key)
-
-    def debates() -> Iterator[list[Turn]]:
-        reading: dict[tuple[int, str], dict[TurnKey, Turn]] = {}
-        again: dict[tuple[int, str], int] = {}  # the hashes of keys a debate repeats
-        for _, at, _, turn in _parsed(path, Turn.from_json, "a turn record", end, shape):
-            key = turn.key
-            debate = key[:2]
-            turns = reading.get(debate)
-            if turns is None:
-                turns = reading[debate] = {}
-            elif key in turns:
-                again[debate] = again.get(debate, 0) + hash(key)
-            turns[key] = turn
-            if last.get(debate) == at:
-                if sum(map(hash, turns)) + again.pop(debate, 0) != marks[debate]:
-                    _disagreeing(path, end)
-                yield list(reading.pop(debate).values())
-        if reading:  # a debate that never ended where the lines' starts said
-            _disagreeing(path, end)
-
-    runs = sorted({run for run, _ in last})
-    questions = sorted({question for _, question in last})
-    return Debates(runs, questions, len(last), debates())
-
-
-@dataclasses.dataclass
-class Debates:
-    """A run folder's turns as read_debates hands them out: the runs and questions they
-    hold (sorted), how many debates, and the debates themselves, to be read once."""
-
-    runs: list[int]
-    questions: list[str]
-    count: int
-    each: Iterator[list[Turn]]
-
-
 def move_records(path: Path, keys: set[TurnKey], parse: Callable[[bytes], Any], what: str) -> int:
     """Move the records of `keys` from a JSON Lines file to the file of the same name in
     superseded/ beside it: appended there first, then the file is replaced whole by its
     other lines, so a crash in between leaves a copy in both places, never in neither."""
     kept: list[bytes] = []
     moved: list[bytes] = []
-    for line, record in _records(path, parse, what):
+    for line, record in records_of(path, parse, what):
         (moved if record.key in keys else kept).append(line + b"\n")
     if not moved:
         return 0

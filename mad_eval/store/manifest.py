@@ -1,10 +1,10 @@
 """A run folder's manifest.json, typed and versioned: what the run was (its configuration,
 benchmark, protocol, prompts and team) and where it ran. One reader for every command
 (RunManifest.read) and one form for the writer (to_dict), so the two cannot drift apart.
-Version 1, the manifests written before `schema_version` existed, is read with the defaults
-its readers used to fill in (a math benchmark, the kind's answer protocol and rule, ...).
-Its "config" is read once into a RecordedConfig; a key this version does not know (one of
-another version's) is kept as read, compared by nothing and written back after ours."""
+A manifest of an older version is read in the current shape (upgrade.upgrade_manifest fills
+what its writer left out), so the sections below read today's keys only. Its "config" is
+read once into a RecordedConfig; a key this version does not know (one of another
+version's) is kept as read, compared by nothing and written back after ours."""
 
 from __future__ import annotations
 
@@ -26,9 +26,10 @@ from mad_eval.setup.config import COUNTS, OPERATIONAL, RecordedConfig, RunConfig
 from mad_eval.setup.hints import describe, fits
 from mad_eval.setup.roster import Entry
 from mad_eval.store.files import StoreError
+from mad_eval.store.names import MANIFEST_FILE
+from mad_eval.store.upgrade import MANIFEST_VERSION as SCHEMA_VERSION
+from mad_eval.store.upgrade import upgrade_manifest
 
-SCHEMA_VERSION = 2
-MANIFEST_FILE = "manifest.json"
 PACKAGES = (
     "mad-eval",
     "openai",
@@ -69,9 +70,9 @@ class BenchmarkPart(Part):
 
     name: str
     title: str
-    kind: str = "math"  # runs made before kinds existed are math
-    answer: str | None = None  # the answer protocol; None: before protocols were data
-    answer_revision: int = 1  # the protocol's revision (AnswerProtocol.revision); 1 before
+    kind: str = "math"
+    answer: str | None = None  # the answer protocol; None: the kind's (before it was data)
+    answer_revision: int = 1  # the protocol's revision (AnswerProtocol.revision)
     questions: tuple[str, ...] = ()  # ids, in the run's order; empty in the oldest runs
     orders: dict[str, list[str]] = field(default_factory=dict)  # a preference question's A/B
 
@@ -82,16 +83,15 @@ class BenchmarkPart(Part):
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], config: RecordedConfig) -> Self:
-        name = data.get("name") or config.benchmark
+    def from_dict(cls, data: dict[str, Any]) -> Self:
         return cls(
-            name=name,
-            title=data.get("title", name),
-            kind=data.get("kind", "math"),
-            answer=data.get("answer"),
-            answer_revision=data.get("answer_revision", 1),
-            questions=_listed(data.get("questions") or ()),
-            orders=data.get("orders", {}),
+            name=data["name"],
+            title=data["title"],
+            kind=data["kind"],
+            answer=data["answer"],
+            answer_revision=data["answer_revision"],
+            questions=_listed(data["questions"]),
+            orders=data["orders"],
         )
 
 
@@ -110,18 +110,18 @@ class ProtocolPart(Part):
     sees: tuple[tuple[int, ...], ...] | None = None  # whom each agent reads; None: unrecorded
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], config: RecordedConfig) -> Self:
+    def from_dict(cls, data: dict[str, Any]) -> Self:
         if "voters" not in data:
             raise ValueError('its "protocol" names no "voters"')
-        sees = data.get("sees")
+        sees = data["sees"]
         return cls(
-            name=data.get("name", config.protocol),
+            name=data["name"],
             voters=_listed(data["voters"]),
-            cls=data.get("class"),
-            params=data.get("params", {}),
-            source=data.get("source"),
-            hub=data.get("hub"),
-            score=data.get("score"),
+            cls=data["class"],
+            params=data["params"],
+            source=data["source"],
+            hub=data["hub"],
+            score=data["score"],
             sees=tuple(map(_listed, sees)) if isinstance(sees, list) else sees,
         )
 
@@ -159,19 +159,19 @@ class PromptPart(Part):
     templates: dict[str, Any]  # the chat templates text-prompt backends rendered, by tokenizer
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], config: RecordedConfig) -> Self:
-        recorded = data.get("prompt_templates")
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        recorded = data["prompt_templates"]
         if not isinstance(recorded, dict | None):
             raise ValueError('its "prompt" "prompt_templates" is not an object')
         return cls(
-            style=data.get("style", config.prompt_style),
-            strip_think=data.get("strip_think", config.strip_think),
-            api=data.get("api", config.api),
-            template=data.get("template", config.template),
+            style=data["style"],
+            strip_think=data["strip_think"],
+            api=data["api"],
+            template=data["template"],
             prompt_templates=None
             if recorded is None
             else {ref: TemplateRecord.from_dict(template) for ref, template in recorded.items()},
-            templates=data.get("templates", {}),
+            templates=data["templates"],
         )
 
 
@@ -208,7 +208,7 @@ class TeamSeat(Part):
             raise ValueError(f'a seat of its "team" names no "{missing[0]}"')
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        values["endpoints"] = _listed(values.get("endpoints") or ())
+        values["endpoints"] = _listed(values.get("endpoints") or ())  # null: none
         values["extra_body"] = values.get("extra_body") or {}
         return cls(**values)
 
@@ -283,36 +283,28 @@ class RunManifest:
         if not isinstance(data.get("serving", {}), dict | None):
             raise StoreError(f'{path} is not a mad-eval run manifest (its "serving" is no table).')
         version = data.get("schema_version", 1)
-        if type(version) is not int or version < 1:
-            raise StoreError(
-                f"{path} is not a mad-eval run manifest (schema {shown(version, 80)})."
-            )
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{path} was written by a newer mad-eval (manifest schema {version}; this one "
-                f"reads up to {SCHEMA_VERSION}); upgrade mad-eval to read it."
-            )
+        data = upgrade_manifest(data, path)  # refuses a version it cannot read
         config, unknown = _recorded_config(data["config"], path)
         try:
             sections = {name: _section(data, name) for name in ("benchmark", "protocol", "prompt")}
-            team = data.get("team") or []
+            team = data["team"]
             if not isinstance(team, list) or not all(isinstance(s, dict) for s in team):
                 raise ValueError('its "team" is not a list of seats')
-            protocol = ProtocolPart.from_dict(sections["protocol"], config)
+            protocol = ProtocolPart.from_dict(sections["protocol"])
             seats = tuple(TeamSeat.from_dict(seat) for seat in team)
             _check_agents(protocol, seats, config.agents)
             return cls(
                 config=config,
-                benchmark=BenchmarkPart.from_dict(sections["benchmark"], config),
+                benchmark=BenchmarkPart.from_dict(sections["benchmark"]),
                 protocol=protocol,
-                prompt=PromptPart.from_dict(sections["prompt"], config),
+                prompt=PromptPart.from_dict(sections["prompt"]),
                 team=seats,
-                operational=data.get("operational") or {},
-                serving=data.get("serving"),
-                versions=data.get("versions") or {},
-                git_commit=data.get("git_commit"),
-                command=_listed(data.get("command") or ()),
-                created=data.get("created"),
+                operational=data["operational"],
+                serving=data["serving"],
+                versions=data["versions"],
+                git_commit=data["git_commit"],
+                command=_listed(data["command"]),
+                created=data["created"],
                 schema_version=version,
                 unknown_config=unknown,
             )

@@ -16,8 +16,7 @@ from mad_eval.grading.grader import check_answer_protocol
 from mad_eval.records import Question, shown
 from mad_eval.sanitize import valid_data, valid_text
 from mad_eval.store.files import StoreError, write_atomically
-
-QUESTIONS_FILE = "questions.jsonl"
+from mad_eval.store.names import QUESTIONS_FILE
 
 
 def write_questions(root: Path, questions: Sequence[Question]) -> None:

@@ -76,7 +76,7 @@ def _from_run(root: Path, data_dir: Path | None, answer: str | None) -> Rollouts
     protocol = answer_protocol(kind, answer or ran)
     questions = run_questions(store.root, manifest, data_dir)
     items = []
-    for t in sorted(store.read_turns(), key=lambda t: t.key):
+    for t in sorted(store.turns(), key=lambda t: t.key):
         if t.round != 0 or t.failed:  # a failed request is no rollout
             continue
         q = questions[t.question]

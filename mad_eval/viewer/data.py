@@ -11,16 +11,14 @@ import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from mad_eval.measure.counts import scored_rounds
 from mad_eval.records import Question, Turn, Verdict
 from mad_eval.reporting.results import Run
 from mad_eval.sanitize import redact
-from mad_eval.store.metrics import read_metrics
+from mad_eval.store.folder import RunStore
 from mad_eval.voting.groups import answer_groups, same_answer_as
-from mad_eval.voting.rules import get_rule
-from mad_eval.voting.ties import vote_ties
 
 # Tags a debate row may carry; the overview offers each as a filter.
 TAGS = {
@@ -120,46 +118,70 @@ def cell_class(turn: Turn, voted: bool) -> str:
     return "right" if turn.correct else "wrong"
 
 
-def debate_row(
-    view: RunView, turns: list[Turn], verdicts: dict[tuple, Verdict], file: str
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One debate's summary row (for the index) and its page (for its own file)."""
-    run_index, qid = turns[0].run, turns[0].question
-    rounds, voted = view.rounds, view.run.voted
-    scoring = view.run.scoring
-    alike = scoring.same
-    rule = get_rule(scoring.rule)
+@dataclass
+class Shown:
+    """One debate as its pages show it: its turns by (round, agent), and per round (0 to the
+    run's last) the vote as the tallies counted it, the answer the rule picked, whether one
+    answer is the majority, and each turn's answer group; `agreement` is the last round's
+    largest group's share of its live turns."""
+
+    run: int
+    qid: str
+    ordered: list[Turn]
+    by_round: dict[int, dict[int, Turn]]
+    votes: list[bool | None]
+    answers: list[str | None]
+    majority: list[bool]
+    group_of: dict[tuple[int, int], int]  # (round, agent): its answer's group
+    agreement: float | None
+
+
+def shown_debate(view: RunView, turns: list[Turn]) -> Shown:
+    """What the pages show of one debate: its rounds as counts.Counting scored them (the same
+    live turns, answer groups and the rule's pick, its tie broken by the same draw), its
+    votes from the run's tallies."""
+    run, qid = turns[0].run, turns[0].question
+    rounds, voted, scoring = view.rounds, view.run.voted, view.run.scoring
     ordered = sorted(turns, key=lambda t: (t.round, t.agent))
     by_round: dict[int, dict[int, Turn]] = {}
     for t in ordered:
         by_round.setdefault(t.round, {})[t.agent] = t
-    votes = [_vote(view, r, run_index, qid) if voted else None for r in range(rounds + 1)]
-    picked: list[str | None] = []
-    voters, hub, seed = list(scoring.voters), scoring.hub, scoring.seed
-    agreement = None
-    group_of: dict[tuple[int, int], int] = {}  # (round, agent): its answer's group
-    majority: list[bool] = []
+    scored = scored_rounds(run, qid, turns, scoring)
+    shown = Shown(run, qid, ordered, by_round, [], [], [], {}, None)
     for r in range(rounds + 1):
-        live = [t for t in sorted(by_round.get(r, {}).values(), key=lambda t: t.agent)]
-        live = [t for t in live if not t.failed]
-        majority.append(_group(live, alike, group_of))
-        answer = None
-        if voted and rule.scored(live, voters, hub):
-            # The same draw counts.Counting makes, for the answer's text (its rightness is
-            # the tally's, above).
-            chosen = rule.pick(live, voters, hub, vote_ties(seed, run_index, qid, r), alike)
-            answer = chosen.answer if chosen is not None else None
-        picked.append(answer)
+        found = scored.get(r)
+        live = found.live if found is not None else []
+        groups = found.groups if found is not None and voted else answer_groups(live, scoring.same)
+        shown.votes.append(_vote(view, r, run, qid) if voted else None)
+        picked = found.picked if found is not None and voted else None
+        shown.answers.append(picked.answer if picked is not None else None)
+        shown.majority.append(_number(groups, shown.group_of))
         if r == rounds and live and voted:
-            groups = answer_groups(live, alike)
-            agreement = max((len(g) for g in groups), default=0) / len(live)
+            shown.agreement = max((len(g) for g in groups), default=0) / len(live)
+    return shown
+
+
+def _number(groups: list[list[Turn]], group_of: dict[tuple[int, int], int]) -> bool:
+    """Number one round's answer groups, the most common first (ties in the order found),
+    into `group_of`; whether one answer is more common than every other (then each other
+    answer differs from the round's majority)."""
+    found = sorted(groups, key=len, reverse=True)  # stable: ties stay
+    for g, group in enumerate(found):
+        for turn in group:
+            group_of[(turn.round, turn.agent)] = g
+    return len(found) == 1 or (len(found) > 1 and len(found[0]) > len(found[1]))
+
+
+def tags_of(view: RunView, shown: Shown, turns: list[Turn]) -> list[str]:
+    """The debate's TAGS: how its vote moved, how its last round split, what went wrong."""
     tags = []
+    votes, rounds, voted = shown.votes, view.rounds, view.run.voted
     if voted and votes[0] is not None and votes[-1] is not None and rounds > 0:
         if not votes[0] and votes[-1]:
             tags.append("w2r")
         if votes[0] and not votes[-1]:
             tags.append("r2w")
-    last = _tally(view, f"unanimous{rounds}", run_index, qid) if voted else None
+    last = _tally(view, f"unanimous{rounds}", shown.run, shown.qid) if voted else None
     if last is not None and last[1] > 0:
         if last[0] > 0 and votes[-1] is False:
             tags.append("unanimous_wrong")
@@ -171,66 +193,70 @@ def debate_row(
         tags.append("failed")
     if any(t.finish_reason == "length" or t.truncated_in_reasoning for t in turns):
         tags.append("truncated")
+    return tags
+
+
+def debate_row(
+    view: RunView, turns: list[Turn], verdicts: dict[tuple, Verdict], file: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One debate's summary row (for the index) and its page (for its own file)."""
+    shown = shown_debate(view, turns)
+    question = (view.questions or {}).get(shown.qid)
     totals = [
         v.total
         for v in (verdicts.get(t.key) for t in turns)
         if v is not None and v.total is not None
     ]
-    question = (view.questions or {}).get(qid)
-    text = question.text if question else ""
+    key = f"{shown.run}/{shown.qid}"
     row = {
-        "key": f"{run_index}/{qid}",
-        "seed_run": run_index,
-        "question": qid,
+        "key": key,
+        "seed_run": shown.run,
+        "question": shown.qid,
         "file": file,
-        "text": text[:SNIPPET],
+        "text": question.text[:SNIPPET] if question else "",
         "gold": question.gold if question else None,
-        "votes": votes,
-        "answers": picked,
-        "tags": tags,
-        "agreement": agreement,
+        "votes": shown.votes,
+        "answers": shown.answers,
+        "tags": tags_of(view, shown, turns),
+        "agreement": shown.agreement,
         "tokens": sum(t.completion_tokens or 0 for t in turns),
         "critique": sum(totals) / len(totals) if totals else None,
         "critique_min": min(totals) if totals else None,
-        "search": " ".join(dict.fromkeys(t.answer for t in ordered if t.answer)),
+        "search": " ".join(dict.fromkeys(t.answer for t in shown.ordered if t.answer)),
     }
-    page = {
-        "key": row["key"],
-        "seed_run": run_index,
+    return row, debate_page(view, shown, question, verdicts)
+
+
+def debate_page(
+    view: RunView, shown: Shown, question: Question | None, verdicts: dict[tuple, Verdict]
+) -> dict[str, Any]:
+    """One debate's page: its question, its rounds' votes and answers, and every turn."""
+    scoring, voted = view.run.scoring, view.run.voted
+    return {
+        "key": f"{shown.run}/{shown.qid}",
+        "seed_run": shown.run,
         "question": {
-            "id": qid,
-            "text": text if question else None,
+            "id": shown.qid,
+            "text": question.text if question else None,
             "gold": question.gold if question else None,
             "kind": question.kind if question else view.run.kind,
             "missing": None if question else view.missing,
         },
-        "agents": view.run.scoring.agents,
-        "rounds": rounds,
-        "voters": voters,
-        "hub": hub,
-        "votes": votes,
-        "answers": picked,
-        "majority": majority,
+        "agents": scoring.agents,
+        "rounds": view.rounds,
+        "voters": list(scoring.voters),
+        "hub": scoring.hub,
+        "votes": shown.votes,
+        "answers": shown.answers,
+        "majority": shown.majority,
         "turns": [
             {
-                **_turn_page(view, t, by_round, alike, verdicts.get(t.key), voted),
-                "group": group_of.get((t.round, t.agent)),
+                **_turn_page(view, t, shown.by_round, scoring.same, verdicts.get(t.key), voted),
+                "group": shown.group_of.get((t.round, t.agent)),
             }
-            for t in ordered
+            for t in shown.ordered
         ],
     }
-    return row, page
-
-
-def _group(live: list[Turn], alike: Any, groups: dict[tuple[int, int], int]) -> bool:
-    """Number one round's answers by equivalence, the most common first (ties in agent
-    order), into `groups`; whether one answer is more common than every other (then each
-    other answer differs from the round's majority)."""
-    found = sorted(answer_groups(live, alike), key=len, reverse=True)  # stable: ties stay
-    for g, group in enumerate(found):
-        for turn in group:
-            groups[(turn.round, turn.agent)] = g
-    return len(found) == 1 or (len(found) > 1 and len(found[0]) > len(found[1]))
 
 
 def _turn_page(
@@ -305,17 +331,12 @@ def question_order(qid: str) -> tuple:
 def alerts_of(run: Run) -> list[str]:
     """The run's alerts (one sentence each) as its metrics.json holds them, else as its
     recomputed metrics do; none for a folder written before alerts existed."""
-    written = read_metrics(Path(run.root))
-    found = written.get("alerts") if written is not None else None
+    found = RunStore(run.root).alerts()
     if found is None:
-        found = run.metrics.get("alerts")
-    if not isinstance(found, list):
-        return []
-    return [a for a in found if isinstance(a, str) and a.strip()]
+        found = [a for a in run.metrics.get("alerts") or [] if a.strip()]
+    return found
 
 
 def debates_of(view: RunView) -> Iterator[list[Turn]]:
     """The run's debates, a debate at a time, from its turns.jsonl."""
-    from mad_eval.store.folder import RunStore, read_debates
-
-    yield from read_debates(RunStore(Path(view.run.root)).turns_path).each
+    yield from RunStore(view.run.root).debates().each

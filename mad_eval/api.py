@@ -22,8 +22,9 @@ import functools
 import inspect
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mad_eval.errors import COMMAND_LINE, SuspiciousResult, UserError, for_keywords
@@ -138,7 +139,8 @@ def _caller_level() -> int:
     """The stack level, for warnings.warn called by our caller, of the first frame outside
     mad_eval: the line of the program that called the library."""
     package = str(Path(__file__).resolve().parent)
-    frame, level = sys._getframe(2), 2
+    frame: FrameType | None = sys._getframe(2)
+    level = 2
     while frame is not None and frame.f_code.co_filename.startswith(package):
         frame, level = frame.f_back, level + 1
     return level
@@ -201,7 +203,7 @@ def _planned(
     retry_failed: bool,
     serving: list[str] | dict[str, Any] | None,
     gpus: str | list[int] | None,
-    settings: dict[str, Any],
+    settings: Mapping[str, Any],
     dry_run: bool = False,
 ) -> tuple[Serving | None, Job]:
     """A run's server (if its model is serve:) and its job, every setting checked before
@@ -350,7 +352,7 @@ def report(
 
 
 @_worded
-def load_run(run_dir: str | Path, prices: str | Path | None = None) -> Run:
+def load_run(run_dir: str | Path, prices: str | Path | Prices | None = None) -> Run:
     """A finished (or partial) run's results from its folder, without writing anything
     (`prices`: a prices file, for its cost in money)."""
     from mad_eval.measure.prices import read_prices

@@ -370,7 +370,7 @@ class Turn(JsonLine):
             if name in names:
                 copied[name] = getattr(generation, field_.name)
         run, question, round_, agent = key
-        return cls(  # type: ignore[misc]
+        return cls(
             run=run,
             question=question,
             round=round_,

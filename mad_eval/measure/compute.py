@@ -15,11 +15,12 @@ import numpy as np
 from mad_eval.grading.grader import ROUGE
 from mad_eval.measure import families
 from mad_eval.measure.alerts import Outcomes, alerts
-from mad_eval.measure.counts import Counting, Tallies, tally_verdicts
+from mad_eval.measure.counts import Counting, tally_verdicts
 from mad_eval.measure.family import Context, Count, Family, Share
 from mad_eval.measure.formula import Formula, json_number, mean_std
 from mad_eval.measure.schema import SCHEMA_VERSION, field_of, formulas, holder, locate, nest
 from mad_eval.measure.scoring import Scoring
+from mad_eval.measure.tallies import Tallies
 from mad_eval.records import Turn, Verdict
 
 if TYPE_CHECKING:
@@ -172,16 +173,13 @@ class Measuring:
         totals = self.totals
         per_run = []
         for i, run in enumerate(tallies.runs):
+
+            def run_cell(name: str, i: int = i) -> dict[str, Any]:
+                return {field_of(name): json_number(float(values[name][i]))}
+
             mine = totals.by_run[run]
-            per_run.append(
-                {
-                    "run": run,
-                    **nest(
-                        values, lambda name, i=i: {field_of(name): json_number(values[name][i])}
-                    ),
-                    **{k: mine[k] for k in totals.per_run()},
-                }
-            )
+            own = {k: mine[k] for k in totals.per_run()}
+            per_run.append({"run": run, **nest(values, run_cell), **own})
         summary = nest(values, mean_cell)
         for family in applying:
             if family.finish is not None:

@@ -48,8 +48,8 @@ SUMS: tuple[Count | Share, ...] = (
     Count("live", _live, shown=False),
     # Failed turns whose request was sent (not a prompt too long to send): worth asking again.
     Count("failed_sent", lambda t: t.failed and t.attempts > 0, shown=False),
-    Count("shared_tokens", lambda t: t.prefix_tokens if _shared(t) else 0, shown=False),
-    Count("context_tokens", lambda t: t.context_tokens if _shared(t) else 0, shown=False),
+    Count("shared_tokens", lambda t: (t.prefix_tokens or 0) if _shared(t) else 0, shown=False),
+    Count("context_tokens", lambda t: (t.context_tokens or 0) if _shared(t) else 0, shown=False),
 )
 
 FAMILY = Family(

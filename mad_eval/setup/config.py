@@ -387,8 +387,8 @@ def run_defaults() -> dict[str, Any]:
     defaults = {}
     for f in dataclasses.fields(RunConfig):
         if f.name != "roster":
-            has_factory = f.default_factory is not dataclasses.MISSING
-            defaults[setting_name(f.name)] = f.default_factory() if has_factory else f.default
+            factory = f.default_factory
+            defaults[setting_name(f.name)] = factory() if callable(factory) else f.default
     resolved = {"agents": None, "prompt_template": None, "quote": None, "model": None}
     return {**defaults, **resolved, "agent": (), "roster": None, "data_dir": None}
 

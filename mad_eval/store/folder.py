@@ -353,13 +353,13 @@ class RunStore:
             # and resumes with --answer-protocol naming the recorded one.
             recorded["answer_protocol"] = graded
             wanted["answer_protocol"] = extra["benchmark"]["answer"]
-            was = manifest.benchmark.answer_revision
-            now = extra["benchmark"].get("answer_revision", 1)
-            if graded == wanted["answer_protocol"] and was != now:
+            began = manifest.benchmark.answer_revision
+            revision = extra["benchmark"].get("answer_revision", 1)
+            if graded == wanted["answer_protocol"] and began != revision:
                 raise StoreError(
-                    f"{self.root} was graded by the {graded} answer protocol as revision {was} "
-                    f"read answers, and this mad-eval reads them as revision {now}: finish the "
-                    "run with the mad-eval that began it, or pass another --out."
+                    f"{self.root} was graded by the {graded} answer protocol as revision {began} "
+                    f"read answers, and this mad-eval reads them as revision {revision}: finish "
+                    "the run with the mad-eval that began it, or pass another --out."
                 )
         templates = manifest.prompt.prompt_templates
         for ref, record in (templates or {}).items():  # edited since: refused, not rendered

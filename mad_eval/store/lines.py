@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import NoReturn, Protocol, TypeVar
 
 from mad_eval.foreign import LineTooLong, check_line, lines, open_regular
 from mad_eval.grading.rubric import scores_problem
@@ -20,7 +20,15 @@ from mad_eval.store.files import StoreError, open_record
 from mad_eval.store.grades import Grades
 from mad_eval.store.manifest import RunManifest
 
-T = TypeVar("T")
+
+class Keyed(Protocol):
+    """A record of a turn: a Turn, or the judge's Verdict on one."""
+
+    @property
+    def key(self) -> TurnKey: ...
+
+
+T = TypeVar("T", bound=Keyed)
 RESUME = "every finished record is kept: free space and run the same command again to resume."
 
 
@@ -192,7 +200,7 @@ def _parse(
         if not shape.admits(key, sees):
             _belongs(path, number, shape, key, sees or ())
         grades = shape.grades
-        if grades is not None and type(record) is Turn and not grades.admits(record):
+        if grades is not None and isinstance(record, Turn) and not grades.admits(record):
             raise StoreError(
                 f"{path} line {number} is not graded as its answer and gold say: "
                 f"{grades.problem(record)}; remove that line (a resumed run asks it again), "

@@ -54,7 +54,9 @@ def upgrade_manifest(data: Data, path: Path) -> Data:
     _named(found)
     for name, added in _ADDED.items():
         section = _section(found, name) if name else found
-        for key, value in added.items() if section is not None else ():
+        if section is None:
+            continue
+        for key, value in added.items():
             if key in _OR_EMPTY and not section.get(key):
                 section[key] = value
             else:
@@ -102,8 +104,9 @@ def _section(data: Data, name: str) -> Data | None:
     value = data.get(name) or {}
     if not isinstance(value, dict):
         return None
-    data[name] = dict(value)
-    return data[name]
+    section: dict[str, Any] = dict(value)
+    data[name] = section
+    return section
 
 
 def _setting(data: Data, key: str) -> Any:

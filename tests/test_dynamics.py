@@ -7,11 +7,11 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from factories import turn
+from factories import compute_metrics, turn
 
 import mad_eval
 from mad_eval.grading.rubric import JUDGE_CRITERIA as CRITERIA
-from mad_eval.measure.compute import Measuring, compute_metrics
+from mad_eval.measure.compute import Measuring
 from mad_eval.measure.counts import tally, tally_verdicts
 from mad_eval.measure.prices import Price, load_prices
 from mad_eval.measure.scoring import Scoring

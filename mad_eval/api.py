@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mad_eval.errors import COMMAND_LINE, SuspiciousResult, UserError, for_keywords
 from mad_eval.progress import Listener
-from mad_eval.setup.config import RENAMED
+from mad_eval.settings.config import RENAMED
 from mad_eval.words import counted, did_you_mean
 
 if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
     from mad_eval.measure.prices import Prices
     from mad_eval.reporting.results import Run
     from mad_eval.serving.session import Serving
-    from mad_eval.setup.settings import RequestSettings, RunSettings, SingleSettings
+    from mad_eval.settings.keywords import RequestSettings, RunSettings, SingleSettings
     from mad_eval.training.pairs import Summary
 
 __all__ = [
@@ -117,7 +117,7 @@ def _check_keywords(call: Callable[..., Any], given: dict[str, Any]) -> None:
 
 def _keywords(call: Callable[..., Any]) -> set[str]:
     """A call's keywords; a run's settings too for one that takes them."""
-    from mad_eval.setup.config import run_defaults
+    from mad_eval.settings.config import run_defaults
 
     found: set[str] = set()
     for name, param in inspect.signature(call).parameters.items():
@@ -157,7 +157,7 @@ def run(
     **settings: Unpack[RunSettings],
 ) -> Run:
     """Run (or resume) a multi-agent debate and return its results. `settings` are run
-    options by name (mad_eval.setup.settings.RunSettings: protocol, agents, rounds, model,
+    options by name (mad_eval.settings.keywords.RunSettings: protocol, agents, rounds, model,
     base_url, benchmark, data_dir, limit, runs, seed, temperature, ...; see `mad-eval run
     --help`), each refused in one sentence if unknown or of the wrong type; `out` is the
     run folder (default: results/<benchmark>-<protocol>-n<N>-t<T>-<model>, then each
@@ -258,8 +258,8 @@ def single(
 ) -> Run:
     """Sample `samples` (K) independent answers per question, no debate: mean@K and maj@K.
     Each answer is a round-0 turn, seeded like a debate's round 0; `settings` are a run's
-    (mad_eval.setup.settings.SingleSettings), less protocol, agents and rounds."""
-    from mad_eval.setup.config import MAX_AGENTS, ConfigError
+    (mad_eval.settings.keywords.SingleSettings), less protocol, agents and rounds."""
+    from mad_eval.settings.config import MAX_AGENTS, ConfigError
 
     if type(samples) is not int or samples < 1:
         raise ConfigError(f"--samples must be at least 1, got {samples}.")
@@ -301,7 +301,7 @@ def judge(
     """Score every debate turn's critique with the LLM judge `judge` (a model spec) into
     the run's judge.jsonl, and return the run's results with the critique scores.
     `operational` takes how requests travel: base_url, concurrency, timeout, retries,
-    backoff and cache (mad_eval.setup.settings.RequestSettings)."""
+    backoff and cache (mad_eval.settings.keywords.RequestSettings)."""
     from mad_eval.debate.execute import drive
     from mad_eval.judging.runner import judge_run
     from mad_eval.store.folder import RunStore

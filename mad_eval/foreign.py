@@ -2,7 +2,7 @@
 blocks, a device is never read, a link is never followed), a whole file and a JSON Lines
 record are bounded in size, and JSON is decoded strictly (nesting depth, numbers that fit a
 64-bit float, no NaN or Infinity). Every reader of a run folder (records, manifest, metrics,
-questions, verdicts) opens its file here; a TOML file (setup/tomlfile.py) is read within
+questions, verdicts) opens its file here; a TOML file (settings/tomlfile.py) is read within
 bounds of its own."""
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from mad_eval.backends import Guarded, Replica, RetryPolicy, Where, make_backend
 from mad_eval.debate.engine import Engine, shared_seats
 from mad_eval.protocols import resolve
 from mad_eval.records import Question
-from mad_eval.setup.config import RunConfig
+from mad_eval.settings.config import RunConfig
 
 # Replies of a few hundred characters, as a model's reasoning would be, so later rounds'
 # prompts (which quote every peer) are long and mostly shared.

@@ -12,7 +12,7 @@ import time
 from mad_eval.debate.context import EstimateCounter, Fitter
 from mad_eval.debate.prompts import Said, Speaker, build_prompt
 from mad_eval.records import Question
-from mad_eval.setup.templates import builtin_templates, load_template
+from mad_eval.settings.templates import builtin_templates, load_template
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ import re
 from mad_eval.debate.context import EstimateCounter, Fitter
 from mad_eval.debate.prompts import Said, Speaker, build_prompt
 from mad_eval.records import Messages, Question
-from mad_eval.setup.templates import load_template
+from mad_eval.settings.templates import load_template
 
 _RESPONSE_BLOCK = re.compile(r'<response from="[^"\n]*">\n(.*?)\n</response>', re.DOTALL)
 

@@ -352,7 +352,7 @@ def test_a_setting_out_of_range_is_one_sentence(spec: str, message: str) -> None
 
 def test_a_bad_setting_is_refused_before_any_request(tmp_path: Path) -> None:
     from mad_eval import api
-    from mad_eval.setup.config import ConfigError
+    from mad_eval.settings.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"^answer_protocol: math-verify setting precision=99"):
         api.run(benchmark="math500", answer_protocol="math-verify:precision=99", out=tmp_path / "r")

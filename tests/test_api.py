@@ -12,7 +12,7 @@ import pytest
 
 import mad_eval
 from mad_eval.errors import Interrupted
-from mad_eval.setup.config import ConfigError
+from mad_eval.settings.config import ConfigError
 
 
 @pytest.mark.slow

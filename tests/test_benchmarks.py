@@ -26,7 +26,7 @@ from mad_eval.data.benchmarks import (
     spec_dirs,
 )
 from mad_eval.grading.kinds import KINDS, Kind, RowReader, after_instruction
-from mad_eval.setup.config import RunConfig
+from mad_eval.settings.config import RunConfig
 
 MATH_COUNTS = {"math500": 500, "amc23": 40, "aime24": 30, "aime25": 30}
 

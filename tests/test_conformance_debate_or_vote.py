@@ -32,8 +32,8 @@ from mad_eval.protocols.centralized import Centralized
 from mad_eval.protocols.decentralized import Decentralized
 from mad_eval.protocols.sparse import Sparse
 from mad_eval.records import Question, Turn, derive_seed
-from mad_eval.setup.config import ConfigError, RunConfig
-from mad_eval.setup.templates import Template, load_template
+from mad_eval.settings.config import ConfigError, RunConfig
+from mad_eval.settings.templates import Template, load_template
 from mad_eval.voting.rules import Plurality
 from mad_eval.voting.ties import vote_ties
 

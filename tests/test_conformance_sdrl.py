@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from mad_eval.records import Question
-from mad_eval.setup.templates import load_template
+from mad_eval.settings.templates import load_template
 from mad_eval.training.rewards import grade_group
 from mad_eval.training.sdrl import (
     authors_chat,

@@ -9,7 +9,7 @@ from mad_eval.backends import Backend, Request, make_backend
 from mad_eval.debate.engine import Engine, shared_seats
 from mad_eval.protocols import resolve
 from mad_eval.records import Question, Turn
-from mad_eval.setup.config import RunConfig
+from mad_eval.settings.config import RunConfig
 
 DECENTRALIZED = resolve("decentralized").protocol
 QUESTIONS = [Question(f"q{i}", f"What is {i} + 1?", str(i + 1)) for i in range(40)]

@@ -19,7 +19,7 @@ from mad_eval.grading import answers
 from mad_eval.grading.answers import ANSWER_PROTOCOLS, AnswerProtocol
 from mad_eval.grading.grader import grade
 from mad_eval.grading.kinds import KINDS, Kind
-from mad_eval.measure.family import Add, Context, Debate, Family
+from mad_eval.measure.base import Add, Context, Debate, Family
 from mad_eval.measure.formula import Formula, percent
 from mad_eval.measure.scoring import Scoring
 from mad_eval.reporting.layouts import LAYOUTS, Column, TableLayout

@@ -24,7 +24,7 @@ import json, sys, traceback
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from template_mutator import mutated
-from mad_eval.setup.templates import TemplateError, _load, sample_prompt
+from mad_eval.settings.templates import TemplateError, _load, sample_prompt
 
 folder, seed, count = Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 for i in range(count):

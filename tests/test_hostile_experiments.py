@@ -18,7 +18,7 @@ import mad_eval
 from mad_eval.debate.plan import Shared
 from mad_eval.experiments import ExperimentError, load_experiment
 from mad_eval.experiments.run import count_turns, dry_run, plan_cells
-from mad_eval.setup.config import ConfigError
+from mad_eval.settings.config import ConfigError
 
 HEAD = """
 [models]

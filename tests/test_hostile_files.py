@@ -31,8 +31,8 @@ from mad_eval.measure.alerts import UNCHECKED
 from mad_eval.measure.formula import json_number
 from mad_eval.measure.prices import load_prices
 from mad_eval.records import Turn
-from mad_eval.setup.config import ConfigError
-from mad_eval.setup.roster import RosterError, load_roster_file
+from mad_eval.settings.config import ConfigError
+from mad_eval.settings.roster import RosterError, load_roster_file
 from mad_eval.store.files import StoreError, write_json
 from mad_eval.store.grades import Grades
 

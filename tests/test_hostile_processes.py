@@ -17,7 +17,7 @@ from mad_eval.grading import verifier
 from mad_eval.grading.grader import grade
 from mad_eval.grading.verifier import stop_graders
 from mad_eval.serving.session import require_vllm
-from mad_eval.setup.config import ConfigError
+from mad_eval.settings.config import ConfigError
 
 HALF = r"so \boxed{\frac{1}{2}}"  # against gold 0.5: only math-verify says these are equal
 

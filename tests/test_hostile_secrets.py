@@ -18,7 +18,7 @@ from stub_server import StubServer
 
 import mad_eval
 from mad_eval.sanitize import HIDDEN, outward, redact, remember, secrets_in
-from mad_eval.setup.config import RunConfig
+from mad_eval.settings.config import RunConfig
 
 PASSWORD = "we@rd0011"  # an @ left unencoded, as people write it
 BASIC = base64.b64encode(f"carol:{PASSWORD}".encode()).decode()

@@ -17,7 +17,7 @@ from serving_helpers import checkpoint, experiment_file, install_stand_in, serve
 import mad_eval as api
 from mad_eval.sanitize import HIDDEN, redact, secrets_in
 from mad_eval.serving.spec import parse_serve
-from mad_eval.setup.config import ConfigError
+from mad_eval.settings.config import ConfigError
 
 KEY, TOKEN, SECRET = "key-value-31415", "token-value-27182", "secret-value-16180"
 ARGS = f"--api-key {KEY} --hf-token={TOKEN} --my-secret '{SECRET}' --seed 3"

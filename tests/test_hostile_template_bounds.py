@@ -22,7 +22,7 @@ from test_hostile_templates import one_sentence, site_text, template_text
 
 import mad_eval as api
 from mad_eval.debate import replay
-from mad_eval.setup.templates import TemplateError, load_template, parse_template, sample_prompt
+from mad_eval.settings.templates import TemplateError, load_template, parse_template, sample_prompt
 
 MB = 1 << 20
 SHIPPED = Path(api.__file__).resolve().parents[1] / "templates"
@@ -292,7 +292,7 @@ def test_a_template_slow_on_every_prompt_is_refused_for_the_rest_of_a_replay(
 def test_a_templates_sample_prompts_share_one_time_bound(tmp_path, monkeypatch):
     """Loading a template renders nine sample prompts: together they take no longer than
     one may (a clock that moves 3 s at each look stands in for a slow render)."""
-    from mad_eval.setup import bounds
+    from mad_eval.settings import bounds
 
     now = [0.0]
 

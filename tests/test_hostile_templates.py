@@ -18,8 +18,8 @@ from prompt_helpers import debate_messages
 import mad_eval as api
 from mad_eval.debate.plan import make_plan
 from mad_eval.errors import UserError
-from mad_eval.setup import sandbox
-from mad_eval.setup.templates import TemplateError, load_template, sample_prompt
+from mad_eval.settings import sandbox
+from mad_eval.settings.templates import TemplateError, load_template, sample_prompt
 
 # Each payload would write MARK (or hang, or build a gigabyte string) in a plain Jinja
 # environment; {mark} is the marker file's path.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import mad_eval
 
-from mad_eval.setup.tomlfile import MAX_BYTES, TomlFileError, read_toml
+from mad_eval.settings.tomlfile import MAX_BYTES, TomlFileError, read_toml
 
 DEEP = 100_000
 HOSTILE = {

@@ -20,7 +20,7 @@ LAYERS: list[set[str]] = [
     {"registry"},  # the one registry of every extension point
     {"grading"},  # answers, kinds, the verifier: pure functions of text
     {"voting"},  # answer groups, scoring rules, maj@K estimators
-    {"setup"},  # config, roster, templates
+    {"settings"},  # config, keywords, roster, templates
     {"data"},  # benchmarks and the hub
     {"store"},  # the run folder
     {"backends"},

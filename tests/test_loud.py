@@ -19,7 +19,7 @@ from mad_eval.errors import SuspiciousResult, UserError, for_keywords
 from mad_eval.measure.alerts import Outcomes, alerts
 from mad_eval.records import Turn
 from mad_eval.reporting.results import _identifier
-from mad_eval.setup.config import RecordedConfig, RunConfig, run_defaults
+from mad_eval.settings.config import RecordedConfig, RunConfig, run_defaults
 
 SMALL = {"limit": 3, "agents": 2, "rounds": 1}
 BOXED = "Working it out, we get \\boxed{7}"  # what the stub's model writes

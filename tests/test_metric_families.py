@@ -13,7 +13,7 @@ from factories import compute_metrics, turn
 
 import mad_eval
 from mad_eval.measure import families
-from mad_eval.measure.family import Count, Family, Share
+from mad_eval.measure.base import Count, Family, Share
 from mad_eval.measure.formula import percent
 from mad_eval.measure.schema import SCHEMA_VERSION, MetricsVersionError
 from mad_eval.measure.scoring import Scoring
@@ -145,7 +145,7 @@ def test_a_family_counting_into_another_familys_tally_key_is_refused(registered)
 
 def test_a_family_must_be_a_family_of_its_own_name(registered):
     with pytest.raises(
-        RegistryError, match=r"must be a mad_eval\.measure\.family\.Family named 'toy2'"
+        RegistryError, match=r"must be a mad_eval\.measure\.base\.Family named 'toy2'"
     ):
         registered(families.FAMILIES, "toy2", TOY)
 

@@ -16,7 +16,7 @@ from mad_eval.grading.answers import ANSWER_PROTOCOLS
 from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.protocols import catalogue
 from mad_eval.reporting.layouts import LAYOUTS
-from mad_eval.setup.templates import builtin_templates
+from mad_eval.settings.templates import builtin_templates
 
 
 def commands(group: Any, path: str = "") -> dict[str, Any]:

@@ -11,7 +11,12 @@ from mad_eval.debate.context import EstimateCounter, Fitter
 from mad_eval.debate.prompts import Said, Speaker, build_prompt
 from mad_eval.grading.reasoning import parse_quoting
 from mad_eval.records import Question
-from mad_eval.setup.templates import TemplateError, builtin_templates, check_template, load_template
+from mad_eval.settings.templates import (
+    TemplateError,
+    builtin_templates,
+    check_template,
+    load_template,
+)
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "prompts.json").read_text())
 TEXTS = ["x = 2, so I get \\boxed{2}", "I get \\boxed{3}"]

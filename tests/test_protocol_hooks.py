@@ -19,7 +19,7 @@ from mad_eval.grading.grader import Grade
 from mad_eval.protocols import Decision, Protocol, ProtocolError, Role, check_protocol
 from mad_eval.protocols.decentralized import Decentralized
 from mad_eval.records import Question, Turn
-from mad_eval.setup.config import RunConfig
+from mad_eval.settings.config import RunConfig
 
 QUESTIONS = [Question(f"q{i}", f"What is {i} + 1?", str(i + 1)) for i in range(3)]
 

@@ -30,7 +30,7 @@ from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Question
 from mad_eval.reporting.results import load_runs
 from mad_eval.reporting.tables import tidy
-from mad_eval.setup.templates import load_template
+from mad_eval.settings.templates import load_template
 
 QUESTION = Question("q", "What is 6 times 7?", "42")
 

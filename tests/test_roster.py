@@ -3,8 +3,8 @@
 import pytest
 from cli_helpers import mad_eval
 
-from mad_eval.setup.config import ConfigError, RunConfig
-from mad_eval.setup.roster import (
+from mad_eval.settings.config import ConfigError, RunConfig
+from mad_eval.settings.roster import (
     Entry,
     RosterError,
     group_labels,

@@ -40,7 +40,7 @@ from mad_eval.serving import (
     place,
 )
 from mad_eval.serving.session import prepare
-from mad_eval.setup.config import ConfigError
+from mad_eval.settings.config import ConfigError
 
 RUN = ("--agents", "2", "--rounds", "1", "--limit", "3", "--retries", "1", "--backoff", "0.01")
 

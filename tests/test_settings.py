@@ -15,7 +15,7 @@ import pytest
 
 import mad_eval
 from mad_eval.errors import UserError
-from mad_eval.setup.config import (
+from mad_eval.settings.config import (
     OPERATIONAL,
     REQUESTS,
     ConfigError,
@@ -25,7 +25,7 @@ from mad_eval.setup.config import (
     run_defaults,
     setting_name,
 )
-from mad_eval.setup.settings import RequestSettings, RunSettings, SingleSettings
+from mad_eval.settings.keywords import RequestSettings, RunSettings, SingleSettings
 from mad_eval.store.files import StoreError
 
 SMALL = {"agents": 2, "rounds": 1, "limit": 2}

@@ -12,7 +12,7 @@ from mad_eval.debate.engine import Engine, shared_seats
 from mad_eval.grading.grader import extract_answer
 from mad_eval.protocols import resolve
 from mad_eval.records import Question, Turn
-from mad_eval.setup.config import RunConfig
+from mad_eval.settings.config import RunConfig
 
 DECENTRALIZED = resolve("decentralized").protocol
 

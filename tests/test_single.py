@@ -65,7 +65,7 @@ def test_single_default_folder_and_bad_samples(tmp_path):
 
 def test_single_is_one_property_every_reader_agrees_on(tmp_path, monkeypatch):
     """A run is single when its resolved protocol is of the single class and it has no round
-    after round 0 (setup.config.is_single): a plan, a loaded run, the folder's name and an
+    after round 0 (settings.config.is_single): a plan, a loaded run, the folder's name and an
     experiment's cell say the same however the protocol is spelled; once they disagreed on
     `--protocol single:score=plurality --rounds 0` (single to the engine, not to load_runs)."""
     import mad_eval as api

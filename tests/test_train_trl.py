@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 trl = pytest.importorskip("trl")
 
 from mad_eval.records import Question  # noqa: E402
-from mad_eval.setup.templates import builtin_templates, load_template  # noqa: E402
+from mad_eval.settings.templates import builtin_templates, load_template  # noqa: E402
 from mad_eval.training import (  # noqa: E402
     Overlong,
     TrainingError,

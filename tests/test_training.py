@@ -19,7 +19,7 @@ from mad_eval.debate.prompts import Speaker, build_prompt, first_prompt, pair_pr
 from mad_eval.errors import UserError
 from mad_eval.grading.grader import equivalent, same_answer
 from mad_eval.records import Question, Turn, derive_seed
-from mad_eval.setup.templates import load_template
+from mad_eval.settings.templates import load_template
 from mad_eval.training import (
     Rollout,
     build_pairs,

@@ -52,7 +52,7 @@ def test_a_first_turn_row_rebuilds_agent_zeros_round_one_prompt(
 
 
 def _builtin(name: str) -> str:
-    from mad_eval.setup.templates import builtin_templates
+    from mad_eval.settings.templates import builtin_templates
 
     return builtin_templates()[name].read_text(encoding="utf-8")
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from mad_eval.records import Question
-from mad_eval.setup.templates import builtin_templates, load_template
+from mad_eval.settings.templates import builtin_templates, load_template
 from mad_eval.training import TrainingError
 from mad_eval.training import rewards as rewards_module
 from mad_eval.training.export import prompt_rows, write_rows

@@ -47,7 +47,7 @@ TEMPLATE = options.argument(
 )
 def templates(template: str | None, show_round: int, show_agent: int) -> None:
     """List the prompt templates --prompt-template accepts by name, or show one's messages."""
-    from mad_eval.setup.templates import (
+    from mad_eval.settings.templates import (
         TemplateError,
         builtin_templates,
         load_template,
@@ -105,7 +105,7 @@ def benchmarks() -> None:
 
 def _unreached(kind: str, by_name: dict[str, Path]) -> None:
     """Say which of the working directory's files a bare name does not reach."""
-    from mad_eval.setup.config import unreached_files
+    from mad_eval.settings.config import unreached_files
 
     # --prompt-template takes a file's path; --protocol takes a preset's name only.
     fix = "rename the file to use it" if kind == "protocols" else "give its path to use it"

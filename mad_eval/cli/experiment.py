@@ -13,7 +13,7 @@ from mad_eval.cli import options
 from mad_eval.cli.ui import ConsoleListener, alert, console, one_sentence
 from mad_eval.errors import for_keywords
 from mad_eval.sanitize import outward
-from mad_eval.setup.config import run_defaults
+from mad_eval.settings.config import run_defaults
 from mad_eval.words import counted
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typer.models import OptionInfo
 from mad_eval.errors import UserError
 from mad_eval.grading.answers import ANSWER_PROTOCOLS
 from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS
-from mad_eval.setup.config import REQUESTS, spec_files
+from mad_eval.settings.config import REQUESTS, spec_files
 
 
 @dataclass(frozen=True)
@@ -668,5 +668,5 @@ DEBATE_ONLY = (
     "strip_think",
 )
 SINGLE = ["samples", *(name for name in RUN if name not in (*DEBATE_ONLY, "quote", "dry_run"))]
-# How requests travel (setup/config.py REQUESTS), but the endpoints, which come first.
+# How requests travel (settings/config.py REQUESTS), but the endpoints, which come first.
 OPERATIONAL = [name for name in REQUESTS if name != "base_url"]

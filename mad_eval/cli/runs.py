@@ -11,7 +11,7 @@ from mad_eval import api  # light: it imports what each call needs when called
 from mad_eval.cli import options
 from mad_eval.cli.app import app
 from mad_eval.cli.ui import ConsoleListener, alert, console, one_sentence, warn
-from mad_eval.setup.config import operational_defaults, run_defaults
+from mad_eval.settings.config import operational_defaults, run_defaults
 
 if TYPE_CHECKING:
     from mad_eval.debate.execute import Preview

@@ -20,8 +20,8 @@ from mad_eval.grading.grader import check_answer_protocol
 from mad_eval.grading.kinds import KINDS, get_kind
 from mad_eval.records import Question
 from mad_eval.sanitize import valid_data
-from mad_eval.setup.config import spec_files, spec_folders
-from mad_eval.setup.tomlfile import TomlFileError, read_toml
+from mad_eval.settings.config import spec_files, spec_folders
+from mad_eval.settings.tomlfile import TomlFileError, read_toml
 from mad_eval.words import did_you_mean
 
 DATA_ENV = "MAD_EVAL_DATA"

@@ -25,8 +25,8 @@ from mad_eval.grading import grader as grading
 from mad_eval.grading.kinds import get_kind
 from mad_eval.protocols import Protocol
 from mad_eval.records import Question, Turn, TurnKey, derive_seed, messages_hash
-from mad_eval.setup.config import RunConfig
-from mad_eval.setup.templates import Template, load_template
+from mad_eval.settings.config import RunConfig
+from mad_eval.settings.templates import Template, load_template
 from mad_eval.voting.groups import AnswerClasses
 
 T = TypeVar("T")

@@ -42,7 +42,7 @@ from mad_eval.progress import Listener
 from mad_eval.protocols import Choice, check_protocol, presets, resolve, role_templates
 from mad_eval.records import Question
 from mad_eval.sanitize import redact, remember
-from mad_eval.setup.config import (
+from mad_eval.settings.config import (
     DEFAULT_MODEL,
     ConfigError,
     RunConfig,
@@ -50,7 +50,8 @@ from mad_eval.setup.config import (
     run_defaults,
     unreached_files,
 )
-from mad_eval.setup.roster import (
+from mad_eval.settings.keywords import as_text, check_names, check_types, endpoints
+from mad_eval.settings.roster import (
     Agent,
     Entry,
     entries_from_dicts,
@@ -58,8 +59,7 @@ from mad_eval.setup.roster import (
     parse_agent_option,
     parse_extra_body,
 )
-from mad_eval.setup.settings import as_text, check_names, check_types, endpoints
-from mad_eval.setup.templates import Template, builtin_templates, check_template, load_template
+from mad_eval.settings.templates import Template, builtin_templates, check_template, load_template
 from mad_eval.voting.rules import default_rule
 
 DEFAULT_AGENTS = 5
@@ -129,7 +129,7 @@ class Plan:
 
     @property
     def single(self) -> bool:
-        """K independent samples per question, no debate (setup.config.is_single)."""
+        """K independent samples per question, no debate (settings.config.is_single)."""
         return is_single(self.choice.cls, self.config.rounds)
 
     def endpoints(self) -> dict[str, list[str]]:

@@ -1,5 +1,5 @@
 """Every prompt the harness sends, so evaluation, the judge's replay and training build
-identical contexts: debate prompts from templates (mad_eval.setup.templates), the answer-format
+identical contexts: debate prompts from templates (mad_eval.settings.templates), the answer-format
 instructions, and the LLM judge's rubric.
 """
 
@@ -24,7 +24,7 @@ from mad_eval.grading.reasoning import (
 )
 from mad_eval.grading.rubric import JUDGE_CRITERIA
 from mad_eval.records import Messages, Question, Turn
-from mad_eval.setup.templates import Quote, Step, Template, common_data
+from mad_eval.settings.templates import Quote, Step, Template, common_data
 
 # The tags prompts quote model text between: the debate's responses, and the judge's
 # context and reply. Quoted text holding one has its "<" escaped, visibly, so no reply can

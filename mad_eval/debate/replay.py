@@ -21,7 +21,7 @@ from mad_eval.debate.context import (
 from mad_eval.debate.prompts import RoundReplies, Speaker, build_prompt
 from mad_eval.grading.reasoning import parse_quoting
 from mad_eval.records import Messages, Question, Turn, messages_hash, shown
-from mad_eval.setup.templates import (
+from mad_eval.settings.templates import (
     Template,
     TemplateError,
     builtin_templates,

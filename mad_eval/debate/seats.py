@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from mad_eval.backends import Backend
 from mad_eval.debate.context import Fitter
 from mad_eval.debate.prompts import Speaker
-from mad_eval.setup.roster import Agent
+from mad_eval.settings.roster import Agent
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mad_eval.reporting.layouts import FORMATS
 from mad_eval.serving.spec import ServeSpec
-from mad_eval.setup.config import MAX_AGENTS, MAX_ROUNDS, ConfigError, RunConfig, is_single
+from mad_eval.settings.config import MAX_AGENTS, MAX_ROUNDS, ConfigError, RunConfig, is_single
 
 if TYPE_CHECKING:
     from mad_eval.measure.prices import Prices
@@ -61,7 +61,7 @@ class Cell:
 
     @property
     def single(self) -> bool:
-        """K independent samples per question, no debate (setup.config.is_single)."""
+        """K independent samples per question, no debate (settings.config.is_single)."""
         rounds = self.settings.get("rounds", RunConfig.rounds)
         return is_single(protocol_class(self.settings["protocol"]), rounds)
 

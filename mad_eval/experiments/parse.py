@@ -34,9 +34,9 @@ from mad_eval.measure.prices import Prices, PricesError, load_prices
 from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS
 from mad_eval.serving.spec import KEYS as SERVING_KEYS
 from mad_eval.serving.spec import ServeSpec, is_served, parse_serve
-from mad_eval.setup.config import OPERATIONAL, RESULTS_ROOT, ConfigError, run_defaults
-from mad_eval.setup.settings import check_names, check_types
-from mad_eval.setup.tomlfile import TomlFileError, read_toml
+from mad_eval.settings.config import OPERATIONAL, RESULTS_ROOT, ConfigError, run_defaults
+from mad_eval.settings.keywords import check_names, check_types
+from mad_eval.settings.tomlfile import TomlFileError, read_toml
 
 # The values an axis a grid does not list takes (unless [settings] gives one).
 DEFAULT_AXES = {"protocols": ["decentralized"], "agents": [5], "rounds": [3]}

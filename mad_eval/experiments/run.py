@@ -25,7 +25,7 @@ from mad_eval.serving.launch import LocalServer, Server
 from mad_eval.serving.pool import Work, describe, gpu_pool, plan, run_pool, slots
 from mad_eval.serving.session import PLACEHOLDER, Serving, require_vllm
 from mad_eval.serving.spec import place, runs_remote_code, shown
-from mad_eval.setup.config import run_defaults
+from mad_eval.settings.config import run_defaults
 from mad_eval.store.files import refuse_link, refuse_records, write_atomically, write_json
 from mad_eval.store.folder import RunStore
 from mad_eval.store.names import EXPERIMENT_FILE

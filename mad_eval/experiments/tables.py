@@ -11,7 +11,7 @@ from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.reporting.layouts import LAYOUTS
 from mad_eval.reporting.pairing import pair
 from mad_eval.reporting.results import Run, load_run, load_runs
-from mad_eval.setup.config import run_defaults
+from mad_eval.settings.config import run_defaults
 from mad_eval.store.files import (
     StoreError,
     make_folder,

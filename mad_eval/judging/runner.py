@@ -14,9 +14,9 @@ from mad_eval.judging.critique import Judge, judge_cases, parse_rounds, pending
 from mad_eval.progress import Listener
 from mad_eval.records import Setting
 from mad_eval.sanitize import remember
-from mad_eval.setup.config import ConfigError, RunConfig, operational_defaults
-from mad_eval.setup.roster import parse_extra_body
-from mad_eval.setup.settings import as_text, check_names, check_types, endpoints
+from mad_eval.settings.config import ConfigError, RunConfig, operational_defaults
+from mad_eval.settings.keywords import as_text, check_names, check_types, endpoints
+from mad_eval.settings.roster import parse_extra_body
 from mad_eval.store.files import StoreError
 from mad_eval.store.folder import RunStore
 from mad_eval.words import counted

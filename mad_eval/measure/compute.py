@@ -15,8 +15,8 @@ import numpy as np
 from mad_eval.grading.grader import ROUGE
 from mad_eval.measure import families
 from mad_eval.measure.alerts import Outcomes, alerts
+from mad_eval.measure.base import Context, Count, Family, Share
 from mad_eval.measure.counts import Counting, tally_verdicts
-from mad_eval.measure.family import Context, Count, Family, Share
 from mad_eval.measure.formula import Formula, json_number, mean_std
 from mad_eval.measure.schema import SCHEMA_VERSION, field_of, formulas, holder, locate, nest
 from mad_eval.measure.scoring import Scoring

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mad_eval.measure.family import Add, Context, Debate, Family, VerdictCounts
+from mad_eval.measure.base import Add, Context, Debate, Family, VerdictCounts
 from mad_eval.measure.formula import Formula, percent, plain, total
 from mad_eval.measure.prices import Price
 from mad_eval.measure.scoring import Scoring

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from mad_eval.measure import families
-from mad_eval.measure.family import Context, Debate, ScoredRound, VerdictCounts
+from mad_eval.measure.base import Context, Debate, ScoredRound, VerdictCounts
 from mad_eval.measure.scoring import Scoring
 from mad_eval.measure.tallies import Tallies
 from mad_eval.records import Turn, Verdict

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mad_eval.measure.family import Add, Context, Debate, Family, ScoredRound
+from mad_eval.measure.base import Add, Context, Debate, Family, ScoredRound
 from mad_eval.measure.formula import Formula, Rates, gain, percent, plain, total
 from mad_eval.measure.scoring import Scoring
 from mad_eval.measure.tallies import Tallies

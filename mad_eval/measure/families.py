@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from mad_eval.measure import cost, dynamics, judge_scores, matched, rouge, turn_counts, votes
-from mad_eval.measure.family import Context, Family
+from mad_eval.measure.base import Context, Family
 from mad_eval.measure.scoring import Scoring
 from mad_eval.records import shown
 from mad_eval.registry import Registry, RegistryError
@@ -17,7 +17,7 @@ from mad_eval.registry import Registry, RegistryError
 def _check(name: str, family: Family) -> None:
     if not isinstance(family, Family) or family.name != name:
         raise RegistryError(
-            f"metric family {shown(name, 80)} must be a mad_eval.measure.family.Family named "
+            f"metric family {shown(name, 80)} must be a mad_eval.measure.base.Family named "
             f"{shown(name, 80)}, not {shown(family, 80)}."
         )
 

@@ -4,7 +4,7 @@ and the judge's failure rate), over every debate round and per round."""
 from __future__ import annotations
 
 from mad_eval.grading.rubric import CRITIQUE
-from mad_eval.measure.family import Context, Family, VerdictCounts
+from mad_eval.measure.base import Context, Family, VerdictCounts
 from mad_eval.measure.formula import Formula, percent, plain
 from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Verdict

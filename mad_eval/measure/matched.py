@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from mad_eval.measure.base import Family
 from mad_eval.measure.bootstrap import bootstrap_ci, paired_test
-from mad_eval.measure.family import Family
 from mad_eval.measure.formula import Formula, mean_std, percent, plain
 from mad_eval.measure.tallies import Tallies
 from mad_eval.records import Turn, derive_seed

@@ -12,7 +12,7 @@ import numpy as np
 
 from mad_eval.errors import UserError
 from mad_eval.measure.formula import Formula, Rates
-from mad_eval.setup.tomlfile import TomlFileError, read_toml
+from mad_eval.settings.tomlfile import TomlFileError, read_toml
 
 
 class PricesError(UserError, ValueError):

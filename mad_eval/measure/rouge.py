@@ -4,7 +4,7 @@ unless the run names another rule) and the agents' mean ROUGE, per round."""
 from __future__ import annotations
 
 from mad_eval.grading.grader import ROUGE
-from mad_eval.measure.family import Add, Context, Debate, Family
+from mad_eval.measure.base import Add, Context, Debate, Family
 from mad_eval.measure.formula import Formula, gain, percent
 from mad_eval.measure.scoring import Scoring
 

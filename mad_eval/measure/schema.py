@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from mad_eval.measure import families
-from mad_eval.measure.family import Context, Section
+from mad_eval.measure.base import Context, Section
 from mad_eval.measure.formula import Formula
 from mad_eval.measure.prices import Price
 from mad_eval.measure.scoring import Scoring

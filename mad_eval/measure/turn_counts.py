@@ -5,7 +5,7 @@ skip. Sums over turns, with no formula over tallies."""
 from __future__ import annotations
 
 from mad_eval.grading.reasoning import holds_quoting_tags
-from mad_eval.measure.family import Count, Family, Share
+from mad_eval.measure.base import Count, Family, Share
 from mad_eval.records import Turn
 
 

@@ -10,7 +10,7 @@ from itertools import combinations
 
 import numpy as np
 
-from mad_eval.measure.family import Add, Context, Debate, Family
+from mad_eval.measure.base import Add, Context, Debate, Family
 from mad_eval.measure.formula import Formula, Rates, gain, percent, plain
 from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn

@@ -28,8 +28,8 @@ from mad_eval.protocols.single import Single
 from mad_eval.protocols.sparse import Sparse
 from mad_eval.records import shown
 from mad_eval.registry import BUILT_IN, Registry
-from mad_eval.setup.config import project_folder, spec_files
-from mad_eval.setup.tomlfile import TomlFileError, read_toml
+from mad_eval.settings.config import project_folder, spec_files
+from mad_eval.settings.tomlfile import TomlFileError, read_toml
 from mad_eval.words import did_you_mean
 
 __all__ = [

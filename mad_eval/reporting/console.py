@@ -12,7 +12,7 @@ from rich.table import Table
 from mad_eval.grading.grader import ROUGE
 from mad_eval.grading.rubric import CRITIQUE, CRITIQUE_HEADERS, JUDGE_CRITERIA
 from mad_eval.measure import families
-from mad_eval.measure.family import Context, Family
+from mad_eval.measure.base import Context, Family
 from mad_eval.measure.scoring import Scoring
 from mad_eval.voting.rules import RULES, default_rule
 from mad_eval.words import counted

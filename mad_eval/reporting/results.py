@@ -19,7 +19,7 @@ from mad_eval.measure.scoring import Scoring
 from mad_eval.measure.tallies import Tallies
 from mad_eval.records import Turn, Verdict
 from mad_eval.sanitize import valid_text, valid_value
-from mad_eval.setup.config import RecordedConfig, is_single
+from mad_eval.settings.config import RecordedConfig, is_single
 from mad_eval.store.files import StoreError
 from mad_eval.store.folder import RunStore
 from mad_eval.store.lines import Debates
@@ -121,7 +121,7 @@ class Run:
         from html import escape
 
         from mad_eval.errors import for_keywords
-        from mad_eval.setup.config import run_defaults
+        from mad_eval.settings.config import run_defaults
 
         found = self.headline()
         head = "".join(f"<th>{escape(str(k))}</th>" for k in found)
@@ -174,7 +174,7 @@ class Run:
         escapes the tags it quotes between), "as written" (none does: a template without
         tags), "mixed", or "unknown" (a recorded template that fails its hash); recorded
         templates are read back in the sandbox, never trusted."""
-        from mad_eval.setup.templates import TemplateError, recorded_template
+        from mad_eval.settings.templates import TemplateError, recorded_template
 
         records = self.manifest.prompt.prompt_templates
         if records is None:  # recorded before templates were data: built-in, tag-quoting
@@ -331,7 +331,7 @@ def load_run(
 
 
 def recorded_single(manifest: RunManifest) -> bool:
-    """Whether a run folder holds a single run (setup.config.is_single), by its protocol's
+    """Whether a run folder holds a single run (settings.config.is_single), by its protocol's
     recorded class (its name's head, in a manifest written before the class was)."""
     protocol = manifest.protocol
     return is_single(protocol.cls or protocol.name.partition(":")[0], manifest.config.rounds)

@@ -29,7 +29,7 @@ from mad_eval.serving.spec import (
     runs_remote_code,
     shown,
 )
-from mad_eval.setup.config import ConfigError
+from mad_eval.settings.config import ConfigError
 
 # Where a run is planned (and checked) before its servers exist: never asked.
 PLACEHOLDER = "http://127.0.0.1:9/v1"

@@ -28,7 +28,7 @@ from typing import Any, TypeGuard
 from mad_eval.backends.serve_backend import served_name
 from mad_eval.sanitize import redact
 from mad_eval.serving.installation import cpu_defaults, launcher
-from mad_eval.setup.config import ConfigError
+from mad_eval.settings.config import ConfigError
 
 PREFIX = "serve:"
 SIZES = ("tensor_parallel", "data_parallel", "replicas", "max_model_len")

@@ -18,8 +18,8 @@ from typing import Any
 from mad_eval.foreign import read_json
 from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict, shown
 from mad_eval.sanitize import redact
-from mad_eval.setup.config import RunConfig
-from mad_eval.setup.templates import TemplateError, check_recorded
+from mad_eval.settings.config import RunConfig
+from mad_eval.settings.templates import TemplateError, check_recorded
 from mad_eval.store.files import (
     APPEND,
     StoreError,
@@ -74,7 +74,7 @@ __all__ = [  # the store's interface, and what its tests reach for
 ]
 
 
-class Sink:
+class RecordFile:
     """An append-only JSON Lines file, each record written whole by one write: a crash
     loses at most the record being written (read_records drops its partial line), and a
     failed write is cut back off the file before the error is raised."""
@@ -155,7 +155,7 @@ class RunStore:
         self.metrics_path = self.root / METRICS_FILE
         self.superseded_path = self.root / SUPERSEDED
         self.lock = FolderLock(self.root)
-        self._sink: Sink | None = None
+        self._file: RecordFile | None = None
 
     @staticmethod
     def holds_run(folder: Path | str) -> bool:
@@ -263,7 +263,7 @@ class RunStore:
             grades = grades_of({q.id: q.gold for q in questions}, *graded_as(questions))
             shape = RunShape(config.runs, config.rounds, config.agents, ids, grades)
             done = self.index(repair=True, shape=shape)
-            self._sink = Sink(self.turns_path)
+            self._file = RecordFile(self.turns_path)
         except BaseException:
             self.lock.release()
             raise
@@ -278,25 +278,25 @@ class RunStore:
             self._check_orphans()
 
     def append(self, turn: Turn) -> None:
-        assert self._sink is not None, "open() the store first"
-        self._sink.write(turn)
+        assert self._file is not None, "open() the store first"
+        self._file.write(turn)
 
     def supersede(self, keys: set[TurnKey]) -> int:
         """Take the turns of `keys` (and their judge verdicts) out of the run's records into
         superseded/, to be asked again; the run must be open. Returns the turns moved."""
-        assert self._sink is not None, "open() the store first"
+        assert self._file is not None, "open() the store first"
         if not keys:
             return 0
-        self._sink.close()
+        self._file.close()
         moved = move_records(self.turns_path, keys, Turn.from_json, "a turn record")
         move_records(self.judge_path, keys, read_verdict, "a judge verdict")
-        self._sink = Sink(self.turns_path)
+        self._file = RecordFile(self.turns_path)
         return moved
 
     def close(self) -> None:
-        if self._sink:
-            self._sink.close()
-            self._sink = None
+        if self._file:
+            self._file.close()
+            self._file = None
         self.lock.release()
 
     def shape(self, manifest: RunManifest | None = None) -> RunShape:
@@ -397,7 +397,7 @@ class JudgeLog:
     def __init__(self, root: Path):
         self.path = Path(root) / JUDGE_FILE
         self.lock = FolderLock(Path(root))
-        self._sink: Sink | None = None
+        self._file: RecordFile | None = None
 
     def read(self, repair: bool = False, shape: RunShape | None = None) -> list[Verdict]:
         """The latest verdict of each turn; one of no turn of the run (`shape`, by default
@@ -430,20 +430,20 @@ class JudgeLog:
                     f"{self.path} holds verdicts of {Setting(**other.setting).describe()}; judge "
                     "again with that setting to resume, or move the file away to judge anew."
                 )
-            self._sink = Sink(self.path)
+            self._file = RecordFile(self.path)
         except BaseException:
             self.lock.release()
             raise
         return done
 
     def append(self, verdict: Verdict) -> None:
-        assert self._sink is not None, "open() the log first"
-        self._sink.write(verdict)
+        assert self._file is not None, "open() the log first"
+        self._file.write(verdict)
 
     def close(self) -> None:
-        if self._sink:
-            self._sink.close()
-            self._sink = None
+        if self._file:
+            self._file.close()
+            self._file = None
         self.lock.release()
 
 

@@ -15,7 +15,7 @@ from typing import NoReturn, Protocol, TypeVar
 from mad_eval.foreign import LineTooLong, check_line, lines, open_regular
 from mad_eval.grading.rubric import scores_problem
 from mad_eval.records import Question, Setting, Turn, TurnKey, Verdict, shown
-from mad_eval.setup.hints import fits
+from mad_eval.settings.hints import fits
 from mad_eval.store.files import StoreError, open_record
 from mad_eval.store.grades import Grades
 from mad_eval.store.manifest import RunManifest

@@ -22,9 +22,9 @@ from mad_eval.foreign import read_json
 from mad_eval.grading.reasoning import parse_quoting
 from mad_eval.records import shown
 from mad_eval.sanitize import redact
-from mad_eval.setup.config import COUNTS, OPERATIONAL, RecordedConfig, RunConfig, count_problem
-from mad_eval.setup.hints import describe, fits
-from mad_eval.setup.roster import Entry
+from mad_eval.settings.config import COUNTS, OPERATIONAL, RecordedConfig, RunConfig, count_problem
+from mad_eval.settings.hints import describe, fits
+from mad_eval.settings.roster import Entry
 from mad_eval.store.files import StoreError
 from mad_eval.store.names import MANIFEST_FILE
 from mad_eval.store.upgrade import MANIFEST_VERSION as SCHEMA_VERSION

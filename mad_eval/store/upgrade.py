@@ -16,7 +16,7 @@ from typing import Any
 
 from mad_eval.errors import UserError
 from mad_eval.records import shown
-from mad_eval.setup.config import RecordedConfig
+from mad_eval.settings.config import RecordedConfig
 from mad_eval.store.files import StoreError
 
 MANIFEST_VERSION = 2  # 1: the manifests written before `schema_version` existed

@@ -18,7 +18,7 @@ from typing import Any
 from mad_eval.data.benchmarks import load_questions
 from mad_eval.debate.prompts import first_prompt, pair_prompt
 from mad_eval.records import Question
-from mad_eval.setup.templates import Template, load_template
+from mad_eval.settings.templates import Template, load_template
 from mad_eval.store.files import refuse_records, write_atomically
 from mad_eval.training.errors import TrainingError
 from mad_eval.training.pairs import PAIRINGS, Pair, Summary, build_pairs, pairing_rule

@@ -11,7 +11,7 @@ from typing import Any
 from mad_eval.debate import prompts
 from mad_eval.debate.context import CHARS_PER_TOKEN, TokenCounter, load_counter
 from mad_eval.records import Question
-from mad_eval.setup.templates import Template, builtin_templates, load_template, parse_template
+from mad_eval.settings.templates import Template, builtin_templates, load_template, parse_template
 from mad_eval.training.errors import TrainingError
 from mad_eval.training.rewards import gold_answer
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from mad_eval.debate.prompts import pair_prompt
 from mad_eval.records import Messages, Question
-from mad_eval.setup.templates import Template, load_template
+from mad_eval.settings.templates import Template, load_template
 from mad_eval.training.errors import TrainingError
 from mad_eval.training.rewards import NO_ANSWER, Scored
 

@@ -5,7 +5,7 @@ one of them. tests/test_plugins.py puts it on sys.path as pip would install it."
 from __future__ import annotations
 
 from mad_eval.backends import Backend, BackendType, Generation, Request
-from mad_eval.measure.family import Add, Context, Debate, Family
+from mad_eval.measure.base import Add, Context, Debate, Family
 from mad_eval.measure.formula import Formula, percent
 from mad_eval.protocols import Protocol
 from mad_eval.reporting.layouts import Column, TableLayout

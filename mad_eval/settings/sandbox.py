@@ -2,8 +2,8 @@
 shared run folder's manifest carries, may come from anyone: it renders in Jinja's immutable
 sandbox (no attribute or call reaches Python's internals, nothing is changed in place), may
 call only its own macros and the methods that read texts, lists and tables, and works
-within the bounds of mad_eval.setup.bounds: every loop turn and call is a step, every text,
-bytes, list and table it makes is sized from its inputs before it is made (mad_eval.setup.
+within the bounds of mad_eval.settings.bounds: every loop turn and call is a step, every text,
+bytes, list and table it makes is sized from its inputs before it is made (mad_eval.settings.
 growth), long filters look at the clock, so a hostile template is refused in one sentence
 and never runs code, hangs or fills memory.
 """
@@ -22,7 +22,7 @@ from jinja2.runtime import BlockReference, LoopContext, Macro, Undefined, markup
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
-from mad_eval.setup.bounds import (
+from mad_eval.settings.bounds import (
     MAX_INT_BITS,
     MAX_RANGE,
     MAX_SECONDS,
@@ -38,8 +38,8 @@ from mad_eval.setup.bounds import (
     spending,
     written,
 )
-from mad_eval.setup.filters import bounded_filters, iterable
-from mad_eval.setup.growth import ESCAPE, binop_bound, method_bound
+from mad_eval.settings.filters import bounded_filters, iterable
+from mad_eval.settings.growth import ESCAPE, binop_bound, method_bound
 
 __all__ = ["MAX_STEPS", "PLAIN", "SANDBOX", "BoundError", "Sandbox", "render", "sharing"]
 
@@ -285,7 +285,7 @@ def _check_int(left: Any, right: Any, bits: Callable[[int, int], int]) -> None:
 
 
 SANDBOX = Sandbox()
-# The project's own templates: the same options, no sandbox (mad_eval.setup.templates._ours).
+# The project's own templates: the same options, no sandbox (mad_eval.settings.templates._ours).
 PLAIN = jinja2.Environment(
     undefined=jinja2.StrictUndefined, autoescape=False, trim_blocks=True, lstrip_blocks=True
 )

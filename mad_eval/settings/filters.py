@@ -1,6 +1,6 @@
 """Jinja's built-in filters, each wrapped with its bounds for the sandbox: a step, numbers
 past the limit refused, its value given as a list or paced where it goes through many items,
-its result sized from its inputs before it is made (mad_eval.setup.growth) and counted
+its result sized from its inputs before it is made (mad_eval.settings.growth) and counted
 after; sum(), wordwrap and pprint, which can work far longer or write far more in one call
 than their inputs suggest, have bounds of their own.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 from jinja2.filters import make_attrgetter
 
-from mad_eval.setup.bounds import MAX_COPIES, MAX_EXTRA, TICK, BoundError, Budget, budget, paced
-from mad_eval.setup.growth import SIZED_FILTERS, filter_bound
+from mad_eval.settings.bounds import MAX_COPIES, MAX_EXTRA, TICK, BoundError, Budget, budget, paced
+from mad_eval.settings.growth import SIZED_FILTERS, filter_bound
 
 
 def bounded_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:

@@ -24,9 +24,9 @@ from jinja2 import nodes
 from mad_eval.errors import UserError
 from mad_eval.grading.reasoning import tag_pattern
 from mad_eval.records import Messages, shown
-from mad_eval.setup import sandbox
-from mad_eval.setup.config import project_folder, spec_files
-from mad_eval.setup.tomlfile import TomlFileError, read_text
+from mad_eval.settings import sandbox
+from mad_eval.settings.config import project_folder, spec_files
+from mad_eval.settings.tomlfile import TomlFileError, read_text
 
 ROLES = ("system", "user", "assistant")
 KEYS = ("base", "description", "history", "quote_tags", "values", "round0", "debate")
@@ -180,7 +180,7 @@ class Template:
 
 def _sentence(exc: BaseException) -> str:
     """A render or compile error as one short line: Jinja's own message, else the error's
-    kind and text (a template's mistake, or a bound in mad_eval.setup.sandbox it went past)."""
+    kind and text (a template's mistake, or a bound in mad_eval.settings.sandbox it went past)."""
     known = (jinja2.TemplateError, sandbox.BoundError)
     text = str(exc) if isinstance(exc, known) else f"{type(exc).__name__}: {exc}"
     text = " ".join(text.split()).rstrip(".")

@@ -1,7 +1,7 @@
 """How long the text of an operator's, a filter's or a text method's result can be, worked
 out from its inputs before it is made, for those that can make far more than they are
 given (a width, a count, a fill, an escape). Each bound is given `measure`, which sizes a
-value as text (mad_eval.setup.bounds.size); a result no longer than its inputs together is
+value as text (mad_eval.settings.bounds.size); a result no longer than its inputs together is
 counted after it is made instead.
 """
 
@@ -82,7 +82,7 @@ def method_bound(text: str | bytes, method: str, args: tuple[Any, ...]) -> Bound
 
 def binop_bound(operator: str, left: Any, right: Any) -> Bound | None:
     """The bound of `left operator right` for text, bytes and lists; numbers are bounded
-    by their bits apart (mad_eval.setup.sandbox)."""
+    by their bits apart (mad_eval.settings.sandbox)."""
     sequences = (str, bytes, list, tuple)
     if operator == "*":
         for seq, times in ((left, right), (right, left)):

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
-from mad_eval.setup.config import RENAMED, ConfigError
-from mad_eval.setup.hints import describe, fits
+from mad_eval.settings.config import RENAMED, ConfigError
+from mad_eval.settings.hints import describe, fits
 from mad_eval.words import did_you_mean
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from mad_eval.errors import UserError
 from mad_eval.grading.reasoning import parse_quoting
 from mad_eval.sanitize import redact
-from mad_eval.setup.roster import Agent, Entry, check_extra_body, group_labels
+from mad_eval.settings.roster import Agent, Entry, check_extra_body, group_labels
 
 DEFAULT_MODEL = "sim"
 APIS = ("chat", "completions")
@@ -54,7 +54,7 @@ def spec_folders(kind: str) -> list[Path]:
 def project_folder(kind: str) -> Path:
     """The project's own folder of specs of a kind: top level in a checkout, a packaged copy
     in a wheel."""
-    package = Path(__file__).resolve().parent.parent  # mad_eval/, this module is in setup/
+    package = Path(__file__).resolve().parent.parent  # mad_eval/, this module is in settings/
     in_checkout = (package.parent / "pyproject.toml").is_file()
     return package.parent / kind if in_checkout else package / "_specs" / kind
 

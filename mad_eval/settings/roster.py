@@ -17,8 +17,8 @@ from typing import Any, get_type_hints
 from mad_eval.errors import UserError
 from mad_eval.foreign import loads
 from mad_eval.grading.reasoning import FINAL, Quoting, parse_quoting
-from mad_eval.setup.hints import fits
-from mad_eval.setup.tomlfile import TomlFileError, read_toml
+from mad_eval.settings.hints import fits
+from mad_eval.settings.tomlfile import TomlFileError, read_toml
 
 
 class RosterError(UserError, ValueError):

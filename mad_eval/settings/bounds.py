@@ -1,5 +1,5 @@
 """What one render of a prompt template may spend (steps, characters made, copying and time)
-and how long a value is as text, measured without making the text. mad_eval.setup.sandbox
+and how long a value is as text, measured without making the text. mad_eval.settings.sandbox
 weaves these checks into every loop, operator, filter and call of a template from anyone.
 """
 

@@ -150,7 +150,7 @@ def test_a_row_without_a_gold_or_a_question_is_refused_before_any_step(tmp_path,
     """Graded against the text "None", every reply of such a row was trained as wrong: the row
     check of both trainers (before the model loads) and the step itself refuse it."""
     from mad_eval.training import SelfDebate
-    from mad_eval.training.verl_config import check_rows
+    from mad_eval.training.rows import check_rows
 
     api.train_prompts("arith", tmp_path / "p.jsonl", limit=1)
     row = json.loads((tmp_path / "p.jsonl").read_text())

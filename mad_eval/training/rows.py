@@ -4,12 +4,13 @@ builds a debate-turn prompt from a first-turn row alone; and how long the rows' 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mad_eval.debate import prompts
 from mad_eval.debate.context import CHARS_PER_TOKEN, TokenCounter, load_counter
+from mad_eval.errors import UserError
 from mad_eval.records import Question
 from mad_eval.settings.templates import Template, builtin_templates, load_template, parse_template
 from mad_eval.training.errors import TrainingError
@@ -26,6 +27,27 @@ def template_info(template: Template) -> dict[str, Any]:
     if builtin_templates().get(template.name) != template.path:
         info["template_table"] = json.dumps(template.data, ensure_ascii=False, default=str)
     return info
+
+
+def check_rows(rows: Iterable[tuple[str, Mapping[str, Any]]]) -> int:
+    """Every (where, row) can rebuild its question and, once per template, build its
+    debate-turn prompt: refused before any step, in one sentence naming the row. Both
+    trainers' checks; returns the rows read."""
+    built: set[tuple[str, ...]] = set()
+    count = 0
+    for where, row in rows:
+        count += 1
+        try:
+            question = row_question(row)
+            info = row["extra_info"]
+            template = (info.get(k) for k in ("template", "template_sha256", "template_table"))
+            key = (*map(str, template), question.kind, question.answer or "")
+            if key not in built:
+                row_pair_prompt(row, "", "")
+                built.add(key)
+        except UserError as exc:
+            raise TrainingError(f"{where}: {exc}") from None
+    return count
 
 
 def row_question(row: Mapping[str, Any]) -> Question:

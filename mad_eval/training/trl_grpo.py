@@ -46,7 +46,7 @@ from trl import GRPOTrainer
 from mad_eval.training.errors import TrainingError
 from mad_eval.training.onpolicy import Group, NoAnswers, SelfDebate
 from mad_eval.training.rewards import Scored, make_grpo_scorer
-from mad_eval.training.rows import row_pair_prompt, row_question
+from mad_eval.training.rows import check_rows
 from mad_eval.training.sdrl import keeps_debate_turn
 
 # The columns of a `train prompts` row that a debate-turn row is built from (the last two
@@ -89,28 +89,6 @@ def read_rows(path: str | Path) -> Any:
     return rows
 
 
-def check_rows(rows: Any) -> None:
-    """Refuse, before any step, rows that cannot rebuild their question or whose template
-    cannot build a debate-turn prompt (checked once per template and protocol)."""
-    if rows is None or not hasattr(rows, "__len__"):
-        return  # an iterable dataset is checked row by row as it is read
-    built: set[tuple[str, ...]] = set()
-    for row in rows:
-        missing = [c for c in ("prompt", "reward_model", "extra_info") if c not in row]
-        if missing:
-            raise TrainingError(
-                f"a self-debate training row needs the columns `mad-eval train prompts` writes; "
-                f"it lacks {', '.join(missing)}."
-            )
-        question = row_question(row)
-        info = row["extra_info"]
-        key = (str(info["template"]), str(info.get("template_sha256")), question.kind,
-               question.answer or "")  # fmt: skip
-        if key not in built:
-            row_pair_prompt(row, "", "")
-            built.add(key)
-
-
 def check_args(args: Any) -> None:
     """The GRPO settings self-debate cannot run with, each refused in one sentence."""
     if args.num_generations < 2:
@@ -151,7 +129,9 @@ class SelfDebateGRPOTrainer(GRPOTrainer):
             )
         if args is not None:
             check_args(args)
-        check_rows(train_dataset)
+        if train_dataset is not None and hasattr(train_dataset, "__len__"):
+            # An iterable dataset is checked row by row as it is read.
+            check_rows((f"train_dataset row {i}", row) for i, row in enumerate(train_dataset))
         self._turn: str | None = None  # "first" or "debate" while a training batch is sampled
         self._groups: list[Group] = []
         self._debate: list[Scored] = []  # the last debate turn's grades

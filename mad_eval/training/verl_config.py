@@ -24,11 +24,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
 
-from mad_eval.errors import UserError
 from mad_eval.training.errors import TrainingError
 from mad_eval.training.onpolicy import SelfDebate
 from mad_eval.training.pairs import PAIRINGS
-from mad_eval.training.rows import row_pair_prompt, row_question
+from mad_eval.training.rows import check_rows
 
 TESTED_VERL = "0.9.1"
 MANAGER = "mad_eval.training.verl_loop.SelfDebateAgentLoopManager"
@@ -269,28 +268,6 @@ def check_config(cfg: Any, version: str | None = None) -> Settings | None:
         )
     _check_lengths(cfg, settings.debate.max_length)
     return settings
-
-
-def check_rows(rows: Iterable[tuple[str, Mapping[str, Any]]]) -> int:
-    """Every (where, row) can build its debate-turn prompt: its question is in extra_info and
-    each template it names builds a pair prompt (once per template). Returns the rows read."""
-    built: set[tuple[Any, ...]] = set()
-    count = 0
-    for where, row in rows:
-        count += 1
-        try:
-            info = row.get("extra_info")
-            template = tuple(
-                str(info.get(k)) for k in ("template", "template_sha256", "template_table")
-            ) if isinstance(info, Mapping) else ()  # fmt: skip
-            if template in built:
-                row_question(row)
-            else:
-                row_pair_prompt(row, "", "")
-                built.add(template)
-        except UserError as exc:
-            raise TrainingError(f"{where}: {exc}") from None
-    return count
 
 
 def train_rows(files: Any) -> Iterable[tuple[str, Mapping[str, Any]]]:

@@ -39,8 +39,10 @@ class _Entry(Generic[T]):
 
 class Registry(Generic[T]):
     """Names to values of one kind. `what` words the kind in sentences ("protocol"); `group` is
-    the entry-point group installed packages add to; `check` vets each value as it is loaded
-    and raises the registry's `error` (RegistryError unless given) for one that cannot serve."""
+    the entry-point group installed packages add to; `holds`, when given, is the type every
+    value is an instance of, named as it is registered (`value.name == name`); `check` vets
+    each value further as it is loaded. Both raise the registry's `error` (RegistryError
+    unless given) for a value that cannot serve."""
 
     def __init__(
         self,
@@ -48,12 +50,14 @@ class Registry(Generic[T]):
         group: str | None = None,
         *,
         error: type[UserError] = RegistryError,
+        holds: type | None = None,
         check: Callable[[str, T], None] | None = None,
     ) -> None:
         self.what = what
         self.group = group
         self.error = error
-        self._check = check
+        self._holds = holds
+        self._extra_check = check
         self._entries: dict[str, _Entry[T]] = {}
         self._plugins_read = group is None
         _REGISTRIES.add(self)
@@ -145,8 +149,7 @@ class Registry(Generic[T]):
             self._entries[name] = _Entry(owner, ref=value, plugin=plugin)
             return
         entry: _Entry[T] = _Entry(owner, value=value, plugin=plugin)  # type: ignore[arg-type]
-        if self._check is not None:
-            self._check(name, entry.value)  # type: ignore[arg-type]
+        self._check(name, entry.value)  # type: ignore[arg-type]
         self._entries[name] = entry
 
     def _load(self, name: str, entry: _Entry[T]) -> T:
@@ -160,9 +163,21 @@ class Registry(Generic[T]):
                 f"{self.what} {shown(name, 80)} from {entry.owner} cannot be loaded from "
                 f"{entry.ref}: {type(exc).__name__}: {shown(str(exc), 200)}."
             ) from None
-        if self._check is not None:
-            self._check(name, value)
+        self._check(name, value)
         return value
+
+    def _check(self, name: str, value: T) -> None:
+        holds = self._holds
+        if holds is not None and (
+            not isinstance(value, holds) or getattr(value, "name", None) != name
+        ):
+            kind = f"{holds.__module__}.{holds.__qualname__}"
+            raise self.error(
+                f"{self.what} {shown(name, 80)} must be a {kind} named {shown(name, 80)}, "
+                f"not {shown(value, 80)}."
+            )
+        if self._extra_check is not None:
+            self._extra_check(name, value)
 
     def _read_plugins(self) -> None:
         # All or nothing: a clash is refused at every lookup, not once and then forgotten.

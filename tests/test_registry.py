@@ -103,3 +103,22 @@ def test_reread_plugins_reads_packages_installed_since_the_first_lookup(monkeypa
     points.clear()
     reread_plugins()
     assert things.names() == ["a"]  # what the package added left with it; built-ins stay
+
+
+def test_a_registry_that_holds_a_type_refuses_another_value_or_another_name():
+    class Widget:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __repr__(self) -> str:
+            return f"Widget({self.name!r})"
+
+    things: Registry[Widget] = Registry("widget", holds=Widget)
+    things.add("a", Widget("a"))
+    with pytest.raises(
+        RegistryError, match=r"widget 'b' must be a .*Widget named 'b', not Widget\('c'\)"
+    ):
+        things.add("b", Widget("c"))
+    with pytest.raises(RegistryError, match=r"widget 'd' must be a .*Widget named 'd', not 4"):
+        things.add("d", 4)  # type: ignore[arg-type]
+    assert things.names() == ["a"]

@@ -40,18 +40,10 @@ __all__ = [
 ]
 
 
-def _check(name: str, found: BackendType) -> None:
-    if not isinstance(found, BackendType) or found.name != name:
-        raise BackendError(
-            f"backend {shown(name, 80)} must be a mad_eval.backends.BackendType named "
-            f"{shown(name, 80)}, not {shown(found, 80)}."
-        )
-
-
 # Model spec prefix -> its BackendType, each module imported on first use; other packages add
 # theirs through the `mad_eval.backends` entry-point group.
 BACKENDS: Registry[BackendType] = Registry(
-    "backend", "mad_eval.backends", error=BackendError, check=_check
+    "backend", "mad_eval.backends", error=BackendError, holds=BackendType
 )
 for _prefix, _module in (
     ("openai", "openai_backend"),

@@ -318,18 +318,10 @@ def _summary_line(reply: str) -> tuple[str | None, bool]:
 _STEP_BY_STEP = "Reason step by step, then give {what}"
 
 
-def _check(name: str, protocol: AnswerProtocol) -> None:
-    if not isinstance(protocol, AnswerProtocol) or protocol.name != name:
-        raise AnswerProtocolError(
-            f"answer protocol {shown(name, 80)} must be a mad_eval.grading.answers.AnswerProtocol "
-            f"named {shown(name, 80)}, not {shown(protocol, 80)}."
-        )
-
-
 # Where replies write their answers, by name; other packages add theirs through the
 # `mad_eval.answer_protocols` entry-point group.
 ANSWER_PROTOCOLS: Registry[AnswerProtocol] = Registry(
-    "answer protocol", "mad_eval.answer_protocols", error=AnswerProtocolError, check=_check
+    "answer protocol", "mad_eval.answer_protocols", error=AnswerProtocolError, holds=AnswerProtocol
 )
 for _protocol in (
     AnswerProtocol(

@@ -13,16 +13,7 @@ from mad_eval.measure.scoring import Scoring
 from mad_eval.records import shown
 from mad_eval.registry import Registry, RegistryError
 
-
-def _check(name: str, family: Family) -> None:
-    if not isinstance(family, Family) or family.name != name:
-        raise RegistryError(
-            f"metric family {shown(name, 80)} must be a mad_eval.measure.base.Family named "
-            f"{shown(name, 80)}, not {shown(family, 80)}."
-        )
-
-
-FAMILIES: Registry[Family] = Registry("metric family", "mad_eval.metrics", check=_check)
+FAMILIES: Registry[Family] = Registry("metric family", "mad_eval.metrics", holds=Family)
 for _family in (
     votes.FAMILY,
     rouge.FAMILY,

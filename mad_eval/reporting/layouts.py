@@ -10,8 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mad_eval.grading.rubric import CRITIQUE, CRITIQUE_HEADERS
-from mad_eval.records import shown
-from mad_eval.registry import Registry, RegistryError
+from mad_eval.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -298,16 +297,8 @@ class TableLayout:
     paired: bool = False
 
 
-def _check(name: str, layout: TableLayout) -> None:
-    if not isinstance(layout, TableLayout) or layout.name != name:
-        raise RegistryError(
-            f"table layout {shown(name, 80)} must be a mad_eval.reporting.layouts.TableLayout "
-            f"named {shown(name, 80)}, not {shown(layout, 80)}."
-        )
-
-
 # Other packages add theirs through the `mad_eval.layouts` entry-point group.
-LAYOUTS: Registry[TableLayout] = Registry("table layout", "mad_eval.layouts", check=_check)
+LAYOUTS: Registry[TableLayout] = Registry("table layout", "mad_eval.layouts", holds=TableLayout)
 for _layout in (
     TableLayout("debate", _debate, "Maj, Debate, Δ per benchmark"),
     TableLayout(

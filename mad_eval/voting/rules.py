@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from mad_eval.grading.grader import consensus
 from mad_eval.grading.kinds import get_kind
-from mad_eval.registry import Registry, RegistryError
+from mad_eval.registry import Registry
 from mad_eval.voting.groups import C, Cast, G, Same, answer_groups
 
 
@@ -90,14 +90,7 @@ class Consensus(Rule):
         return parsed[consensus(answers)] if parsed else None
 
 
-def _check(name: str, rule: Rule) -> None:
-    if not isinstance(rule, Rule):
-        raise RegistryError(f"scoring rule '{name}' must be a Rule instance, not {rule!r}.")
-    if rule.name != name:
-        raise RegistryError(f"scoring rule '{name}' is a Rule named '{rule.name}'; name it once.")
-
-
-RULES: Registry[Rule] = Registry("scoring rule", "mad_eval.rules", check=_check)
+RULES: Registry[Rule] = Registry("scoring rule", "mad_eval.rules", holds=Rule)
 for _rule in (Plurality(), Hub(), Consensus()):
     RULES.add(_rule.name, _rule)
 

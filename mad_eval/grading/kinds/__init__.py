@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol
 
 from mad_eval.errors import UserError
-from mad_eval.records import Question, shown
+from mad_eval.records import Question
 from mad_eval.registry import Registry
 
 
@@ -133,15 +133,7 @@ class KindError(UserError, ValueError):
     """A benchmark kind that is unknown or cannot serve."""
 
 
-def _check(name: str, kind: Kind) -> None:
-    if not isinstance(kind, Kind) or kind.name != name:
-        raise KindError(
-            f"benchmark kind {shown(name, 80)} must be a mad_eval.grading.kinds.Kind named "
-            f"{shown(name, 80)}, not {shown(kind, 80)}."
-        )
-
-
-KINDS: Registry[Kind] = Registry("benchmark kind", "mad_eval.kinds", error=KindError, check=_check)
+KINDS: Registry[Kind] = Registry("benchmark kind", "mad_eval.kinds", error=KindError, holds=Kind)
 for _kind in (MATH, NUMBER, CHOICE, PREFERENCE, SUMMARY):
     KINDS.add(_kind.name, _kind)
 

@@ -272,6 +272,7 @@ def test_answer_line_grades_against_the_gold() -> None:
 # ---- math-verify -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_math_verify_searches_the_whole_reply() -> None:
     text = "So the result is $x = 5$."
     assert grade(text, "5", "math", answer="math-verify") == Grade("x = 5", True)
@@ -291,6 +292,7 @@ def test_math_verify_is_cached_in_the_parent() -> None:
     assert verifier.grader_pids() == []  # the cache answered: no worker started
 
 
+@pytest.mark.slow
 def test_math_verify_keeps_an_answer_it_holds_only_as_text() -> None:
     r"""Math-Verify cannot parse a `\pm`; verl compares its text with the gold's, and so do we."""
     pm = r"\frac{-1 \pm \sqrt{13}}{4}"
@@ -473,6 +475,7 @@ def test_the_choice_fallback_never_reads_reasoning() -> None:
     assert extract("<think>A? no.</think>B", "choice", OPTIONS) == "B"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("protocol", "text"),
     [

@@ -30,6 +30,7 @@ def runs(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_table_is_the_commands_table_and_writes_the_same_file(runs):
     text = mad_eval.table([runs / "alpha", runs / "beta"], format="md")
     assert text == (GOLDEN / "debate.md").read_text()

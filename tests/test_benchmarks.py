@@ -613,6 +613,7 @@ def test_hub_download_failure_says_how_to_work_offline(monkeypatch: pytest.Monke
     assert "--data-dir" not in message and "mad-eval data fetch math500 --to" in message
 
 
+@pytest.mark.slow
 def test_an_unreachable_hub_fails_in_one_sentence_within_seconds(tmp_path: Path) -> None:
     """No hub and nothing in the hub cache: one sentence, at once, instead of the client's
     own retries."""
@@ -746,6 +747,7 @@ def test_the_hub_probe_is_one_refused_connection(
     assert len(tries) == 1
 
 
+@pytest.mark.slow
 def test_an_unreachable_hub_tokenizer_is_looked_for_only_in_the_local_cache(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -7,6 +7,7 @@ import dataclasses
 from collections import defaultdict
 from types import SimpleNamespace
 
+import pytest
 from cli_helpers import mad_eval, turns_of
 from factories import compute_metrics
 
@@ -72,6 +73,7 @@ def test_turns_with_classes_are_grouped_without_comparing_any_answers():
     assert [[t.agent for t in g] for g in answer_groups(mixed)] == [[0, 3], [1], [4]]
 
 
+@pytest.mark.slow
 def test_a_run_records_classes_and_its_numbers_are_those_of_pairwise_comparison(tmp_path):
     result = mad_eval("run", "--agents", "5", "--rounds", "2", "--limit", "12", "--out", "r",
                       cwd=tmp_path)  # fmt: skip

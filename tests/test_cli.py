@@ -15,6 +15,7 @@ from mad_eval.measure.scoring import Scoring
 from mad_eval.records import Turn, derive_seed
 
 
+@pytest.mark.slow
 def test_default_run_is_offline_and_reports_everything(tmp_path):
     result = mad_eval(
         "run",
@@ -60,6 +61,7 @@ def test_default_run_is_offline_and_reports_everything(tmp_path):
     assert turns_of(run_dir) == turns
 
 
+@pytest.mark.slow
 def test_seeded_runs_repeat_exactly(tmp_path):
     args = ("run", "--agents", "3", "--rounds", "2", "--limit", "8", "--runs", "2")
     assert mad_eval(*args, "--out", "a", cwd=tmp_path).returncode == 0

@@ -68,6 +68,7 @@ def test_dapo_reads_what_verl_reads_in_a_run_too() -> None:
         assert whole == final
 
 
+@pytest.mark.slow
 def test_answer_line_differs_from_verl_only_as_declared() -> None:
     declared = DIFFERENCES["answer-line"]
     by_id = {entry["id"]: entry["reason"] for entry in declared["case"]}
@@ -128,6 +129,7 @@ def test_answer_line_reads_every_real_gold_written_as_an_answer(shared_data: Pat
     assert not misread, misread[:3]
 
 
+@pytest.mark.slow
 def test_a_dapo_run_votes_on_verls_predictions(tmp_path: Path, shared_data: Path) -> None:
     """In a run, dapo's answers are verl's predictions: 1/2 and 0.5 are two answers (two
     classes), as verl's maj@K counts them, where math-verify would make them one."""

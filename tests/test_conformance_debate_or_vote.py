@@ -240,6 +240,7 @@ def debate_prompts(
     return backend.sent
 
 
+@pytest.mark.slow
 def test_the_dov_template_sends_the_prompts_debate_or_vote_builds(tmp_path: Path) -> None:
     """Decentralized, sparse (its ring order) and centralized rounds, <think> replies among
     them: the texts the engine sends equal the reference's, byte for byte, its sentences

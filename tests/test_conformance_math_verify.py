@@ -103,6 +103,7 @@ def test_the_cases_are_those_the_readme_counts() -> None:
     assert set(LISTED) <= {c["id"] for c in CASES}
 
 
+@pytest.mark.slow
 def test_math_verify_agrees_with_its_references_on_a_fixed_part() -> None:
     _check([c for i, c in enumerate(CASES) if _fast(i, c)])
 

@@ -154,6 +154,7 @@ def test_each_group_gives_the_pair_the_fork_picks() -> None:
     differences.check()
 
 
+@pytest.mark.slow
 def test_dapo_grades_each_reply_as_the_fork_pairs_on_it() -> None:
     """grade_group under --answer-protocol dapo gives the fork's pred (authors_pred: its
     "[INVALID]" for no answer), acc and score for every first-turn reply."""

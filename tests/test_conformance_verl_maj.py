@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from factories import compute_metrics, turn
 
 from mad_eval.measure.scoring import Scoring
@@ -42,6 +43,7 @@ def test_the_suite_is_large_and_pinned() -> None:
     assert any(0 < c["verl"]["mean"] < 1 for c in QUESTIONS)
 
 
+@pytest.mark.slow
 def test_maj_at_k_mean_and_std_equal_verls_on_every_question() -> None:
     differ = []
     for case in QUESTIONS:
@@ -57,6 +59,7 @@ def test_mean_at_k_equals_verls() -> None:
         assert float(np.mean([float(c) for c in case["correct"]])) == case["verl"]["mean@k"]
 
 
+@pytest.mark.slow
 def test_a_single_runs_metrics_report_verls_dataset_number() -> None:
     """metrics.json's maj_at_k_bootstrap for a dataset is verl's maj@K/mean of the data
     source, in percent (the mean over questions, summed in another order: 1e-12 apart)."""

@@ -202,6 +202,7 @@ def test_estimate_over_counts_math_text(hf: HFCounter) -> None:
         assert estimate.count_text(text) >= hf.count_text(text)
 
 
+@pytest.mark.slow
 def test_estimate_over_counts_unseen_benchmark_text(shared_data: Path) -> None:
     """A tokenizer trained on MATH500 counts fewer tokens in AIME/AMC prompts than the estimate."""
 

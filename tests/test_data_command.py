@@ -488,6 +488,7 @@ def test_every_project_spec_fetches_rows_a_run_reads_as_the_hub() -> None:
         assert all(row["extra"] == i for i, row in enumerate(written)), spec.name
 
 
+@pytest.mark.slow
 def test_fetch_offline_in_a_fresh_process_says_so_in_one_sentence(tmp_path: Path) -> None:
     """The real client and probe, against a hub that refuses connections and an empty cache."""
     env = no_hub(tmp_path)

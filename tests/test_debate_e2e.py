@@ -36,6 +36,7 @@ def metrics_of(run_dir: Path) -> dict:
     return json.loads((run_dir / "metrics.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("protocol", "expected_sees"),
     [
@@ -61,6 +62,7 @@ def test_every_protocol_runs_and_each_turn_sees_its_topology(tmp_path, protocol,
     assert 0 < metrics["prefix_share"] < 1
 
 
+@pytest.mark.slow
 def test_centralized_reports_the_hub_next_to_the_vote_over_all_agents(tmp_path):
     run_dir = run_ok(tmp_path, "--protocol", "centralized:hub=2", "--limit", "20")
     metrics = metrics_of(run_dir)
@@ -74,6 +76,7 @@ def test_centralized_reports_the_hub_next_to_the_vote_over_all_agents(tmp_path):
     assert compute_metrics(turns, Scoring(5, 2, range(5), kind="math", seed=0, hub=2)) == metrics
 
 
+@pytest.mark.slow
 def test_the_heterogeneous_preset_breaks_metrics_down_by_group(tmp_path):
     run_dir = run_ok(tmp_path, "--protocol", "heterogeneous", "--limit", "20")
     turns = turns_of(run_dir)
@@ -87,6 +90,7 @@ def test_the_heterogeneous_preset_breaks_metrics_down_by_group(tmp_path):
         assert groups[name]["rounds"][0]["agent_accuracy"] == pytest.approx(expected)
 
 
+@pytest.mark.slow
 def test_the_prompt_template_comes_from_the_preset_or_the_option(tmp_path):
     manifest = manifest_of(run_ok(tmp_path, "--protocol", "verification", out="a"))
     assert manifest["prompt"]["style"] == "verification"
@@ -164,6 +168,7 @@ def test_a_mixed_team_on_two_servers(tmp_path, protocol):
     assert metrics["hub"] == (0 if protocol == "centralized" else None)
 
 
+@pytest.mark.slow
 def test_agent_options_give_a_mixed_team(tmp_path):
     with StubServer(model="m1") as one, StubServer(model="m2") as two:
         run_dir = run_ok(
@@ -194,6 +199,7 @@ def tokenizer_dir(tmp_path_factory) -> Path:
     return save_chat_tokenizer(tmp_path_factory.mktemp("tok"), corpus, vocab_size=600)
 
 
+@pytest.mark.slow
 def test_prompts_fit_the_server_context_exactly(tmp_path, tokenizer_dir):
     """The server counts tokens like vLLM and refuses an over-long prompt. With the model's
     tokenizer, every prompt fits, our count equals the server's, and final answers survive."""
@@ -226,6 +232,7 @@ def test_prompts_fit_the_server_context_exactly(tmp_path, tokenizer_dir):
     assert metrics_of(run_dir)["context_cut_turns"] == len(cut)
 
 
+@pytest.mark.slow
 def test_the_estimate_errs_on_the_safe_side(tmp_path, tokenizer_dir):
     """No tokenizer: a warning, and the estimate still keeps every prompt inside the limit."""
     with StubServer(reply=long_reply, tokenizer=tokenizer_dir, max_model_len=1500) as server:
@@ -241,6 +248,7 @@ def test_the_estimate_errs_on_the_safe_side(tmp_path, tokenizer_dir):
     assert all(t["error"] is None and t["context_tokens"] >= t["prompt_tokens"] for t in turns)
 
 
+@pytest.mark.slow
 def test_a_reply_cut_at_max_tokens_is_recorded_as_length(tmp_path):
     with StubServer(reply=long_reply) as server:
         run_dir = run_ok(
@@ -262,6 +270,7 @@ def test_simulated_long_responses_stay_within_budget(tmp_path):
     assert all(t["answer"] is not None for t in turns)  # the answers at the ends survived
 
 
+@pytest.mark.slow
 def test_quote_decides_how_much_of_the_reasoning_peers_read(tmp_path):
     """Simulated reasoning models (300 words of <think> working): by default peers read the
     final content only; --quote full adds every reasoning; tail:20 its last 20 tokens."""

@@ -227,6 +227,7 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return [root / "skill0.0", root / "skill0.7"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["cost", "margin", "drift", "conformity", "stopping"])
 def test_every_layout_value_is_a_number_of_metrics_json(two_runs: list[Path], layout: str) -> None:
     from mad_eval.measure.schema import lookup
@@ -257,6 +258,7 @@ def test_drift_row_is_tested_as_metrics_json_tests_it(two_runs: list[Path]) -> N
     assert [row["ci_low"], row["ci_high"]] == pytest.approx(runs[1].metrics["drift_ci"])
 
 
+@pytest.mark.slow
 def test_money_only_with_prices(two_runs: list[Path], tmp_path: Path) -> None:
     from mad_eval.reporting.tables import tidy
 
@@ -272,6 +274,7 @@ def test_money_only_with_prices(two_runs: list[Path], tmp_path: Path) -> None:
     assert money["value"].iloc[0] == pytest.approx(expected)
 
 
+@pytest.mark.slow
 def test_figures_of_the_diagnostics(two_runs: list[Path], tmp_path: Path) -> None:
     from mad_eval.reporting.plots import draw
 

@@ -296,6 +296,7 @@ def unreachable(tmp_path: Path, out: str) -> Path:
     return write(tmp_path, f"[experiment]\nout = '{out}'\n" + body)
 
 
+@pytest.mark.slow
 def test_server_and_folder_problems_stop_before_any_request(tmp_path):
     path = unreachable(tmp_path, "o")
     result = mad_eval("experiment", "run", str(path), cwd=tmp_path)
@@ -314,6 +315,7 @@ def test_server_and_folder_problems_stop_before_any_request(tmp_path):
     assert "different configuration" in again.stderr
 
 
+@pytest.mark.slow
 def test_a_failed_run_leaves_no_copy_of_the_file_and_keeps_an_earlier_one(tmp_path):
     path = unreachable(tmp_path, "results/o")
     result = mad_eval("experiment", "run", str(path), cwd=tmp_path)
@@ -329,6 +331,7 @@ def test_a_failed_run_leaves_no_copy_of_the_file_and_keeps_an_earlier_one(tmp_pa
     assert (tmp_path / "out" / "experiment.json").read_bytes() == copy  # the earlier run's
 
 
+@pytest.mark.slow
 def test_cells_are_ordinary_run_folders(tmp_path):
     path = write(tmp_path, SMALL)
     assert mad_eval("experiment", "run", str(path), cwd=tmp_path).returncode == 0
@@ -343,6 +346,7 @@ def test_cells_are_ordinary_run_folders(tmp_path):
     assert "resuming: 36 turns already recorded" in " ".join(rerun.stdout.split())
 
 
+@pytest.mark.slow
 def test_retry_failed_asks_every_cells_failed_turns_again(tmp_path):
     path = write(tmp_path, SMALL)
     assert mad_eval("experiment", "run", str(path), cwd=tmp_path).returncode == 0

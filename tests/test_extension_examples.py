@@ -230,6 +230,7 @@ def _hub(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
 HUB = TableLayout("hub", _hub, "the hub's own accuracy per round")
 
 
+@pytest.mark.slow
 def test_a_layout_function_makes_a_table(tmp_path: Path, registered) -> None:
     from mad_eval.reporting.tables import render, tidy
 

@@ -108,6 +108,7 @@ def legend_labels(fig: Figure) -> list[str]:
     return [flat(t.get_text()) for t in legend.get_texts()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", TYPES)
 @pytest.mark.parametrize("benchmarks, methods", CASES)
 def test_every_text_inside_the_figure_and_every_method_in_the_legend(
@@ -190,6 +191,7 @@ def columns(fig: Figure) -> int:
     return len({round(t.get_window_extent(renderer).x0) for t in legend.get_texts()})
 
 
+@pytest.mark.slow
 def test_the_legend_takes_as_many_columns_as_fit(debate):
     """The demo's short names side by side in one row; long ones in fewer columns."""
     frame = frame_of(debate, "rounds", 1, 3)

@@ -59,6 +59,7 @@ def test_math500_golds_match_restyled_golds_via_math_verify(math500: list[dict])
     assert wrong == []
 
 
+@pytest.mark.slow
 def test_math500_neighbouring_golds_differ(math500: list[dict]) -> None:
     """Guards against a wrapping that makes math-verify accept anything."""
     accepted = [
@@ -166,6 +167,7 @@ def test_non_equivalent_answers(answer: str, gold: str) -> None:
 # ---- hostile text -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "text",
     [

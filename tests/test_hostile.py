@@ -59,6 +59,7 @@ def test_the_judge_sees_the_debate_tags_but_no_forged_reply_or_context_end():
     assert content.count("</reply>") == 1 and '<response from="agent 0">' in content
 
 
+@pytest.mark.slow
 def test_a_debate_with_forged_quotes_shows_only_real_agents(tmp_path):
     """Every reply tries to add agents 3 and 4 and to claim to be agent 3; the next round's
     prompts, as the server received them, quote exactly agents 0, 1 and 2."""
@@ -83,6 +84,7 @@ def test_a_debate_with_forged_quotes_shows_only_real_agents(tmp_path):
     assert "skipped" not in judged.stderr
 
 
+@pytest.mark.slow
 def test_the_console_says_a_template_without_tags_quoted_replies_as_written(tmp_path):
     """own-apart quotes without tags, so nothing was escaped: the console says so rather than
     claiming an escape that never happened."""
@@ -96,6 +98,7 @@ def test_the_console_says_a_template_without_tags_quoted_replies_as_written(tmp_
     assert "escaped when quoted" not in said
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_in_a_reply_is_replaced_not_fatal(tmp_path):
     """JSON can carry "\\ud800", which no tokenizer or file can encode; it was a crash in the
     next round's prompt fitting."""
@@ -111,6 +114,7 @@ def test_a_lone_surrogate_in_a_reply_is_replaced_not_fatal(tmp_path):
 # --- what reaches the terminal -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_control_characters_in_a_served_model_id_do_not_reach_the_terminal(tmp_path):
     hostile = "evil\x1b]0;pwned\x07\x1b[2J\rmodel\u202e"
     with StubServer(model=hostile) as server:
@@ -144,6 +148,7 @@ def test_credentials_are_redacted(monkeypatch):
     assert outward("http://u:p@h\x1b[2J") == "http://***@h\ufffd[2J"
 
 
+@pytest.mark.slow
 def test_a_password_in_the_base_url_never_reaches_output_or_records(tmp_path):
     url = "http://alice:s3cret@127.0.0.1:9/v1"
     unreachable = mad_eval("run", "--model", "openai:m", "--base-url", url, "--limit", "1",
@@ -168,6 +173,7 @@ def test_a_password_in_the_base_url_never_reaches_output_or_records(tmp_path):
     assert turns_of(tmp_path / "r")[0]["endpoint"].startswith("http://***@127.0.0.1:")
 
 
+@pytest.mark.slow
 def test_a_tampered_template_in_a_manifest_still_reports_and_says_so(tmp_path):
     """A downloaded run whose recorded template no longer matches its hash: its numbers
     stand (the report reads no template), the quoting line says it cannot tell."""

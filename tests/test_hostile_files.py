@@ -100,6 +100,7 @@ def refused_by_every_reader(root: Path, tmp_path: Path, line: int, problem: str)
 # --- one parser decides: a key field given twice ---------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("field", "value", "problem"),
     [
@@ -417,6 +418,7 @@ def test_a_whole_file_past_its_bound_is_refused_unread(folder, monkeypatch):
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("field", "value", "problem"),
     [
@@ -458,6 +460,7 @@ def test_a_lone_surrogate_escaped_in_a_record_still_reads(folder):
             loads(data)
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_in_a_manifest_still_tables_and_draws(folder):
     path = folder / "manifest.json"
     path.write_text(path.read_text().replace('"model": "sim"', '"model": "\\ud800"', 1))

@@ -123,6 +123,7 @@ def every_reader(root: Path, tmp_path: Path) -> dict[str, Callable[[], object]]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_a_record_that_does_not_belong_is_named_by_every_command_and_never_counted(
     folder, tmp_path, case

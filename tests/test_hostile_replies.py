@@ -76,6 +76,7 @@ def no_text(how: str):
     return edit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["null", "empty", "refusal"])
 def test_a_reply_without_text_is_an_unparsed_answer_in_every_denominator(tmp_path, how):
     """All three agents answer one of four questions without text, finish `stop`: Maj and
@@ -96,6 +97,7 @@ def test_a_reply_without_text_is_an_unparsed_answer_in_every_denominator(tmp_pat
     assert metrics["refusals"] == (6 if how == "refusal" else 0)
 
 
+@pytest.mark.slow
 def test_a_refusal_is_counted_in_the_report_footer(tmp_path):
     from mad_eval.reporting.console import _footer
 
@@ -107,6 +109,7 @@ def test_a_refusal_is_counted_in_the_report_footer(tmp_path):
 # ---- <think> where no reasoning format puts it ---------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("reply", "reasoning"),
     [
@@ -145,6 +148,7 @@ def bad_usage(payload: dict[str, Any], body: dict[str, Any], attempt: int) -> No
         payload["usage"] = BAD_USAGE[asked(body)]
 
 
+@pytest.mark.slow
 def test_usage_counts_that_are_no_counts_are_unknown_and_counted(tmp_path):
     with StubServer(reply=right, edit=bad_usage) as server:
         run = served(tmp_path, server)
@@ -193,6 +197,7 @@ def not_text_once(payload: dict[str, Any], body: dict[str, Any], attempt: int) -
         message(payload)["content"] = NOT_TEXT[body["seed"] % len(NOT_TEXT)]
 
 
+@pytest.mark.slow
 def test_content_that_is_not_text_is_a_malformed_body_and_retried(tmp_path):
     with StubServer(reply=right, edit=not_text_once) as server:
         run = served(tmp_path, server)
@@ -203,6 +208,7 @@ def test_content_that_is_not_text_is_a_malformed_body_and_retried(tmp_path):
     assert run.metrics["retried_turns"] == 24 and run.maj == run.debate == 100.0
 
 
+@pytest.mark.slow
 def test_content_that_stays_not_text_fails_as_a_malformed_body(tmp_path):
     def always(payload: dict[str, Any], body: dict[str, Any], attempt: int) -> None:
         message(payload)["content"] = 12345
@@ -240,6 +246,7 @@ def waits(monkeypatch) -> list[float]:
     return asked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("header", "shown"),
     [
@@ -265,6 +272,7 @@ def test_a_far_retry_after_is_cut_to_the_backoffs_longest_wait_with_a_warning(
     assert f"waiting {cap:g} s at most" in warning
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("header", ["nan", "-5"])
 def test_a_retry_after_that_is_no_wait_leaves_the_backoff_with_a_warning(tmp_path, waits, header):
     heard = Heard()
@@ -278,6 +286,7 @@ def test_a_retry_after_that_is_no_wait_leaves_the_backoff_with_a_warning(tmp_pat
     assert f"asked to wait {header} s" in warning and "as the backoff would" in warning
 
 
+@pytest.mark.slow
 def test_a_retry_after_within_the_backoffs_longest_wait_is_honoured_silently(tmp_path, waits):
     heard = Heard()
     with StubServer(
@@ -288,6 +297,7 @@ def test_a_retry_after_within_the_backoffs_longest_wait_is_honoured_silently(tmp
     assert not [w for w in heard.warnings if "Retry-After" in w]
 
 
+@pytest.mark.slow
 def test_metrics_json_holds_the_counts(tmp_path):
     with StubServer(reply=right) as server:
         served(tmp_path, server, rounds=0)
@@ -309,6 +319,7 @@ TOO_LARGE = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["endless", "gzipbomb"])
 def test_a_reply_past_the_size_limit_fails_its_turn_at_once(tmp_path, name):
     """A 200 body without end (it grew ~100 MB/s until --timeout) and 1 MB of gzip that
@@ -326,6 +337,7 @@ def test_a_reply_past_the_size_limit_fails_its_turn_at_once(tmp_path, name):
     assert run.metrics["failed_turns"] == 6
 
 
+@pytest.mark.slow
 def test_json_nested_past_every_parser_is_a_malformed_body(tmp_path):
     """100,000 levels of `[` in a 200 body: orjson stops at 1,024 and Python's parser, tried
     after it, raised RecursionError, a traceback that stopped the run; now it is a body that
@@ -342,6 +354,7 @@ def test_json_nested_past_every_parser_is_a_malformed_body(tmp_path):
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "said"),
     [

@@ -152,6 +152,7 @@ def test_a_folder_written_before_redaction_still_resumes_and_is_judged_again(tmp
     assert "body-secret-value-1" not in (run_dir / "metrics.json").read_text()
 
 
+@pytest.mark.slow
 def test_an_experiment_folder_keeps_its_file_without_its_secrets(tmp_path, monkeypatch):
     with StubServer() as server:
         url = with_login(server.base_url)

@@ -113,6 +113,7 @@ def test_a_template_calls_only_the_methods_that_read(tmp_path, payload, called):
     assert f"a template cannot call {called}" in said, said
 
 
+@pytest.mark.slow
 def test_a_sum_of_lists_stops_before_it_copies_too_much(tmp_path):
     said = refused(tmp_path, "{{ [[1]]|batch(5000, fill_with=[1])|first|sum(start=[])|length }}")
     assert "sum() of these lists copies more than 10,000,000 items" in said

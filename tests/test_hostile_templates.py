@@ -266,6 +266,7 @@ def test_view_of_a_folder_whose_manifest_carries_a_payload_runs_nothing(sim_run,
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PAYLOADS))
 def test_judge_of_a_folder_whose_manifest_carries_a_payload_refuses(sim_run, tmp_path, name):
     root, mark = tampered(sim_run, tmp_path, name, hash_ok=True)

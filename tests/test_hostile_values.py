@@ -93,6 +93,7 @@ MANIFESTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", MANIFESTS)
 def test_a_manifest_value_of_the_wrong_kind_is_one_short_sentence(folder, tmp_path, case):
     change, problem = MANIFESTS[case]
@@ -108,6 +109,7 @@ def edit_line(path: Path, number: int, **fields: object) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fields", "problem"),
     [

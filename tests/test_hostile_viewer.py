@@ -216,6 +216,7 @@ def test_serve_gives_only_files_under_the_site(server) -> None:
         assert b"not for the web" not in body
 
 
+@pytest.mark.slow
 def test_serve_gives_nothing_outside_its_token(server, site) -> None:
     """The site lives under a random path drawn at each serve: the paths a page of another
     origin could guess name nothing."""
@@ -228,6 +229,7 @@ def test_serve_gives_nothing_outside_its_token(server, site) -> None:
     assert other.root != server.root  # drawn anew for each serve
 
 
+@pytest.mark.slow
 def test_serve_refuses_what_another_sites_page_asks(server) -> None:
     """What a browser says of a request: another site's page (even one on another local
     port, a `same-site` request) gets 403, the site's own pages and the address bar get the
@@ -413,6 +415,7 @@ def test_cli_out_on_a_run_is_one_sentence_and_writes_nothing(run_dir, tmp_path, 
     assert snapshot(run_dir) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "text",
     [

@@ -229,6 +229,7 @@ def test_a_turn_whose_prompt_cannot_be_rebuilt_is_skipped_and_counted(tmp_path):
     assert len(verdicts_of(tmp_path / "r")) == 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tokenizer", [False, True])
 def test_prompts_cut_to_fit_are_rebuilt_exactly(tmp_path, tokenizer):
     extra: tuple[str, ...] = ("--max-model-len", "1000")
@@ -248,6 +249,7 @@ def test_prompts_cut_to_fit_are_rebuilt_exactly(tmp_path, tokenizer):
     assert len(verdicts_of(tmp_path / "r")) == 6
 
 
+@pytest.mark.slow
 def test_simulated_judge_is_seeded_and_its_failures_are_counted(tmp_path):
     for out in ("a", "b"):
         args = ("--agents", "3", "--rounds", "2", "--limit", "10", "--out", out)
@@ -271,6 +273,7 @@ def test_simulated_judge_is_seeded_and_its_failures_are_counted(tmp_path):
     assert json.loads((tmp_path / "a" / "metrics.json").read_text()) == metrics
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -290,6 +293,7 @@ def test_bad_judge_options_get_one_clear_sentence(tmp_path, args, message):
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_run_without_debate_rounds_or_verdicts_says_so(tmp_path):
     assert mad_eval("single", "-k", "2", "--limit", "2", "--out", "s", cwd=tmp_path).returncode == 0
     result = mad_eval("judge", "s", "--judge", "sim-judge", cwd=tmp_path)
@@ -302,6 +306,7 @@ def test_a_run_without_debate_rounds_or_verdicts_says_so(tmp_path):
     assert "r has no judge verdicts; score it first with `mad-eval judge r" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_request_cache_answers_a_second_judging_of_the_same_turns(tmp_path):
     args = ("--agents", "3", "--rounds", "1", "--limit", "5")
     assert mad_eval("run", *args, "--out", "a", cwd=tmp_path).returncode == 0
@@ -319,6 +324,7 @@ def test_the_request_cache_answers_a_second_judging_of_the_same_turns(tmp_path):
     assert judge["cached"] == len(b) and judge["requests_sent"] == 0
 
 
+@pytest.mark.slow
 def test_metrics_json_holds_the_intervals_the_critique_table_prints(tmp_path):
     args = ("--agents", "3", "--rounds", "2", "--limit", "8", "--out", "r")
     assert mad_eval("run", *args, cwd=tmp_path).returncode == 0

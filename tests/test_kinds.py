@@ -350,6 +350,7 @@ def _run(tmp_path: Path, benchmark: str, data: Path, *extra: str) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("benchmark", "kind"),
     [("gsm8k", "number"), ("commonsense_qa", "choice"), ("hellaswag", "choice")],
@@ -444,6 +445,7 @@ def test_summaries_run_end_to_end_with_rouge_by_round(tmp_path: Path) -> None:
     assert refused.returncode == 2 and "use --layout rouge" in refused.stderr
 
 
+@pytest.mark.slow
 def test_unparsed_answers_are_counted_never_guessed(tmp_path: Path) -> None:
     from stub_server import StubServer
 

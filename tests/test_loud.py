@@ -114,6 +114,7 @@ def served_run(tmp_path: Path, **settings: object) -> mad_eval.Run:
         )
 
 
+@pytest.mark.slow
 def test_a_model_that_misses_the_answer_protocol_is_loud_everywhere(tmp_path):
     with pytest.warns(SuspiciousResult) as caught:
         run = served_run(tmp_path, answer_protocol="answer-line")
@@ -324,6 +325,7 @@ def test_every_long_option_is_its_keyword_with_dashes():
             assert flag == "--" + key.replace("_", "-"), (flag, key)
 
 
+@pytest.mark.slow
 def test_the_library_writes_nothing_to_stderr_unless_logging_is_configured(tmp_path, monkeypatch):
     """A notebook has no logging configured: Python's last resort would print the default
     Listener's notes (an unknown tokenizer) to stderr."""
@@ -334,6 +336,7 @@ def test_the_library_writes_nothing_to_stderr_unless_logging_is_configured(tmp_p
     assert run.alerts == [] and last.getvalue() == ""
 
 
+@pytest.mark.slow
 def test_the_listeners_notes_still_reach_a_configured_log(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="mad_eval"):
         served_run(tmp_path)
@@ -342,6 +345,7 @@ def test_the_listeners_notes_still_reach_a_configured_log(tmp_path, caplog):
     )
 
 
+@pytest.mark.slow
 def test_results_print_short_and_show_as_a_small_table(tmp_path):
     with pytest.warns(SuspiciousResult):
         run = served_run(tmp_path, answer_protocol="answer-line")

@@ -264,6 +264,7 @@ def test_report_table_and_plot_agree(folders):
     assert (folders / "plots" / "budget.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_pairing_errors_are_one_sentence(folders):
     """No single run, one too small, the runs given the wrong way round, another model."""
     cases = [

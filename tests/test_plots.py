@@ -60,6 +60,7 @@ def overlaps(fig) -> list[tuple[str, str]]:
     return [(a, b) for (a, box_a), (b, box_b) in combinations(boxes, 2) if box_a.overlaps(box_b)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "layout, draw",
     [

@@ -136,6 +136,7 @@ def test_a_benchmark_edited_under_a_run_stops_its_resume(tmp_path, shared_data):
     )
 
 
+@pytest.mark.slow
 def test_the_judge_reads_the_questions_the_run_asked_not_the_edited_ones(tmp_path, shared_data):
     bench, _ = edited_run(tmp_path, shared_data)
     bench.unlink()  # and then gone altogether: the folder still holds everything

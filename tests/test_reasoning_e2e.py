@@ -106,6 +106,7 @@ def error_line(stderr: str) -> str:
 # --- reasoning kept apart from the final content ----------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
 def test_a_servers_reasoning_field_is_recorded_apart_and_never_graded(tmp_path, field):
     with StubServer(reply=reasoning_reply, reasoning_field=field) as server:
@@ -131,6 +132,7 @@ def tokenizer_dir(tmp_path_factory) -> Path:
     return save_chat_tokenizer(tmp_path_factory.mktemp("tok"), corpus * 20, vocab_size=400)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_think_tags_in_the_content_are_split_off_the_same_way(tmp_path, api, tokenizer_dir):
     """No reasoning parser on the server: the reasoning arrives inside the reply's text."""
@@ -163,6 +165,7 @@ def reasoning_run(tmp_path: Path, *extra: str) -> tuple[list[dict], list[dict]]:
         return turns, list(server.requests)
 
 
+@pytest.mark.slow
 def test_by_default_peers_read_the_final_content_only(tmp_path):
     turns, requests = reasoning_run(tmp_path)
     for _, prompt, peer, text in quoted_peers(requests, turns):
@@ -174,6 +177,7 @@ def test_by_default_peers_read_the_final_content_only(tmp_path):
     assert [a["quote"] for a in manifest["team"]] == ["final"] * 3
 
 
+@pytest.mark.slow
 def test_quote_full_shows_every_peers_whole_reasoning_in_a_think_block(tmp_path):
     turns, requests = reasoning_run(tmp_path, "--quote", "full")
     quotes = quoted_peers(requests, turns)
@@ -185,6 +189,7 @@ def test_quote_full_shows_every_peers_whole_reasoning_in_a_think_block(tmp_path)
     assert [a["quote"] for a in manifest["team"]] == ["full"] * 3
 
 
+@pytest.mark.slow
 def test_quote_tail_shows_only_the_end_of_each_reasoning_after_the_marker(tmp_path):
     turns, requests = reasoning_run(tmp_path, "--quote", "tail:5")
     for _, prompt, peer, text in quoted_peers(requests, turns):
@@ -218,6 +223,7 @@ def long_or_short(body: dict[str, Any]) -> str:
     return f"<think>{reasoning}</think>\n\n{final(seed)}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", ["reasoning", None])
 def test_a_reply_cut_off_in_its_reasoning_has_no_answer_and_is_counted(tmp_path, field):
     """With a reasoning field the server sends content null; without one the content is an
@@ -256,6 +262,7 @@ def test_a_reply_cut_off_in_its_reasoning_has_no_answer_and_is_counted(tmp_path,
 # --- request fields merged in: --extra-body ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_extra_body_goes_into_every_request_and_into_the_cache_key(tmp_path):
     body = json.dumps(THINKING)
     with StubServer(reply=reasoning_reply, reasoning_field="reasoning") as server:
@@ -292,6 +299,7 @@ def test_an_extra_body_goes_into_every_request_and_into_the_cache_key(tmp_path):
     assert all(extras_of(r) == other for r in third_sent)
 
 
+@pytest.mark.slow
 def test_an_extra_body_the_server_refuses_stops_the_run_before_any_turn(tmp_path):
     with StubServer(reply=reasoning_reply, refuse_fields=("top_k",)) as server:
         result = run(tmp_path, server, "--extra-body", '{"top_k": 20}')
@@ -304,6 +312,7 @@ def test_an_extra_body_the_server_refuses_stops_the_run_before_any_turn(tmp_path
     assert not turns.exists() or turns.read_text() == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("body", "model", "message"),
     [
@@ -329,6 +338,7 @@ def test_an_unusable_extra_body_is_one_sentence(tmp_path, body, model, message):
 # --- a roster: quoting and extra body per group ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_roster_groups_quote_and_extend_the_request_each_their_own_way(tmp_path):
     with StubServer(reply=reasoning_reply, reasoning_field="reasoning") as server:
         (tmp_path / "team.toml").write_text(

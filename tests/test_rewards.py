@@ -52,6 +52,7 @@ def test_compute_score_ignores_the_keywords_verl_adds():
     assert got["score"] == 1.0
 
 
+@pytest.mark.slow
 def test_verls_mean_and_maj_at_k_on_compute_scores_outputs_are_verls_stored_numbers():
     """Every question of conformance/verl_maj replayed as replies: compute_score's `acc` and
     `pred`, voted as verl votes (the most frequent pred, scored by its acc), give verl's own

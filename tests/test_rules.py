@@ -50,6 +50,7 @@ def hub_runs(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_hub_scoring_is_the_hubs_own_accuracy_by_hand(hub_runs):
     turns = turns_of(hub_runs / "h")
     metrics = json.loads((hub_runs / "h" / "metrics.json").read_text())
@@ -260,6 +261,7 @@ def test_bootstrap_maj_differs_from_the_exact_vote_on_a_tie():
     assert 0.3 < bootstrap_maj(turns) < 0.7
 
 
+@pytest.mark.slow
 def test_single_run_reports_verls_maj_at_k_next_to_the_exact_one(tmp_path):
     result = mad_eval(
         "single", "-k", "8", "--limit", "20", "--runs", "2", "--out", "s", cwd=tmp_path

@@ -101,6 +101,7 @@ def test_a_current_manifest_is_unchanged_by_the_upgrade(run: Path) -> None:
     }
 
 
+@pytest.mark.slow
 def test_each_file_name_is_spelled_once() -> None:
     """A record file's name as a string of its own appears in store/names.py only."""
     spelled = {

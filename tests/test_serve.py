@@ -457,6 +457,7 @@ def test_a_server_log_is_read_for_its_last_starts_first_error(tmp_path):
     assert first_error(log) is None
 
 
+@pytest.mark.slow
 def test_without_a_vllm_on_path_the_installed_vllm_serves_through_its_module(
     tmp_path, monkeypatch, checkpoint
 ):

@@ -94,6 +94,7 @@ def cpu_build(tmp_path, monkeypatch, flags):
     return make_checkpoint(tmp_path / "ckpt")
 
 
+@pytest.mark.slow
 def test_a_cpu_build_run_serves_with_its_settings_records_them_and_resumes_only_with_them(
     tmp_path, cpu_build
 ):

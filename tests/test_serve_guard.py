@@ -28,6 +28,7 @@ def guard(server: str, portable: bool = False) -> subprocess.Popen:
     return subprocess.Popen(command, start_new_session=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("server", "code"),
     [
@@ -42,6 +43,7 @@ def test_the_guard_ends_as_its_server_ended(server, code):
     assert group_gone(process.pid)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("portable", [False, True], ids=["sigtimedwait", "pending"])
 def test_a_stop_signal_to_the_group_ends_the_server_and_then_the_guard(portable):
     process = guard("import time; print('up', flush=True); time.sleep(600)", portable)

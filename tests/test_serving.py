@@ -119,6 +119,7 @@ def test_rate_limits_server_errors_timeouts_and_dropped_connections_are_retried(
     assert {t["seed"] % 4 for t in turns} == {0, 1, 2, 3}  # all four faults happened
 
 
+@pytest.mark.slow
 def test_a_request_that_keeps_failing_becomes_a_failed_turn_after_bounded_attempts(tmp_path):
     with StubServer(fault=lambda body, attempt: "429") as server:
         turns = served_run(tmp_path, server.base_url, "--rounds", "0")
@@ -132,6 +133,7 @@ def test_a_request_that_keeps_failing_becomes_a_failed_turn_after_bounded_attemp
     assert metrics["failed_turns"] == len(turns)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_garbled_200_bodies_are_retried_and_recovered(tmp_path, api):
     """A proxy's HTML page, cut JSON, invalid UTF-8 and an empty choice list are what a
@@ -150,6 +152,7 @@ def test_garbled_200_bodies_are_retried_and_recovered(tmp_path, api):
     assert {t["seed"] % len(bodies) for t in turns} == set(range(len(bodies)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fault", "shown"),
     [
@@ -169,6 +172,7 @@ def test_a_body_that_stays_garbled_fails_with_its_first_bytes(fault, shown):
     )
 
 
+@pytest.mark.slow
 def test_an_answer_without_text_is_an_unparsed_answer_not_a_failure(tmp_path):
     with StubServer(fault=lambda body, attempt: "nullcontent") as server:
         turns = served_run(tmp_path, server.base_url, "--rounds", "0")
@@ -181,6 +185,7 @@ def test_an_answer_without_text_is_an_unparsed_answer_not_a_failure(tmp_path):
     assert metrics["failed_turns"] == 0 and metrics["unparsed"] == 12
 
 
+@pytest.mark.slow
 def test_an_answer_from_another_model_fails_its_turn():
     with StubServer(fault=lambda body, attempt: "othermodel" if body["seed"] == 1 else None) as s:
         wrong = ask(guarded(s.base_url, base=0.01), seed=1)
@@ -200,6 +205,7 @@ def test_a_dated_snapshot_or_an_alias_of_the_model_asked_for_is_the_same_model()
     assert served_as("qwen", "qwen-sdrl", frozenset({"qwen", "qwen-sdrl"}))
 
 
+@pytest.mark.slow
 def test_an_alias_vllm_answers_under_its_first_name_is_accepted(tmp_path):
     """vllm serve M --served-model-name base sdrl lists both names with one root and names
     every answer "base"; asking for "sdrl" is asking for the same model."""
@@ -212,6 +218,7 @@ def test_an_alias_vllm_answers_under_its_first_name_is_accepted(tmp_path):
     assert all(t["error"] is None and t["served_model"] == "base" for t in turns)
 
 
+@pytest.mark.slow
 def test_a_cancelled_request_is_neither_retried_nor_recorded():
     """Cancelling a request while it fails over (here: each attempt is a dropped
     connection) stops it at once: no further attempt, no failed generation. Attempts are
@@ -288,6 +295,7 @@ def test_retry_after_is_honoured():
     assert second - first >= 0.6
 
 
+@pytest.mark.slow
 def test_refusals_are_not_retried():
     """A 400 (here: a prompt over the context length) will not pass by asking again."""
     with StubServer(max_model_len=8) as server:
@@ -354,6 +362,7 @@ def test_a_dead_replica_is_routed_around(tmp_path):
 # --- the request cache ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_second_identical_run_with_the_cache_sends_zero_requests(tmp_path):
     with StubServer() as server:
         first = served_run(tmp_path, server.base_url, "--cache", "answers.db", out="one")
@@ -384,6 +393,7 @@ def test_a_second_identical_run_with_the_cache_sends_zero_requests(tmp_path):
     assert metrics[0]["debate"] == metrics[1]["debate"] and metrics[0]["maj"] == metrics[1]["maj"]
 
 
+@pytest.mark.slow
 def test_failures_are_not_cached(tmp_path):
     with StubServer(fail_if=lambda body: body["seed"] % 5 == 0) as server:
         first = served_run(tmp_path, server.base_url, "--rounds", "0", "--cache", "c.db",
@@ -412,6 +422,7 @@ def tokenizer_dir(tmp_path_factory) -> Path:
     return save_chat_tokenizer(tmp_path_factory.mktemp("tok"), corpus, vocab_size=400)
 
 
+@pytest.mark.slow
 def test_completions_send_the_prompt_we_render_with_the_chat_template(tmp_path, tokenizer_dir):
     with StubServer(tokenizer=tokenizer_dir, max_model_len=4096) as server:
         turns = served_run(tmp_path, server.base_url, "--api", "completions",
@@ -427,6 +438,7 @@ def test_completions_send_the_prompt_we_render_with_the_chat_template(tmp_path, 
     assert manifest["prompt"]["templates"] == {f"hf:{tokenizer_dir}": CHATML}
 
 
+@pytest.mark.slow
 def test_completions_with_the_raw_template_for_base_checkpoints(tmp_path, tokenizer_dir):
     with StubServer(tokenizer=tokenizer_dir, max_model_len=4096) as server:
         turns = served_run(tmp_path, server.base_url, "--api", "completions",
@@ -438,6 +450,7 @@ def test_completions_with_the_raw_template_for_base_checkpoints(tmp_path, tokeni
     assert round0 and all(p == raw_render([{"role": "user", "content": p[:-2]}]) for p in round0)
 
 
+@pytest.mark.slow
 def test_an_own_apart_layout_goes_out_as_raw_text_counted_and_cut_exactly(tmp_path, tokenizer_dir):
     """A debate code base's layout for base checkpoints: the others' answers unlabelled, the
     agent's own apart, the question last, sent as plain text. Long replies are cut to the
@@ -511,6 +524,7 @@ def test_the_proxy_comes_from_the_environment_once_per_endpoint(monkeypatch):
     assert OpenAIBackend("m", "http://10.0.0.5:8000/v1").proxy == "http://proxy:3128"
 
 
+@pytest.mark.slow
 def test_debate_or_votes_layout_goes_out_bare_with_replies_quoted_as_written(
     tmp_path, tokenizer_dir
 ):

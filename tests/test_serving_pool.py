@@ -87,6 +87,7 @@ def test_the_plan_beats_plain_longest_first_on_its_worst_case():
     assert makespan(plan(works, [0, 1]), works, [0, 1]) == optimum_two_slots(works) == 600
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(12))
 def test_one_gpu_models_end_within_the_lpt_bound_of_the_optimum(seed):
     rng = random.Random(seed)
@@ -325,6 +326,7 @@ def test_run_pool_starts_servers_as_the_plan_simulated_and_never_past_the_pool()
     assert max(node.ends.values()) <= 1.10 * optimum_two_slots(works)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(8))
 def test_run_pool_serves_every_model_once_within_the_pool(seed):
     rng = random.Random(300 + seed)

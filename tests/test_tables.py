@@ -166,6 +166,7 @@ def test_latex_uses_booktabs_bolds_the_best_and_compiles(runs, tmp_path):
     assert (tmp_path / "doc.pdf").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_labels_name_methods_and_clashes_are_refused(runs):
     alpha, beta = runs / "alpha", runs / "beta"
     text = api.table([alpha, beta], label=[f"{alpha}=MAD", f"{beta}=MAD+SDRL"])
@@ -242,6 +243,7 @@ def test_csv_numbers_carry_no_float_noise(runs):
         assert len(digits) <= 12, number
 
 
+@pytest.mark.slow
 def test_a_folder_of_run_folders_is_read_as_the_runs_inside(runs):
     """`mad-eval table results`: every run folder below, in name order, none inside a run."""
     (runs / "results" / "exp").mkdir(parents=True)

@@ -21,6 +21,7 @@ def stub_run(tmp_path: Path, server: StubServer, *extra: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_a_conversation_template_sends_each_agent_its_own_answers_as_assistant_turns(tmp_path):
     """Round 2's request of every agent is its whole conversation: the question, its own
     round-0 and round-1 replies as assistant turns, and the others' replies in user turns."""
@@ -83,6 +84,7 @@ def test_a_users_template_file_runs_and_an_edit_is_refused_on_resume(tmp_path):
     assert f"prompt template {mine} is" in again.stderr and "rerun with the same" in again.stderr
 
 
+@pytest.mark.slow
 def test_a_bad_template_is_refused_before_any_request(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('[[round0]]\nrole = "user"\ncontent = "{{ problem }}"\n'
@@ -113,6 +115,7 @@ def gold_line(body: dict) -> str:
     return f"I think the answer is 1, but no.\nAnswer: {gold}"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="the workplace's benchmark files are not beside")
 def test_a_dapo_variant_asks_for_and_reads_an_answer_line(tmp_path):
     rows = [json.loads(line) for line in (DATA / "aime24.jsonl").read_text().splitlines()[:3]]
@@ -134,6 +137,7 @@ def test_a_dapo_variant_asks_for_and_reads_an_answer_line(tmp_path):
     assert json.loads((tmp_path / "r" / "metrics.json").read_text())["debate"] == 100.0
 
 
+@pytest.mark.slow
 def test_an_answer_protocol_the_kind_cannot_use_is_refused_before_any_request(tmp_path):
     with StubServer() as server:
         result = mad_eval(
@@ -172,6 +176,7 @@ def test_templates_lists_them_and_shows_one_rendered(tmp_path):
     assert bad.returncode == 2 and "unknown prompt template 'nope'" in bad.stderr
 
 
+@pytest.mark.slow
 def test_simulated_agents_read_the_quoted_answers_under_any_template(tmp_path):
     """The simulator gets the quoted responses as data, so a layout it has never seen runs
     offline, and (reading only answers) gives the same turns as the default layout."""
@@ -187,6 +192,7 @@ def test_simulated_agents_read_the_quoted_answers_under_any_template(tmp_path):
     assert all(found == answers["debate"] for found in answers.values())
 
 
+@pytest.mark.slow
 def test_a_roster_group_brings_its_own_template(tmp_path):
     (tmp_path / "team.toml").write_text(
         '[[agent]]\nmodel = "openai:stub-model"\ncount = 2\n\n'

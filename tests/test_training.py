@@ -357,6 +357,7 @@ def test_grpo_reward_reads_extra_info_lists():
     assert grpo_reward(texts[:2], ["A", "A"], extra_info=np.array(arrays)) == [1.0, -1.0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
 def test_pairs_from_a_single_run_hold_its_two_most_frequent_answers(tmp_path, shared_data, fmt):
     api.single(samples=8, benchmark="math500", data_dir=shared_data, limit=40, out=tmp_path / "s")
@@ -507,6 +508,7 @@ def test_first_turn_prompts_are_the_round_zero_prompts(tmp_path, shared_data):
         assert row["reward_model"]["ground_truth"] == str(source["answer"])
 
 
+@pytest.mark.slow
 def test_rewards_score_gold_solutions_plus_one_and_wrong_ones_minus_one(shared_data):
     rows = [json.loads(line) for line in (shared_data / "math500.jsonl").read_text().splitlines()]
     boxed = [r for r in rows[:60] if "\\boxed" in r["solution"]]

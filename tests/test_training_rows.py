@@ -17,6 +17,7 @@ from mad_eval.training import TrainingError, row_pair_prompt, row_question
 from mad_eval.training.rows import prompt_length
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", ["debate", "conversation", "file"])
 def test_a_first_turn_row_rebuilds_agent_zeros_round_one_prompt(
     tmp_path, shared_data, monkeypatch, template

@@ -352,6 +352,7 @@ def test_stopping_the_workers_cuts_an_extraction_short() -> None:
     assert verifier.extract("so $2$").answer == "2"
 
 
+@pytest.mark.slow
 def test_worker_killed_from_outside_is_replaced() -> None:
     assert grade(HALF, "0.5", "math").correct
     [first] = grader_pids()
@@ -361,6 +362,7 @@ def test_worker_killed_from_outside_is_replaced() -> None:
     assert second != first and reaped(first)
 
 
+@pytest.mark.slow
 def test_worker_that_cannot_start_is_one_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -393,6 +395,7 @@ def test_grader_count_defaults_to_usable_cpus(monkeypatch: pytest.MonkeyPatch) -
     assert verifier.max_graders() == 3
 
 
+@pytest.mark.slow
 def test_comparison_keeps_both_facts() -> None:
     assert compare_math("0.5", r"\frac12") == Comparison(True, False)
     assert grading.equivalent("0.5", r"\frac12") is True

@@ -26,6 +26,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory):
     return run, site
 
 
+@pytest.mark.slow
 def test_overview_numbers_are_metrics_json(demo) -> None:
     run, site = demo
     metrics = json.loads((run / "metrics.json").read_text())
@@ -147,6 +148,7 @@ def test_a_round_marks_answers_apart_from_its_most_common(demo) -> None:
     assert seen_minority  # the test means something
 
 
+@pytest.mark.slow
 def test_alerts_are_the_runs_own(tmp_path, demo) -> None:
     import shutil
 
@@ -192,6 +194,7 @@ def test_out_folder_of_other_files_is_refused(tmp_path, demo) -> None:
     assert (tmp_path / "mine.txt").read_text() == "keep me"
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_sentence(tmp_path, demo) -> None:
     run, _ = demo
     missing = mad_eval("view", str(tmp_path / "nope"), cwd=tmp_path)
@@ -212,6 +215,7 @@ def test_cli_errors_are_one_sentence(tmp_path, demo) -> None:
     assert made.returncode == 0 and (tmp_path / "s" / "index.html").exists()
 
 
+@pytest.mark.slow
 def test_judged_run_carries_verdicts_and_critique(tmp_path) -> None:
     run = sim_run(tmp_path / "run", limit=4, agents=3, rounds=1)
     api.judge(run, "sim-judge")
@@ -252,6 +256,7 @@ def test_markdown_tables_render_with_their_formulas() -> None:
     assert "<td>&lt;b&gt;b&lt;/b&gt;</td>" in html
 
 
+@pytest.mark.slow
 def test_a_folder_of_runs_shows_every_run_below_it(tmp_path) -> None:
     for name in ("b", "a"):
         sim_run(tmp_path / "results" / "exp" / name, limit=3, agents=2, rounds=1)

@@ -369,3 +369,24 @@ def test_the_judge_reads_a_reasoning_agents_reasoning_and_final_content(tmp_path
         assert request["chat_template_kwargs"] == {"enable_thinking": False}
     assert all(v["setting"]["extra_body"] == json.loads(body) for v in verdicts_of(run_dir))
     assert refused.returncode == 2 and "extra body" in refused.stderr
+
+
+def test_a_run_that_has_just_begun_is_in_use_not_missing(tmp_path):
+    """A run holds its folder's lock before it writes manifest.json: a judge started in that
+    moment is told the folder is in use (as once the manifest is there), not that it holds no
+    run; a plain folder gets no lock file planted by the check."""
+    from mad_eval.store.files import StoreError
+    from mad_eval.store.folder import FolderLock
+
+    (tmp_path / "r").mkdir()
+    holder = FolderLock(tmp_path / "r")
+    holder.acquire()
+    try:
+        with pytest.raises(StoreError, match=r"r is in use by another mad-eval process \(PID "):
+            api.judge(tmp_path / "r", "sim-judge")
+    finally:
+        holder.release()
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(StoreError, match="is not a run directory"):
+        api.judge(tmp_path / "plain", "sim-judge")
+    assert list((tmp_path / "plain").iterdir()) == []

@@ -18,7 +18,8 @@ from mad_eval.settings.config import ConfigError, RunConfig, operational_default
 from mad_eval.settings.keywords import as_text, check_names, check_types, endpoints
 from mad_eval.settings.roster import parse_extra_body
 from mad_eval.store.files import StoreError
-from mad_eval.store.folder import RunStore
+from mad_eval.store.folder import FolderLock, RunStore
+from mad_eval.store.names import LOCK_FILE
 from mad_eval.words import counted
 
 
@@ -47,6 +48,12 @@ async def judge_run(
         body or None,
     )
     store = RunStore(root)
+    if not store.holds_run(root) and (store.root / LOCK_FILE).is_file():
+        # A run that has just begun holds its lock before it writes its manifest: say the
+        # folder is in use, not that it holds no run.
+        probe = FolderLock(store.root)
+        probe.acquire()
+        probe.release()
     manifest = store.manifest()
     turns = store.turns()
     total = manifest.config.rounds

@@ -408,6 +408,28 @@ class Grading(typing.Protocol):
     def timed_out(self) -> bool: ...
 
 
+@dataclass(slots=True)
+class Stop(JsonLine):
+    """A debate its protocol ended before its last round: a line of stops.jsonl. Its later
+    rounds have no turns; every number takes its answers of `round` as its final ones."""
+
+    SHARED = ("question",)
+
+    run: int
+    question: str
+    round: int  # the last round it spoke in
+    why: str  # the protocol's reason, one sentence
+
+    @property
+    def key(self) -> TurnKey:
+        """Where --retry-failed finds it: its debate's key, agent -1 (no agent's)."""
+        return (self.run, self.question, self.round, -1)
+
+    @property
+    def debate(self) -> tuple[int, str]:
+        return (self.run, self.question)
+
+
 @dataclass(frozen=True)
 class Setting:
     """What decides a verdict besides the prompt: one judge.jsonl holds one setting."""

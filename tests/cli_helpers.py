@@ -117,6 +117,11 @@ def turns_of(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "turns.jsonl").read_text().splitlines()]
 
 
+def turns_by_key(run_dir: Path) -> dict[tuple, dict]:
+    """A run folder's turns by (run, question, round, agent)."""
+    return {(t["run"], t["question"], t["round"], t["agent"]): t for t in turns_of(run_dir)}
+
+
 def without_timing(turns: list[dict]) -> list[dict]:
     """Turns in key order, less what timing decides: latency, and the numbers of wrong
     answers' classes (given in grading order; renumbered here in round and agent order, so

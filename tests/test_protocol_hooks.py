@@ -47,8 +47,8 @@ class Brief(Decentralized):
 
     name = "brief"
 
-    def stop(self, rounds: Sequence[Sequence[Turn]]) -> bool:
-        return len(rounds) == 2
+    def stop(self, rounds: Sequence[Sequence[Turn]]) -> str | None:
+        return "it is brief" if len(rounds) == 2 else None
 
 
 class Judged(Decentralized):

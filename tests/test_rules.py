@@ -149,12 +149,12 @@ def test_summaries_use_the_consensus_rule_by_default_and_may_use_the_hub():
 
 def test_unknown_rules_and_hub_scoring_without_a_hub_are_refused():
     with pytest.raises(
-        ValueError, match=r"unknown scoring rule 'best'; known: plurality, hub, consensus\."
+        ValueError, match=re.escape(f"unknown scoring rule 'best'; known: {', '.join(RULES)}.")
     ):
         get_rule("best")
     with pytest.raises(ValueError, match=r"'plurlity' \(did you mean 'plurality'\?\)"):
         get_rule("plurlity")
-    assert set(RULES) == {"plurality", "hub", "consensus"}
+    assert {"plurality", "hub", "consensus", "unanimity", "borda"} <= set(RULES)
     with pytest.raises(ProtocolError, match="centralized: unknown scoring rule 'best'"):
         check_protocol(resolve("centralized:score=best").protocol, 3)
 
@@ -183,7 +183,8 @@ def test_unknown_rules_and_hub_scoring_without_a_hub_are_refused():
 def test_the_cli_refuses_an_unknown_rule_in_one_sentence(tmp_path):
     result = mad_eval("run", "--protocol", "centralized:score=best", "--limit", "2", cwd=tmp_path)
     assert result.returncode == 2
-    assert "unknown scoring rule 'best'; known: plurality, hub, consensus." in result.stderr
+    known = ", ".join(RULES)
+    assert f"unknown scoring rule 'best'; known: {known}." in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -202,7 +203,7 @@ def test_the_manifest_names_the_rule_and_old_runs_keep_theirs(tmp_path):
     hub0 = [t for t in turns if t.agent == 0 and t.round == 0]
     assert run.metrics["maj"] == pytest.approx(100 * sum(bool(t.correct) for t in hub0) / len(hub0))
     for protocol, message in (
-        ({"score": "best"}, "names scoring rule 'best', not one of: plurality, hub, consensus."),
+        ({"score": "best"}, f"names scoring rule 'best', not one of: {', '.join(RULES)}."),
         ({"score": "hub", "hub": None}, "names scoring rule 'hub', but its protocol has no hub."),
     ):
         manifest["protocol"] |= protocol

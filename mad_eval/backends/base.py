@@ -73,6 +73,9 @@ class Request:
     # Fields merged into the request as the server takes them (top_k, chat_template_kwargs,
     # stop, ...): --extra-body and a roster group's extra_body.
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+    # What the prompt asks the reply to state besides its answer (voting.statements): the
+    # simulated agents write it from their beliefs; a model reads the prompt's sentence.
+    asks: tuple[str, ...] = ()
 
 
 @dataclass

@@ -35,6 +35,7 @@ from mad_eval.grading.kinds import Kind, get_kind
 from mad_eval.grading.kinds.math import numbers_near
 from mad_eval.grading.kinds.summary import summaries as summary_extracts
 from mad_eval.records import Question
+from mad_eval.voting.statements import POINTS, STATEMENTS
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class SimParams:
     delay: float = 0.0  # seconds each generation takes, to mimic a server
     words: int = 0  # words of working written before the answer, to exercise context budgets
     think: int = 0  # 1: wrap that working in <think>...</think>, as reasoning models do
+    end: float = 0.6  # a judge's verdict ends the debate once its belief in its answer reaches it
 
     @classmethod
     def parse(cls, text: str) -> SimParams:
@@ -80,6 +82,7 @@ class SimParams:
             (self.delay >= 0, "delay must be >= 0"),
             (self.words >= 0, "words must be >= 0"),
             (self.think in (0, 1), "think must be 0 or 1"),
+            (0.0 <= self.end <= 1.0, "end must lie in [0, 1]"),
         ]
         for ok, message in checks:
             if not ok:
@@ -138,8 +141,11 @@ class SimBackend(Backend):
             alpha = alpha + beta + p.w * counts
 
         theta = rng.dirichlet(alpha)
-        answer = options[int(rng.choice(k, p=theta))]
+        chosen = int(rng.choice(k, p=theta))
+        answer = options[chosen]
         text = _reply(answer, len(peers), q)
+        if request.asks:
+            text += "\n" + "\n".join(_stated(request.asks, theta, options, chosen, p.end))
         words = _working(p.words, rng) + text.split(" ")  # keeps "\nSummary:" one word
         if p.think and p.words:
             words[0] = "<think>" + words[0]
@@ -157,6 +163,34 @@ class SimBackend(Backend):
         if generation.reasoning:
             generation.reasoning_tokens = min(p.words, limit)
         return generation
+
+
+def _stated(
+    asks: tuple[str, ...], theta: np.ndarray, options: tuple[str, ...], chosen: int, end: float
+) -> list[str]:
+    """The lines stating what the prompt asks for, from the belief `theta` the answer was
+    drawn from (no further draw, so a run's answers are those of a run that asks nothing):
+    its confidence is theta of its answer; it approves of every answer it believes at least
+    half as much; it ranks and spreads 10 points by belief; a judge ends the debate once its
+    belief in its answer reaches `end`."""
+    order = [int(i) for i in np.argsort(-theta, kind="stable")]
+    values = {
+        "confidence": float(theta[chosen]),
+        "approval": [options[i] for i in order if theta[i] >= theta[chosen] / 2],
+        "ranking": [options[i] for i in order],
+        "points": _points(theta, options, order),
+        "verdict": "end" if theta[chosen] >= end else "continue",
+    }
+    return [STATEMENTS.get(name).write(values[name]) for name in asks]
+
+
+def _points(theta: np.ndarray, options: tuple[str, ...], order: list[int]) -> list[tuple[str, int]]:
+    """10 points over the three most believed answers, in proportion, rounded down."""
+    top = order[:3]
+    mass = float(sum(theta[i] for i in top)) or 1.0
+    found = [(options[i], int(POINTS * theta[i] / mass)) for i in top]
+    given = [(answer, points) for answer, points in found if points > 0]
+    return given or [(options[top[0]], POINTS)]
 
 
 def _reply(answer: str, peers: int, question: Question) -> str:

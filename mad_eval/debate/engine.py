@@ -24,7 +24,7 @@ from mad_eval.debate.seats import Seat
 from mad_eval.grading import grader as grading
 from mad_eval.grading.kinds import get_kind
 from mad_eval.protocols import Protocol
-from mad_eval.records import Question, Turn, TurnKey, derive_seed, messages_hash
+from mad_eval.records import Question, Stop, Turn, TurnKey, derive_seed, messages_hash
 from mad_eval.settings.config import RunConfig
 from mad_eval.settings.templates import Template, load_template
 from mad_eval.voting.groups import AnswerClasses
@@ -46,6 +46,8 @@ class Engine:
         on_turn: Callable[[Turn], None],
         on_progress: Callable[[int], None] = lambda turns: None,
         templates: Mapping[str, Template] | None = None,
+        stops: Mapping[tuple[int, str], Stop] | None = None,
+        on_stop: Callable[[Stop], None] = lambda stop: None,
     ):
         if any(seat.agent.max_tokens is None for seat in seats):
             raise ValueError("resolve max_tokens (the benchmark's budget) before running")
@@ -55,6 +57,8 @@ class Engine:
         self.done = done
         self.on_turn = on_turn
         self.on_progress = on_progress
+        self.stops = dict(stops or {})  # the debates recorded as ended early
+        self.on_stop = on_stop
         # The prompt templates the protocol's roles name, by name (loaded when missing).
         self.templates = dict(templates or {})
         # Replies are recorded as written only where someone reads them so (--quote verbatim).
@@ -81,16 +85,24 @@ class Engine:
                 turns = await self.wave(run, question, round_, wave, rounds, said, classes)
                 said.update(zip(wave, turns, strict=True))
             rounds.append([said[agent] for agent in range(n)])
-            if round_ < last and self.protocol.stop(rounds):
+            why = self.protocol.stop(rounds) if round_ < last else None
+            if why:
+                if (run, question.id) not in self.stops:
+                    stop = Stop(run, question.id, round_, stop_reason(self.protocol, why))
+                    self.stops[(run, question.id)] = stop
+                    self.on_stop(stop)
                 self.on_progress(n * (last - round_))  # the rounds it ends without
                 break
         return rounds[-1]
 
     def finished(self, run: int, question: Question) -> bool:
-        """Whether every turn of a debate is recorded (its records are not read)."""
+        """Whether every turn of a debate is recorded, to its last round or to the round
+        it was recorded to stop after (its records are not read)."""
+        stop = self.stops.get((run, question.id))
+        last = self.config.rounds if stop is None else stop.round
         return all(
             (run, question.id, round_, seat.agent.index) in self.done
-            for round_ in range(self.config.rounds + 1)
+            for round_ in range(last + 1)
             for seat in self.seats
         )
 
@@ -128,6 +140,9 @@ class Engine:
         """The agent's seat, its speaker as the protocol's role for the round says."""
         seat = self.seats[agent]
         role = self.protocol.role(agent, round_, len(self.seats))
+        asks = tuple(self.protocol.asks(agent, round_, len(self.seats)))
+        if asks != seat.speaker.asks:
+            seat = replace(seat, speaker=replace(seat.speaker, asks=asks))
         if role is None:
             return seat
         speaker = seat.speaker
@@ -255,7 +270,9 @@ class Engine:
         state = own.state if own is not None else None
         quoted = tuple(ask.read[j].text or "" for j in ask.sees)
         messages = ask.prompt.messages  # type: ignore[union-attr]
-        request = Request(messages, sampling, question, state, quoted, agent.extra_body)
+        request = Request(
+            messages, sampling, question, state, quoted, agent.extra_body, ask.seat.speaker.asks
+        )
         return await ask.seat.backend.generate(request)
 
     @staticmethod
@@ -286,6 +303,11 @@ class Ask:
     read: Mapping[int, Turn]  # the replies it could read, by agent (its own previous too)
     prompt: Fitted | ContextError | None  # None: the turn is recorded already
     prefix: int | None = None  # tokens shared with an earlier prompt of its wave
+
+
+def stop_reason(protocol: Protocol, why: str | bool) -> str:
+    """The sentence a stop records: the protocol's own, or one naming it."""
+    return why if isinstance(why, str) else f"{protocol.name} ended the debate"
 
 
 async def grade(generation: Generation, question: Question) -> grading.Grade:

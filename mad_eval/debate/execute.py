@@ -149,6 +149,8 @@ async def execute(jobs: list[Job], listener: Listener, close: bool = True) -> No
                         done,
                         job.store.append,
                         templates=plan.templates,
+                        stops=job.store.stops(),
+                        on_stop=job.store.append_stop,
                     )
                     engine.on_progress = advances[0]
                     opened[id(engine)] = job

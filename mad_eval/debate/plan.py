@@ -34,7 +34,7 @@ from mad_eval.debate.context import (
     TokenCounter,
     load_counter,
 )
-from mad_eval.debate.prompts import Speaker
+from mad_eval.debate.prompts import Speaker, build_prompt
 from mad_eval.debate.seats import Seat
 from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.grader import check_answer_protocol
@@ -61,6 +61,7 @@ from mad_eval.settings.roster import (
 )
 from mad_eval.settings.templates import Template, builtin_templates, check_template, load_template
 from mad_eval.voting.rules import default_rule
+from mad_eval.voting.statements import STATEMENTS, instructions
 
 DEFAULT_AGENTS = 5
 # Agents share a backend when they share a model, its endpoints, its tokenizer, and the
@@ -340,6 +341,7 @@ def make_plan(
     _check_protocol(config, choice)
     templates = _templates(config, choice, shared)
     _check_agents(config, templates)
+    _check_asks(config, choice, templates)
     spec, questions, answer = _questions(config, asked.data_dir, shared)
     config = replace(config, max_tokens=config.max_tokens or spec.max_tokens)
     if fresh and config.cache:
@@ -426,6 +428,37 @@ def _check_agents(config: RunConfig, templates: Mapping[str, Template]) -> None:
                 f"agent {agent.index} ({agent.model}) takes no extra body fields: --extra-body "
                 "and extra_body are for servers and in-process vLLM."
             )
+
+
+def _check_asks(config: RunConfig, choice: Choice, templates: Mapping[str, Template]) -> None:
+    """Every agent whose reply must state something for the decision or the stop rule
+    (protocols.Protocol.asks) is asked for it by its template: a template that never shows
+    {{ answer_format }} would leave the rule reading only fallbacks."""
+    protocol, n = choice.protocol, config.agents
+    for agent in config.team():
+        for round_ in range(min(config.rounds, 1) + 1):
+            asks = protocol.asks(agent.index, round_, n)
+            if not asks:
+                continue
+            role = protocol.role(agent.index, round_, n)
+            ref = role.template if role and role.template else agent.prompt_template
+            template = templates.get(ref) or load_template(ref)
+            unknown = [name for name in asks if name not in STATEMENTS]
+            if unknown:
+                raise ConfigError(
+                    f"{config.protocol} asks agent {agent.index} for {unknown[0]!r}, which is "
+                    f"no statement mad-eval reads; known: {', '.join(STATEMENTS)}."
+                )
+            speaker = Speaker(template, agent.index, n, asks=tuple(asks))
+            probe = Question("probe", "?", "0")
+            messages = build_prompt(speaker, probe, [], [], Fitter(EstimateCounter()), None)
+            if instructions(asks) not in "\n".join(m["content"] for m in messages.messages):
+                raise ConfigError(
+                    f"{config.protocol} reads {' and '.join(asks)} from agent {agent.index}'s "
+                    f"replies, but prompt template {template.path} never asks for it: it does "
+                    "not show {{ answer_format }}, where the request is written; use a "
+                    "template that does."
+                )
 
 
 def _questions(

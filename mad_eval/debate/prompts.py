@@ -25,6 +25,7 @@ from mad_eval.grading.reasoning import (
 from mad_eval.grading.rubric import JUDGE_CRITERIA
 from mad_eval.records import Messages, Question, Turn
 from mad_eval.settings.templates import Quote, Step, Template, common_data
+from mad_eval.voting.statements import instructions
 
 # The tags prompts quote model text between: the debate's responses, and the judge's
 # context and reply. Quoted text holding one has its "<" escaped, visibly, so no reply can
@@ -57,6 +58,7 @@ class Speaker:
     hub: bool = False
     quote: Quoting = FINAL
     hub_agent: int | None = None  # the protocol's hub, when it has one
+    asks: tuple[str, ...] = ()  # what its reply must state besides the answer (statements)
 
 
 @dataclass(frozen=True)
@@ -87,9 +89,12 @@ def build_prompt(
     it reads, in order) and, for a template with history, its whole conversation so far.
     The engine, the judge's replay and the training pairs all build prompts here."""
     template, agent = speaker.template, speaker.agent
+    asked = answer_format(question.kind, question.answer)
+    if speaker.asks:
+        asked = f"{asked} {instructions(speaker.asks)}"
     common = common_data(
         question.text,
-        answer_format(question.kind, question.answer),
+        asked,
         agent,
         speaker.agents,
         speaker.persona,

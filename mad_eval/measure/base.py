@@ -29,13 +29,15 @@ Section = tuple[str, int, Callable[[int], dict[str, Any]]]
 class ScoredRound:
     """One round of one debate as the tally saw it: its turns that did not fail (by agent),
     their answer groups (a voted kind's only), whether the system's answer was right (None:
-    not scored, or a summary), whether the rule scored the round, and the turn it picked."""
+    not scored, or a summary), whether the rule scored the round, and the turn it picked.
+    `carried`: a round after its protocol ended the debate, the last spoken one's again."""
 
     live: list[Turn]
     groups: list[list[Turn]]
     vote: bool | None
     scored: bool = False
     picked: Turn | None = None
+    carried: bool = False
 
     @property
     def unanimous(self) -> bool:
@@ -53,6 +55,12 @@ class Debate:
     rounds: dict[int, ScoredRound]  # in round order
     scoring: Scoring
     same: Same
+
+    def spoken(self, r: int) -> int:
+        """The round whose answers stand for round `r`: `r`, or the last one spoken where
+        its protocol ended the debate before `r`."""
+        stopped = self.scoring.stopped(self.run, self.question)
+        return r if stopped is None else min(r, stopped)
 
 
 @dataclass

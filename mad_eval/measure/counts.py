@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
 
 import numpy as np
 
@@ -118,6 +119,10 @@ def scored_rounds(
     for r in sorted({t.round for t in turns if t.round <= scoring.rounds}):
         live = [t for t in ordered if t.round == r and not t.failed]
         found[r] = _round(run, qid, r, live, scoring, decide)
+    stopped = scoring.stopped(run, qid)
+    if stopped is not None and stopped in found:  # its answers there are its final ones
+        for r in range(stopped + 1, scoring.rounds + 1):
+            found[r] = replace(found[stopped], carried=True)
     return found
 
 

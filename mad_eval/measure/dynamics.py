@@ -67,7 +67,7 @@ def count_dynamics(
         anyone = any(t.correct for r in rounds.values() for t in r.live)
         add("oracle", anyone and not final.vote, 1)
     for r in range(1, last + 1):
-        if r - 1 in rounds and r in rounds:
+        if r - 1 in rounds and r in rounds and not rounds[r].carried:  # no move after a stop
             _conformity(rounds[r - 1], rounds[r], r, same, add)
     _stop(turns, rounds, last, add)
 

@@ -3,8 +3,8 @@ and formula: its agents, rounds, voters, kind, seed, hub and scoring rule."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Self
 
 from mad_eval.grading.grader import same_answer
@@ -15,6 +15,7 @@ from mad_eval.voting.groups import Same
 from mad_eval.voting.rules import RULES, default_rule
 
 if TYPE_CHECKING:
+    from mad_eval.records import Stop
     from mad_eval.store.manifest import RunManifest
 
 
@@ -31,6 +32,9 @@ class Scoring:
     hub: int | None = None
     rule: str = ""  # the scoring rule (voting.rules.RULES); "" : the kind's default
     answer: str | None = None  # the answer protocol; None: the kind's default
+    # The last round of each debate its protocol ended early, by (run, question): its
+    # answers there count as its answers of every later round (stops.jsonl).
+    stops: Mapping[tuple[int, str], int] = field(default_factory=dict, compare=False)
 
     @property
     def same(self) -> Same:
@@ -52,11 +56,18 @@ class Scoring:
         default rule, with no hub."""
         return replace(self, agents=len(members), voters=tuple(members), hub=None, rule="")
 
+    def stopped(self, run: int, question: str) -> int | None:
+        """The round a debate was ended after, or None where it went to the last round."""
+        return self.stops.get((run, question))
+
     @classmethod
-    def from_manifest(cls, manifest: RunManifest) -> Self:
-        """A run's scoring, from its manifest: the one place a reader takes it from. The
-        rule is the one the protocol named (`score`), else, as for every run made before
-        rules existed, the kind's default; a rule the manifest cannot have is a StoreError."""
+    def from_manifest(
+        cls, manifest: RunManifest, stops: Mapping[tuple[int, str], Stop] | None = None
+    ) -> Self:
+        """A run's scoring, from its manifest and its stops (RunStore.stops): the one place
+        a reader takes it from. The rule is the one the protocol named (`score`), else, as
+        for every run made before rules existed, the kind's default; a rule the manifest
+        cannot have is a StoreError."""
         named, hub = manifest.protocol.score, manifest.protocol.hub
         if named is not None and named not in RULES:
             known = ", ".join(RULES)
@@ -77,4 +88,5 @@ class Scoring:
             hub=hub,
             rule=named or "",
             answer=manifest.benchmark.answer,
+            stops={debate: stop.round for debate, stop in (stops or {}).items()},
         )

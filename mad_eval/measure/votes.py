@@ -44,7 +44,8 @@ def count(debate: Debate, add: Add) -> None:
         if scoring.hub is not None:
             # A failed hub turn is a wrong answer in every hub number, as the hub rule
             # scores it: hub_accuracy and a hub-scored vote_accuracy are one number.
-            mine = [t for t in debate.turns if t.round == r and t.agent == scoring.hub]
+            spoken = debate.spoken(r)
+            mine = [t for t in debate.turns if t.round == spoken and t.agent == scoring.hub]
             add(f"hub{r}", sum(bool(t.correct) and not t.failed for t in mine), len(mine))
         live = found.live
         if not live:
@@ -57,6 +58,8 @@ def count(debate: Debate, add: Add) -> None:
         add(f"entropy{r}", entropy_bits(live, found.groups), 1)
         pairs = list(combinations(right, 2))
         add(f"agree{r}", sum(a == b for a, b in pairs), len(pairs))
+        if found.carried:
+            continue  # nothing was written in it: the lengths are the spoken rounds'
         for t in live:
             if t.completion_tokens is not None:
                 add(f"len_right{r}" if t.correct else f"len_wrong{r}", t.completion_tokens, 1)
@@ -71,6 +74,8 @@ def count(debate: Debate, add: Add) -> None:
             seen[t.agent][t.round] = t
     for rounds in seen.values():
         for r in range(1, scoring.rounds + 1):
+            if r not in rounds and debate.spoken(r) in rounds:  # ended before r: it stays
+                rounds[r] = rounds[debate.spoken(r)]
             if r - 1 in rounds and r in rounds:
                 before, after = bool(rounds[r - 1].correct), bool(rounds[r].correct)
                 add(f"c2i{r}", before and not after, 1)

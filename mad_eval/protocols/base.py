@@ -84,11 +84,42 @@ class Protocol(ABC):
         prompt template, in every round."""
         return None
 
-    def stop(self, rounds: Sequence[Sequence[Turn]]) -> bool:
-        """Whether a debate ends after its last round so far (`rounds`: each round's turns
-        in agent order, round 0 first) rather than going on to --rounds; never asked after
-        the last round. Decide from the turns alone, so a resumed debate stops where it did."""
-        return False
+    def stop(self, rounds: Sequence[Sequence[Turn]]) -> str | None:
+        """Why a debate ends after its last round so far (`rounds`: each round's turns in
+        agent order, round 0 first) rather than going on to --rounds, in one sentence
+        (stops.jsonl records it); None: it goes on. Never asked after the last round.
+        Decide from the turns alone, so a resumed debate stops where it did. By default a
+        consensus rule (score=unanimity, supermajority) ends it once its voters agree."""
+        decision = self.decision(len(rounds[-1]))
+        rule = get_rule(decision.rule) if decision.rule else None
+        if rule is None or rule.ends is None:
+            return None
+        live = [t for t in rounds[-1] if not t.failed]
+        if not rule.reached(live, decision.voters, _same_text):
+            return None
+        return f"the voters reached {rule.name} in round {len(rounds) - 1}"
+
+    def stop_rule(self, n_agents: int) -> str | None:
+        """What ends this protocol's debates early, in a few words (None: nothing does):
+        an overridden `stop`, or a consensus decision rule."""
+        if type(self).stop is not Protocol.stop:
+            return f"{self.name} ends debates early"
+        return self.consensus_stop(n_agents)
+
+    def consensus_stop(self, n_agents: int) -> str | None:
+        """What ends a debate once its voters agree (a consensus rule), or None."""
+        rule = self.decision(n_agents).rule
+        if rule and get_rule(rule).ends is not None:
+            return f"score={rule} ends a debate once its voters agree"
+        return None
+
+    def asks(self, agent: int, round_: int, n_agents: int) -> list[str]:
+        """What `agent`'s reply must state in round `round_` besides its answer
+        (voting.statements): by default what the decision rule reads from its voters."""
+        decision = self.decision(n_agents)
+        if decision.rule is None or agent not in decision.voters:
+            return []
+        return list(get_rule(decision.rule).needs)
 
     def decision(self, n_agents: int) -> Decision:
         """How the debate's answer is chosen: `score` over the answers of `voters`, `hub`
@@ -113,6 +144,11 @@ class Protocol(ABC):
             if hasattr(self, parameter.name):
                 found[parameter.name] = getattr(self, parameter.name)
         return found
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Answers the engine gave no class (a kind that is not voted): equal text is agreement."""
+    return " ".join(a.split()) == " ".join(b.split())
 
 
 def check_protocol(protocol: Protocol, n_agents: int, rounds: int = 0) -> None:
@@ -150,10 +186,15 @@ def check_protocol(protocol: Protocol, n_agents: int, rounds: int = 0) -> None:
         except ValueError as exc:
             raise ProtocolError(f"{label}: {exc}") from None
         if rule.needs_hub and decision.agent is None:
-            raise ProtocolError(
-                f"score={decision.rule} needs a protocol with a hub, such as centralized; "
-                f"{label} has none."
+            who = (
+                "a judge, such as judged" if rule.name == "judge" else "a hub, such as centralized"
             )
+            raise ProtocolError(
+                f"score={decision.rule} needs a protocol with {who}; {label} has none."
+            )
+    ends = protocol.stop_rule(n_agents) if rounds == 0 else None
+    if ends:
+        raise ProtocolError(f"{ends}, which needs debate rounds: pass --rounds 1 or more.")
 
 
 def role_templates(protocol: Protocol, n_agents: int, rounds: int) -> list[str]:

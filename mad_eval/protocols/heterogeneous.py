@@ -52,8 +52,18 @@ class Heterogeneous(Protocol):
     def role(self, agent: int, round_: int, n_agents: int) -> Role | None:
         return self.topology.role(agent, round_, n_agents)
 
-    def stop(self, rounds: Sequence[Sequence[Turn]]) -> bool:
-        return self.topology.stop(rounds)
+    def stop(self, rounds: Sequence[Sequence[Turn]]) -> str | None:
+        # Its own score (a consensus rule) is this instance's, not the topology's.
+        return self.topology.stop(rounds) if self.topology_stops else super().stop(rounds)
+
+    def stop_rule(self, n_agents: int) -> str | None:
+        if self.topology_stops:
+            return self.topology.stop_rule(n_agents)
+        return self.consensus_stop(n_agents)
+
+    @property
+    def topology_stops(self) -> bool:
+        return type(self.topology).stop is not Protocol.stop
 
     def params(self) -> dict[str, Any]:
         # The roster is recorded with the run's team, not here.

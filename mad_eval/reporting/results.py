@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -17,7 +17,7 @@ from mad_eval.measure.prices import Price, Prices
 from mad_eval.measure.schema import formulas
 from mad_eval.measure.scoring import Scoring
 from mad_eval.measure.tallies import Tallies
-from mad_eval.records import Turn, Verdict
+from mad_eval.records import Stop, Turn, Verdict
 from mad_eval.sanitize import valid_text, valid_value
 from mad_eval.settings.config import RecordedConfig, is_single
 from mad_eval.store.files import StoreError
@@ -165,8 +165,8 @@ class Run:
 
     @functools.cached_property
     def scoring(self) -> Scoring:
-        """How its answers are scored, read once from its manifest."""
-        return Scoring.from_manifest(self.manifest)
+        """How its answers are scored, read once from its manifest and its stops."""
+        return Scoring.from_manifest(self.manifest, RunStore(self.root).stops())
 
     @functools.cached_property
     def escaping(self) -> str:
@@ -272,6 +272,7 @@ def measure(
     verdicts: list[Verdict] | None = None,
     prices: Prices | None = None,
     sinks: Sequence[Sink] = (),
+    stops: Mapping[tuple[int, str], Stop] | None = None,
 ) -> tuple[Tallies, dict[str, Any], Totals]:
     """The run's counts per question, its metrics.json and its plain sums, from its records
     alone: its turns, read a debate at a time (each also handed to `sinks`), and, when it
@@ -283,7 +284,7 @@ def measure(
     measuring = Measuring(
         debates.runs,
         debates.questions,
-        Scoring.from_manifest(manifest),
+        Scoring.from_manifest(manifest, stops),
         groups=groups,
         price=price,
         judge_price=judge_price,
@@ -314,7 +315,8 @@ def load_run(
         raise StoreError(f"{store.turns_path} holds no turns yet; nothing to report.")
     verdicts = store.verdicts(shape)
     sinks = keep(manifest) if keep is not None else []
-    found, metrics, totals = measure(manifest, debates, verdicts, prices, sinks)
+    stops = store.stops(shape)
+    found, metrics, totals = measure(manifest, debates, verdicts, prices, sinks, stops)
     if shape.grades is None:  # no golds to hold its verdicts to
         metrics["alerts"] = [*metrics["alerts"], UNCHECKED]
     failed = totals.total("failed_sent")

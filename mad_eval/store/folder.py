@@ -1,8 +1,9 @@
 """One run folder (store.names spells its files): manifest.json (manifest.py), questions.jsonl
-(questions.py), append-only turns.jsonl (the source of truth, read by lines.py), metrics.json,
-and judge.jsonl when its debate turns have been judged; superseded/ holds the records that
---retry-failed replaced, and .lock marks the one process writing to the folder. Every reader
-outside the store asks a RunStore's methods, never a path."""
+(questions.py), append-only turns.jsonl (the source of truth, read by lines.py), stops.jsonl
+where a protocol ended debates early, metrics.json, and judge.jsonl when its debate turns
+have been judged; superseded/ holds the records that --retry-failed replaced, and .lock
+marks the one process writing to the folder. Every reader outside the store asks a
+RunStore's methods, never a path."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mad_eval.foreign import read_json
-from mad_eval.records import JsonLine, Question, Setting, Turn, TurnKey, Verdict, shown
+from mad_eval.records import JsonLine, Question, Setting, Stop, Turn, TurnKey, Verdict, shown
 from mad_eval.sanitize import redact
 from mad_eval.settings.config import RunConfig
 from mad_eval.settings.templates import TemplateError, check_recorded
@@ -49,6 +50,7 @@ from mad_eval.store.names import (
     MANIFEST_FILE,
     METRICS_FILE,
     QUESTIONS_FILE,
+    STOPS_FILE,
     SUPERSEDED,
     TURNS_FILE,
 )
@@ -151,11 +153,13 @@ class RunStore:
         self.manifest_path = self.root / MANIFEST_FILE
         self.questions_path = self.root / QUESTIONS_FILE
         self.turns_path = self.root / TURNS_FILE
+        self.stops_path = self.root / STOPS_FILE
         self.judge_path = self.root / JUDGE_FILE
         self.metrics_path = self.root / METRICS_FILE
         self.superseded_path = self.root / SUPERSEDED
         self.lock = FolderLock(self.root)
         self._file: RecordFile | None = None
+        self._stops: RecordFile | None = None
 
     @staticmethod
     def holds_run(folder: Path | str) -> bool:
@@ -201,6 +205,24 @@ class RunStore:
         that does not belong to the run is a StoreError naming its line."""
         found = read_records(self.turns_path, Turn.from_json, "a turn record", repair, self.shape())
         return list({turn.key: turn for turn in found}.values())  # a repeated key keeps the last
+
+    def stops(self, shape: RunShape | None = None) -> dict[tuple[int, str], Stop]:
+        """The debates its protocol ended early, by (run, question) (none for a run whose
+        debates all went to the last round, or one recorded before stops were); with
+        `shape`, a stop of no debate of the run is a StoreError naming its line."""
+        if not self.stops_path.exists():
+            return {}
+        found = {}
+        for number, stop in enumerate(
+            read_records(self.stops_path, Stop.from_json, "a stop record"), 1
+        ):
+            if shape is not None:
+                problem = shape.problem((stop.run, stop.question, stop.round, 0))
+                if problem is not None or stop.round >= shape.rounds:
+                    why = problem or f"round {stop.round} is the run's last or past it"
+                    raise StoreError(f"{self.stops_path}, line {number}: {why}.")
+            found[stop.debate] = stop  # a repeated debate keeps the last
+        return found
 
     def verdicts(self, shape: RunShape | None = None) -> list[Verdict]:
         """The judge's latest verdict of each turn (none before it judged)."""
@@ -263,6 +285,8 @@ class RunStore:
             grades = grades_of({q.id: q.gold for q in questions}, *graded_as(questions))
             shape = RunShape(config.runs, config.rounds, config.agents, ids, grades)
             done = self.index(repair=True, shape=shape)
+            if self.stops_path.exists():  # a partial last line, cut before appending
+                read_records(self.stops_path, Stop.from_json, "a stop record", repair=True)
             self._file = RecordFile(self.turns_path)
         except BaseException:
             self.lock.release()
@@ -281,6 +305,13 @@ class RunStore:
         assert self._file is not None, "open() the store first"
         self._file.write(turn)
 
+    def append_stop(self, stop: Stop) -> None:
+        """Record that a debate ended early (the turns it read are recorded already)."""
+        assert self._file is not None, "open() the store first"
+        if self._stops is None:
+            self._stops = RecordFile(self.stops_path)
+        self._stops.write(stop)
+
     def supersede(self, keys: set[TurnKey]) -> int:
         """Take the turns of `keys` (and their judge verdicts) out of the run's records into
         superseded/, to be asked again; the run must be open. Returns the turns moved."""
@@ -290,13 +321,19 @@ class RunStore:
         self._file.close()
         moved = move_records(self.turns_path, keys, Turn.from_json, "a turn record")
         move_records(self.judge_path, keys, read_verdict, "a judge verdict")
+        # A debate asked again may end elsewhere: its stop is decided again too.
+        debates = {(run, question) for run, question, _, _ in keys}
+        ended = {stop.key for stop in self.stops().values() if stop.debate in debates}
+        if ended:
+            move_records(self.stops_path, ended, Stop.from_json, "a stop record")
         self._file = RecordFile(self.turns_path)
         return moved
 
     def close(self) -> None:
-        if self._file:
-            self._file.close()
-            self._file = None
+        for file in (self._file, self._stops):
+            if file:
+                file.close()
+        self._file = self._stops = None
         self.lock.release()
 
     def shape(self, manifest: RunManifest | None = None) -> RunShape:

@@ -18,6 +18,7 @@ from mad_eval.grading.grader import consensus
 from mad_eval.grading.kinds import get_kind
 from mad_eval.registry import Registry
 from mad_eval.voting.groups import C, Cast, G, Same, answer_groups
+from mad_eval.voting.statements import STATEMENTS
 
 
 def plurality(groups: list[list[G]], rng: random.Random) -> G | None:
@@ -35,6 +36,21 @@ class Rule(ABC):
     name: str
     description: str
     needs_hub: bool = False  # it reads the protocol's hub, so a protocol without one cannot use it
+    # What each voter's reply must state besides its answer (voting.statements): the prompt
+    # asks for it, and the rule reads it back.
+    needs: tuple[str, ...] = ()
+    # An agreement the debate ends at once it is reached (a consensus rule), else None.
+    ends: float | None = None
+
+    def reached(self, live: Sequence[Cast], voters: list[int], same: Same) -> bool:
+        """Whether the voters' answers of one round reach the agreement `ends` names: the
+        largest group of equivalent answers holds at least that share of the voters (a
+        failed or unparsed voter agrees with no one)."""
+        if self.ends is None:
+            return False
+        groups = answer_groups([t for t in live if t.agent in voters], same)
+        largest = max((len(g) for g in groups), default=0)
+        return largest > 0 and largest >= self.ends * len(voters) - 1e-9
 
     def scored(self, live: Sequence[Cast], voters: list[int], hub: int | None) -> bool:
         """Whether the round has a system answer to score at all: by default when a voter
@@ -90,8 +106,146 @@ class Consensus(Rule):
         return parsed[consensus(answers)] if parsed else None
 
 
+class Supermajority(Plurality):
+    name = "supermajority"
+    description = (
+        "the plurality answer; the debate ends once two thirds of the voters agree "
+        "(MALLM's supermajority consensus)"
+    )
+    ends = 2 / 3
+
+
+class Unanimity(Plurality):
+    name = "unanimity"
+    description = (
+        "the plurality answer; the debate ends once every voter agrees "
+        "(MALLM's unanimity consensus)"
+    )
+    ends = 1.0
+
+
+class Judge(Hub):
+    name = "judge"
+    description = "the judge's own answer (Liang et al.'s judge decides the debate)"
+
+
+class Weighted(Rule):
+    """A vote where each voter gives its answers weights its reply states: the answer group
+    with the largest total wins (ties drawn by seed)."""
+
+    def pick(
+        self, live: Sequence[C], voters: list[int], hub: int | None, rng: random.Random, same: Same
+    ) -> C | None:
+        ballot = [t for t in live if t.agent in voters]
+        groups = answer_groups(ballot, same)
+        if not groups:
+            return None
+        totals = [0.0] * len(groups)
+        for voter in ballot:
+            for i, weight in self.weights(voter, groups, same):
+                totals[i] += weight
+        top = max(totals)
+        return rng.choice([g for g, total in zip(groups, totals, strict=True) if total == top])[0]
+
+    def weights(self, voter: Cast, groups: list[list[C]], same: Same) -> list[tuple[int, float]]:
+        """(group index, weight) for what `voter` gives weight to."""
+        raise NotImplementedError
+
+    @staticmethod
+    def own(voter: Cast, groups: Sequence[Sequence[Cast]]) -> int | None:
+        return next((i for i, g in enumerate(groups) if any(t is voter for t in g)), None)
+
+    @staticmethod
+    def named(answer: str, groups: Sequence[Sequence[Cast]], same: Same) -> int | None:
+        """The group whose answer a statement names, compared as the kind compares answers."""
+        for i, group in enumerate(groups):
+            first = group[0].answer
+            if first is not None and (answer.strip() == first.strip() or same(answer, first)):
+                return i
+        return None
+
+
+class ByConfidence(Weighted):
+    name = "confidence"
+    description = (
+        "each voter's answer weighted by the confidence its reply states (ReConcile); "
+        "an unstated or unreadable one counts 0.5"
+    )
+    needs = ("confidence",)
+    fallback = 0.5
+
+    def weights(self, voter: Cast, groups: list[list[C]], same: Same) -> list[tuple[int, float]]:
+        own = self.own(voter, groups)
+        if own is None:
+            return []
+        stated = STATEMENTS.get("confidence").read(getattr(voter, "text", None))
+        return [(own, self.fallback if stated is None else float(stated))]
+
+
+class ByApproval(Weighted):
+    name = "approval"
+    description = (
+        "each voter approves of the answers its reply lists (its own always); the most "
+        "approved answer wins; an unreadable list approves of its own answer alone"
+    )
+    needs = ("approval",)
+
+    def weights(self, voter: Cast, groups: list[list[C]], same: Same) -> list[tuple[int, float]]:
+        own = self.own(voter, groups)
+        stated = STATEMENTS.get("approval").read(getattr(voter, "text", None)) or []
+        chosen = {self.named(answer, groups, same) for answer in stated} | {own}
+        return [(i, 1.0) for i in chosen if i is not None]
+
+
+class Cumulative(Weighted):
+    name = "cumulative"
+    description = (
+        "each voter spreads 10 points over the answers; the answer with the most points "
+        "wins; unreadable points put all 10 on the voter's own answer"
+    )
+    needs = ("points",)
+
+    def weights(self, voter: Cast, groups: list[list[C]], same: Same) -> list[tuple[int, float]]:
+        own = self.own(voter, groups)
+        stated = STATEMENTS.get("points").read(getattr(voter, "text", None))
+        if stated is None:
+            return [] if own is None else [(own, 10.0)]
+        found = [(self.named(answer, groups, same), float(points)) for answer, points in stated]
+        return [(i, points) for i, points in found if i is not None]
+
+
+class Borda(Weighted):
+    name = "borda"
+    description = (
+        "each voter ranks the answers; with m answers in the round the first scores m-1, "
+        "the next m-2, ...; an unreadable ranking ranks the voter's own answer first alone"
+    )
+    needs = ("ranking",)
+
+    def weights(self, voter: Cast, groups: list[list[C]], same: Same) -> list[tuple[int, float]]:
+        own = self.own(voter, groups)
+        stated = STATEMENTS.get("ranking").read(getattr(voter, "text", None))
+        order = [self.named(answer, groups, same) for answer in stated or []]
+        if not stated:
+            order = [own]
+        ranked = list(dict.fromkeys(i for i in order if i is not None))
+        m = len(groups)
+        return [(i, float(m - 1 - place)) for place, i in enumerate(ranked)]
+
+
 RULES: Registry[Rule] = Registry("scoring rule", "mad_eval.rules", holds=Rule)
-for _rule in (Plurality(), Hub(), Consensus()):
+for _rule in (
+    Plurality(),
+    Hub(),
+    Consensus(),
+    Supermajority(),
+    Unanimity(),
+    Judge(),
+    ByConfidence(),
+    ByApproval(),
+    Cumulative(),
+    Borda(),
+):
     RULES.add(_rule.name, _rule)
 
 

@@ -144,8 +144,8 @@ def test_parameters_on_the_command_line():
     [
         (
             "ring",
-            "unknown protocol 'ring'; available: centralized, centralized_hub, critique, "
-            "decentralized",
+            "unknown protocol 'ring'; available: centralized, centralized_hub, chateval, "
+            "critique, decentralized",
         ),
         ("decentralised", r"unknown protocol 'decentralised' \(did you mean 'decentralized'\?\);"),
         ("sparse:degre=4", "class 'sparse' has no parameter 'degre'; it accepts: degree, graph"),

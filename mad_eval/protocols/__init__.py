@@ -22,8 +22,12 @@ from mad_eval.protocols.base import (
     role_templates,
 )
 from mad_eval.protocols.centralized import Centralized
+from mad_eval.protocols.chateval import ChatEval
 from mad_eval.protocols.decentralized import Decentralized
+from mad_eval.protocols.group import Group
 from mad_eval.protocols.heterogeneous import Heterogeneous
+from mad_eval.protocols.judged import Judged
+from mad_eval.protocols.paradigms import Memory, Relay, Report
 from mad_eval.protocols.single import Single
 from mad_eval.protocols.sparse import Sparse
 from mad_eval.records import shown
@@ -275,5 +279,17 @@ def _check(name: str, cls: type[Protocol]) -> None:
 PROTOCOLS: Registry[type[Protocol]] = Registry(
     "protocol", "mad_eval.protocols", error=ProtocolError, check=_check
 )
-for _cls in (Decentralized, Sparse, Centralized, Heterogeneous, Single):
+for _cls in (
+    Decentralized,
+    Sparse,
+    Centralized,
+    Heterogeneous,
+    Single,
+    Judged,
+    ChatEval,
+    Group,
+    Relay,
+    Memory,
+    Report,
+):
     PROTOCOLS.add(_cls.name, _cls)

@@ -10,7 +10,8 @@ Each tree runs with itself first on PYTHONPATH (the same interpreter), from a sc
 holding a copy of its experiment file, so relative paths match; the trees' and the scratch
 folders' own paths are written as <TREE> and <OUT> before comparing. Keys added on purpose
 (ADDED: metrics.json's schema_version, the manifest's benchmark.answer_revision, a turn's
-reply; issue 35's alerts) are dropped, and a CSV's numbers are compared at the 12 significant
+reply; issue 35's alerts; issue 45's protocol.waves, roles, asks and ends, all null for the
+demo's protocols) are dropped, and a CSV's numbers are compared at the 12 significant
 digits issue 35's tables write. Masked: timing fields
 (any key holding "latency", the keys in TIMING), the numbers of a table line naming a
 latency and those of a table's timed columns (the cost layout's latency s and wall s).
@@ -66,7 +67,13 @@ TIMING = {
 # written, null unless the run quotes replies verbatim (issue 32).
 ADDED = {
     "metrics.json": ("schema_version", "alerts"),
-    "manifest.json": ("benchmark.answer_revision",),
+    "manifest.json": (
+        "benchmark.answer_revision",
+        "protocol.waves",
+        "protocol.roles",
+        "protocol.asks",
+        "protocol.ends",
+    ),
     "turns.jsonl": ("reply",),
 }
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")

@@ -14,6 +14,7 @@ from cli_helpers import mad_eval, start, turns_by_key, turns_of, wait_for_lines,
 from factories import sim_run
 
 from mad_eval import api
+from mad_eval.debate.replay import Replay
 from mad_eval.errors import UserError
 from mad_eval.protocols import check_protocol, resolve
 from mad_eval.store.folder import RunStore
@@ -48,6 +49,25 @@ def test_every_framework_runs_end_to_end_and_its_metrics_hold_every_round(tmp_pa
     for (run, question), stop in stops.items():  # nothing is said after a stop
         assert not any(k[:2] == (run, question) and k[2] > stop.round for k in turns)
         assert stop.why
+
+
+@pytest.mark.parametrize("protocol", ["judged", "chateval:order=summarizer", "group", "relay"])
+def test_every_prompt_is_rebuilt_from_the_records_alone(tmp_path, protocol):
+    """The replay (the viewer's prompts, `mad-eval judge`'s contexts) rebuilds each turn's
+    prompt, roles, speaking order and statements asked included, to its recorded hash."""
+    folder = sim_run(
+        tmp_path / "r", protocol=protocol, agents=FRAMEWORKS[protocol], rounds=2, limit=4
+    )
+    store = RunStore(folder)
+    replay = Replay(store.manifest(), store.questions())
+    debates: dict = {}
+    for t in store.turns():
+        debates.setdefault((t.run, t.question), {}).setdefault(t.round, {})[t.agent] = t
+    rebuilt = 0
+    for t in store.turns():
+        messages = replay.messages(t, debates[t.run, t.question])  # a mismatch raises
+        rebuilt += bool(messages)
+    assert rebuilt == len(store.turns())
 
 
 def test_the_judge_speaks_last_reads_both_sides_and_its_answer_is_the_debates(tmp_path):
@@ -145,7 +165,8 @@ def test_chateval_summarizer_and_group_voters():
         ({"protocol": "chateval:order=random"}, "order must be one of one-by-one, simultaneous"),
         (
             {"protocol": "judged", "agents": 3, "rounds": 0},
-            r"judged ends debates early, which needs debate rounds: pass (--)?rounds 1",
+            r"judged: the judge's verdict may end a debate after any round, which needs debate "
+            r"rounds: pass (--)?rounds 1",
         ),
         (
             {"protocol": "decentralized:score=unanimity", "rounds": 0},

@@ -20,6 +20,7 @@ from mad_eval.backends import Backend, Generation, Request, Sampling
 from mad_eval.backends.base import every
 from mad_eval.debate.context import ContextError, EstimateCounter, Fitted, Fitter, prefix_tokens
 from mad_eval.debate.prompts import Speaker, build_prompt
+from mad_eval.debate.reading import views
 from mad_eval.debate.seats import Seat
 from mad_eval.grading import grader as grading
 from mad_eval.grading.kinds import get_kind
@@ -157,28 +158,11 @@ class Engine:
     def history(
         self, agent: int, round_: int, rounds: list[dict[int, Turn]], said: Mapping[int, Turn]
     ) -> list[Mapping[int, Turn]]:
-        """What `agent` read in each round up to `round_`, as build_prompt takes it: item k
-        holds, by agent, the latest reply it could read when it spoke in round k + 1 (that
-        round's own where its speaker spoke in an earlier wave). In round 0 it reads only
-        earlier waves, quoted as a debate round quotes them."""
-        views: list[Mapping[int, Turn]] = []
-        for k in range(1, round_ + 1):
-            before = self.spoke_before(agent, k)
-            now = said if k == round_ else rounds[k]
-            previous = rounds[k - 1]
-            views.append(previous | {j: now[j] for j in before} if before else previous)
-        if round_ == 0 and said:
-            views.append({j: said[j] for j in self.spoke_before(agent, 0)})
-        return views
+        """What `agent` read in each round up to `round_` (reading.views)."""
+        return views(agent, round_, rounds, said, self.waves)
 
-    def spoke_before(self, agent: int, round_: int) -> list[int]:
-        """The agents who speak in a wave before `agent`'s in round `round_`."""
-        before: list[int] = []
-        for wave in self.protocol.schedule(round_, len(self.seats)):
-            if agent in wave:
-                return before
-            before += wave
-        return before
+    def waves(self, round_: int) -> list[list[int]]:
+        return self.protocol.schedule(round_, len(self.seats))
 
     def visible(self, agent: int, history: list[Mapping[int, Turn]]) -> list[int]:
         """Whose replies go into the prompt: the protocol's choice of those said, less failures."""

@@ -39,7 +39,14 @@ from mad_eval.debate.seats import Seat
 from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.grader import check_answer_protocol
 from mad_eval.progress import Listener
-from mad_eval.protocols import Choice, check_protocol, presets, resolve, role_templates
+from mad_eval.protocols import (
+    Choice,
+    check_protocol,
+    debate_shape,
+    presets,
+    resolve,
+    role_templates,
+)
 from mad_eval.records import Question
 from mad_eval.sanitize import redact, remember
 from mad_eval.settings.config import (
@@ -158,6 +165,8 @@ class Plan:
         await self.check_extra_bodies()
         seats = []
         unknown: set[str] = set()
+        # The agent whose own answer decides (a hub, a judge), as the manifest records it.
+        hub = self.choice.protocol.decision(len(self.team)).agent
         for agent in self.team:
             backend = self.backends[_key(agent, self.config)]
             length = agent.max_model_len or backend.max_model_len
@@ -176,9 +185,9 @@ class Plan:
                 agent.index,
                 len(self.team),
                 agent.persona,
-                agent.index == self.choice.protocol.hub,
+                agent.index == hub,
                 agent.quote,
-                self.choice.protocol.hub,
+                hub,
             )
             seats.append(Seat(agent, backend, self.fitters[agent.index], budget, speaker))
         if unknown:
@@ -226,6 +235,7 @@ class Plan:
                 "hub": decision.agent,
                 "score": decision.rule or default_rule(self.spec.kind),
                 "sees": [protocol.sees(i, n) for i in range(n)],
+                **debate_shape(protocol, n, self.config.rounds),
             },
             "prompt": {
                 "style": self.config.prompt_style,

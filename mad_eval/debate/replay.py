@@ -19,6 +19,7 @@ from mad_eval.debate.context import (
     load_counter,
 )
 from mad_eval.debate.prompts import RoundReplies, Speaker, build_prompt
+from mad_eval.debate.reading import spoke_before, views
 from mad_eval.grading.reasoning import parse_quoting
 from mad_eval.records import Messages, Question, Turn, messages_hash, shown
 from mad_eval.settings.templates import (
@@ -61,24 +62,30 @@ class Replay:
         before it, by round and agent."""
         seat = self.manifest.seat(turn.agent)
         question = self.questions[turn.question]
-        previous = rounds.get(turn.round - 1, {})
-        missing = [j for j in turn.sees if j not in previous]
+        now = rounds.get(turn.round, {})
+        before = spoke_before(turn.agent, self.waves(turn.round))
+        said = {j: now[j] for j in before if j in now}
+        earlier = [rounds.get(r, {}) for r in range(turn.round)]
+        history = views(turn.agent, turn.round, earlier, said, self.waves)
+        read = history[-1] if history else {}
+        missing = [j for j in turn.sees if j not in read]
         if missing:
             raise ReplayError(f"the turns it read (agents {missing}) are not recorded")
         fitter, budget = self.whole, None
         if turn.cut_tokens:  # shortened to fit: cut again with the same tokenizer and budget
             fitter, budget = self._fitter(seat), seat.prompt_budget
-        ref = seat.prompt_template or self.style
+        persona, template, asks = self._role(turn.round, turn.agent)
+        ref = template or seat.prompt_template or self.style
         speaker = Speaker(
             self._template(ref),
             turn.agent,
             self.agents,
-            seat.persona,
+            seat.persona if persona is None else persona,
             turn.agent == self.hub,
             parse_quoting(seat.quote or self.quote),
             self.hub,
+            asks,
         )
-        history = [rounds.get(r, {}) for r in range(turn.round)]
         started = time.thread_time()
         try:
             fitted = build_prompt(speaker, question, history, turn.sees, fitter, budget)
@@ -92,6 +99,32 @@ class Replay:
         if messages_hash(fitted.messages) != turn.messages_hash:
             raise ReplayError("its prompt, rebuilt, differs from the one recorded")
         return fitted.messages
+
+    def waves(self, round_: int) -> list[list[int]]:
+        """Round `round_`'s speaking order as the manifest records it (everyone at once
+        where it records none)."""
+        recorded = self.manifest.protocol.waves
+        if recorded is None:
+            return [list(range(self.agents))]
+        if round_ >= len(recorded) or not _agent_lists(recorded[round_], self.agents):
+            raise ReplayError(f"the manifest's speaking order of round {round_} is unusable")
+        return [list(wave) for wave in recorded[round_]]
+
+    def _role(self, round_: int, agent: int) -> tuple[str | None, str | None, tuple[str, ...]]:
+        """The persona and template the protocol's role gave `agent` in `round_` (None:
+        its seat's), and what its reply was asked to state, as the manifest records them."""
+        protocol = self.manifest.protocol
+        role = _at(protocol.roles, round_, agent)
+        asks = _at(protocol.asks, round_, agent) or []
+        if role is not None and not (
+            isinstance(role, dict)
+            and all(isinstance(role.get(k), str | None) for k in ("persona", "template"))
+        ):
+            raise ReplayError(f"the manifest's role of agent {agent} in round {round_} is unusable")
+        if not (isinstance(asks, list) and all(isinstance(a, str) for a in asks)):
+            raise ReplayError(f"the manifest's statements asked of agent {agent} are unusable")
+        role = role or {}
+        return role.get("persona"), role.get("template"), tuple(asks)
 
     def _timed(self, ref: str, seconds: float) -> None:
         """Refuse, for the rest of the replay, a template whose prompts have taken over
@@ -165,6 +198,22 @@ class Replay:
             counter = counter.with_template_kwargs(kwargs)
             self.fitters[key] = Fitter(counter, strip_think=self.strip_think)
         return self.fitters[key]
+
+
+def _at(table: tuple[object, ...] | None, round_: int, agent: int) -> object:
+    """table[round_][agent] of a manifest's per-round table, or None where it has none."""
+    if table is None or round_ >= len(table):
+        return None
+    row = table[round_]
+    return row[agent] if isinstance(row, list | tuple) and agent < len(row) else None
+
+
+def _agent_lists(waves: object, agents: int) -> bool:
+    return isinstance(waves, list | tuple) and all(
+        isinstance(wave, list | tuple)
+        and all(isinstance(a, int) and not isinstance(a, bool) and 0 <= a < agents for a in wave)
+        for wave in waves
+    )
 
 
 def run_questions(

@@ -19,6 +19,7 @@ from mad_eval.protocols.base import (
     ProtocolError,
     Role,
     check_protocol,
+    debate_shape,
     role_templates,
 )
 from mad_eval.protocols.centralized import Centralized
@@ -45,6 +46,7 @@ __all__ = [
     "Role",
     "catalogue",
     "check_protocol",
+    "debate_shape",
     "presets",
     "resolve",
     "role_templates",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from mad_eval.errors import UserError
@@ -25,11 +25,13 @@ class ProtocolError(UserError, ValueError):
 @dataclass(frozen=True)
 class Role:
     """What an agent is in one round, where it differs from its seat: a persona its template
-    may show (None: the agent's own --persona) and a prompt template by name or file (None:
-    the agent's own --prompt-template)."""
+    may show (None: the agent's own --persona), a prompt template by name or file (None:
+    the agent's own --prompt-template), and a short name the manifest and the viewer show
+    ("judge", "critic")."""
 
     persona: str | None = None
     template: str | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,28 @@ def check_protocol(protocol: Protocol, n_agents: int, rounds: int = 0) -> None:
     ends = protocol.stop_rule(n_agents) if rounds == 0 else None
     if ends:
         raise ProtocolError(f"{ends}, which needs debate rounds: pass --rounds 1 or more.")
+
+
+def debate_shape(protocol: Protocol, n_agents: int, rounds: int) -> dict[str, Any]:
+    """What the manifest records of a debate's shape beyond its reading graph, so a replay
+    rebuilds every prompt and the viewer shows it from the records alone; each None where it
+    is the plain simultaneous debate: `waves` (each round's speaking order), `roles` (each
+    round's Role per agent, as a table or null), `asks` (what each agent's reply must state,
+    per round) and `ends` (what may end a debate early)."""
+    each = range(rounds + 1)
+    agents = range(n_agents)
+    waves = [protocol.schedule(r, n_agents) for r in each]
+    roles = [[protocol.role(a, r, n_agents) for a in agents] for r in each]
+    asks = [[protocol.asks(a, r, n_agents) for a in agents] for r in each]
+    together = [[list(agents)]] * (rounds + 1)
+    return {
+        "waves": waves if waves != together else None,
+        "roles": [[asdict(role) if role else None for role in row] for row in roles]
+        if any(any(row) for row in roles)
+        else None,
+        "asks": asks if any(any(row) for row in asks) else None,
+        "ends": protocol.stop_rule(n_agents) if rounds else None,
+    }
 
 
 def role_templates(protocol: Protocol, n_agents: int, rounds: int) -> list[str]:

@@ -8,12 +8,18 @@ from mad_eval.protocols.base import Protocol, ProtocolError, Role
 from mad_eval.records import shown
 
 ORDERS = ("one-by-one", "simultaneous", "summarizer")
-PERSONAS = (
-    "You are a member of the general public: you judge by common sense and ask for plain reasons.",
-    "You are a critic: you look for the weakest step in every argument.",
-    "You are a domain expert: you check each claim against what you know of the field.",
-    "You are a psychologist: you notice when an argument persuades more than it proves.",
-    "You are a scientist: you test each claim on a small case before you accept it.",
+PERSONAS = (  # (name, persona)
+    (
+        "general public",
+        "You are one of the general public: you judge by common sense and want plain reasons.",
+    ),
+    ("critic", "You are a critic: you look for the weakest step in every argument."),
+    ("expert", "You are a domain expert: you check each claim against what you know of the field."),
+    (
+        "psychologist",
+        "You are a psychologist: you notice when an argument persuades more than it proves.",
+    ),
+    ("scientist", "You are a scientist: you test each claim on a small case before you accept it."),
 )
 SUMMARIZER = (
     "You summarize the discussion: state each answer given, the strongest reason for it, "
@@ -69,8 +75,9 @@ class ChatEval(Protocol):
         if not self.personas:
             return None
         if agent == self.summarizer(n_agents):
-            return Role(persona=SUMMARIZER)
-        return Role(persona=PERSONAS[agent % len(PERSONAS)])
+            return Role(persona=SUMMARIZER, name="summarizer")
+        name, persona = PERSONAS[agent % len(PERSONAS)]
+        return Role(persona=persona, name=name)
 
     def voters(self, n_agents: int) -> list[int]:
         return self.debaters(n_agents)

@@ -56,5 +56,5 @@ class Group(Protocol):
 
     def role(self, agent: int, round_: int, n_agents: int) -> Role | None:
         if self.personas and agent % self.size == 0 and self.size > 1:
-            return Role(persona=SUMMARIZER)
+            return Role(persona=SUMMARIZER, name="summarizer")
         return None

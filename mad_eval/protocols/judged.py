@@ -62,8 +62,10 @@ class Judged(Protocol):
         if not self.personas:
             return None
         if agent == self.judge(n_agents):
-            return Role(persona=JUDGE)
-        return Role(persona=AFFIRMATIVE if agent == 0 else NEGATIVE)
+            return Role(persona=JUDGE, name="judge")
+        if agent == 0:
+            return Role(persona=AFFIRMATIVE, name="affirmative")
+        return Role(persona=NEGATIVE, name="negative")
 
     def asks(self, agent: int, round_: int, n_agents: int) -> list[str]:
         return ["verdict"] if agent == self.judge(n_agents) else []
@@ -71,6 +73,9 @@ class Judged(Protocol):
     def decision(self, n_agents: int) -> Decision:
         judge = self.judge(n_agents)
         return Decision("judge", [judge], judge)
+
+    def stop_rule(self, n_agents: int) -> str | None:
+        return "judged: the judge's verdict may end a debate after any round"
 
     def stop(self, rounds: Sequence[Sequence[Turn]]) -> str | None:
         judge = rounds[-1][-1]

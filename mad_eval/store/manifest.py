@@ -108,6 +108,13 @@ class ProtocolPart(Part):
     hub: int | None = None
     score: str | None = None  # the scoring rule; None: before rules existed (the kind's)
     sees: tuple[tuple[int, ...], ...] | None = None  # whom each agent reads; None: unrecorded
+    # Beyond the reading graph (protocols.debate_shape), None where plain or unrecorded: each
+    # round's speaking order (waves of agents), each round's Role per agent (name, persona,
+    # template), what each agent's reply must state per round, and what may end a debate early.
+    waves: tuple[Any, ...] | None = None
+    roles: tuple[Any, ...] | None = None
+    asks: tuple[Any, ...] | None = None
+    ends: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
@@ -123,6 +130,10 @@ class ProtocolPart(Part):
             hub=data["hub"],
             score=data["score"],
             sees=tuple(map(_listed, sees)) if isinstance(sees, list) else sees,
+            waves=_listed(data["waves"]),
+            roles=_listed(data["roles"]),
+            asks=_listed(data["asks"]),
+            ends=data["ends"],
         )
 
 

@@ -76,7 +76,8 @@ _ADDED: dict[str, dict[str, Any]] = {
     "benchmark": {"kind": "math", "answer": None, "answer_revision": 1, "questions": [],
                   "orders": {}},
     "protocol": {"class": None, "params": {}, "source": None, "hub": None, "score": None,
-                 "sees": None},
+                 "sees": None, "waves": None, "roles": None,
+                 "asks": None, "ends": None},
     "prompt": {"prompt_templates": None, "templates": {}},
 }  # fmt: skip
 _OR_EMPTY = {"team", "operational", "versions", "command", "questions"}  # null read as none

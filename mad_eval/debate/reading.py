@@ -1,0 +1,43 @@
+"""What an agent reads when it speaks: the latest reply of each agent, which is this round's
+where that agent spoke in an earlier wave of the round, else the round before's. The engine
+builds prompts from these views and the replay rebuilds them the same way from the records."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+Waves = Callable[[int], Sequence[Sequence[int]]]  # a round's speaking order (Protocol.schedule)
+
+
+def spoke_before(agent: int, waves: Sequence[Sequence[int]]) -> list[int]:
+    """The agents who speak in a wave before `agent`'s."""
+    before: list[int] = []
+    for wave in waves:
+        if agent in wave:
+            return before
+        before += wave
+    return before
+
+
+def views(
+    agent: int,
+    round_: int,
+    rounds: Sequence[Mapping[int, T]],
+    said: Mapping[int, T],
+    waves: Waves,
+) -> list[Mapping[int, T]]:
+    """What `agent` read in each round up to `round_`, as build_prompt takes it: item k holds,
+    by agent, the latest reply it could read when it spoke in round k + 1 (`rounds`: the
+    earlier rounds' replies; `said`: this round's so far). In round 0 it reads only earlier
+    waves, quoted as a debate round quotes them."""
+    found: list[Mapping[int, T]] = []
+    for k in range(1, round_ + 1):
+        before = spoke_before(agent, waves(k))
+        now = said if k == round_ else rounds[k]
+        previous = rounds[k - 1]
+        found.append({**previous, **{j: now[j] for j in before}} if before else previous)
+    if round_ == 0 and said:
+        found.append({j: said[j] for j in spoke_before(agent, waves(0)) if j in said})
+    return found

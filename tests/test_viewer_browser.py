@@ -369,3 +369,28 @@ def test_a_runs_alerts_are_shown_on_its_page(browser, runs, tmp_path) -> None:
     go(browser, "#/run/1")
     assert not browser.find_elements("id", "alerts")  # an old folder: nothing, no error
     assert browser.find_elements("css selector", "#rows tr")
+
+
+def test_a_judged_debate_shows_roles_order_verdicts_and_where_it_ended(browser, tmp_path) -> None:
+    run = sim_run(tmp_path / "judged", limit=20, agents=3, rounds=3, protocol="judged")
+    site = api.view([run], tmp_path / "site").parent
+    stops = RunStore(run).stops()
+    rows = read_data(site, "index")["runs"][0]["debates"]
+    row = next(r for r in rows if (r["seed_run"], r["question"]) in stops)
+    assert "stopped" in row["tags"]
+    stop = stops[(row["seed_run"], row["question"])]
+    open_page(browser, site, "#/q/" + row["file"])
+    grid = browser.find_element("id", "grid").text
+    for name in ("affirmative", "negative", "judge"):
+        assert name in grid
+    assert text_of(browser, "#stop") == (
+        f"Ended after round {stop.round}: {stop.why}. "
+        f"Later rounds count round {stop.round}'s answers."
+    )
+    ended = browser.find_elements("css selector", "td.cell.ended")
+    assert len(ended) == 3 * (3 - stop.round)  # every agent, every round after the stop
+    browser.find_element("id", f"cell-2-{stop.round}").click()
+    card = browser.find_element("id", "card-2").text
+    assert "verdict: end" in card and "judge" in card
+    line = text_of(browser, "#round-line")
+    assert "Spoke in order: 0 → 1 → 2." in line

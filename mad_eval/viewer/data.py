@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from mad_eval.measure.counts import scored_rounds
-from mad_eval.records import Question, Turn, Verdict
+from mad_eval.records import Question, Stop, Turn, Verdict
 from mad_eval.reporting.results import Run
 from mad_eval.sanitize import redact
 from mad_eval.store.folder import RunStore
 from mad_eval.voting.groups import answer_groups, same_answer_as
+from mad_eval.voting.statements import STATEMENTS
 
 # Tags a debate row may carry; the overview offers each as a filter.
 TAGS = {
@@ -29,6 +30,7 @@ TAGS = {
     "unparsed": "an unparsed answer",
     "failed": "a failed turn",
     "truncated": "a truncated reply",
+    "stopped": "ended before the last round",
 }
 SNIPPET = 300  # characters of a question's text kept in the index (search and list)
 
@@ -47,6 +49,22 @@ class RunView:
     @property
     def rounds(self) -> int:
         return self.run.scoring.rounds
+
+    @functools.cached_property
+    def stops(self) -> dict[tuple[int, str], Stop]:
+        """The debates its protocol ended early (stops.jsonl)."""
+        return RunStore(self.run.root).stops()
+
+    @functools.cached_property
+    def shape(self) -> dict[str, Any]:
+        """Each round's speaking order, each agent's role name and what its reply was asked
+        to state, per round, as the manifest records them (empty where it records none)."""
+        protocol = self.run.manifest.protocol
+        return {
+            "waves": _rows(protocol.waves),
+            "roles": [[_role_name(role) for role in row] for row in _rows(protocol.roles)],
+            "asks": _rows(protocol.asks),
+        }
 
     @functools.cached_property
     def where(self) -> tuple[dict[int, int], dict[str, int]]:
@@ -193,6 +211,8 @@ def tags_of(view: RunView, shown: Shown, turns: list[Turn]) -> list[str]:
         tags.append("failed")
     if any(t.finish_reason == "length" or t.truncated_in_reasoning for t in turns):
         tags.append("truncated")
+    if (shown.run, shown.qid) in view.stops:
+        tags.append("stopped")
     return tags
 
 
@@ -232,6 +252,8 @@ def debate_page(
 ) -> dict[str, Any]:
     """One debate's page: its question, its rounds' votes and answers, and every turn."""
     scoring, voted = view.run.scoring, view.run.voted
+    stop = view.stops.get((shown.run, shown.qid))
+    asks = view.shape["asks"]
     return {
         "key": f"{shown.run}/{shown.qid}",
         "seed_run": shown.run,
@@ -249,14 +271,42 @@ def debate_page(
         "votes": shown.votes,
         "answers": shown.answers,
         "majority": shown.majority,
+        "waves": view.shape["waves"],
+        "roles": view.shape["roles"],
+        "stop": {"round": stop.round, "why": stop.why} if stop else None,
         "turns": [
             {
                 **_turn_page(view, t, shown.by_round, scoring.same, verdicts.get(t.key), voted),
                 "group": shown.group_of.get((t.round, t.agent)),
+                "stated": _stated(t, _cell(asks, t.round, t.agent) or ()),
             }
             for t in shown.ordered
         ],
     }
+
+
+def _rows(table: tuple[Any, ...] | None) -> list[list[Any]]:
+    """A manifest's per-round table as lists, [] where it has none or one that is no table."""
+    if not isinstance(table, tuple | list):
+        return []
+    return [list(row) if isinstance(row, list | tuple) else [] for row in table]
+
+
+def _cell(rows: list[list[Any]], round_: int, agent: int) -> Any:
+    return rows[round_][agent] if round_ < len(rows) and agent < len(rows[round_]) else None
+
+
+def _role_name(role: Any) -> str | None:
+    name = role.get("name") if isinstance(role, dict) else None
+    return str(name)[:40] if name else ("role" if role else None)
+
+
+def _stated(turn: Turn, asks: Any) -> dict[str, Any]:
+    """What the turn's reply states of what it was asked (voting.statements), as read."""
+    if not isinstance(asks, list | tuple):
+        return {}
+    names = [name for name in asks if isinstance(name, str) and name in STATEMENTS]
+    return {name: STATEMENTS.get(name).read(turn.text) for name in names}
 
 
 def _turn_page(

@@ -279,6 +279,24 @@ function standing(t, page) {
 }
 const STANDING = { minority: "≠ most common", split: "no most common answer" };
 
+// An agent's role names over the rounds ("judge"; "critic/summarizer"), or "".
+function roleOf(page, a) {
+  const names = (page.roles || []).map((row) => row[a]).filter((n) => n);
+  return Array.from(new Set(names)).join("/");
+}
+
+// What a reply stated besides its answer ("verdict: end", "confidence: 0.83").
+function statedText(stated) {
+  return Object.entries(stated || {}).map(([k, v]) => k + ": " + (v === null ? "unreadable"
+    : Array.isArray(v) ? v.map((x) => Array.isArray(x) ? x.join(" = ") : x).join("; ")
+    : typeof v === "number" ? fmt(v, 2) : String(v)));
+}
+
+function endedCell(page, r) {
+  return el("td", { class: "cell ended", title: "the debate ended after round " + page.stop.round + " (" +
+    page.stop.why + "); its answers there count in this round" }, "ended");
+}
+
 function grid(page, run, pick, prefix) {
   const byCell = {};
   page.turns.forEach((t) => { byCell[t.agent + "/" + t.round] = t; });
@@ -293,6 +311,7 @@ function grid(page, run, pick, prefix) {
     const cells = [];
     for (let r = 0; r <= page.rounds; r++) {
       const t = byCell[a + "/" + r];
+      if (!t && page.stop && r > page.stop.round) { cells.push(endedCell(page, r)); continue; }
       if (!t) { cells.push(el("td", { class: "cell missing" }, "not recorded")); continue; }
       const stand = standing(t, page);
       cells.push(el("td", { class: "cell " + t.class + (t.changed ? " changed" : "") + (stand ? " " + stand : ""),
@@ -307,8 +326,9 @@ function grid(page, run, pick, prefix) {
         !reads[r] && r > 0 ? el("span", { class: "sees", title: "read agents " + (t.sees.join(", ") || "none") +
           " of round " + (r - 1) }, " ←" + (t.sees.join(",") || "∅")) : null));
     }
+    const role = roleOf(page, a);
     rows.push(el("tr", {}, el("th", {}, "agent " + a + (a === page.hub ? " (hub)" : "") +
-      (page.voters.includes(a) ? "" : " (no vote)")), cells));
+      (page.voters.includes(a) ? "" : " (no vote)"), role ? el("div", { class: "role" }, role) : null), cells));
   }
   rows.push(el("tr", { class: "vote-row" }, el("th", {}, "vote"),
     page.votes.map((v, r) => el("td", { class: "vote " + markClass(v), "data-round": r },
@@ -377,7 +397,9 @@ function card(t, page, run, prefix) {
       stand === "minority" ? el("span", { class: "standing minority" }, STANDING.minority) : null,
       t.changed ? el("span", { class: "changed-mark", title: "changed its answer since the last round" }, "↻ changed") : null,
       t.truncated ? el("span", { class: "trunc", title: "cut off at the token limit" }, "✂ cut off") : null,
-      t.verdict && t.verdict.total !== null && t.verdict.total !== undefined ? el("span", { class: "small" }, "judge " + t.verdict.total) : null),
+      t.verdict && t.verdict.total !== null && t.verdict.total !== undefined ? el("span", { class: "small" }, "judge " + t.verdict.total) : null,
+      page.roles && page.roles[t.round] && page.roles[t.round][t.agent] ? el("span", { class: "role" }, page.roles[t.round][t.agent]) : null,
+      statedText(t.stated).map((s) => el("span", { class: "stated", title: "what the reply states besides its answer" }, s))),
     el("div", { class: "card-body" },
       t.error ? el("p", { class: "note" }, "The request failed: " + t.error) : null,
       textBlock(null, t.text, t.text_html, id + "-reply"),
@@ -394,11 +416,15 @@ function roundLine(page, run, r) {
     who = reads ? "Each agent read " + reads + " of round " + (r - 1) + "."
       : "Read: " + page.turns.filter((t) => t.round === r).map((t) => t.agent + " ← " + (t.sees.join(", ") || "nobody")).join("; ") + ".";
   }
+  const waves = (page.waves || [])[r];
+  const order = waves && waves.length > 1 ? "Spoke in order: " + waves.map((w) => w.join(" & ")).join(" → ") + "." : null;
+  const ended = page.stop && r > page.stop.round;
   const v = page.votes[r];
   return el("p", { class: "round-line", id: "round-line" }, el("strong", {}, "Round " + r + ". "),
+    ended ? el("span", { class: "ended" }, "The debate ended after round " + page.stop.round + "; its answers there count here. ") : null,
     run.voted ? el("span", { class: "vote " + markClass(v) }, "vote " + mark(v)) : null, " ",
     page.answers[r] === null ? null : answerEl(page.answers[r], run.kind), " ",
-    page.majority[r] ? null : el("span", { class: "standing split" }, "no most common answer"), " ", who);
+    page.majority[r] ? null : el("span", { class: "standing split" }, "no most common answer"), " ", ended ? null : who, " ", ended ? null : order);
 }
 
 // A debate: its grid of answers, then one round's replies side by side (all: every agent of
@@ -437,8 +463,10 @@ function debatePanel(page, run, prefix, label, all) {
   const legend = el("p", { class: "small legend" }, "Green: right; red: wrong; yellow: unparsed; grey: failed. " +
     "≠ differs from the round's most common answer; ↻ changed its answer; ✂ cut off at the token limit. " +
     (all ? "Click a cell or a round to read its replies." : "Click a cell to read its reply."));
+  const stopNote = page.stop ? el("p", { class: "stop-note", id: prefix + "stop" }, "Ended after round " +
+    page.stop.round + ": " + page.stop.why + ". Later rounds count round " + page.stop.round + "'s answers.") : null;
   const panel = el("div", { class: "panel", id: prefix + "panel" }, label ? el("h3", {}, label) : null,
-    el("div", { id: prefix + "grid" }, grid(page, run, pick, prefix)), legend, body);
+    stopNote, el("div", { id: prefix + "grid" }, grid(page, run, pick, prefix)), legend, body);
   draw();
   return panel;
 }

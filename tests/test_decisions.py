@@ -162,5 +162,8 @@ def test_a_stopped_debates_last_answers_count_in_every_later_round():
     # q2's three agents turned wrong; q1's three stayed: over all six agents, not q2's three.
     assert kept["transitions"][0]["c2i"] == pytest.approx(50.0)
     assert kept["rounds"][1]["unanimous"] == 100.0
+    # Cost is what was spent, per question: q1 asked nothing in round 1.
+    assert kept["cost_by_round"][1]["generations"] == 1.5
+    assert kept["cost"]["generations"] == 4.5
     dropped = compute_metrics(turns, scoring)  # no stop known: q1 has no round 1
     assert dropped["debate"] == 0.0

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import signal
+from pathlib import Path
 
+import pandas as pd
 import pytest
 from cli_helpers import mad_eval, start, turns_by_key, turns_of, wait_for_lines, without_timing
 from factories import sim_run
@@ -16,6 +18,7 @@ from factories import sim_run
 from mad_eval import api
 from mad_eval.debate.replay import Replay
 from mad_eval.errors import UserError
+from mad_eval.experiments.parse import load_experiment
 from mad_eval.protocols import check_protocol, resolve
 from mad_eval.store.folder import RunStore
 from mad_eval.voting.statements import STATEMENTS
@@ -218,3 +221,33 @@ def test_a_judged_run_killed_and_resumed_has_the_records_of_one_never_killed(tmp
     lines = (tmp_path / "killed" / "stops.jsonl").read_text().splitlines()
     assert len(lines) == len(RunStore(tmp_path / "killed").stops())  # none recorded twice
     assert len(turns_of(tmp_path / "killed")) == len(whole)
+
+
+@pytest.mark.slow
+def test_the_frameworks_experiment_makes_its_table_offline(tmp_path, monkeypatch):
+    """experiments/frameworks.toml, on fewer questions: every framework's cell runs on the
+    simulated agents and its table row is that cell's metrics.json, cost per question beside
+    its accuracy, and the judged and consensus rows say how many debates ended early."""
+    shipped = Path(__file__).parents[1] / "experiments" / "frameworks.toml"
+    text = shipped.read_text(encoding="utf-8")
+    assert "limit = 100" in text and "runs = 2" in text
+    path = tmp_path / shipped.name
+    path.write_text(text.replace("limit = 100", "limit = 12").replace("runs = 2", "runs = 1"))
+    monkeypatch.chdir(tmp_path)
+    api.experiment(path)
+    api.experiment_tables(path, replicates=100)
+    out = tmp_path / "results" / "frameworks"
+    frame = pd.read_csv(out / "tables" / "frameworks.csv")
+    experiment = load_experiment(path)
+    cells = {c.settings["protocol"]: experiment.folder(c) for c in experiment.cells if not c.single}
+    assert len(cells) == 13
+    for protocol, folder in cells.items():
+        metrics = json.loads((folder / "metrics.json").read_text())
+        rows = frame[frame["run_dir"].map(lambda d, f=folder: Path(d).resolve() == f.resolve())]
+        values = rows.set_index("key")["value"]
+        assert values["debate"] == pytest.approx(metrics["debate"], abs=0.05), protocol
+        assert values["cost.requests"] == pytest.approx(metrics["cost"]["requests"], abs=0.05)
+        assert values["cost.tokens"] == pytest.approx(metrics["cost"]["tokens"], abs=0.5)
+    judged = json.loads((cells["judged"] / "metrics.json").read_text())
+    assert 0 < judged["ended"] <= 100 and judged["cost"]["requests"] < 3 * 3
+    assert "ended" not in json.loads((cells["decentralized"] / "metrics.json").read_text())

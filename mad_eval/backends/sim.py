@@ -11,6 +11,11 @@ beta = mbeta * ((1 - skill) * theta' + skill * e_gold) with theta' ~ Dirichlet(a
 updates alpha <- alpha + beta + w * c. skill = 0 is the martingale case (no drift); with
 skill > 0 the expected belief in the gold rises by
 mbeta * skill * (1 - p) / (|alpha| + mbeta + w * |c|).
+
+Other frameworks' shapes need no parameter (docs/explanation/debate-theory.md): a reply read
+from the same round counts like one from the round before, a summary is one reply stating one
+answer, a judge updates like any agent and ends the debate once its belief in its answer
+reaches `end`, and what a rule asks a reply to state is written from theta (_stated).
 """
 
 from __future__ import annotations

@@ -41,7 +41,14 @@ def keys(scoring: Scoring) -> list[str]:
 
 
 def count(debate: Debate, add: Add) -> None:
-    count_cost(debate.turns, debate.scoring.rounds, add)
+    """Count one debate's cost; a debate its protocol ended early spent nothing in its later
+    rounds, which count 0 for it, so a round's cost is per question, as the whole's is."""
+    rounds = debate.scoring.rounds
+    count_cost(debate.turns, rounds, add)
+    stopped = debate.scoring.stopped(debate.run, debate.question)
+    for r in range(rounds + 1 if stopped is None else stopped + 1, rounds + 1):
+        for key in KEYS:
+            add(f"{key}{r}", 0.0, 0.0 if key in ("prefix", "rtok") else 1.0)
 
 
 def count_cost(turns: Iterable[Turn], rounds: int, add: Add) -> None:

@@ -7,7 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mad_eval.measure import cost, dynamics, judge_scores, matched, rouge, turn_counts, votes
+from mad_eval.measure import (
+    cost,
+    dynamics,
+    ending,
+    judge_scores,
+    matched,
+    rouge,
+    turn_counts,
+    votes,
+)
 from mad_eval.measure.base import Context, Family
 from mad_eval.measure.scoring import Scoring
 from mad_eval.records import shown
@@ -18,6 +27,7 @@ for _family in (
     votes.FAMILY,
     rouge.FAMILY,
     dynamics.FAMILY,
+    ending.FAMILY,
     cost.FAMILY,
     judge_scores.FAMILY,
     matched.FAMILY,

@@ -35,6 +35,8 @@ class Scoring:
     # The last round of each debate its protocol ended early, by (run, question): its
     # answers there count as its answers of every later round (stops.jsonl).
     stops: Mapping[tuple[int, str], int] = field(default_factory=dict, compare=False)
+    # What may end a debate early (the manifest's protocol.ends); None: nothing does.
+    ends: str | None = None
 
     @property
     def same(self) -> Same:
@@ -89,4 +91,5 @@ class Scoring:
             rule=named or "",
             answer=manifest.benchmark.answer,
             stops={debate: stop.round for debate, stop in (stops or {}).items()},
+            ends=manifest.protocol.ends,
         )

@@ -42,7 +42,7 @@ class Judged(Protocol):
 
     def validate(self, n_agents: int) -> None:
         super().validate(n_agents)
-        if n_agents < 3:
+        if n_agents != 3:
             raise ProtocolError(
                 f"judged needs two debaters and a judge, the last agent: --agents 3, got "
                 f"{n_agents}."

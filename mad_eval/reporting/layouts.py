@@ -45,6 +45,22 @@ def _debate(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     ]
 
 
+def _frameworks(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
+    """Maj, Debate and Δ beside what they cost per question, so frameworks of different
+    shapes (a judge, summaries, early stops) compare at the compute each spent."""
+    return [
+        (
+            "",
+            [
+                *_debate(rounds, voters)[0][1],
+                Column("ended %", "ended", None, optional=True),
+                Column("requests", "cost.requests", "min"),
+                Column("tokens", "cost.tokens", "min", 0),
+            ],
+        )
+    ]
+
+
 def _single(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
     """mean@K and the exact maj@K (the vote of all K answers). Round 0 is K independent
     samples in any run, a debate's as much as `mad-eval single`'s."""
@@ -388,6 +404,16 @@ for _layout in (
             "seeded subsamples and tested against Debate on the questions both answered"
         ),
         paired=True,
+    ),
+    TableLayout(
+        "frameworks",
+        _frameworks,
+        "Maj, Debate, Δ, the share of debates ended early, requests and tokens per question",
+        note=(
+            "requests and tokens are per question, each framework's own (a debate ended early "
+            "spent nothing after it); ended % is the share of debates its protocol ended "
+            "before the last round, whose answers there count as final"
+        ),
     ),
 ):
     LAYOUTS.add(_layout.name, _layout)

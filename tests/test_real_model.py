@@ -28,6 +28,8 @@ from serving_helpers import serving
 from vllm_server import openai_server, vllm_environment
 
 import mad_eval
+from mad_eval.debate.replay import Replay
+from mad_eval.store.folder import RunStore
 
 pytestmark = pytest.mark.vllm
 
@@ -149,6 +151,84 @@ def test_sparse_and_centralized_debates_of_real_replies(tmp_path, server, checkp
     check_turns(turns, 4 * 3 * 2)
     check_numbers(run, turns)
     assert json.loads((out / "manifest.json").read_text())["protocol"]["name"] == protocol
+
+
+FRAMEWORKS = {  # one debate each: protocol -> agents
+    "judged": 3,
+    "chateval": 3,
+    "chateval:order=summarizer": 3,
+    "group": 4,
+    "relay": 3,
+    "memory": 3,
+    "report": 3,
+    "decentralized:score=unanimity": 3,
+    "decentralized:score=confidence": 3,
+}
+
+
+@pytest.mark.parametrize("protocol", list(FRAMEWORKS))
+def test_each_framework_runs_one_debate_of_real_replies(tmp_path, server, checkpoint, protocol):
+    """Every turn up to the last round (or the one the protocol ended the debate after) is
+    answered, every prompt is rebuilt from the records to its hash (roles, speaking order and
+    statements asked included), and the report from the records alone gives the same numbers."""
+    out = tmp_path / "r"
+    agents = FRAMEWORKS[protocol]
+    run = mad_eval.run(**settings(server, checkpoint), protocol=protocol, agents=agents,
+                       rounds=2, limit=1, out=out)  # fmt: skip
+    turns = turns_of(out)
+    stops = RunStore(out).stops()
+    last = next(iter(stops.values())).round if stops else 2
+    check_turns(turns, agents * (last + 1))
+    store = RunStore(out)
+    replay = Replay(store.manifest(), store.questions())
+    debate: dict = {}
+    for t in store.turns():
+        debate.setdefault(t.round, {})[t.agent] = t
+    for t in store.turns():
+        replay.messages(t, debate)  # raises where the rebuilt prompt differs
+    again = mad_eval.report(out)
+    assert (again.maj, again.debate) == (run.maj, run.debate)
+    final = [t for t in store.turns() if t.round == last]
+    if protocol == "judged":  # the judge's answer is the debate's
+        assert run.debate == 100.0 * bool(final[-1].correct)
+
+
+def test_a_judged_debate_killed_with_9_resumes_to_whole_records(tmp_path, server, checkpoint):
+    """kill -9 mid-run, the same command again: each debate's turns once each, up to its last
+    round or the round its judge ended it after, what was recorded before the kill kept."""
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in settings(server, checkpoint).items()
+             if k != "base_url"] + [f"--base-url={server}"]  # fmt: skip
+    command = [sys.executable, "-m", "mad_eval", "run", *flags, "--protocol", "judged",
+               "--agents", "3", "--rounds", "2", "--limit", "6", "--out", "r"]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "1000"}
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        turns_file = tmp_path / "r" / "turns.jsonl"
+        while not turns_file.exists() or turns_file.read_text().count("\n") < 5:
+            assert process.poll() is None, "the run ended before it was killed"
+            assert time.monotonic() < deadline, "no 5 turns in 10 minutes"
+            time.sleep(0.2)
+    finally:
+        process.kill()
+        process.wait(timeout=60)
+    before = {key(t): t["text"] for t in turns_of(tmp_path / "r")}
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=1200)  # fmt: skip
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    turns = turns_of(tmp_path / "r")
+    counts = Counter(key(t) for t in turns)
+    assert set(counts.values()) == {1}
+    stops = RunStore(tmp_path / "r").stops()
+    questions = {t["question"] for t in turns}
+    assert len(questions) == 6
+    for question in questions:
+        stop = stops.get((0, question))
+        rounds = {t["round"] for t in turns if t["question"] == question}
+        assert rounds == set(range((stop.round if stop else 2) + 1)), question
+    for t in turns:
+        assert before.get(key(t), t["text"]) == t["text"]
 
 
 def test_single_samples_and_a_judge_of_the_same_model(tmp_path, server, checkpoint):

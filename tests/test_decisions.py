@@ -165,5 +165,9 @@ def test_a_stopped_debates_last_answers_count_in_every_later_round():
     # Cost is what was spent, per question: q1 asked nothing in round 1.
     assert kept["cost_by_round"][1]["generations"] == 1.5
     assert kept["cost"]["generations"] == 4.5
+    # Final answers are each debate's last spoken ones: q1's unparsed ones say so.
+    unread = [turn("q1", 0, a, None, False) for a in range(3)] + turns[3:]
+    alerts = compute_metrics(unread, stopped)["alerts"]
+    assert any(a.startswith("3 of 6 final answers were unparsed") for a in alerts), alerts
     dropped = compute_metrics(turns, scoring)  # no stop known: q1 has no round 1
     assert dropped["debate"] == 0.0

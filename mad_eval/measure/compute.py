@@ -139,6 +139,12 @@ class Measuring:
         self.totals.add(turns)
         for t in turns:
             self.outcomes[t.round].add(t)
+        last = self.scoring.rounds
+        stopped = self.scoring.stopped(turns[0].run, turns[0].question) if turns else None
+        if stopped is not None and stopped < last:  # its answers there are its final ones
+            for t in turns:
+                if t.round == stopped:
+                    self.outcomes[last].add(t)
         for group in self.groups.values():
             group.add([t for t in turns if t.agent in group.scoring.voters])
 

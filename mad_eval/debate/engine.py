@@ -128,7 +128,15 @@ class Engine:
         if all((run, question.id, round_, agent) in self.done for agent in wave):
             prompts: list[Fitted | ContextError | None] = [None] * len(wave)
         else:
-            prompts = await asyncio.to_thread(self.prompts, question, seats, histories, sees)
+            said_before = [
+                self.transcript(agent, round_, rounds, said)
+                if seat.speaker.template.transcript
+                else []
+                for agent, seat in zip(wave, seats, strict=True)
+            ]
+            prompts = await asyncio.to_thread(
+                self.prompts, question, seats, histories, sees, said_before
+            )
         asks = [
             Ask(seat, round_, seen, history[-1] if history else {}, prompt, prefix)
             for seat, seen, history, prompt, prefix in zip(
@@ -164,6 +172,22 @@ class Engine:
     def waves(self, round_: int) -> list[list[int]]:
         return self.protocol.schedule(round_, len(self.seats))
 
+    def transcript(
+        self, agent: int, round_: int, rounds: list[list[Turn]], said: Mapping[int, Turn]
+    ) -> list[tuple[int, Turn]]:
+        """Every reply said before `agent` speaks in `round_` by the agents it reads and by
+        itself, in speaking order (round by round, wave by wave), failures left out."""
+        n = len(self.seats)
+        reads = {*self.protocol.sees(agent, n), agent}
+        spoken = [
+            (j, turns[j])
+            for k, turns in enumerate(rounds)
+            for wave in self.protocol.schedule(k, n)
+            for j in wave
+        ]
+        spoken += [(j, said[j]) for j in self.spoke_before(agent, round_)]
+        return [(j, turn) for j, turn in spoken if j in reads and not turn.failed]
+
     def visible(self, agent: int, history: list[Mapping[int, Turn]]) -> list[int]:
         """Whose replies go into the prompt: the protocol's choice of those said, less failures."""
         if not history:
@@ -178,13 +202,16 @@ class Engine:
         seats: list[Seat],
         histories: list[list[Mapping[int, Turn]]],
         sees: list[list[int]],
+        transcripts: list[list[tuple[int, Turn]]],
     ) -> list[Fitted | ContextError | None]:
         """Each seat's prompt, fitted to its context budget."""
         prompts: list[Fitted | ContextError | None] = []
-        for seat, history, seen in zip(seats, histories, sees, strict=True):
+        for seat, history, seen, said in zip(seats, histories, sees, transcripts, strict=True):
             try:
                 prompts.append(
-                    build_prompt(seat.speaker, question, history, seen, seat.fitter, seat.budget)
+                    build_prompt(
+                        seat.speaker, question, history, seen, seat.fitter, seat.budget, said
+                    )
                 )
             except ContextError as exc:
                 prompts.append(exc)

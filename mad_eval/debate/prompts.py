@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mad_eval.debate.context import ContextError, EstimateCounter, Fitted, Fitter, Reply
 from mad_eval.grading.answers import get_answer_protocol
@@ -83,10 +83,13 @@ def build_prompt(
     sees: list[int],
     fitter: Fitter,
     budget: int | None,
+    transcript: Sequence[tuple[int, Turn | Said]] = (),
 ) -> Fitted:
     """The prompt an agent is sent in round len(history), fitted to `budget`: its
     template rendered with the responses it reads (`sees`: agents whose previous-round turns
     it reads, in order) and, for a template with history, its whole conversation so far.
+    `transcript` (agent, turn) is every earlier reply the agent reads or wrote, in the order
+    said, for a template that quotes it (`said`).
     The engine, the judge's replay and the training pairs all build prompts here."""
     template, agent = speaker.template, speaker.agent
     asked = answer_format(question.kind, question.answer)
@@ -112,6 +115,8 @@ def build_prompt(
     for r, read, apart in plan:
         said = [_turn(history[r - 1], j) for j in (*read, *([agent] if apart else []))]
         replies += [_reply(turn, speaker.quote, fitter) for turn in said]
+    transcript = transcript if plan and template.transcript else ()
+    replies += [_reply(turn, speaker.quote, fitter) for _, turn in transcript]
 
     exact = speaker.quote.how == "verbatim"
 
@@ -124,6 +129,11 @@ def build_prompt(
             if apart:
                 own, at = _quote(agent, cut[at], True, exact), at + 1
             steps.append(Step(r, tuple(quotes), own))
+        if transcript:
+            quotes = [
+                _quote(j, cut[at + n], j == agent, exact) for n, (j, _) in enumerate(transcript)
+            ]
+            steps[-1] = replace(steps[-1], said=tuple(quotes))
         return template.render(common, steps)
 
     return fitter.fit(build, replies, budget)

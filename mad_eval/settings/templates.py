@@ -3,7 +3,9 @@
 A template has the messages of round 0 (`[[round0]]`) and of a debate round (`[[debate]]`),
 each a `{role, content}` table. With `history = true` an agent's prompt is its whole
 conversation: round 0's messages, then each debate round's messages in turn, so its own
-earlier answers can be assistant turns. The built-in prompt styles are template files in
+earlier answers can be assistant turns. A message with `repeat = "said"` (or another list
+variable) is sent once for each item, the item as `item`: ChatEval's layout, every earlier
+message as an assistant turn of its own. The built-in prompt styles are template files in
 templates/; `--prompt-template FILE` takes a user's own. Quoted responses are data: the
 template places them, the fitter cuts them, and nothing downstream parses prompt text.
 """
@@ -30,7 +32,7 @@ from mad_eval.settings.tomlfile import TomlFileError, read_text
 
 ROLES = ("system", "user", "assistant")
 KEYS = ("base", "description", "history", "quote_tags", "values", "round0", "debate")
-MESSAGE_KEYS = ("role", "content", "optional")
+MESSAGE_KEYS = ("role", "content", "optional", "repeat")
 # What every message's text can use; a debate round adds the quoted responses.
 VARIABLES = {
     "question": "the question as the agents read it",
@@ -47,8 +49,12 @@ VARIABLES = {
     ".verbatim (the reply as written; a template using it needs --quote verbatim)",
     "peers": "the same responses without the agent's own",
     "own": "the agent's own previous response (.agent, .label, .text, .final, .reasoning), or none",
+    "said": "every earlier reply of the debate by the agents it reads and by itself, in the "
+    "order they were said (earlier rounds too), each as in responses",
+    "item": 'in a message with repeat = "LIST": the item of LIST the message is sent for',
 }
-DEBATE_ONLY = ("responses", "peers", "own")
+DEBATE_ONLY = ("responses", "peers", "own", "said")
+REPEATABLE = ("responses", "peers", "said")  # the lists a message can be repeated over
 MAX_SOURCE = 1_000_000  # characters of a template's text
 
 
@@ -80,6 +86,7 @@ class Step:
     round: int
     responses: tuple[Quote, ...]
     own: Quote | None
+    said: tuple[Quote, ...] = ()  # every earlier reply it reads or wrote, in order (`said`)
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,8 @@ class _Message:
     where: str  # "debate[1].content", for errors
     verbatim: bool = False  # it reads a response's .verbatim
     ours: bool = False  # the text of a shipped template: rendered as plain Jinja
+    repeat: str | None = None  # sent once for each item of this list variable
+    said: bool = False  # it reads `said`
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,11 @@ class Template:
         return any(m.verbatim for m in self.debate)
 
     @cached_property
+    def transcript(self) -> bool:
+        """Whether it reads `said` (every earlier reply), which the engine then gathers."""
+        return any(m.said for m in self.debate)
+
+    @cached_property
     def _tags(self) -> re.Pattern[str] | None:
         return tag_pattern(*self.quote_tags) if self.quote_tags else None
 
@@ -129,10 +143,16 @@ class Template:
     def render(self, common: dict[str, Any], steps: list[Step]) -> Messages:
         """The messages of a prompt: round 0's alone when `steps` is empty; else the last
         debate round's (or, with history, round 0's followed by every step's)."""
+        return [message for message, _ in self.sources(common, steps)]
+
+    def sources(
+        self, common: dict[str, Any], steps: list[Step]
+    ) -> list[tuple[dict[str, str], _Message]]:
+        """The messages of `render`, each with the template message it came from."""
         if not steps:
-            return self._render(self.round0, {**common, "round": 0})
+            return self._rendered(self.round0, {**common, "round": 0})
         rounds = steps if self.history else steps[-1:]
-        messages = self._render(self.round0, {**common, "round": 0}) if self.history else []
+        messages = self._rendered(self.round0, {**common, "round": 0}) if self.history else []
         for step in rounds:
             responses = [self._quoted(q) for q in step.responses]
             own = self._quoted(step.own) if step.own else None
@@ -142,8 +162,9 @@ class Template:
                 "responses": responses,
                 "peers": [q for q in responses if not q.own],
                 "own": own,
+                "said": [self._quoted(q) for q in step.said],
             }
-            messages += self._render(self.debate, data)
+            messages += self._rendered(self.debate, data)
         return messages
 
     def _quoted(self, quote: Quote) -> Quote:
@@ -158,23 +179,28 @@ class Template:
             safe(quote.verbatim),
         )
 
-    def _render(self, messages: tuple[_Message, ...], data: dict[str, Any]) -> Messages:
+    def _rendered(
+        self, messages: tuple[_Message, ...], data: dict[str, Any]
+    ) -> list[tuple[dict[str, str], _Message]]:
+        """Each message sent, with the template message it came from."""
         out = []
         for message in messages:
-            try:
-                given = {**data, "values": self.values}
-                text = (
-                    message.content.render(given)
-                    if message.ours
-                    else sandbox.render(message.content, given)
-                )
-            except Exception as exc:  # whatever a template does wrong is the file's, not ours
-                raise TemplateError(
-                    f"{self.path}: {message.where}.content: {_sentence(exc)}."
-                ) from None
-            if message.optional and not text.strip():
-                continue
-            out.append({"role": message.role, "content": text})
+            items = data.get(message.repeat, []) if message.repeat else [None]
+            for item in items:
+                try:
+                    given = {**data, "values": self.values, "item": item}
+                    text = (
+                        message.content.render(given)
+                        if message.ours
+                        else sandbox.render(message.content, given)
+                    )
+                except Exception as exc:  # whatever a template does wrong is the file's
+                    raise TemplateError(
+                        f"{self.path}: {message.where}.content: {_sentence(exc)}."
+                    ) from None
+                if message.optional and not text.strip():
+                    continue
+                out.append(({"role": message.role, "content": text}, message))
         return out
 
 
@@ -368,6 +394,12 @@ def _message(item: dict[str, Any], where: str, path: Path, ours: bool = False) -
     if not isinstance(content, str):
         fail("'content' must be text")
     need(isinstance(item.get("optional", False), bool), "'optional' must be true or false")
+    repeat = item.get("repeat")
+    round0 = where.startswith("round0")
+    need(
+        repeat is None or (repeat in REPEATABLE and not round0),
+        f"'repeat' must name one of {', '.join(REPEATABLE)}, in a [[debate]] message",
+    )
     try:
         parsed, used = sandbox.SANDBOX.read(content)
     except jinja2.TemplateSyntaxError as exc:
@@ -377,7 +409,9 @@ def _message(item: dict[str, Any], where: str, path: Path, ours: bool = False) -
         raise TemplateError(f"{path}: {where}.content: it nests too deeply.") from None
     except Exception as exc:  # a bound, or a constant part Jinja works out fails: {[1]: 2}
         raise TemplateError(f"{path}: {where}.content: {_sentence(exc)}.") from None
-    allowed = set(VARIABLES) - (set(DEBATE_ONLY) if where.startswith("round0") else set())
+    allowed = set(VARIABLES) - (set(DEBATE_ONLY) if round0 else set()) - {"item"}
+    if repeat:
+        allowed.add("item")
     unknown = sorted(used - allowed)
     need(
         not unknown,
@@ -391,7 +425,8 @@ def _message(item: dict[str, Any], where: str, path: Path, ours: bool = False) -
     except Exception as exc:  # a bound (a recursive loop), or Jinja refusing the source
         raise TemplateError(f"{path}: {where}.content: {_sentence(exc)}.") from None
     optional = item.get("optional", False)
-    return _Message(role, compiled, optional, where, _reads_verbatim(parsed), ours)
+    said = "said" in used or repeat == "said"
+    return _Message(role, compiled, optional, where, _reads_verbatim(parsed), ours, repeat, said)
 
 
 def _reads_verbatim(tree: nodes.Template) -> bool:
@@ -420,7 +455,7 @@ def _check_samples(template: Template, sees: list[list[int]]) -> None:
             ]
             section = "round0" if not steps else "debate"
             try:
-                messages = template.render(common, steps)
+                messages = template.sources(common, steps)
             except TemplateError as exc:
                 raise TemplateError(
                     f"{str(exc).rstrip('.')} (agent {agent} of {agents}, round {rounds})."
@@ -428,7 +463,10 @@ def _check_samples(template: Template, sees: list[list[int]]) -> None:
             _check_messages(template, section, messages)
 
 
-def _check_messages(template: Template, section: str, messages: Messages) -> None:
+def _check_messages(
+    template: Template, section: str, sources: list[tuple[dict[str, str], _Message]]
+) -> None:
+    messages = [message for message, _ in sources]
     if not messages:
         raise TemplateError(f"{template.path}: '{section}' renders no message.")
     for i, message in enumerate(messages):
@@ -437,7 +475,9 @@ def _check_messages(template: Template, section: str, messages: Messages) -> Non
                 f"{template.path}: a {message['role']} message of '{section}' renders empty; "
                 "give it text, or mark it optional = true to leave it out."
             )
-        if i and messages[i - 1]["role"] == message["role"]:
+        # A repeated message's turns may follow each other: the template asks for them so.
+        repeated = i and sources[i][1] is sources[i - 1][1] and sources[i][1].repeat
+        if i and messages[i - 1]["role"] == message["role"] and not repeated:
             raise TemplateError(
                 f"{template.path}: '{section}' puts two {message['role']} messages in a row, "
                 "which chat APIs refuse; merge them into one."
@@ -483,9 +523,10 @@ def sample_common(agent: int, agents: int) -> dict[str, Any]:
 
 
 def sample_step(round_: int, agent: int, sees: list[int], history: bool) -> Step:
-    def quote(j: int) -> Quote:
-        text = f"Sample response {j} of round {round_ - 1}."
+    def quote(j: int, said: int = round_ - 1) -> Quote:
+        text = f"Sample response {j} of round {said}."
         return Quote(j, f"agent {j}", text, j == agent, final=text, verbatim=text)
 
     own = quote(agent) if history or agent in sees else None
-    return Step(round_, tuple(quote(j) for j in sees), own)
+    said = tuple(quote(j, r) for r in range(round_) for j in sorted({*sees, agent}))
+    return Step(round_, tuple(quote(j) for j in sees), own, said)

@@ -20,7 +20,7 @@ from mad_eval.backends import Backend, Generation, Request, Sampling
 from mad_eval.backends.base import every
 from mad_eval.debate.context import ContextError, EstimateCounter, Fitted, Fitter, prefix_tokens
 from mad_eval.debate.prompts import Speaker, build_prompt
-from mad_eval.debate.reading import views
+from mad_eval.debate.reading import transcript, views
 from mad_eval.debate.seats import Seat
 from mad_eval.grading import grader as grading
 from mad_eval.grading.kinds import get_kind
@@ -129,7 +129,7 @@ class Engine:
             prompts: list[Fitted | ContextError | None] = [None] * len(wave)
         else:
             said_before = [
-                self.transcript(agent, round_, rounds, said)
+                self.transcript(agent, round_, base, said)
                 if seat.speaker.template.transcript
                 else []
                 for agent, seat in zip(wave, seats, strict=True)
@@ -173,20 +173,11 @@ class Engine:
         return self.protocol.schedule(round_, len(self.seats))
 
     def transcript(
-        self, agent: int, round_: int, rounds: list[list[Turn]], said: Mapping[int, Turn]
+        self, agent: int, round_: int, rounds: list[dict[int, Turn]], said: Mapping[int, Turn]
     ) -> list[tuple[int, Turn]]:
-        """Every reply said before `agent` speaks in `round_` by the agents it reads and by
-        itself, in speaking order (round by round, wave by wave), failures left out."""
-        n = len(self.seats)
-        reads = {*self.protocol.sees(agent, n), agent}
-        spoken = [
-            (j, turns[j])
-            for k, turns in enumerate(rounds)
-            for wave in self.protocol.schedule(k, n)
-            for j in wave
-        ]
-        spoken += [(j, said[j]) for j in self.spoke_before(agent, round_)]
-        return [(j, turn) for j, turn in spoken if j in reads and not turn.failed]
+        """Every reply said before `agent` speaks in `round_` (reading.transcript)."""
+        reads = {*self.protocol.sees(agent, len(self.seats)), agent}
+        return transcript(agent, round_, rounds, said, self.waves, reads)
 
     def visible(self, agent: int, history: list[Mapping[int, Turn]]) -> list[int]:
         """Whose replies go into the prompt: the protocol's choice of those said, less failures."""

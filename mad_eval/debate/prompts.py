@@ -71,6 +71,10 @@ class Said:
     reasoning: str | None = None
     reply: str | None = None  # as written, where it differs from `text`
 
+    @property
+    def failed(self) -> bool:
+        return False  # a response handed over as text was written
+
 
 # A round's turns by agent; a debate's history is its rounds so far, round 0 first.
 RoundReplies = Mapping[int, "Turn | Said"]

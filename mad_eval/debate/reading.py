@@ -5,9 +5,15 @@ builds prompts from these views and the replay rebuilds them the same way from t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
-T = TypeVar("T")
+
+class Spoken(Protocol):
+    @property
+    def failed(self) -> bool: ...
+
+
+T = TypeVar("T", bound=Spoken)
 Waves = Callable[[int], Sequence[Sequence[int]]]  # a round's speaking order (Protocol.schedule)
 
 
@@ -41,3 +47,25 @@ def views(
     if round_ == 0 and said:
         found.append({j: said[j] for j in spoke_before(agent, waves(0)) if j in said})
     return found
+
+
+def transcript(
+    agent: int,
+    round_: int,
+    rounds: Sequence[Mapping[int, T]],
+    said: Mapping[int, T],
+    waves: Waves,
+    reads: set[int],
+) -> list[tuple[int, T]]:
+    """Every reply said before `agent` speaks in `round_` by the agents it reads (`reads`,
+    itself among them), in speaking order (round by round, wave by wave), failures left
+    out: what a template that shows the whole conversation (`said`) quotes."""
+    spoken = [
+        (j, turns[j])
+        for k, turns in enumerate(rounds)
+        for wave in waves(k)
+        for j in wave
+        if j in turns
+    ]
+    spoken += [(j, said[j]) for j in spoke_before(agent, waves(round_)) if j in said]
+    return [(j, turn) for j, turn in spoken if j in reads and not turn.failed]

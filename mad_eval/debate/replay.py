@@ -18,8 +18,8 @@ from mad_eval.debate.context import (
     TokenCounter,
     load_counter,
 )
-from mad_eval.debate.prompts import RoundReplies, Speaker, build_prompt
-from mad_eval.debate.reading import spoke_before, views
+from mad_eval.debate.prompts import RoundReplies, Said, Speaker, build_prompt
+from mad_eval.debate.reading import spoke_before, transcript, views
 from mad_eval.grading.reasoning import parse_quoting
 from mad_eval.records import Messages, Question, Turn, messages_hash, shown
 from mad_eval.settings.templates import (
@@ -86,9 +86,18 @@ class Replay:
             self.hub,
             asks,
         )
+        said_before: list[tuple[int, Turn | Said]] = []
+        if speaker.template.transcript:
+            recorded = self.manifest.protocol.sees
+            reads = set(recorded[turn.agent]) if recorded else set(turn.sees)
+            said_before = transcript(
+                turn.agent, turn.round, earlier, said, self.waves, {*reads, turn.agent}
+            )
         started = time.thread_time()
         try:
-            fitted = build_prompt(speaker, question, history, turn.sees, fitter, budget)
+            fitted = build_prompt(
+                speaker, question, history, turn.sees, fitter, budget, said_before
+            )
         except ContextError as exc:
             raise ReplayError(str(exc)) from None
         except TemplateError as exc:  # the real data took it past a bound: not tried again

@@ -19,6 +19,7 @@ from mad_eval.debate.context import (
     load_counter,
 )
 from mad_eval.debate.prompts import RoundReplies, Speaker, build_prompt
+from mad_eval.grading.kinds.choice import in_order
 from mad_eval.grading.reasoning import parse_quoting
 from mad_eval.records import Messages, Question, Turn, messages_hash, shown
 from mad_eval.settings.templates import (
@@ -61,6 +62,11 @@ class Replay:
         before it, by round and agent."""
         seat = self.manifest.seat(turn.agent)
         question = self.questions[turn.question]
+        if turn.option_order is not None:  # it read its own order of the options
+            try:
+                question = in_order(question, turn.option_order)
+            except ValueError as exc:
+                raise ReplayError(str(exc)) from None
         previous = rounds.get(turn.round - 1, {})
         missing = [j for j in turn.sees if j not in previous]
         if missing:

@@ -92,7 +92,8 @@ def _fields_of(
 def _dense_of(cls: type) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
     """What takes the values of a record's fields but its SPARSE ones from a dict, in order
     (a tuple even of one)."""
-    names = [name for name in _fields_of(cls)[2] if name not in cls.SPARSE]
+    sparse = getattr(cls, "SPARSE", ())
+    names = [name for name in _fields_of(cls)[2] if name not in sparse]
     get = operator.itemgetter(*names, names[0])  # its last is extra
     return lambda data: get(data)[:-1]
 
@@ -366,7 +367,7 @@ class Turn(JsonLine):
     # kept only in runs where an agent quotes replies verbatim (--quote verbatim), else None.
     reply: str | None = None
     # The order the agent was shown a choice question's options in, where its protocol gave
-    # it its own (protocols.Protocol.order): item i is the index of the option it read as
+    # it its own (protocols.Protocol.option_order): item i is the index of the option it read as
     # letter i. Its reply names letters of that order; `answer` is mapped back to the
     # question's own letters. Not written when None.
     option_order: list[int] | None = None

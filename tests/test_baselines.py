@@ -125,7 +125,7 @@ def test_an_order_that_is_no_permutation_is_refused_before_the_run():
         def sees(self, agent, n_agents):
             return []
 
-        def order(self, agent, n_agents, options, seed):
+        def option_order(self, agent, n_agents, options, seed):
             return [0, 0, 1, 2]
 
     with pytest.raises(ProtocolError, match=r"order of the option indices 0\.\.3"):

@@ -147,7 +147,7 @@ class Engine:
         if not self.reorders:
             return question, None
         seed = derive_seed(self.config.seed, "options", run, question.id, agent)
-        order = self.protocol.order(agent, len(self.seats), len(question.options), seed)
+        order = self.protocol.option_order(agent, len(self.seats), len(question.options), seed)
         return (question, None) if order is None else (in_order(question, order), order)
 
     def seated(self, agent: int, round_: int) -> Seat:

@@ -465,7 +465,7 @@ def _check_asks(config: RunConfig, choice: Choice, templates: Mapping[str, Templ
 
 def _check_options(config: RunConfig, choice: Choice, questions: list[Question]) -> None:
     """A protocol that shows each agent its own order of a question's options
-    (Protocol.order) runs only on questions that list their options last."""
+    (Protocol.option_order) runs only on questions that list their options last."""
     if not choice.protocol.reorders:
         return
     for question in questions:

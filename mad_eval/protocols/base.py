@@ -121,7 +121,7 @@ class Protocol(ABC):
             return []
         return list(get_rule(decision.rule).needs)
 
-    def order(self, agent: int, n_agents: int, options: int, seed: int) -> list[int] | None:
+    def option_order(self, agent: int, n_agents: int, options: int, seed: int) -> list[int] | None:
         """The order `agent` is shown a choice question's `options` options in, its own view
         of the question: item i is the index of the option it reads as letter i, and its
         answer is mapped back to the question's letters before it is graded and voted (the
@@ -132,7 +132,7 @@ class Protocol(ABC):
     @property
     def reorders(self) -> bool:
         """Whether this protocol gives agents their own order of a question's options."""
-        return type(self).order is not Protocol.order
+        return type(self).option_order is not Protocol.option_order
 
     def decision(self, n_agents: int) -> Decision:
         """How the debate's answer is chosen: `score` over the answers of `voters`, `hub`
@@ -186,11 +186,12 @@ def check_protocol(protocol: Protocol, n_agents: int, rounds: int = 0) -> None:
                 )
     if protocol.reorders:
         for agent in agents:
-            order = protocol.order(agent, n_agents, 4, 0)
+            order = protocol.option_order(agent, n_agents, 4, 0)
             if order is not None and not _is_order(order, 4):
                 raise ProtocolError(
-                    f"{label}: order({agent}, {n_agents}, 4, 0) returned {shown(order, 80)}; it "
-                    "must return None or an order of the option indices 0..3."
+                    f"{label}: option_order({agent}, {n_agents}, 4, 0) returned "
+                    f"{shown(order, 80)}; it must return None or an order of the option "
+                    "indices 0..3."
                 )
     decision = protocol.decision(n_agents)
     if not isinstance(decision, Decision):

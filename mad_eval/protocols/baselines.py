@@ -14,20 +14,20 @@ from mad_eval.records import Turn
 
 
 class Shuffled(Single):
-    name = "shuffled"
+    name = "medprompt"
     description = (
         "no debate: each agent answers alone, a choice question's options in its own seeded "
         "order (Medprompt's choice shuffle); answers mapped back, then voted"
     )
 
-    def order(self, agent: int, n_agents: int, options: int, seed: int) -> list[int]:
+    def option_order(self, agent: int, n_agents: int, options: int, seed: int) -> list[int]:
         order = list(range(options))
         random.Random(seed).shuffle(order)
         return order
 
 
 class Refinement(Protocol):
-    name = "refinement"
+    name = "ensemble_refinement"
     description = (
         "Ensemble Refinement: independent samples in round 0, then in round 1 each agent "
         "aggregates them all; round 1 is voted and the debate ends there"

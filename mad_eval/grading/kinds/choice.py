@@ -140,8 +140,8 @@ class PreferenceKind(ChoiceKind):
         return text, "B" if swap else "A", {"options": replies, "order": order}
 
 
-CHOICE = ChoiceKind("choice", "the letter of the one option you choose, and nothing else,")
-PREFERENCE = PreferenceKind(
+CHOICE: ChoiceKind = ChoiceKind("choice", "the letter of the one option you choose, and nothing else,")
+PREFERENCE: PreferenceKind = PreferenceKind(
     "preference", "the letter of the better response, A or B, and nothing else,"
 )
 

@@ -88,6 +88,16 @@ def _fields_of(
     return len(names), operator.itemgetter(*names), names
 
 
+@functools.cache
+def _dense_of(cls: type) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """What takes the values of a record's fields but its SPARSE ones from a dict, in order
+    (a tuple even of one)."""
+    sparse = getattr(cls, "SPARSE", ())
+    names = [name for name in _fields_of(cls)[2] if name not in sparse]
+    get = operator.itemgetter(*names, names[0])  # its last is extra
+    return lambda data: get(data)[:-1]
+
+
 class JsonLine:
     """A record that is one line of a JSON Lines file."""
 
@@ -98,6 +108,9 @@ class JsonLine:
     SIGNED: ClassVar[tuple[str, ...]] = ()
     # Fields a record keeps under another name than the object it is made from has.
     RENAMED: ClassVar[Mapping[str, str]] = types.MappingProxyType({})
+    # Its last fields, written only when they hold a value: a record without one reads and
+    # writes as before they existed.
+    SPARSE: ClassVar[tuple[str, ...]] = ()
 
     def to_json(self) -> str:
         """The record as its line; a number that is not finite (NaN, Infinity), which JSON
@@ -106,6 +119,9 @@ class JsonLine:
         record: type = type(self)
         names = _fields_of(record)[2]
         fields = {name: getattr(self, name) for name in names}
+        for name in self.SPARSE:
+            if fields[name] is None:
+                del fields[name]
         try:
             return json.dumps(fields, ensure_ascii=False, allow_nan=False)
         except ValueError:
@@ -127,8 +143,14 @@ class JsonLine:
         kind: type = cls
         count, values, _ = _fields_of(kind)
         schema = _Schema.of(cls)
+        sparse = cls.SPARSE
         try:  # by position: a call with 30 keywords costs 15 times as much
-            fields = values(data) if len(data) == count else None
+            if len(data) == count:
+                fields = values(data)
+            elif sparse and len(data) == count - len(sparse):  # none of them written
+                fields = _dense_of(kind)(data) + (None,) * len(sparse)
+            else:
+                fields = None
         except KeyError:
             fields = None
         if fields is None:  # a record from before a field existed, or a malformed one
@@ -344,8 +366,14 @@ class Turn(JsonLine):
     # The reply exactly as the model wrote it, where splitting its reasoning off changed it;
     # kept only in runs where an agent quotes replies verbatim (--quote verbatim), else None.
     reply: str | None = None
+    # The order the agent was shown a choice question's options in, where its protocol gave
+    # it its own (protocols.Protocol.option_order): item i is the index of the option it read as
+    # letter i. Its reply names letters of that order; `answer` is mapped back to the
+    # question's own letters. Not written when None.
+    option_order: list[int] | None = None
 
     RENAMED = types.MappingProxyType({"truncated": "truncated_in_reasoning"})
+    SPARSE = ("option_order",)
 
     @property
     def key(self) -> tuple[int, str, int, int]:

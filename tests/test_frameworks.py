@@ -49,6 +49,8 @@ def test_every_framework_runs_end_to_end_and_its_metrics_hold_every_round(tmp_pa
     assert metrics["debate"] == metrics["rounds"][-1]["vote_accuracy"]
     stops = RunStore(folder).stops()
     turns = turns_by_key(folder)
+    assert not [t["error"] for t in turns.values() if t["error"]]  # every prompt could be built
+    assert metrics["failed_turns"] == 0
     for (run, question), stop in stops.items():  # nothing is said after a stop
         assert not any(k[:2] == (run, question) and k[2] > stop.round for k in turns)
         assert stop.why

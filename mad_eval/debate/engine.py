@@ -24,6 +24,7 @@ from mad_eval.debate.reading import transcript, views
 from mad_eval.debate.seats import Seat
 from mad_eval.grading import grader as grading
 from mad_eval.grading.kinds import get_kind
+from mad_eval.grading.kinds.choice import in_order, letter_back
 from mad_eval.protocols import Protocol
 from mad_eval.records import Question, Stop, Turn, TurnKey, derive_seed, messages_hash
 from mad_eval.settings.config import RunConfig
@@ -64,6 +65,7 @@ class Engine:
         self.templates = dict(templates or {})
         # Replies are recorded as written only where someone reads them so (--quote verbatim).
         self.verbatim = any(seat.speaker.quote.how == "verbatim" for seat in seats)
+        self.reorders = protocol.reorders  # agents see a choice question's options reordered
 
     async def run(self, questions: list[Question]) -> None:
         await run_all([[(self, questions)]], window(self.seats, self.config.concurrency))
@@ -119,6 +121,7 @@ class Engine:
     ) -> list[Turn]:
         """The turns of agents who speak at once, each reading what was said before it."""
         seats = [self.seated(agent, round_) for agent in wave]
+        viewed = [self.view(run, question, agent) for agent in wave]
         base = [dict(enumerate(turns)) for turns in rounds]
         histories = [self.history(agent, round_, base, said) for agent in wave]
         # Decided once per agent: the prompt is built from it and the turn records it.
@@ -128,6 +131,7 @@ class Engine:
         if all((run, question.id, round_, agent) in self.done for agent in wave):
             prompts: list[Fitted | ContextError | None] = [None] * len(wave)
         else:
+            asked = [view for view, _ in viewed]
             said_before = [
                 self.transcript(agent, round_, base, said)
                 if seat.speaker.template.transcript
@@ -135,15 +139,25 @@ class Engine:
                 for agent, seat in zip(wave, seats, strict=True)
             ]
             prompts = await asyncio.to_thread(
-                self.prompts, question, seats, histories, sees, said_before
+                self.prompts, asked, seats, histories, sees, said_before
             )
+        prefixes = self.shared_prefixes(seats, prompts)
         asks = [
-            Ask(seat, round_, seen, history[-1] if history else {}, prompt, prefix)
-            for seat, seen, history, prompt, prefix in zip(
-                seats, sees, histories, prompts, self.shared_prefixes(seats, prompts), strict=True
+            Ask(seat, round_, seen, history[-1] if history else {}, prompt, prefix, *view)
+            for seat, seen, history, prompt, prefix, view in zip(
+                seats, sees, histories, prompts, prefixes, viewed, strict=True
             )
         ]
         return await every(self.turn(run, question, ask, classes) for ask in asks)
+
+    def view(self, run: int, question: Question, agent: int) -> tuple[Question, list[int] | None]:
+        """The question as `agent` reads it, and the order of its options there where the
+        protocol gives it its own (None: as listed)."""
+        if not self.reorders:
+            return question, None
+        seed = derive_seed(self.config.seed, "options", run, question.id, agent)
+        order = self.protocol.option_order(agent, len(self.seats), len(question.options), seed)
+        return (question, None) if order is None else (in_order(question, order), order)
 
     def seated(self, agent: int, round_: int) -> Seat:
         """The agent's seat, its speaker as the protocol's role for the round says."""
@@ -189,15 +203,17 @@ class Engine:
 
     def prompts(
         self,
-        question: Question,
+        questions: list[Question],
         seats: list[Seat],
         histories: list[list[Mapping[int, Turn]]],
         sees: list[list[int]],
         transcripts: list[list[tuple[int, Turn]]],
     ) -> list[Fitted | ContextError | None]:
-        """Each seat's prompt, fitted to its context budget."""
+        """Each seat's prompt of its question, fitted to its context budget."""
         prompts: list[Fitted | ContextError | None] = []
-        for seat, history, seen, said in zip(seats, histories, sees, transcripts, strict=True):
+        for question, seat, history, seen, said in zip(
+            questions, seats, histories, sees, transcripts, strict=True
+        ):
             try:
                 prompts.append(
                     build_prompt(
@@ -237,11 +253,15 @@ class Engine:
         else:
             assert ask.prompt is not None, "a prompt is built for every turn not yet done"
             sampling = self.sampling(key, ask.seat)
-            generation = await self.generate(ask, sampling, question)
+            shown = ask.question or question  # its own view of the question, where it has one
+            generation = await self.generate(ask, sampling, shown)
+            graded = await grade(generation, shown)
+            if ask.order is not None:
+                graded = graded_back(graded, question, ask.order)
             turn = Turn.from_generation(
                 key,
                 generation,
-                await grade(generation, question),
+                graded,
                 **self.asked(ask, sampling),
                 # Replies are recorded as written only where someone reads them so.
                 reply=generation.reply if self.verbatim else None,
@@ -292,6 +312,7 @@ class Engine:
             "context_tokens": fitted.tokens if fitted else None,
             "cut_tokens": fitted.cut if fitted else 0,
             "prefix_tokens": ask.prefix,
+            "option_order": ask.order,
         }
 
 
@@ -305,11 +326,20 @@ class Ask:
     read: Mapping[int, Turn]  # the replies it could read, by agent (its own previous too)
     prompt: Fitted | ContextError | None  # None: the turn is recorded already
     prefix: int | None = None  # tokens shared with an earlier prompt of its wave
+    question: Question | None = None  # its own view of the question (None: as asked)
+    order: list[int] | None = None  # the order of the options in that view
 
 
 def stop_reason(protocol: Protocol, why: str | bool) -> str:
     """The sentence a stop records: the protocol's own, or one naming it."""
     return why if isinstance(why, str) else f"{protocol.name} ended the debate"
+
+
+def graded_back(graded: grading.Grade, question: Question, order: list[int]) -> grading.Grade:
+    """A grade read in an agent's view of a choice question, its letter mapped back to the
+    question's own and graded against its gold."""
+    answer = letter_back(graded.answer, order)
+    return get_kind(question.kind).grade(answer, question.gold)
 
 
 async def grade(generation: Generation, question: Question) -> grading.Grade:

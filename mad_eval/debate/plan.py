@@ -38,6 +38,7 @@ from mad_eval.debate.prompts import Speaker, build_prompt
 from mad_eval.debate.seats import Seat
 from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.grader import check_answer_protocol
+from mad_eval.grading.kinds.choice import listing
 from mad_eval.progress import Listener
 from mad_eval.protocols import (
     Choice,
@@ -47,7 +48,7 @@ from mad_eval.protocols import (
     resolve,
     role_templates,
 )
-from mad_eval.records import Question
+from mad_eval.records import Question, shown
 from mad_eval.sanitize import redact, remember
 from mad_eval.settings.config import (
     DEFAULT_MODEL,
@@ -353,6 +354,7 @@ def make_plan(
     _check_agents(config, templates)
     _check_asks(config, choice, templates)
     spec, questions, answer = _questions(config, asked.data_dir, shared)
+    _check_options(config, choice, questions)
     config = replace(config, max_tokens=config.max_tokens or spec.max_tokens)
     if fresh and config.cache:
         shared.cache = RequestCache(config.cache)
@@ -469,6 +471,21 @@ def _check_asks(config: RunConfig, choice: Choice, templates: Mapping[str, Templ
                     "not show {{ answer_format }}, where the request is written; use a "
                     "template that does."
                 )
+
+
+def _check_options(config: RunConfig, choice: Choice, questions: list[Question]) -> None:
+    """A protocol that shows each agent its own order of a question's options
+    (Protocol.option_order) runs only on questions that list their options last."""
+    if not choice.protocol.reorders:
+        return
+    for question in questions:
+        if listing(question) is None:
+            problem = "has no options" if not question.options else "does not end with them"
+            raise ConfigError(
+                f"{config.protocol} shows each agent the options of a choice question in its "
+                f"own order, and question {shown(question.id, 80)} of {config.benchmark} "
+                f"({question.kind}) {problem}; use a choice or preference benchmark."
+            )
 
 
 def _questions(

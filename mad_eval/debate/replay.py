@@ -20,6 +20,7 @@ from mad_eval.debate.context import (
 )
 from mad_eval.debate.prompts import RoundReplies, Said, Speaker, build_prompt
 from mad_eval.debate.reading import spoke_before, transcript, views
+from mad_eval.grading.kinds.choice import in_order
 from mad_eval.grading.reasoning import parse_quoting
 from mad_eval.records import Messages, Question, Turn, messages_hash, shown
 from mad_eval.settings.templates import (
@@ -62,6 +63,11 @@ class Replay:
         before it, by round and agent."""
         seat = self.manifest.seat(turn.agent)
         question = self.questions[turn.question]
+        if turn.option_order is not None:  # it read its own order of the options
+            try:
+                question = in_order(question, turn.option_order)
+            except ValueError as exc:
+                raise ReplayError(str(exc)) from None
         now = rounds.get(turn.round, {})
         before = spoke_before(turn.agent, self.waves(turn.round))
         said = {j: now[j] for j in before if j in now}

@@ -22,6 +22,7 @@ from mad_eval.protocols.base import (
     debate_shape,
     role_templates,
 )
+from mad_eval.protocols.baselines import Refinement, Shuffled
 from mad_eval.protocols.centralized import Centralized
 from mad_eval.protocols.chateval import ChatEval
 from mad_eval.protocols.decentralized import Decentralized
@@ -293,5 +294,7 @@ for _cls in (
     Relay,
     Memory,
     Report,
+    Shuffled,
+    Refinement,
 ):
     PROTOCOLS.add(_cls.name, _cls)

@@ -123,6 +123,19 @@ class Protocol(ABC):
             return []
         return list(get_rule(decision.rule).needs)
 
+    def option_order(self, agent: int, n_agents: int, options: int, seed: int) -> list[int] | None:
+        """The order `agent` is shown a choice question's `options` options in, its own view
+        of the question: item i is the index of the option it reads as letter i, and its
+        answer is mapped back to the question's letters before it is graded and voted (the
+        turn records the order). `seed` is derived from the run's seed, the run, the question
+        and the agent, so a resumed run shows the same order. None (the default): as listed."""
+        return None
+
+    @property
+    def reorders(self) -> bool:
+        """Whether this protocol gives agents their own order of a question's options."""
+        return type(self).option_order is not Protocol.option_order
+
     def decision(self, n_agents: int) -> Decision:
         """How the debate's answer is chosen: `score` over the answers of `voters`, `hub`
         the agent a hub rule takes."""
@@ -172,6 +185,15 @@ def check_protocol(protocol: Protocol, n_agents: int, rounds: int = 0) -> None:
                 raise ProtocolError(
                     f"{label}: role({agent}, {round_}) returned {shown(role, 80)}; it must "
                     "return a Role or None."
+                )
+    if protocol.reorders:
+        for agent in agents:
+            order = protocol.option_order(agent, n_agents, 4, 0)
+            if order is not None and not _is_order(order, 4):
+                raise ProtocolError(
+                    f"{label}: option_order({agent}, {n_agents}, 4, 0) returned "
+                    f"{shown(order, 80)}; it must return None or an order of the option "
+                    "indices 0..3."
                 )
     decision = protocol.decision(n_agents)
     if not isinstance(decision, Decision):
@@ -230,6 +252,15 @@ def role_templates(protocol: Protocol, n_agents: int, rounds: int) -> list[str]:
         for agent in range(n_agents)
     )
     return list(dict.fromkeys(role.template for role in found if role and role.template))
+
+
+def _is_order(value: Any, n: int) -> bool:
+    """Whether `value` is a list of the indices 0..n-1, each once."""
+    return (
+        isinstance(value, list)
+        and all(type(i) is int for i in value)
+        and sorted(value) == list(range(n))
+    )
 
 
 def _check_schedule(waves: Any, n_agents: int, where: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from mad_eval.grading.answers import MAX_ANSWER_CHARS
@@ -60,20 +60,24 @@ def choice_gold(raw: str, options: Sequence[str]) -> str | None:
     return raw.upper() if len(raw) == 1 and raw.upper() in LETTERS[: len(options)] else None
 
 
+def _listed(kind: str, options: Sequence[str]) -> str:
+    """The lettered options as a question of `kind` lists them (the end of its text)."""
+    if kind == "preference":
+        return "\n\n".join(f"Response {LETTERS[i]}:\n{text}" for i, text in enumerate(options))
+    return "\n".join(f"{LETTERS[i]}. {option}" for i, option in enumerate(options))
+
+
 def choice_question(question: str, options: list[str], instruction: str | None = None) -> str:
     """A multiple-choice question as agents read it: the question, then lettered options."""
     lead = f"{instruction}\n\n" if instruction else ""
-    listed = "\n".join(f"{chr(ord('A') + i)}. {option}" for i, option in enumerate(options))
-    return f"{lead}{question}\n\n{listed}"
+    return f"{lead}{question}\n\n{_listed('choice', options)}"
 
 
 def preference_question(
     conversation: str, responses: list[str], instruction: str | None = None
 ) -> str:
     """A two-way preference question: the conversation, then responses A and B."""
-    shown = "\n\n".join(
-        f"Response {chr(ord('A') + i)}:\n{text}" for i, text in enumerate(responses)
-    )
+    shown = _listed("preference", responses)
     return f"{instruction or PREFERENCE_INSTRUCTION}\n\nConversation:\n{conversation}\n\n{shown}"
 
 
@@ -136,7 +140,45 @@ class PreferenceKind(ChoiceKind):
         return text, "B" if swap else "A", {"options": replies, "order": order}
 
 
-CHOICE = ChoiceKind("choice", "the letter of the one option you choose, and nothing else,")
-PREFERENCE = PreferenceKind(
+CHOICE: ChoiceKind = ChoiceKind(
+    "choice", "the letter of the one option you choose, and nothing else,"
+)
+PREFERENCE: PreferenceKind = PreferenceKind(
     "preference", "the letter of the better response, A or B, and nothing else,"
 )
+
+
+def listing(question: Question) -> str | None:
+    """The lettered options a choice or preference question's text ends with, as
+    choice_question and preference_question write them; None when its text does not end so
+    (or it has no options)."""
+    options = question.options
+    if not options or len(options) > len(LETTERS):
+        return None
+    listed = _listed(question.kind, options)
+    return listed if question.text.endswith(listed) else None
+
+
+def in_order(question: Question, order: Sequence[int]) -> Question:
+    """`question` as an agent reads it with its options shown in `order` (order[i]: the index
+    of the option it reads as letter i): its text, options and gold relettered. A ValueError
+    when its text does not end with its options (listing) or `order` is no permutation."""
+    listed = listing(question)
+    if listed is None:
+        raise ValueError(f"question {question.id}'s text does not end with its lettered options")
+    if sorted(order) != list(range(len(question.options))):
+        raise ValueError(f"{list(order)} is no order of {len(question.options)} options")
+    options = [question.options[i] for i in order]
+    stem = question.text[: len(question.text) - len(listed)]
+    gold = question.gold
+    if gold in LETTERS[: len(order)]:
+        gold = LETTERS[list(order).index(LETTERS.index(gold))]
+    text = stem + _listed(question.kind, options)
+    return replace(question, text=text, gold=gold, meta={**question.meta, "options": options})
+
+
+def letter_back(answer: str | None, order: Sequence[int]) -> str | None:
+    """An answer read in an agent's view (in_order) as the question's own letter."""
+    if answer is None or len(answer) != 1 or answer not in LETTERS[: len(order)]:
+        return answer
+    return LETTERS[order[LETTERS.index(answer)]]

@@ -63,9 +63,11 @@ def test_hostile_statements_are_bounded_and_never_trusted():
     assert verdict.read(early) is None
     assert verdict.read("Verdict: end now, please") is None
     assert points.read("Points: 5 = 11") is None  # more than 10 points
+    assert points.read("Points: 5 = 4; 6 = 5") is None  # fewer: MALLM's exactly 10
     assert points.read("Points: 5 = -3") is None
     assert points.read("Points: " + "; ".join(f"{i} = 0" for i in range(30))) is None
     assert STATEMENTS.get("ranking").read("Ranking: " + ";" * 50_000) is None
+    assert STATEMENTS.get("ranking").read("Ranking: 1; 2; 3; 4; 5; 6") is None  # at most 5
     assert verdict.read("Verdict:" + " " * 200_000 + "end!") is None  # bounded, no hang
 
 
@@ -103,6 +105,13 @@ def test_approval_cumulative_and_borda_count_what_voters_state():
     ]
     assert sorted(t.answer for t in approval) == ["5", "6", "7"]
     assert pick("approval", approval).answer in ("5", "7")  # two approvals each, 6 has one
+    others = [
+        voter(0, "5", True, "Approve: 7"),  # not its own: only what it lists
+        voter(1, "6", False, "Approve: 6"),
+        voter(2, "7", False, "Approve: 7"),
+    ]
+    assert pick("approval", others).answer == "7"  # 7: two, 6: one, 5: none
+
     points = [
         voter(0, "5", True, "Points: 5 = 4; 6 = 6"),
         voter(1, "6", False, "Points: 6 = 10"),
@@ -114,10 +123,12 @@ def test_approval_cumulative_and_borda_count_what_voters_state():
         voter(1, "6", False, "Ranking: 6; 7; 5"),
         voter(2, "7", False, "Ranking: 7; 5; 6"),
     ]
-    # 5: 2 + 0 + 1 = 3; 6: 0 + 2 + 0 = 2; 7: 1 + 1 + 2 = 4.
+    # min(5, 3 voters) = 3 for the first: 5: 3 + 1 + 2 = 6; 6: 1 + 3 + 1 = 5; 7: 2 + 2 + 3 = 7.
     assert pick("borda", ranked).answer == "7"
     unreadable = [voter(0, "5", True, "Points: lots"), voter(1, "6", False, "Points: lots")]
     assert pick("cumulative", unreadable).answer in ("5", "6")  # each its own 10
+    stray = [voter(0, "5", True, "Points: 6 = 5; 9 = 5"), voter(1, "6", False, "Points: 5 = 10")]
+    assert pick("cumulative", stray).answer == "5"  # 9 is no one's: voter 0's 10 go to 5
 
 
 def test_borda_ranks_by_position():
@@ -126,7 +137,7 @@ def test_borda_ranks_by_position():
         voter(1, "6", False, "Ranking: 5; 6; 7"),
         voter(2, "7", False, "Ranking: 7; 5; 6"),
     ]
-    assert pick("borda", ranked).answer == "5"  # 2 + 2 + 1 = 5 against 6: 1 + 1 + 0, 7: 0 + 0 + 2
+    assert pick("borda", ranked).answer == "5"  # 3 + 3 + 2 = 8 against 6: 2 + 2 + 1, 7: 1 + 1 + 3
 
 
 def test_a_consensus_rule_ends_the_debate_once_reached(tmp_path):

@@ -112,7 +112,8 @@ def build_prompt(
     plan: list[tuple[int, list[int], bool]] = []  # (round, agents read, own apart)
     for r in rounds:
         read = sees if r == len(history) else _turn(history[r], agent).sees
-        plan.append((r, read, template.history and agent not in read))
+        own_apart = template.history and agent not in read and agent in history[r - 1]
+        plan.append((r, read, own_apart))
     if not template.history and plan and not plan[0][1]:
         plan = []  # nobody to read: the question alone, as in round 0
     replies = []

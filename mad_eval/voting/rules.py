@@ -18,7 +18,7 @@ from mad_eval.grading.grader import consensus
 from mad_eval.grading.kinds import get_kind
 from mad_eval.registry import Registry
 from mad_eval.voting.groups import C, Cast, G, Same, answer_groups
-from mad_eval.voting.statements import STATEMENTS
+from mad_eval.voting.statements import POINTS, RANKS, STATEMENTS
 
 
 def plurality(groups: list[list[G]], rng: random.Random) -> G | None:
@@ -106,13 +106,22 @@ class Consensus(Rule):
         return parsed[consensus(answers)] if parsed else None
 
 
+class Majority(Plurality):
+    name = "majority"
+    description = (
+        "the plurality answer; the debate ends once half of the voters agree "
+        "(MALLM's majority consensus)"
+    )
+    ends = 0.5
+
+
 class Supermajority(Plurality):
     name = "supermajority"
     description = (
-        "the plurality answer; the debate ends once two thirds of the voters agree "
+        "the plurality answer; the debate ends once 66% of the voters agree "
         "(MALLM's supermajority consensus)"
     )
-    ends = 2 / 3
+    ends = 0.66  # MALLM's threshold, not 2/3: 33 of 50 voters reach it
 
 
 class Unanimity(Plurality):
@@ -142,13 +151,15 @@ class Weighted(Rule):
             return None
         totals = [0.0] * len(groups)
         for voter in ballot:
-            for i, weight in self.weights(voter, groups, same):
+            for i, weight in self.weights(voter, groups, same, len(voters)):
                 totals[i] += weight
         top = max(totals)
         return rng.choice([g for g, total in zip(groups, totals, strict=True) if total == top])[0]
 
-    def weights(self, voter: Cast, groups: list[list[C]], same: Same) -> list[tuple[int, float]]:
-        """(group index, weight) for what `voter` gives weight to."""
+    def weights(
+        self, voter: Cast, groups: list[list[C]], same: Same, voters: int
+    ) -> list[tuple[int, float]]:
+        """(group index, weight) for what `voter`, one of `voters` voters, gives weight to."""
         raise NotImplementedError
 
     @staticmethod
@@ -174,7 +185,9 @@ class ByConfidence(Weighted):
     needs = ("confidence",)
     fallback = 0.5
 
-    def weights(self, voter: Cast, groups: list[list[C]], same: Same) -> list[tuple[int, float]]:
+    def weights(
+        self, voter: Cast, groups: list[list[C]], same: Same, voters: int
+    ) -> list[tuple[int, float]]:
         own = self.own(voter, groups)
         if own is None:
             return []
@@ -185,52 +198,65 @@ class ByConfidence(Weighted):
 class ByApproval(Weighted):
     name = "approval"
     description = (
-        "each voter approves of the answers its reply lists (its own always); the most "
-        "approved answer wins; an unreadable list approves of its own answer alone"
+        "each voter approves of the answers its reply lists; the most approved answer wins; "
+        "an unreadable list approves of the voter's own answer alone"
     )
     needs = ("approval",)
 
-    def weights(self, voter: Cast, groups: list[list[C]], same: Same) -> list[tuple[int, float]]:
-        own = self.own(voter, groups)
-        stated = STATEMENTS.get("approval").read(getattr(voter, "text", None)) or []
-        chosen = {self.named(answer, groups, same) for answer in stated} | {own}
+    def weights(
+        self, voter: Cast, groups: list[list[C]], same: Same, voters: int
+    ) -> list[tuple[int, float]]:
+        stated = STATEMENTS.get("approval").read(getattr(voter, "text", None))
+        if stated is None:
+            own = self.own(voter, groups)
+            return [] if own is None else [(own, 1.0)]
+        # An answer no voter gave approves of nothing, as MALLM drops a solution out of range.
+        chosen = {self.named(answer, groups, same) for answer in stated}
         return [(i, 1.0) for i in chosen if i is not None]
 
 
 class Cumulative(Weighted):
     name = "cumulative"
     description = (
-        "each voter spreads 10 points over the answers; the answer with the most points "
-        "wins; unreadable points put all 10 on the voter's own answer"
+        "each voter spreads exactly 10 points over the answers; the answer with the most "
+        "points wins; points that are unreadable, or given to an answer no voter gave, put all "
+        "10 on the voter's own answer"
     )
     needs = ("points",)
 
-    def weights(self, voter: Cast, groups: list[list[C]], same: Same) -> list[tuple[int, float]]:
+    def weights(
+        self, voter: Cast, groups: list[list[C]], same: Same, voters: int
+    ) -> list[tuple[int, float]]:
         own = self.own(voter, groups)
         stated = STATEMENTS.get("points").read(getattr(voter, "text", None))
-        if stated is None:
-            return [] if own is None else [(own, 10.0)]
-        found = [(self.named(answer, groups, same), float(points)) for answer, points in stated]
-        return [(i, points) for i, points in found if i is not None]
+        found = [
+            (self.named(answer, groups, same), float(points)) for answer, points in stated or []
+        ]
+        if not found or any(i is None for i, _ in found):
+            return [] if own is None else [(own, float(POINTS))]
+        return [(i, points) for i, points in found if i is not None]  # all named
 
 
 class Borda(Weighted):
     name = "borda"
     description = (
-        "each voter ranks the answers; with m answers in the round the first scores m-1, "
-        "the next m-2, ...; an unreadable ranking ranks the voter's own answer first alone"
+        "each voter ranks at most 5 answers; with n voters the first scores min(5, n), the "
+        "next one less, ... (MALLM's ranked voting); a ranking that is unreadable, or names an "
+        "answer no voter gave, ranks the voter's own answer first alone"
     )
     needs = ("ranking",)
 
-    def weights(self, voter: Cast, groups: list[list[C]], same: Same) -> list[tuple[int, float]]:
+    def weights(
+        self, voter: Cast, groups: list[list[C]], same: Same, voters: int
+    ) -> list[tuple[int, float]]:
         own = self.own(voter, groups)
         stated = STATEMENTS.get("ranking").read(getattr(voter, "text", None))
         order = [self.named(answer, groups, same) for answer in stated or []]
-        if not stated:
+        if not order or None in order:
             order = [own]
         ranked = list(dict.fromkeys(i for i in order if i is not None))
-        m = len(groups)
-        return [(i, float(m - 1 - place)) for place, i in enumerate(ranked)]
+        top = min(RANKS, voters)
+        return [(i, float(top - place)) for place, i in enumerate(ranked)]
 
 
 RULES: Registry[Rule] = Registry("scoring rule", "mad_eval.rules", holds=Rule)
@@ -238,6 +264,7 @@ for _rule in (
     Plurality(),
     Hub(),
     Consensus(),
+    Majority(),
     Supermajority(),
     Unanimity(),
     Judge(),

@@ -7,7 +7,7 @@ cannot be read counts as the rule's documented fallback, never as an error.
 
 Replies are hostile text: only the last TAIL characters are read, with patterns that cannot
 backtrack without bound, and every value is checked (a confidence in [0, 1], at most MAX
-answers, points that are whole numbers)."""
+answers and at most RANKS ranked, whole points that sum to exactly POINTS)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from typing import Any
 from mad_eval.registry import Registry
 
 TAIL = 2000  # characters of a reply's end that a statement is read from
-MAX = 20  # answers an approval, a ranking or a points statement may name
-POINTS = 10  # what a cumulative vote spreads
+MAX = 20  # answers an approval or a points statement may name
+RANKS = 5  # answers a ranking may name (MALLM's ranked voting)
+POINTS = 10  # what a cumulative vote spreads, exactly
 
 
 class Statement(ABC):
@@ -77,10 +78,12 @@ class Confidence(Statement):
 class Answers(Statement):
     """A list of answers separated by semicolons (an answer may hold commas: 1,000 or (1, 2))."""
 
+    most = MAX  # answers it may name
+
     def parse(self, value: str) -> list[str] | None:
         items = [item.strip() for item in value.split(";")]
         items = [item for item in items if item]
-        return items if 0 < len(items) <= MAX else None
+        return items if 0 < len(items) <= self.most else None
 
     def write(self, value: Any) -> str:
         return f"{self.label}: {'; '.join(value)}"
@@ -93,18 +96,19 @@ class Approval(Answers):
     def instruction(self) -> str:
         return (
             "On the last line, write 'Approve: ' and every answer you find acceptable, "
-            "your own included, separated by semicolons."
+            "separated by semicolons."
         )
 
 
 class Ranking(Answers):
     name, label = "ranking", "Ranking"
+    most = RANKS
 
     @property
     def instruction(self) -> str:
         return (
-            "On the last line, write 'Ranking: ' and the answers under discussion from "
-            "best to worst, your own included, separated by semicolons."
+            f"On the last line, write 'Ranking: ' and at most {RANKS} of the answers under "
+            "discussion from best to worst, separated by semicolons."
         )
 
 
@@ -114,8 +118,8 @@ class Points(Statement):
     @property
     def instruction(self) -> str:
         return (
-            f"On the last line, write 'Points: ' and spread {POINTS} points over the answers "
-            "under discussion as answer = points, separated by semicolons."
+            f"On the last line, write 'Points: ' and spread exactly {POINTS} points over the "
+            "answers under discussion as answer = points, separated by semicolons."
         )
 
     def parse(self, value: str) -> list[tuple[str, int]] | None:
@@ -127,7 +131,7 @@ class Points(Statement):
             if not eq or not answer.strip() or not re.fullmatch(r"\s*\d{1,3}\s*", points):
                 return None
             found.append((answer.strip(), int(points)))
-        if not 0 < len(found) <= MAX or sum(p for _, p in found) > POINTS:
+        if not 0 < len(found) <= MAX or sum(p for _, p in found) != POINTS:
             return None
         return found
 

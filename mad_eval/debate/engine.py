@@ -124,10 +124,19 @@ class Engine:
         sees = [
             self.visible(agent, history) for agent, history in zip(wave, histories, strict=True)
         ]
+        openings = [
+            self.opening(seat, round_, rounds, history, seen)
+            for seat, history, seen in zip(seats, histories, sees, strict=True)
+        ]
+        # A template with history reads round 0's earlier waves in round 0's own messages.
+        built = [
+            [] if round_ == 0 and opening is not None else history
+            for opening, history in zip(openings, histories, strict=True)
+        ]
         if all((run, question.id, round_, agent) in self.done for agent in wave):
             prompts: list[Fitted | ContextError | None] = [None] * len(wave)
         else:
-            prompts = await asyncio.to_thread(self.prompts, question, seats, histories, sees)
+            prompts = await asyncio.to_thread(self.prompts, question, seats, built, sees, openings)
         asks = [
             Ask(seat, round_, seen, history[-1] if history else {}, prompt, prefix)
             for seat, seen, history, prompt, prefix in zip(
@@ -180,6 +189,21 @@ class Engine:
             before += wave
         return before
 
+    @staticmethod
+    def opening(
+        seat: Seat, round_: int, rounds: list[list[Turn]], history: list[Mapping[int, Turn]],
+        sees: list[int],
+    ) -> dict[int, Turn] | None:
+        """For a template with history, whose every prompt starts with round 0's messages:
+        the replies the agent read in round 0 (of earlier waves; none in one wave); None
+        for a template without history, which reads them as a debate round."""
+        if not seat.speaker.template.history:
+            return None
+        if round_ == 0:
+            return {j: history[-1][j] for j in sees} if history else {}
+        first = rounds[0]
+        return {j: first[j] for j in first[seat.agent.index].sees}
+
     def visible(self, agent: int, history: list[Mapping[int, Turn]]) -> list[int]:
         """Whose replies go into the prompt: the protocol's choice of those said, less failures."""
         if not history:
@@ -194,13 +218,16 @@ class Engine:
         seats: list[Seat],
         histories: list[list[Mapping[int, Turn]]],
         sees: list[list[int]],
+        openings: list[dict[int, Turn] | None],
     ) -> list[Fitted | ContextError | None]:
         """Each seat's prompt, fitted to its context budget."""
         prompts: list[Fitted | ContextError | None] = []
-        for seat, history, seen in zip(seats, histories, sees, strict=True):
+        for seat, history, seen, opening in zip(seats, histories, sees, openings, strict=True):
             try:
                 prompts.append(
-                    build_prompt(seat.speaker, question, history, seen, seat.fitter, seat.budget)
+                    build_prompt(
+                        seat.speaker, question, history, seen, seat.fitter, seat.budget, opening
+                    )
                 )
             except ContextError as exc:
                 prompts.append(exc)

@@ -83,10 +83,12 @@ def build_prompt(
     sees: list[int],
     fitter: Fitter,
     budget: int | None,
+    opening: RoundReplies | None = None,
 ) -> Fitted:
     """The prompt an agent is sent in round len(history), fitted to `budget`: its
     template rendered with the responses it reads (`sees`: agents whose previous-round turns
-    it reads, in order) and, for a template with history, its whole conversation so far.
+    it reads, in order) and, for a template with history, its whole conversation so far,
+    whose round 0 reads `opening` (the replies of agents who spoke before it in round 0).
     The engine, the judge's replay and the training pairs all build prompts here."""
     template, agent = speaker.template, speaker.agent
     asked = answer_format(question.kind, question.answer)
@@ -108,7 +110,8 @@ def build_prompt(
         plan.append((r, read, template.history and agent not in read))
     if not template.history and plan and not plan[0][1]:
         plan = []  # nobody to read: the question alone, as in round 0
-    replies = []
+    first = list(opening.items()) if template.history and opening else []
+    replies = [_reply(turn, speaker.quote, fitter) for _, turn in first]
     for r, read, apart in plan:
         said = [_turn(history[r - 1], j) for j in (*read, *([agent] if apart else []))]
         replies += [_reply(turn, speaker.quote, fitter) for turn in said]
@@ -116,7 +119,8 @@ def build_prompt(
     exact = speaker.quote.how == "verbatim"
 
     def build(cut: list[Reply]) -> Messages:
-        steps, at = [], 0
+        opened = [_quote(j, cut[n], False, exact) for n, (j, _) in enumerate(first)]
+        steps, at = [], len(first)
         for r, read, apart in plan:
             quotes = [_quote(j, cut[at + n], j == agent, exact) for n, j in enumerate(read)]
             at += len(read)
@@ -124,7 +128,7 @@ def build_prompt(
             if apart:
                 own, at = _quote(agent, cut[at], True, exact), at + 1
             steps.append(Step(r, tuple(quotes), own))
-        return template.render(common, steps)
+        return template.render(common, steps, Step(0, tuple(opened), None) if opened else None)
 
     return fitter.fit(build, replies, budget)
 

@@ -3,7 +3,9 @@
 A template has the messages of round 0 (`[[round0]]`) and of a debate round (`[[debate]]`),
 each a `{role, content}` table. With `history = true` an agent's prompt is its whole
 conversation: round 0's messages, then each debate round's messages in turn, so its own
-earlier answers can be assistant turns. The built-in prompt styles are template files in
+earlier answers can be assistant turns; an agent that speaks after others in round 0 (a protocol
+that speaks one by one) reads their replies there too, as round 0's `responses`. The built-in
+prompt styles are template files in
 templates/; `--prompt-template FILE` takes a user's own. Quoted responses are data: the
 template places them, the fitter cuts them, and nothing downstream parses prompt text.
 """
@@ -42,13 +44,13 @@ VARIABLES = {
     "role": "'hub' for the protocol's hub agent, else ''",
     "hub": "the protocol's hub agent (its index), or none when it has no hub",
     "values": "the template's own [values] table",
-    "responses": "every previous-round response the agent reads, in the protocol's order, "
-    "each with .agent, .label, .text (as --quote shows it), .final, .reasoning, .own and "
+    "responses": "every previous-round response the agent reads, in the protocol's order (in "
+    "round 0, under history = true: the replies of agents who spoke before it in round 0), each with .agent, .label, .text (as --quote shows it), .final, .reasoning, .own and "
     ".verbatim (the reply as written; a template using it needs --quote verbatim)",
     "peers": "the same responses without the agent's own",
     "own": "the agent's own previous response (.agent, .label, .text, .final, .reasoning), or none",
 }
-DEBATE_ONLY = ("responses", "peers", "own")
+DEBATE_ONLY = ("own",)
 MAX_SOURCE = 1_000_000  # characters of a template's text
 
 
@@ -126,13 +128,18 @@ class Template:
         reply cannot close its own quote and open another agent's."""
         return self._tags.sub("&lt;", text) if self._tags else text
 
-    def render(self, common: dict[str, Any], steps: list[Step]) -> Messages:
+    def render(
+        self, common: dict[str, Any], steps: list[Step], opening: Step | None = None
+    ) -> Messages:
         """The messages of a prompt: round 0's alone when `steps` is empty; else the last
-        debate round's (or, with history, round 0's followed by every step's)."""
+        debate round's (or, with history, round 0's followed by every step's). `opening`:
+        the replies round 0's messages read (of agents who spoke before, under history)."""
+        read = [self._quoted(q) for q in opening.responses] if opening else []
+        first = {**common, "round": 0, "responses": read, "peers": read}
         if not steps:
-            return self._render(self.round0, {**common, "round": 0})
+            return self._render(self.round0, first)
         rounds = steps if self.history else steps[-1:]
-        messages = self._render(self.round0, {**common, "round": 0}) if self.history else []
+        messages = self._render(self.round0, first) if self.history else []
         for step in rounds:
             responses = [self._quoted(q) for q in step.responses]
             own = self._quoted(step.own) if step.own else None
@@ -414,13 +421,16 @@ def _check_samples(template: Template, sees: list[list[int]]) -> None:
     agents = len(sees)
     for agent in range(agents):
         common = sample_common(agent, agents)
+        # Under history, round 0 reads the agents before it (as when they speak one by one).
+        earlier = [j for j in sees[agent] if j < agent] if template.history else []
+        opening = sample_step(0, agent, earlier, False)
         for rounds in range(3):
             steps = [
                 sample_step(r, agent, sees[agent], template.history) for r in range(1, rounds + 1)
             ]
             section = "round0" if not steps else "debate"
             try:
-                messages = template.render(common, steps)
+                messages = template.render(common, steps, opening)
             except TemplateError as exc:
                 raise TemplateError(
                     f"{str(exc).rstrip('.')} (agent {agent} of {agents}, round {rounds})."
@@ -484,7 +494,7 @@ def sample_common(agent: int, agents: int) -> dict[str, Any]:
 
 def sample_step(round_: int, agent: int, sees: list[int], history: bool) -> Step:
     def quote(j: int) -> Quote:
-        text = f"Sample response {j} of round {round_ - 1}."
+        text = f"Sample response {j} of round {max(round_ - 1, 0)}."
         return Quote(j, f"agent {j}", text, j == agent, final=text, verbatim=text)
 
     own = quote(agent) if history or agent in sees else None

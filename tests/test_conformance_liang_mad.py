@@ -7,6 +7,7 @@ longer differs."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import tomllib
 from collections.abc import Callable
@@ -61,8 +62,9 @@ def read_answer(text: str) -> str | None:
 PREDICATES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "final-judge": lambda case: case["final_judge"],
     "crash": lambda case: case["error"] is not None,
-    "unread-answer": lambda case: case["answer"] is not None
-    and read_answer(case["answer"]) is None,
+    "unread-answer": lambda case: (
+        case["answer"] is not None and read_answer(case["answer"]) is None
+    ),
 }
 
 
@@ -102,7 +104,9 @@ class Debated:
             protocol="judged:ends=answer", agents=3, rounds=case["max_round"] - 1,
             prompt_style=str(template.path), quote="verbatim", max_tokens=512,
         )  # fmt: skip
-        question = Question(case["id"], case["question"], "1", kind="number", answer="debate-answer")
+        question = Question(
+            case["id"], case["question"], "1", kind="number", answer="debate-answer"
+        )
         seeds = {
             derive_seed(config.seed, 0, question.id, r, a): (r, a)
             for r in range(case["max_round"])
@@ -191,8 +195,6 @@ def test_the_sentences_match_their_hashes_only_in_a_users_own_template() -> None
     is none of them."""
     ours = load_template("liang").values
     hashes = set(meta()["sentences"].values())
-    import hashlib
-
     for key, text in ours.items():
         for line in (text if isinstance(text, str) else "").split("\n"):
             for piece in line.split("##"):

@@ -14,10 +14,10 @@ It extracts interactive.py and code/ at the commit into a temporary folder, repl
 records the message list it would send, and runs `Debate(...).run()` for each generated debate
 (seed 45). Each debate runs twice: with the reference's config4all.json, and with a copy whose
 sentences are placeholders (each line of fixed text around the ##x## marks, without the
-spacing at its ends, becomes `⟨key.n⟩`; punctuation alone stays as it is). The two runs must send the same messages once the
-placeholders are put back; the second run's messages are stored, so the reference's sentences
-never enter the repository (meta.json keeps each one's SHA-256, and each prompt's skeleton:
-its placeholders, marks and line breaks).
+spacing at its ends, becomes `⟨key.n⟩`; punctuation alone stays as it is). The two runs must
+send the same messages once the placeholders are put back; the second run's messages are
+stored, so the reference's sentences never enter the repository (meta.json keeps each one's
+SHA-256, and each prompt's skeleton: its placeholders, marks and line breaks).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def stub_imports() -> None:
     errors = {n: Failure for n in ("RateLimitError", "APIError", "ServiceUnavailableError",
                                    "APIConnectionError")}  # fmt: skip
     module("openai", error=module("openai.error", **errors))
-    module("backoff", on_exception=lambda *a, **k: (lambda f: f), expo=None)
+    module("backoff", on_exception=lambda *a, **k: lambda f: f, expo=None)
     module("tiktoken")
 
 
@@ -166,7 +166,7 @@ STEPS = [
     "$$ {a} \\times {b} = {p} $$",
     "```\nprint({a} * {b})\n```",
     "Therefore, the final answer is {x}.",
-    "{{\"not\": \"a verdict\"}}",
+    '{{"not": "a verdict"}}',
     "«quoted» text, tabs\tand trailing spaces   ",
 ]
 ODD_REPLIES = [
@@ -182,7 +182,7 @@ def debater_reply(rng: random.Random, n: dict[str, int]) -> str:
     if rng.random() < 0.04:
         return rng.choice(ODD_REPLIES)
     values = {**n, "x": rng.randint(1, 999), "y": rng.randint(1, 999)}
-    lines = [rng.choice(OPENERS)] + rng.sample(STEPS, rng.randint(1, 4))
+    lines = [rng.choice(OPENERS), *rng.sample(STEPS, rng.randint(1, 4))]
     text = rng.choice(["\n\n", "\n", " "]).join(line for line in lines if line)
     text = text.format(**values)
     return rng.choice(["", " ", "\n"]) + text + rng.choice(["", "", "\n", "  "])
@@ -208,10 +208,7 @@ def verdict(rng: random.Random, answer: Any, preference: str | None = None) -> s
         rng.shuffle(items)
     if rng.random() < 0.1:
         items.append(("Confidence", "high"))
-    if isinstance(answer, str):
-        value = quoted(rng, answer, double)
-    else:
-        value = repr(answer)
+    value = quoted(rng, answer, double) if isinstance(answer, str) else repr(answer)
     pairs = [f"{quoted(rng, k, double)}: {quoted(rng, v, double)}" for k, v in items]
     pairs.insert(rng.randint(0, len(pairs)), f"{quoted(rng, 'debate_answer', double)}: {value}")
     if rng.random() < 0.3:
@@ -273,7 +270,9 @@ def scripted(rng: random.Random, index: int) -> dict[str, Any]:
 # ---- running the reference -----------------------------------------------------------------
 
 
-def run(interactive: Any, agent: Any, config: dict[str, str], case: dict[str, Any]) -> dict[str, Any]:
+def run(
+    interactive: Any, agent: Any, config: dict[str, str], case: dict[str, Any]
+) -> dict[str, Any]:
     """The reference's debate on the case's replies: every request (player and messages),
     the round the moderator ended it at, the final answer, and the error it stopped on."""
     sent: list[dict[str, Any]] = []

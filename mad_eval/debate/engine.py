@@ -191,7 +191,10 @@ class Engine:
 
     @staticmethod
     def opening(
-        seat: Seat, round_: int, rounds: list[list[Turn]], history: list[Mapping[int, Turn]],
+        seat: Seat,
+        round_: int,
+        rounds: list[list[Turn]],
+        history: list[Mapping[int, Turn]],
         sees: list[int],
     ) -> dict[int, Turn] | None:
         """For a template with history, whose every prompt starts with round 0's messages:

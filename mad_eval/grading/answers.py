@@ -4,11 +4,12 @@ A benchmark kind (mad_eval.grading.kinds) says what the answer is; its protocol 
 it: the last `\\boxed{}` (the default), a DAPO-style `Answer: X` last line (read and compared
 exactly as verl's DAPO reward does under `dapo`), Math-Verify's own search of the whole reply,
 a `{final answer: X}` group (or Debate-or-Vote's own reading of one, a number rounded to one
-decimal), the "debate_answer" of Liang et al.'s moderator, or a "Summary:" line. Each protocol also writes the prompt's
-answer-format sentence and the simulated agents' answers, so a question is asked, answered
-and read one way. A protocol may also compare (`judge`: the math-verify protocol takes
-Math-Verify's verdict on its own parses, as verl's scorer does; dapo compares verl's
-normalised strings) and take settings after its name (`math-verify:precision=2`, `configure`).
+decimal), the "debate_answer" of Liang et al.'s moderator, or a "Summary:" line. Each
+protocol also writes the prompt's answer-format sentence and the simulated agents' answers,
+so a question is asked, answered and read one way. A protocol may also compare (`judge`: the
+math-verify protocol takes Math-Verify's verdict on its own parses, as verl's scorer does;
+dapo compares verl's normalised strings) and take settings after its name
+(`math-verify:precision=2`, `configure`).
 
 Reasoning is dropped before any protocol looks (closed `<think>` blocks, an unclosed block's
 rest, all before a lone `</think>`): an answer the model only considered is never read. The
@@ -408,7 +409,7 @@ for _protocol in (
     ),
     AnswerProtocol(
         "debate-answer",
-        "the \"debate_answer\" of the last JSON or Python dict in the reply, as Liang et "
+        'the "debate_answer" of the last JSON or Python dict in the reply, as Liang et '
         "al.'s moderator writes it (empty: none)",
         _STEP_BY_STEP + ' as JSON at the end of your reply: {"debate_answer": "X"}.',
         '{"debate_answer": "{answer}"}',

@@ -45,7 +45,8 @@ VARIABLES = {
     "hub": "the protocol's hub agent (its index), or none when it has no hub",
     "values": "the template's own [values] table",
     "responses": "every previous-round response the agent reads, in the protocol's order (in "
-    "round 0, under history = true: the replies of agents who spoke before it in round 0), each with .agent, .label, .text (as --quote shows it), .final, .reasoning, .own and "
+    "round 0, under history = true: the replies of agents who spoke before it in round 0), "
+    "each with .agent, .label, .text (as --quote shows it), .final, .reasoning, .own and "
     ".verbatim (the reply as written; a template using it needs --quote verbatim)",
     "peers": "the same responses without the agent's own",
     "own": "the agent's own previous response (.agent, .label, .text, .final, .reasoning), or none",

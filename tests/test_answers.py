@@ -66,6 +66,7 @@ def test_the_protocols_and_kinds_are_registered() -> None:
         "math-verify",
         "braces",
         "dov-math",
+        "debate-answer",
         "summary-line",
     ]
     assert list(grading.KINDS) == ["math", "number", "choice", "preference", "summary"]
@@ -83,8 +84,15 @@ def test_the_protocols_and_kinds_are_registered() -> None:
         "math-verify",
         "braces",
         "dov-math",
+        "debate-answer",
     )
-    assert KINDS.get("number").answers == ("boxed", "answer-line", "braces", "dov-math")
+    assert KINDS.get("number").answers == (
+        "boxed",
+        "answer-line",
+        "braces",
+        "dov-math",
+        "debate-answer",
+    )
     assert KINDS.get("choice").answers == ("boxed", "answer-line", "braces")
     assert KINDS.get("preference").answers == ("boxed", "answer-line", "braces")
     assert (KINDS.get("summary").default_answer, KINDS.get("summary").answers) == (
@@ -101,8 +109,7 @@ def test_unknown_names_are_one_sentence() -> None:
         get_answer_protocol("x")
     assert str(error.value) == (
         "unknown answer protocol 'x'; known: boxed, answer-line, dapo, math-verify, braces, "
-        "dov-math, "
-        "summary-line."
+        "dov-math, debate-answer, summary-line."
     )
     with pytest.raises(ValueError, match=r"unknown benchmark kind 'mcq'; known: math, number"):
         get_kind("mcq")
@@ -639,3 +646,14 @@ def test_a_resume_keeps_the_protocol_and_revision_the_run_graded_with(tmp_path, 
     with pytest.raises(StoreError, match="as revision 1 read answers, and this mad-eval reads"):
         mad_eval.run(**settings, answer_protocol="answer-line", agents=2, out=out)
     assert mad_eval.report(out).maj == first.maj  # the grades it recorded
+
+
+def test_debate_answer_reads_liang_et_als_moderator() -> None:
+    """The "debate_answer" of the last dict, in JSON or Python quoting; empty: no answer."""
+    read = get_answer_protocol("debate-answer").locate
+    assert read('{"Whether there is a preference": "Yes", "debate_answer": "42"}') == "42"
+    assert read("{'debate_answer': 'it\\'s 7', 'Reason': ''}") == "it's 7"
+    assert read('{"debate_answer": 4.50}') == "4.5"
+    assert read('{"debate_answer": "1"} then {"debate_answer": " 2 "}') == "2"
+    assert read('{"debate_answer": ""}') is None and read("no dict") is None
+    assert read('{"debate_answer": "' + "9" * 2000 + '"}') is None

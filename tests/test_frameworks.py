@@ -56,7 +56,9 @@ def test_every_framework_runs_end_to_end_and_its_metrics_hold_every_round(tmp_pa
         assert stop.why
 
 
-@pytest.mark.parametrize("protocol", ["judged", "chateval:order=summarizer", "group", "relay"])
+@pytest.mark.parametrize(
+    "protocol", ["judged", "chateval", "chateval:order=summarizer", "group", "relay", "memory"]
+)
 def test_every_prompt_is_rebuilt_from_the_records_alone(tmp_path, protocol):
     """The replay (the viewer's prompts, `mad-eval judge`'s contexts) rebuilds each turn's
     prompt, roles, speaking order and statements asked included, to its recorded hash."""

@@ -179,8 +179,8 @@ DEBATE = '[[debate]]\nrole = "user"\ncontent = "{{ question }}: {{ peers|length 
     [
         (ROUND0 + DEBATE.replace("question", "problem"),
          r"mine.toml: debate\[0\]: content uses unknown variable 'problem'; it can use: agent,"),
-        (ROUND0.replace("{{ answer_format }}", "{{ peers }}") + DEBATE,
-         r"round0\[0\]: content uses unknown variable 'peers'"),
+        (ROUND0.replace("{{ answer_format }}", "{{ own }}") + DEBATE,
+         r"round0\[0\]: content uses unknown variable 'own'"),
         (ROUND0 + DEBATE.replace('"user"', '"tool"'),
          r"debate\[0\]: role 'tool' is not one of: system, user, assistant"),
         (ROUND0 + DEBATE + '[[debate]]\nrole = "user"\ncontent = "again"\n',

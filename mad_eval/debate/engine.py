@@ -20,7 +20,7 @@ from mad_eval.backends import Backend, Generation, Request, Sampling
 from mad_eval.backends.base import every
 from mad_eval.debate.context import ContextError, EstimateCounter, Fitted, Fitter, prefix_tokens
 from mad_eval.debate.prompts import Speaker, build_prompt
-from mad_eval.debate.reading import transcript, views
+from mad_eval.debate.reading import opening, transcript, views
 from mad_eval.debate.seats import Seat
 from mad_eval.grading import grader as grading
 from mad_eval.grading.kinds import get_kind
@@ -128,6 +128,15 @@ class Engine:
         sees = [
             self.visible(agent, history) for agent, history in zip(wave, histories, strict=True)
         ]
+        openings = [
+            opening(seat.speaker.template.history, seat.agent.index, round_, base, history, seen)
+            for seat, history, seen in zip(seats, histories, sees, strict=True)
+        ]
+        # A template with history reads round 0's earlier waves in round 0's own messages.
+        built = [
+            [] if round_ == 0 and first is not None else history
+            for first, history in zip(openings, histories, strict=True)
+        ]
         if all((run, question.id, round_, agent) in self.done for agent in wave):
             prompts: list[Fitted | ContextError | None] = [None] * len(wave)
         else:
@@ -139,7 +148,7 @@ class Engine:
                 for agent, seat in zip(wave, seats, strict=True)
             ]
             prompts = await asyncio.to_thread(
-                self.prompts, asked, seats, histories, sees, said_before
+                self.prompts, asked, seats, built, sees, said_before, openings
             )
         prefixes = self.shared_prefixes(seats, prompts)
         asks = [
@@ -208,16 +217,24 @@ class Engine:
         histories: list[list[Mapping[int, Turn]]],
         sees: list[list[int]],
         transcripts: list[list[tuple[int, Turn]]],
+        openings: list[dict[int, Turn] | None],
     ) -> list[Fitted | ContextError | None]:
         """Each seat's prompt of its question, fitted to its context budget."""
         prompts: list[Fitted | ContextError | None] = []
-        for question, seat, history, seen, said in zip(
-            questions, seats, histories, sees, transcripts, strict=True
+        for question, seat, history, seen, said, first in zip(
+            questions, seats, histories, sees, transcripts, openings, strict=True
         ):
             try:
                 prompts.append(
                     build_prompt(
-                        seat.speaker, question, history, seen, seat.fitter, seat.budget, said
+                        seat.speaker,
+                        question,
+                        history,
+                        seen,
+                        seat.fitter,
+                        seat.budget,
+                        said,
+                        first,
                     )
                 )
             except ContextError as exc:

@@ -88,10 +88,12 @@ def build_prompt(
     fitter: Fitter,
     budget: int | None,
     transcript: Sequence[tuple[int, Turn | Said]] = (),
+    opening: RoundReplies | None = None,
 ) -> Fitted:
     """The prompt an agent is sent in round len(history), fitted to `budget`: its
     template rendered with the responses it reads (`sees`: agents whose previous-round turns
-    it reads, in order) and, for a template with history, its whole conversation so far.
+    it reads, in order) and, for a template with history, its whole conversation so far,
+    whose round 0 reads `opening` (the replies of agents who spoke before it in round 0).
     `transcript` (agent, turn) is every earlier reply the agent reads or wrote, in the order
     said, for a template that quotes it (`said`).
     The engine, the judge's replay and the training pairs all build prompts here."""
@@ -116,7 +118,8 @@ def build_prompt(
         plan.append((r, read, own_apart))
     if not template.history and plan and not plan[0][1]:
         plan = []  # nobody to read: the question alone, as in round 0
-    replies = []
+    first = list(opening.items()) if template.history and opening else []
+    replies = [_reply(turn, speaker.quote, fitter) for _, turn in first]
     for r, read, apart in plan:
         said = [_turn(history[r - 1], j) for j in (*read, *([agent] if apart else []))]
         replies += [_reply(turn, speaker.quote, fitter) for turn in said]
@@ -126,7 +129,8 @@ def build_prompt(
     exact = speaker.quote.how == "verbatim"
 
     def build(cut: list[Reply]) -> Messages:
-        steps, at = [], 0
+        opened = [_quote(j, cut[n], False, exact) for n, (j, _) in enumerate(first)]
+        steps, at = [], len(first)
         for r, read, apart in plan:
             quotes = [_quote(j, cut[at + n], j == agent, exact) for n, j in enumerate(read)]
             at += len(read)
@@ -139,7 +143,7 @@ def build_prompt(
                 _quote(j, cut[at + n], j == agent, exact) for n, (j, _) in enumerate(transcript)
             ]
             steps[-1] = replace(steps[-1], said=tuple(quotes))
-        return template.render(common, steps)
+        return template.render(common, steps, Step(0, tuple(opened), None) if opened else None)
 
     return fitter.fit(build, replies, budget)
 

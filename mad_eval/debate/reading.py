@@ -12,6 +12,9 @@ class Spoken(Protocol):
     @property
     def failed(self) -> bool: ...
 
+    @property
+    def sees(self) -> list[int]: ...
+
 
 T = TypeVar("T", bound=Spoken)
 Waves = Callable[[int], Sequence[Sequence[int]]]  # a round's speaking order (Protocol.schedule)
@@ -69,3 +72,22 @@ def transcript(
     ]
     spoken += [(j, said[j]) for j in spoke_before(agent, waves(round_)) if j in said]
     return [(j, turn) for j, turn in spoken if j in reads and not turn.failed]
+
+
+def opening(
+    history_template: bool,
+    agent: int,
+    round_: int,
+    rounds: Sequence[Mapping[int, T]],
+    history: Sequence[Mapping[int, T]],
+    sees: list[int],
+) -> dict[int, T] | None:
+    """For a template with history, whose every prompt starts with round 0's messages: the
+    replies the agent read in round 0 (of earlier waves; none in one wave), which round 0's
+    messages quote; None for a template without history, which reads them as a debate round."""
+    if not history_template:
+        return None
+    if round_ == 0:
+        return {j: history[-1][j] for j in sees} if history else {}
+    first = rounds[0]
+    return {j: first[j] for j in first[agent].sees}

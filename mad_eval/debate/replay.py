@@ -19,7 +19,7 @@ from mad_eval.debate.context import (
     load_counter,
 )
 from mad_eval.debate.prompts import RoundReplies, Said, Speaker, build_prompt
-from mad_eval.debate.reading import spoke_before, transcript, views
+from mad_eval.debate.reading import opening, spoke_before, transcript, views
 from mad_eval.grading.kinds.choice import in_order
 from mad_eval.grading.reasoning import parse_quoting
 from mad_eval.records import Messages, Question, Turn, messages_hash, shown
@@ -99,10 +99,15 @@ class Replay:
             said_before = transcript(
                 turn.agent, turn.round, earlier, said, self.waves, {*reads, turn.agent}
             )
+        first = opening(
+            speaker.template.history, turn.agent, turn.round, earlier, history, turn.sees
+        )
+        if turn.round == 0 and first is not None:
+            history = []  # round 0's own messages read its earlier waves
         started = time.thread_time()
         try:
             fitted = build_prompt(
-                speaker, question, history, turn.sees, fitter, budget, said_before
+                speaker, question, history, turn.sees, fitter, budget, said_before, first
             )
         except ContextError as exc:
             raise ReplayError(str(exc)) from None

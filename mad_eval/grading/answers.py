@@ -4,11 +4,12 @@ A benchmark kind (mad_eval.grading.kinds) says what the answer is; its protocol 
 it: the last `\\boxed{}` (the default), a DAPO-style `Answer: X` last line (read and compared
 exactly as verl's DAPO reward does under `dapo`), Math-Verify's own search of the whole reply,
 a `{final answer: X}` group (or Debate-or-Vote's own reading of one, a number rounded to one
-decimal), or a "Summary:" line. Each protocol also writes the prompt's
-answer-format sentence and the simulated agents' answers, so a question is asked, answered
-and read one way. A protocol may also compare (`judge`: the math-verify protocol takes
-Math-Verify's verdict on its own parses, as verl's scorer does; dapo compares verl's
-normalised strings) and take settings after its name (`math-verify:precision=2`, `configure`).
+decimal), the "debate_answer" of Liang et al.'s moderator, or a "Summary:" line. Each
+protocol also writes the prompt's answer-format sentence and the simulated agents' answers,
+so a question is asked, answered and read one way. A protocol may also compare (`judge`: the
+math-verify protocol takes Math-Verify's verdict on its own parses, as verl's scorer does;
+dapo compares verl's normalised strings) and take settings after its name
+(`math-verify:precision=2`, `configure`).
 
 Reasoning is dropped before any protocol looks (closed `<think>` blocks, an unclosed block's
 rest, all before a lone `</think>`): an answer the model only considered is never read. The
@@ -20,6 +21,7 @@ worker processes of mad_eval.grading.verifier.
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 from collections import deque
@@ -313,6 +315,27 @@ def _summary_line(reply: str) -> tuple[str | None, bool]:
     return summary or None, False
 
 
+# ---- debate-answer -----------------------------------------------------------------------
+
+# Liang et al.'s moderator answers with a dict literal (JSON or Python quoting) whose
+# "debate_answer" holds its answer: a quoted string (escapes included) or a bare number.
+_DEBATE_ANSWER = re.compile(
+    r"""["']debate_answer["']\s*:\s*("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|[-+]?[\d.]+)"""
+)
+
+
+def _debate_answer(reply: str) -> tuple[str | None, bool]:
+    found = _last(_DEBATE_ANSWER.finditer(reply))
+    if found is None or len(found.group(1)) > MAX_ANSWER_CHARS:
+        return None, False
+    try:
+        value = ast.literal_eval(found.group(1))
+    except (ValueError, SyntaxError):
+        return None, False
+    answer = str(value).strip()
+    return answer or None, False  # an empty answer is none: the moderator lets it go on
+
+
 # ---- the registry ------------------------------------------------------------------------
 
 _STEP_BY_STEP = "Reason step by step, then give {what}"
@@ -383,6 +406,15 @@ for _protocol in (
         "{final answer: {answer}}",
         False,
         dov_math,
+    ),
+    AnswerProtocol(
+        "debate-answer",
+        'the "debate_answer" of the last JSON or Python dict in the reply, as Liang et '
+        "al.'s moderator writes it (empty: none)",
+        _STEP_BY_STEP + ' as JSON at the end of your reply: {"debate_answer": "X"}.',
+        '{"debate_answer": "{answer}"}',
+        True,
+        _debate_answer,
     ),
     AnswerProtocol(
         "summary-line",

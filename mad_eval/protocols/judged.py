@@ -24,6 +24,9 @@ JUDGE = (
 )
 
 
+ENDS = ("verdict", "answer")
+
+
 class Judged(Protocol):
     name = "judged"
     description = (
@@ -31,10 +34,19 @@ class Judged(Protocol):
         "agent) reads both each round, may end the debate, and gives its answer"
     )
 
-    def __init__(self, personas: bool = True):
+    def __init__(self, personas: bool = True, ends: str = "verdict"):
         """`personas`: the debaters and the judge are told their roles (system prompts);
-        false leaves each agent's own persona (a template of the user's that says it)."""
+        false leaves each agent's own persona (a template of the user's that says it).
+        `ends`: what ends the debate early: the judge's "Verdict: end" line with an answer
+        (verdict), or any answer the judge gives (answer: Liang et al.'s moderator, whose
+        non-empty "debate_answer" ends it; read with --answer-protocol debate-answer)."""
+        if ends not in ENDS:
+            raise ProtocolError(
+                f"judged:ends={ends!r} is not one of: {', '.join(ENDS)} (what ends the "
+                "debate: the judge's verdict line, or any answer the judge gives)."
+            )
         self.personas = personas
+        self.ends = ends
 
     @staticmethod
     def judge(n_agents: int) -> int:
@@ -68,7 +80,9 @@ class Judged(Protocol):
         return Role(persona=NEGATIVE, name="negative")
 
     def asks(self, agent: int, round_: int, n_agents: int) -> list[str]:
-        return ["verdict"] if agent == self.judge(n_agents) else []
+        if self.ends == "answer" or agent != self.judge(n_agents):
+            return []
+        return ["verdict"]
 
     def decision(self, n_agents: int) -> Decision:
         judge = self.judge(n_agents)
@@ -81,6 +95,6 @@ class Judged(Protocol):
         judge = rounds[-1][-1]
         if judge.failed or judge.answer is None:
             return None  # no answer to end with: the debate goes on
-        if STATEMENTS.get("verdict").read(judge.text) != "end":
+        if self.ends == "verdict" and STATEMENTS.get("verdict").read(judge.text) != "end":
             return None  # "continue", or no verdict it could read: it goes on
         return f"the judge ended the debate after round {len(rounds) - 1}"

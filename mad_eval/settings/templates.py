@@ -3,9 +3,11 @@
 A template has the messages of round 0 (`[[round0]]`) and of a debate round (`[[debate]]`),
 each a `{role, content}` table. With `history = true` an agent's prompt is its whole
 conversation: round 0's messages, then each debate round's messages in turn, so its own
-earlier answers can be assistant turns. A message with `repeat = "said"` (or another list
-variable) is sent once for each item, the item as `item`: ChatEval's layout, every earlier
-message as an assistant turn of its own. The built-in prompt styles are template files in
+earlier answers can be assistant turns; an agent that speaks after others in round 0 (a
+protocol that speaks one by one) reads their replies there too, as round 0's `responses`. A
+message with `repeat = "said"` (or another list variable) is sent once for each item, the item
+as `item`: ChatEval's layout, every earlier message as an assistant turn of its own. The
+built-in prompt styles are template files in
 templates/; `--prompt-template FILE` takes a user's own. Quoted responses are data: the
 template places them, the fitter cuts them, and nothing downstream parses prompt text.
 """
@@ -44,7 +46,8 @@ VARIABLES = {
     "role": "'hub' for the protocol's hub agent, else ''",
     "hub": "the protocol's hub agent (its index), or none when it has no hub",
     "values": "the template's own [values] table",
-    "responses": "every previous-round response the agent reads, in the protocol's order, "
+    "responses": "every previous-round response the agent reads, in the protocol's order (in "
+    "round 0, under history = true: the replies of agents who spoke before it in round 0), "
     "each with .agent, .label, .text (as --quote shows it), .final, .reasoning, .own and "
     ".verbatim (the reply as written; a template using it needs --quote verbatim)",
     "peers": "the same responses without the agent's own",
@@ -53,7 +56,7 @@ VARIABLES = {
     "order they were said (earlier rounds too), each as in responses",
     "item": 'in a message with repeat = "LIST": the item of LIST the message is sent for',
 }
-DEBATE_ONLY = ("responses", "peers", "own", "said")
+DEBATE_ONLY = ("own", "said")
 REPEATABLE = ("responses", "peers", "said")  # the lists a message can be repeated over
 MAX_SOURCE = 1_000_000  # characters of a template's text
 
@@ -140,19 +143,24 @@ class Template:
         reply cannot close its own quote and open another agent's."""
         return self._tags.sub("&lt;", text) if self._tags else text
 
-    def render(self, common: dict[str, Any], steps: list[Step]) -> Messages:
+    def render(
+        self, common: dict[str, Any], steps: list[Step], opening: Step | None = None
+    ) -> Messages:
         """The messages of a prompt: round 0's alone when `steps` is empty; else the last
-        debate round's (or, with history, round 0's followed by every step's)."""
-        return [message for message, _ in self.sources(common, steps)]
+        debate round's (or, with history, round 0's followed by every step's). `opening`:
+        the replies round 0's messages read (of agents who spoke before, under history)."""
+        return [message for message, _ in self.sources(common, steps, opening)]
 
     def sources(
-        self, common: dict[str, Any], steps: list[Step]
+        self, common: dict[str, Any], steps: list[Step], opening: Step | None = None
     ) -> list[tuple[dict[str, str], _Message]]:
         """The messages of `render`, each with the template message it came from."""
+        read = [self._quoted(q) for q in opening.responses] if opening else []
+        first = {**common, "round": 0, "responses": read, "peers": read}
         if not steps:
-            return self._rendered(self.round0, {**common, "round": 0})
+            return self._rendered(self.round0, first)
         rounds = steps if self.history else steps[-1:]
-        messages = self._rendered(self.round0, {**common, "round": 0}) if self.history else []
+        messages = self._rendered(self.round0, first) if self.history else []
         for step in rounds:
             responses = [self._quoted(q) for q in step.responses]
             own = self._quoted(step.own) if step.own else None
@@ -449,13 +457,16 @@ def _check_samples(template: Template, sees: list[list[int]]) -> None:
     agents = len(sees)
     for agent in range(agents):
         common = sample_common(agent, agents)
+        # Under history, round 0 reads the agents before it (as when they speak one by one).
+        earlier = [j for j in sees[agent] if j < agent] if template.history else []
+        opening = sample_step(0, agent, earlier, False)
         for rounds in range(3):
             steps = [
                 sample_step(r, agent, sees[agent], template.history) for r in range(1, rounds + 1)
             ]
             section = "round0" if not steps else "debate"
             try:
-                messages = template.sources(common, steps)
+                messages = template.sources(common, steps, opening)
             except TemplateError as exc:
                 raise TemplateError(
                     f"{str(exc).rstrip('.')} (agent {agent} of {agents}, round {rounds})."
@@ -523,7 +534,7 @@ def sample_common(agent: int, agents: int) -> dict[str, Any]:
 
 
 def sample_step(round_: int, agent: int, sees: list[int], history: bool) -> Step:
-    def quote(j: int, said: int = round_ - 1) -> Quote:
+    def quote(j: int, said: int = max(round_ - 1, 0)) -> Quote:
         text = f"Sample response {j} of round {said}."
         return Quote(j, f"agent {j}", text, j == agent, final=text, verbatim=text)
 

@@ -117,5 +117,5 @@ class MathKind(Kind):
 MATH = MathKind(
     "math",
     "your final answer",
-    answers=("boxed", "answer-line", "dapo", "math-verify", "braces", "dov-math"),
+    answers=("boxed", "answer-line", "dapo", "math-verify", "braces", "dov-math", "debate-answer"),
 )

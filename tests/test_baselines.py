@@ -12,6 +12,7 @@ import signal
 import pytest
 from cli_helpers import mad_eval, start, turns_of, wait_for_lines, without_timing
 from kind_files import write_all
+from viewer_helpers import read_data
 
 from mad_eval import api
 from mad_eval.debate.replay import Replay, run_questions
@@ -191,3 +192,16 @@ def test_the_baselines_are_listed_by_their_papers():
     assert rows["medprompt"].startswith("Medprompt")
     assert rows["ensemble_refinement"].startswith("Ensemble Refinement")
     assert rows["spp"].startswith("Solo Performance Prompting")
+
+
+def test_the_viewer_shows_each_agents_order_of_the_options(tmp_path, shared_data):
+    folder = medprompt(tmp_path, shared_data, limit=2)
+    site = api.view([folder], tmp_path / "site").parent
+    recorded = {(t.question, t.agent): t.option_order for t in RunStore(folder).turns()}
+    shown = {}
+    for row in read_data(site, "index")["runs"][0]["debates"]:
+        page = read_data(site, row["file"])
+        for t in page["turns"]:
+            shown[(row["question"], t["agent"])] = t["option_order"]
+    assert shown == recorded
+    assert all(order is not None for order in shown.values())

@@ -342,6 +342,7 @@ def _turn_page(
         "answer": turn.answer,
         "correct": turn.correct,
         "sees": list(turn.sees),
+        "option_order": turn.option_order,
         "text": turn.text,
         "reasoning": turn.reasoning,
         "prompt": prompt,

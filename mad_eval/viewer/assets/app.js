@@ -355,6 +355,7 @@ function turnDetails(t, prefix) {
   const meta = [["model", t.model], ["seed", t.seed], ["finish", t.finish_reason],
     ["prompt tokens", t.prompt_tokens], ["completion tokens", t.completion_tokens],
     ["reasoning tokens", t.reasoning_tokens], ["latency (s)", fmt(t.latency, 3)],
+    ["options shown", t.option_order ? t.option_order.map((i) => String.fromCharCode(65 + i)).join(" ") : null],
     ["correct", t.correct === null ? "–" : String(t.correct)], ["error", t.error]]
     .filter(([, v]) => v !== null && v !== undefined)
     .map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, String(v))));

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tomllib
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conformance_suite import Suite
 
 from mad_eval.backends.base import Backend, Generation, Request, answered
 from mad_eval.debate.engine import Engine, shared_seats
@@ -23,45 +22,10 @@ from mad_eval.settings.config import RunConfig
 from mad_eval.voting.rules import default_rule, get_rule
 from mad_eval.voting.ties import vote_ties
 
-FOLDER = Path(__file__).resolve().parent.parent / "conformance" / "chateval"
+SUITE = Suite("chateval", "ChatEval")
+FOLDER = SUITE.folder
+cases, declared = SUITE.cases, SUITE.declared
 Messages = list[dict[str, str]]
-
-
-@cache
-def cases(kind: str) -> list[dict[str, Any]]:
-    with open(FOLDER / "cases.jsonl", encoding="utf-8") as lines:
-        return [case for line in lines if (case := json.loads(line))["set"] == kind]
-
-
-@cache
-def declared() -> dict[str, Any]:
-    return tomllib.loads((FOLDER / "differences.toml").read_text(encoding="utf-8"))
-
-
-class Differences:
-    """The differences found, each checked against differences.toml as it is found."""
-
-    def __init__(self, kind: str):
-        self.kind = kind
-        self.classes = {c["name"] for c in declared()["class"] if kind in c["sets"]}
-        self.hits = dict.fromkeys(self.classes, 0)
-        self.undeclared: list[str] = []
-
-    def found(self, where: str, names: list[str]) -> None:
-        """A case that differs, and the classes that account for it (none: undeclared)."""
-        if names and all(name in self.classes for name in names):
-            for name in names:
-                self.hits[name] += 1
-        else:
-            self.undeclared.append(where)
-
-    def check(self) -> None:
-        assert not self.undeclared, (
-            f"{len(self.undeclared)} {self.kind} cases differ from ChatEval without a declared "
-            f"reason, e.g. {self.undeclared[:5]}"
-        )
-        stale = [name for name, hits in self.hits.items() if not hits]
-        assert not stale, f"differences.toml declares classes that no longer differ: {stale}"
 
 
 def test_the_suite_holds_enough_cases() -> None:
@@ -160,7 +124,7 @@ def test_the_chateval_preset_sends_the_messages_chateval_builds(tmp_path: Path) 
     """One-by-one, simultaneous and with a summarizer: every request each debater sends
     equals ChatEval's, byte for byte, its sentences being the placeholders in both, or
     differs only as differences.toml declares."""
-    differences = Differences("prompt")
+    differences = SUITE.ledger("prompt", every=True)
     identical = 0
     for case in cases("prompt"):
         sent = sent_by_mad_eval(case, tmp_path)
@@ -195,7 +159,7 @@ def as_choice(reply: str) -> str:
 def test_the_vote_decides_what_chateval_decides() -> None:
     """ChatEval's majority_vote against the chateval preset's decision (plurality over its
     debaters' verdicts)."""
-    differences = Differences("vote")
+    differences = SUITE.ledger("vote", every=True)
     same = same_answer("choice")
     protocol = resolve("chateval").protocol
     for case in cases("vote"):

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conformance_suite import Suite
 
 from mad_eval.backends.base import Backend, Generation, Request, answered
 from mad_eval.data.benchmarks import load_spec
@@ -37,19 +36,10 @@ from mad_eval.settings.templates import Template, load_template
 from mad_eval.voting.rules import Plurality
 from mad_eval.voting.ties import vote_ties
 
-FOLDER = Path(__file__).resolve().parent.parent / "conformance" / "debate_or_vote"
+SUITE = Suite("debate_or_vote", "Debate-or-Vote")
+FOLDER = SUITE.folder
+cases, declared = SUITE.cases, SUITE.declared
 READER = get_answer_protocol("dov-math")
-
-
-@cache
-def cases(kind: str) -> list[dict[str, Any]]:
-    with open(FOLDER / "cases.jsonl", encoding="utf-8") as lines:
-        return [case for line in lines if (case := json.loads(line))["set"] == kind]
-
-
-@cache
-def declared() -> dict[str, Any]:
-    return tomllib.loads((FOLDER / "differences.toml").read_text(encoding="utf-8"))
 
 
 def gold_of(value: float) -> str:
@@ -80,35 +70,6 @@ PREDICATES: dict[str, Callable[[str, str | None], bool]] = {
 }
 
 
-class Differences:
-    """The differences found, each checked against differences.toml as it is found."""
-
-    def __init__(self, kind: str):
-        self.kind = kind
-        self.classes = {c["name"]: c for c in declared().get("class", []) if kind in c["sets"]}
-        self.ids = {c["id"] for c in declared().get("case", [])}
-        self.hits: dict[str, int] = dict.fromkeys(self.classes, 0)
-        self.undeclared: list[str] = []
-
-    def found(self, case_id: str, covering: list[str]) -> None:
-        """A case that differs, and the classes whose predicates hold for it."""
-        if case_id in self.ids:
-            return
-        known = [name for name in covering if name in self.classes]
-        if known:
-            self.hits[known[0]] += 1
-        else:
-            self.undeclared.append(case_id)
-
-    def check(self, total: int) -> None:
-        assert not self.undeclared, (
-            f"{len(self.undeclared)} of {total} {self.kind} cases differ from Debate-or-Vote "
-            f"without a declared reason, e.g. {self.undeclared[:5]}"
-        )
-        stale = [name for name, hits in self.hits.items() if not hits]
-        assert not stale, f"differences.toml declares classes that no longer differ: {stale}"
-
-
 def covering(replies: list[str], values: list[str | None]) -> list[str]:
     return [
         name
@@ -125,7 +86,7 @@ def test_the_suite_holds_enough_cases() -> None:
 
 
 def test_the_math_reader_reads_what_debate_or_vote_reads() -> None:
-    differences = Differences("reader")
+    differences = SUITE.ledger("reader", first=True)
     for case in cases("reader"):
         found = READER.find(case["reply"]).answer
         graded = grade(case["reply"], gold_of(case["gold"]), "number", answer="dov-math")
@@ -148,7 +109,7 @@ class Cast:
 
 
 def test_the_vote_picks_what_debate_or_vote_picks() -> None:
-    differences = Differences("vote")
+    differences = SUITE.ledger("vote", first=True)
     same = same_answer("number")
     for case in cases("vote"):
         gold = gold_of(case["gold"])

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tomllib
 from collections import Counter
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any
+
+from conformance_suite import Suite
 
 from mad_eval.backends.base import Backend, Generation, Request, answered
 from mad_eval.debate.context import bare_render
@@ -26,43 +25,10 @@ from mad_eval.settings.config import RunConfig
 from mad_eval.voting.rules import default_rule, get_rule
 from mad_eval.voting.ties import vote_ties
 
-FOLDER = Path(__file__).resolve().parent.parent / "conformance" / "debatellm"
+SUITE = Suite("debatellm", "DebateLLM")
+FOLDER = SUITE.folder
+cases, declared = SUITE.cases, SUITE.declared
 UNPARSED = "-1"  # DebateLLM's extractors' answer for a reply they cannot read
-
-
-@cache
-def cases(kind: str) -> list[dict[str, Any]]:
-    with open(FOLDER / "cases.jsonl", encoding="utf-8") as lines:
-        return [case for line in lines if (case := json.loads(line))["set"] == kind]
-
-
-@cache
-def declared() -> dict[str, Any]:
-    return tomllib.loads((FOLDER / "differences.toml").read_text(encoding="utf-8"))
-
-
-class Differences:
-    """The differences found, each checked against differences.toml as it is found."""
-
-    def __init__(self, kind: str):
-        self.kind = kind
-        self.classes = {c["name"]: c for c in declared().get("class", []) if kind in c["sets"]}
-        self.hits: dict[str, int] = dict.fromkeys(self.classes, 0)
-        self.undeclared: list[str] = []
-
-    def found(self, case_id: str, name: str | None) -> None:
-        if name in self.classes:
-            self.hits[name] += 1
-        else:
-            self.undeclared.append(f"{case_id} ({name or 'no class'})")
-
-    def check(self, total: int) -> None:
-        assert not self.undeclared, (
-            f"{len(self.undeclared)} of {total} {self.kind} cases differ from DebateLLM without "
-            f"a declared reason, e.g. {self.undeclared[:5]}"
-        )
-        stale = [name for name, hits in self.hits.items() if not hits]
-        assert not stale, f"differences.toml declares classes that no longer differ: {stale}"
 
 
 @dataclass
@@ -109,7 +75,7 @@ def test_the_suite_holds_enough_cases() -> None:
 
 def test_most_frequent_and_the_plurality_vote_pick_alike() -> None:
     preset = resolve("medprompt")
-    differences = Differences("vote")
+    differences = SUITE.ledger("vote")
     for case in cases("vote"):
         answers = case["answers"]
         casts = [Cast(j, None if a == UNPARSED else a) for j, a in enumerate(answers)]
@@ -191,7 +157,7 @@ def test_medprompt_maps_each_shuffled_letter_back_and_votes_as_debatellm() -> No
     """Given each step's order, the engine shows the options in it, maps the agent's letter
     back as DebateLLM's mapping does, and the preset's vote picks what most_frequent picks."""
     preset = resolve("medprompt")
-    differences = Differences("medprompt")
+    differences = SUITE.ledger("medprompt")
     for case in cases("medprompt"):
         steps, options = case["steps"], case["options"]
         if any(step["mapping"] is None for step in steps):
@@ -226,7 +192,7 @@ def test_ensemble_refinement_sends_the_requests_debatellm_sends() -> None:
     """Its samples read the question alone; each aggregation reads the question and every
     sample, in order, once; the aggregations are voted as most_frequent votes them."""
     preset = resolve("ensemble_refinement")
-    differences = Differences("er")
+    differences = SUITE.ledger("er")
     for case in cases("er"):
         k, m, replies = case["reasoning"], case["aggregation"], case["replies"]
         requests = case["requests"]

@@ -9,14 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import tomllib
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conformance_suite import Suite
 
 from mad_eval.backends.base import Backend, Generation, Request, answered
 from mad_eval.debate.context import EstimateCounter, Fitter
@@ -32,7 +31,9 @@ from mad_eval.voting.groups import answer_groups
 from mad_eval.voting.rules import Weighted, get_rule
 from mad_eval.voting.statements import STATEMENTS
 
-FOLDER = Path(__file__).resolve().parent.parent / "conformance" / "mallm"
+SUITE = Suite("mallm", "MALLM")
+FOLDER = SUITE.folder
+cases, declared = SUITE.cases, SUITE.declared
 RULE = {
     "simple": "plurality",
     "approval": "approval",
@@ -44,46 +45,9 @@ NO_ONES = "no one's answer"  # a solution MALLM has no index for: no voter's ans
 
 
 @cache
-def cases(kind: str) -> list[dict[str, Any]]:
-    with open(FOLDER / "cases.jsonl", encoding="utf-8") as lines:
-        return [case for line in lines if (case := json.loads(line))["set"] == kind]
-
-
-@cache
-def declared() -> dict[str, Any]:
-    return tomllib.loads((FOLDER / "differences.toml").read_text(encoding="utf-8"))
-
-
-@cache
 def same(a: str, b: str) -> bool:
     """The math kind's equivalence (math-verify), computed once per pair of answers."""
     return bool(same_answer("math")(a, b))
-
-
-class Differences:
-    """The differences found in one set, each checked against differences.toml as found."""
-
-    def __init__(self, kind: str):
-        self.kind = kind
-        self.classes = {c["name"]: c for c in declared()["class"] if kind in c["sets"]}
-        self.hits: dict[str, int] = dict.fromkeys(self.classes, 0)
-        self.undeclared: list[str] = []
-
-    def found(self, case_id: str, covering: list[str]) -> None:
-        """A case that differs, and the classes whose predicates hold for it."""
-        known = [name for name in covering if name in self.classes]
-        for name in known:
-            self.hits[name] += 1
-        if not known:
-            self.undeclared.append(case_id)
-
-    def check(self, total: int) -> None:
-        assert not self.undeclared, (
-            f"{len(self.undeclared)} of {total} {self.kind} cases differ from MALLM without a "
-            f"declared reason, e.g. {self.undeclared[:5]}"
-        )
-        stale = [name for name, hits in self.hits.items() if not hits]
-        assert not stale, f"differences.toml declares classes that no longer differ: {stale}"
 
 
 @dataclass
@@ -141,7 +105,7 @@ def consensus_covering(window: list[dict[str, Any]], largest_tie: bool) -> list[
 
 
 def test_consensus_ends_where_mallm_ends() -> None:
-    differences = Differences("consensus")
+    differences = SUITE.ledger("consensus")
     total = 0
     for case in cases("consensus"):
         answers = window_answers(case["window"])
@@ -278,7 +242,7 @@ def vote_covering(case: dict[str, Any], voters: list[Voter], mine: Voter | None)
 
 @pytest.mark.parametrize("protocol", list(RULE))
 def test_the_vote_decides_what_mallm_decides(protocol: str) -> None:
-    differences = Differences(protocol)
+    differences = SUITE.ledger(protocol)
     chosen = [c for c in cases("vote") if c["protocol"] == protocol]
     for case in chosen:
         top = tally(case)
@@ -421,7 +385,7 @@ def paradigm_covering(mine: Event, theirs: Event) -> list[str]:
 def test_each_agent_reads_whom_mallm_lets_it_read() -> None:
     """Memory, relay and report: every turn's speaker, and the latest reply of each other
     agent its request holds, are MALLM's; what else it holds differs only as declared."""
-    differences = Differences("paradigm")
+    differences = SUITE.ledger("paradigm")
     total = 0
     for case in cases("paradigm"):
         theirs = mallm_events(case)

@@ -361,7 +361,7 @@ def paradigm_cases() -> list[dict[str, Any]]:
     cases = []
     with tempfile.TemporaryDirectory() as scratch:
         for paradigm in ("memory", "relay", "report"):
-            for n, turns in itertools.product(range(2, 7), range(1, 5)):
+            for n, turns in itertools.product(range(2, 9), range(1, 6)):
                 model = Recorder()
                 config = Config(
                     f"{scratch}/in.json", f"{scratch}/out.json", task_instruction_prompt="task",

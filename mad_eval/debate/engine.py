@@ -14,13 +14,14 @@ import asyncio
 import collections
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, TypeVar
 
 from mad_eval.backends import Backend, Generation, Request, Sampling
 from mad_eval.backends.base import every
 from mad_eval.debate.context import ContextError, EstimateCounter, Fitted, Fitter, prefix_tokens
-from mad_eval.debate.prompts import Speaker, build_prompt
-from mad_eval.debate.reading import opening, transcript, views
+from mad_eval.debate.prompts import Speaker, read_prompt
+from mad_eval.debate.reading import Reading, reading
 from mad_eval.debate.seats import Seat
 from mad_eval.grading import grader as grading
 from mad_eval.grading.kinds import get_kind
@@ -122,39 +123,19 @@ class Engine:
         """The turns of agents who speak at once, each reading what was said before it."""
         seats = [self.seated(agent, round_) for agent in wave]
         viewed = [self.view(run, question, agent) for agent in wave]
-        base = [dict(enumerate(turns)) for turns in rounds]
-        histories = [self.history(agent, round_, base, said) for agent in wave]
+        earlier = [dict(enumerate(turns)) for turns in rounds]
         # Decided once per agent: the prompt is built from it and the turn records it.
-        sees = [
-            self.visible(agent, history) for agent, history in zip(wave, histories, strict=True)
-        ]
-        openings = [
-            opening(seat.speaker.template.history, seat.agent.index, round_, base, history, seen)
-            for seat, history, seen in zip(seats, histories, sees, strict=True)
-        ]
-        # A template with history reads round 0's earlier waves in round 0's own messages.
-        built = [
-            [] if round_ == 0 and first is not None else history
-            for first, history in zip(openings, histories, strict=True)
-        ]
+        readings = [self.reading(seat, round_, earlier, said) for seat in seats]
         if all((run, question.id, round_, agent) in self.done for agent in wave):
             prompts: list[Fitted | ContextError | None] = [None] * len(wave)
         else:
             asked = [view for view, _ in viewed]
-            said_before = [
-                self.transcript(agent, round_, base, said)
-                if seat.speaker.template.transcript
-                else []
-                for agent, seat in zip(wave, seats, strict=True)
-            ]
-            prompts = await asyncio.to_thread(
-                self.prompts, asked, seats, built, sees, said_before, openings
-            )
+            prompts = await asyncio.to_thread(self.prompts, asked, seats, readings)
         prefixes = self.shared_prefixes(seats, prompts)
         asks = [
-            Ask(seat, round_, seen, history[-1] if history else {}, prompt, prefix, *view)
-            for seat, seen, history, prompt, prefix, view in zip(
-                seats, sees, histories, prompts, prefixes, viewed, strict=True
+            Ask(seat, round_, found.sees, found.read, prompt, prefix, *view)
+            for seat, found, prompt, prefix, view in zip(
+                seats, readings, prompts, prefixes, viewed, strict=True
             )
         ]
         return await every(self.turn(run, question, ask, classes) for ask in asks)
@@ -186,21 +167,19 @@ class Engine:
             speaker = replace(speaker, template=self.templates[role.template])
         return replace(seat, speaker=speaker)
 
-    def history(
-        self, agent: int, round_: int, rounds: list[dict[int, Turn]], said: Mapping[int, Turn]
-    ) -> list[Mapping[int, Turn]]:
-        """What `agent` read in each round up to `round_` (reading.views)."""
-        return views(agent, round_, rounds, said, self.waves)
+    def reading(
+        self, seat: Seat, round_: int, rounds: list[dict[int, Turn]], said: Mapping[int, Turn]
+    ) -> Reading[Turn]:
+        """What the seat's agent reads when it speaks in `round_` (reading.reading)."""
+        agent = seat.agent.index
+        reads = {*self.protocol.sees(agent, len(self.seats)), agent}
+        template = seat.speaker.template
+        return reading(
+            agent, round_, rounds, said, self.waves, template, reads, partial(self.visible, agent)
+        )
 
     def waves(self, round_: int) -> list[list[int]]:
         return self.protocol.schedule(round_, len(self.seats))
-
-    def transcript(
-        self, agent: int, round_: int, rounds: list[dict[int, Turn]], said: Mapping[int, Turn]
-    ) -> list[tuple[int, Turn]]:
-        """Every reply said before `agent` speaks in `round_` (reading.transcript)."""
-        reads = {*self.protocol.sees(agent, len(self.seats)), agent}
-        return transcript(agent, round_, rounds, said, self.waves, reads)
 
     def visible(self, agent: int, history: list[Mapping[int, Turn]]) -> list[int]:
         """Whose replies go into the prompt: the protocol's choice of those said, less failures."""
@@ -211,32 +190,13 @@ class Engine:
         return [j for j in seen if j in read and not read[j].failed]
 
     def prompts(
-        self,
-        questions: list[Question],
-        seats: list[Seat],
-        histories: list[list[Mapping[int, Turn]]],
-        sees: list[list[int]],
-        transcripts: list[list[tuple[int, Turn]]],
-        openings: list[dict[int, Turn] | None],
+        self, questions: list[Question], seats: list[Seat], readings: list[Reading[Turn]]
     ) -> list[Fitted | ContextError | None]:
         """Each seat's prompt of its question, fitted to its context budget."""
         prompts: list[Fitted | ContextError | None] = []
-        for question, seat, history, seen, said, first in zip(
-            questions, seats, histories, sees, transcripts, openings, strict=True
-        ):
+        for question, seat, found in zip(questions, seats, readings, strict=True):
             try:
-                prompts.append(
-                    build_prompt(
-                        seat.speaker,
-                        question,
-                        history,
-                        seen,
-                        seat.fitter,
-                        seat.budget,
-                        said,
-                        first,
-                    )
-                )
+                prompts.append(read_prompt(seat.speaker, question, found, seat.fitter, seat.budget))
             except ContextError as exc:
                 prompts.append(exc)
         return prompts

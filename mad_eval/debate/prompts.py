@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from mad_eval.debate.context import ContextError, EstimateCounter, Fitted, Fitter, Reply
+from mad_eval.debate.reading import Reading
 from mad_eval.grading.answers import get_answer_protocol
 from mad_eval.grading.grader import check_answer_protocol
 from mad_eval.grading.kinds import get_kind
@@ -146,6 +147,21 @@ def build_prompt(
         return template.render(common, steps, Step(0, tuple(opened), None) if opened else None)
 
     return fitter.fit(build, replies, budget)
+
+
+def read_prompt(
+    speaker: Speaker,
+    question: Question,
+    found: Reading[Turn] | Reading[Turn | Said],
+    fitter: Fitter,
+    budget: int | None,
+) -> Fitted:
+    """The prompt of what an agent reads as it speaks (reading.Reading), as build_prompt
+    builds it: the engine's and the replay's one call."""
+    history: Sequence[RoundReplies] = found.history
+    return build_prompt(
+        speaker, question, history, found.sees, fitter, budget, found.said, found.opening
+    )
 
 
 def _reply(turn: Turn | Said, quoting: Quoting, fitter: Fitter) -> Reply:

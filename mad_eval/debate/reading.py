@@ -1,11 +1,15 @@
 """What an agent reads when it speaks: the latest reply of each agent, which is this round's
 where that agent spoke in an earlier wave of the round, else the round before's. The engine
-builds prompts from these views and the replay rebuilds them the same way from the records."""
+builds prompts from a Reading and the replay rebuilds the same Reading from the records."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from mad_eval.settings.templates import Template
 
 
 class Spoken(Protocol):
@@ -18,6 +22,52 @@ class Spoken(Protocol):
 
 T = TypeVar("T", bound=Spoken)
 Waves = Callable[[int], Sequence[Sequence[int]]]  # a round's speaking order (Protocol.schedule)
+
+
+@dataclass(frozen=True)
+class Reading(Generic[T]):
+    """What one agent's prompt in round `round` is built from: `views` (what it could read in
+    each round so far, `views`), `sees` (whose replies of the last view it quotes), `opening`
+    (round 0's earlier waves, under a template with history) and `said` (every earlier reply
+    in order, for a template that quotes them all)."""
+
+    round: int
+    views: list[Mapping[int, T]]
+    sees: list[int]
+    opening: dict[int, T] | None
+    said: list[tuple[int, T]]
+
+    @property
+    def read(self) -> Mapping[int, T]:
+        """The replies it could read as it spoke, by agent (its own previous too)."""
+        return self.views[-1] if self.views else {}
+
+    @property
+    def history(self) -> list[Mapping[int, T]]:
+        """The rounds build_prompt renders: none in round 0 when its own messages quote the
+        earlier waves (`opening`)."""
+        return [] if self.round == 0 and self.opening is not None else self.views
+
+
+def reading(
+    agent: int,
+    round_: int,
+    rounds: Sequence[Mapping[int, T]],
+    now: Mapping[int, T],
+    waves: Waves,
+    template: Template,
+    reads: set[int],
+    choose: Callable[[list[Mapping[int, T]]], list[int]],
+) -> Reading[T]:
+    """What `agent` reads when it speaks in `round_`: `rounds` holds the earlier rounds'
+    replies and `now` this round's so far, by agent; `reads` whom the protocol lets it read
+    (itself among them); `choose` picks whose replies it quotes from its views."""
+    said = {j: now[j] for j in spoke_before(agent, waves(round_)) if j in now}
+    found = views(agent, round_, rounds, said, waves)
+    sees = choose(found)
+    first = opening(template.history, agent, round_, rounds, found, sees)
+    whole = transcript(agent, round_, rounds, said, waves, reads) if template.transcript else []
+    return Reading(round_, found, sees, first, whole)
 
 
 def spoke_before(agent: int, waves: Sequence[Sequence[int]]) -> list[int]:

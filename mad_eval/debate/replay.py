@@ -18,8 +18,8 @@ from mad_eval.debate.context import (
     TokenCounter,
     load_counter,
 )
-from mad_eval.debate.prompts import RoundReplies, Said, Speaker, build_prompt
-from mad_eval.debate.reading import opening, spoke_before, transcript, views
+from mad_eval.debate.prompts import RoundReplies, Speaker, read_prompt
+from mad_eval.debate.reading import reading
 from mad_eval.grading.kinds.choice import in_order
 from mad_eval.grading.reasoning import parse_quoting
 from mad_eval.records import Messages, Question, Turn, messages_hash, shown
@@ -68,15 +68,6 @@ class Replay:
                 question = in_order(question, turn.option_order)
             except ValueError as exc:
                 raise ReplayError(str(exc)) from None
-        now = rounds.get(turn.round, {})
-        before = spoke_before(turn.agent, self.waves(turn.round))
-        said = {j: now[j] for j in before if j in now}
-        earlier = [rounds.get(r, {}) for r in range(turn.round)]
-        history = views(turn.agent, turn.round, earlier, said, self.waves)
-        read = history[-1] if history else {}
-        missing = [j for j in turn.sees if j not in read]
-        if missing:
-            raise ReplayError(f"the turns it read (agents {missing}) are not recorded")
         fitter, budget = self.whole, None
         if turn.cut_tokens:  # shortened to fit: cut again with the same tokenizer and budget
             fitter, budget = self._fitter(seat), seat.prompt_budget
@@ -92,23 +83,25 @@ class Replay:
             self.hub,
             asks,
         )
-        said_before: list[tuple[int, Turn | Said]] = []
-        if speaker.template.transcript:
-            recorded = self.manifest.protocol.sees
-            reads = set(recorded[turn.agent]) if recorded else set(turn.sees)
-            said_before = transcript(
-                turn.agent, turn.round, earlier, said, self.waves, {*reads, turn.agent}
-            )
-        first = opening(
-            speaker.template.history, turn.agent, turn.round, earlier, history, turn.sees
+        recorded = self.manifest.protocol.sees
+        reads = set(recorded[turn.agent]) if recorded else set(turn.sees)
+        earlier = [rounds.get(r, {}) for r in range(turn.round)]
+        found = reading(
+            turn.agent,
+            turn.round,
+            earlier,
+            rounds.get(turn.round, {}),
+            self.waves,
+            speaker.template,
+            {*reads, turn.agent},
+            lambda views: list(turn.sees),
         )
-        if turn.round == 0 and first is not None:
-            history = []  # round 0's own messages read its earlier waves
+        missing = [j for j in turn.sees if j not in found.read]
+        if missing:
+            raise ReplayError(f"the turns it read (agents {missing}) are not recorded")
         started = time.thread_time()
         try:
-            fitted = build_prompt(
-                speaker, question, history, turn.sees, fitter, budget, said_before, first
-            )
+            fitted = read_prompt(speaker, question, found, fitter, budget)
         except ContextError as exc:
             raise ReplayError(str(exc)) from None
         except TemplateError as exc:  # the real data took it past a bound: not tried again

@@ -261,14 +261,14 @@ def test_a_template_failing_on_the_real_data_is_noted_and_not_tried_again(sim_ru
     payload = "{% if 'Evaluate' in question %}{{ question * 100000000 }}{% endif %}"
     root = recording(sim_run, tmp_path, payload)
     renders = []
-    real = replay.build_prompt
+    real = replay.read_prompt
 
     def counted(*args, **kwargs):
         renders.append(1)
         return real(*args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(replay, "build_prompt", counted)
+        patch.setattr(replay, "read_prompt", counted)
         api.view([root], out=tmp_path / "site")
     assert len(renders) == 1
     assert "its prompt template cannot be used (" in site_text(tmp_path / "site")

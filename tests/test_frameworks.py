@@ -259,3 +259,24 @@ def test_the_frameworks_experiment_makes_its_table_offline(tmp_path, monkeypatch
     judged = json.loads((cells["judged"] / "metrics.json").read_text())
     assert 0 < judged["ended"] <= 100 and judged["cost"]["requests"] < 3 * 3
     assert "ended" not in json.loads((cells["decentralized"] / "metrics.json").read_text())
+
+
+def test_a_mixed_team_runs_a_judged_debate_with_the_judge_on_its_own_model(tmp_path):
+    """heterogeneous:topology=judged is the judged debate, its judge a stronger model: the
+    judge alone decides, is asked for its verdict, and may end the debate."""
+    team = ["sim:p0=0.3*2", "sim:p0=0.8"]
+    folder = sim_run(
+        tmp_path / "r", None, protocol="heterogeneous:topology=judged", agent=team,
+        rounds=2, limit=20,
+    )  # fmt: skip
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert [seat["model"] for seat in manifest["team"]] == [
+        "sim:p0=0.3",
+        "sim:p0=0.3",
+        "sim:p0=0.8",
+    ]
+    assert manifest["protocol"]["score"] == "judge" and manifest["protocol"]["voters"] == [2]
+    assert RunStore(folder).stops()
+    for t in turns_of(folder):
+        stated = STATEMENTS.get("verdict").read(t["text"])
+        assert (stated is not None) == (t["agent"] == 2)

@@ -4,9 +4,10 @@ of the other topologies. The team comes from --agent/--roster or from the preset
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from mad_eval.protocols.base import Protocol, ProtocolError, Role
+from mad_eval.protocols.base import Decision, Protocol, ProtocolError, Role
 from mad_eval.records import Turn, shown
 
 
@@ -51,6 +52,23 @@ class Heterogeneous(Protocol):
 
     def role(self, agent: int, round_: int, n_agents: int) -> Role | None:
         return self.topology.role(agent, round_, n_agents)
+
+    def asks(self, agent: int, round_: int, n_agents: int) -> list[str]:
+        if type(self.topology).asks is not Protocol.asks:  # a judge's verdict, say
+            return self.topology.asks(agent, round_, n_agents)
+        return super().asks(agent, round_, n_agents)
+
+    def decision(self, n_agents: int) -> Decision:
+        # The topology's (a judge decides a judged debate), scored by this instance's rule.
+        found = self.topology.decision(n_agents)
+        return found if self.score is None else replace(found, rule=self.score)
+
+    def option_order(self, agent: int, n_agents: int, options: int, seed: int) -> list[int] | None:
+        return self.topology.option_order(agent, n_agents, options, seed)
+
+    @property
+    def reorders(self) -> bool:
+        return self.topology.reorders
 
     def stop(self, rounds: Sequence[Sequence[Turn]]) -> str | None:
         # Its own score (a consensus rule) is this instance's, not the topology's.

@@ -63,6 +63,7 @@ def test_a_sure_agent_is_always_right_through_any_order(tmp_path, shared_data):
     assert moved
 
 
+@pytest.mark.slow
 def test_the_orders_come_from_the_seed_and_a_killed_run_resumes_them(tmp_path, shared_data):
     args = ["run", "--model", "sim:delay=0.01", "--protocol", "medprompt", "--agents", "5"]
     args += ["--rounds", "0", "--benchmark", MMLU, "--data-dir", str(shared_data)]

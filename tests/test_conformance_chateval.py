@@ -120,6 +120,7 @@ def explained(mine: Messages, theirs: Messages, case: dict[str, Any], name: str)
     return []
 
 
+@pytest.mark.slow
 def test_the_chateval_preset_sends_the_messages_chateval_builds(tmp_path: Path) -> None:
     """One-by-one, simultaneous and with a summarizer: every request each debater sends
     equals ChatEval's, byte for byte, its sentences being the placeholders in both, or

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from conformance_suite import Suite
 
 from mad_eval.backends.base import Backend, Generation, Request, answered
@@ -153,6 +154,7 @@ def order_of(step: dict[str, Any], options: list[str]) -> list[int]:
     return order
 
 
+@pytest.mark.slow
 def test_medprompt_maps_each_shuffled_letter_back_and_votes_as_debatellm() -> None:
     """Given each step's order, the engine shows the options in it, maps the agent's letter
     back as DebateLLM's mapping does, and the preset's vote picks what most_frequent picks."""
@@ -188,6 +190,7 @@ def test_medprompt_maps_each_shuffled_letter_back_and_votes_as_debatellm() -> No
     differences.check(len(cases("medprompt")))
 
 
+@pytest.mark.slow
 def test_ensemble_refinement_sends_the_requests_debatellm_sends() -> None:
     """Its samples read the question alone; each aggregation reads the question and every
     sample, in order, once; the aggregations are voted as most_frequent votes them."""

@@ -150,6 +150,7 @@ def test_the_suite_holds_enough_debates() -> None:
     assert sum(c["ended"] is not None and c["ended"] < c["max_round"] for c in cases()) >= 30
 
 
+@pytest.mark.slow
 def test_the_judged_preset_sends_and_decides_as_liang_et_al(tmp_path: Path) -> None:
     """Every request of the reference (the final judge's apart) equals mad-eval's, message for
     message, and both end the debate at the same round with the same answer, except where

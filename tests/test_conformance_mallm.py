@@ -382,6 +382,7 @@ def paradigm_covering(mine: Event, theirs: Event) -> list[str]:
     return sorted(found)
 
 
+@pytest.mark.slow
 def test_each_agent_reads_whom_mallm_lets_it_read() -> None:
     """Memory, relay and report: every turn's speaker, and the latest reply of each other
     agent its request holds, are MALLM's; what else it holds differs only as declared."""

@@ -371,6 +371,7 @@ def test_a_runs_alerts_are_shown_on_its_page(browser, runs, tmp_path) -> None:
     assert browser.find_elements("css selector", "#rows tr")
 
 
+@pytest.mark.slow
 def test_a_judged_debate_shows_roles_order_verdicts_and_where_it_ended(browser, tmp_path) -> None:
     run = sim_run(tmp_path / "judged", limit=20, agents=3, rounds=3, protocol="judged")
     site = api.view([run], tmp_path / "site").parent

@@ -280,3 +280,12 @@ def test_a_mixed_team_runs_a_judged_debate_with_the_judge_on_its_own_model(tmp_p
     for t in turns_of(folder):
         stated = STATEMENTS.get("verdict").read(t["text"])
         assert (stated is not None) == (t["agent"] == 2)
+
+
+def test_a_framework_written_for_a_team_size_takes_it_without_agents(tmp_path):
+    judged = sim_run(tmp_path / "j", protocol="judged", rounds=1, limit=2)
+    group = sim_run(tmp_path / "g", protocol="group:size=3", rounds=1, limit=2)
+    assert json.loads((judged / "manifest.json").read_text())["config"]["agents"] == 3
+    assert json.loads((group / "manifest.json").read_text())["config"]["agents"] == 6
+    plain = sim_run(tmp_path / "d", protocol="relay", rounds=1, limit=2)
+    assert json.loads((plain / "manifest.json").read_text())["config"]["agents"] == 5

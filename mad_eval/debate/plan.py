@@ -391,7 +391,9 @@ def _config(asked: Asked, choice: Choice) -> RunConfig:
     n_roster = sum(entry.count for entry in roster)
     config = RunConfig(
         protocol=asked.protocol,
-        agents=asked.agents if asked.agents is not None else (n_roster or DEFAULT_AGENTS),
+        agents=asked.agents
+        if asked.agents is not None
+        else (n_roster or choice.protocol.agents or DEFAULT_AGENTS),
         model=asked.model or DEFAULT_MODEL,
         prompt_style=asked.prompt_template or choice.prompt_template or "debate",
         quote=asked.quote or choice.quote or "final",

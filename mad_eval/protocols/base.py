@@ -63,6 +63,9 @@ class Protocol(ABC):
     score: str | None = None
     # A team this protocol brings with it (heterogeneous presets); --agent/--roster override it.
     roster: list[dict[str, Any]] | None = None
+    # The number of agents it is written for (a judged debate's three), taken when neither
+    # --agents nor a team says; None: the project's default.
+    agents: int | None = None
 
     def validate(self, n_agents: int) -> None:
         """Raise ProtocolError if this topology makes no sense for n_agents."""

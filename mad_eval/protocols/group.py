@@ -25,6 +25,7 @@ class Group(Protocol):
             raise ProtocolError(f"group: size must be a whole number >= 1, got {shown(size, 80)}.")
         self.size = size
         self.personas = personas
+        self.agents = 2 * size  # two groups, unless --agents says otherwise
 
     def validate(self, n_agents: int) -> None:
         super().validate(n_agents)

@@ -34,6 +34,8 @@ class Judged(Protocol):
         "agent) reads both each round, may end the debate, and gives its answer"
     )
 
+    agents = 3  # two debaters and a judge
+
     def __init__(self, personas: bool = True, ends: str = "verdict"):
         """`personas`: the debaters and the judge are told their roles (system prompts);
         false leaves each agent's own persona (a template of the user's that says it).

@@ -73,7 +73,10 @@ OPTIONS: dict[str, Option] = {
     ),
     "agents": Option(
         int | None,
-        typer.Option(help="Number of agents N (default 5, or the roster's size)."),
+        typer.Option(
+            help="Number of agents N (default 5, the roster's size, or the protocol's own: "
+            "judged 3)."
+        ),
     ),
     "rounds": Option(
         int,

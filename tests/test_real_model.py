@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import turns_of
+from kind_files import write_all
 from real_model import smollm2
 from serving_helpers import serving
 from vllm_server import openai_server, vllm_environment
@@ -153,16 +154,18 @@ def test_sparse_and_centralized_debates_of_real_replies(tmp_path, server, checkp
     assert json.loads((out / "manifest.json").read_text())["protocol"]["name"] == protocol
 
 
-FRAMEWORKS = {  # one debate each: protocol -> agents
-    "judged": 3,
-    "chateval": 3,
-    "chateval:order=summarizer": 3,
-    "group": 4,
-    "relay": 3,
-    "memory": 3,
-    "report": 3,
-    "decentralized:score=unanimity": 3,
-    "decentralized:score=confidence": 3,
+FRAMEWORKS = {  # one debate each: protocol -> (agents, rounds)
+    "judged": (3, 1),
+    "chateval": (3, 1),
+    "chateval:order=summarizer": (3, 1),
+    "group": (4, 1),
+    "relay": (3, 1),
+    "memory": (3, 1),
+    "report": (3, 1),
+    "decentralized:score=unanimity": (3, 1),
+    "decentralized:score=confidence": (3, 1),
+    "ensemble_refinement": (3, 1),
+    "spp": (1, 0),
 }
 
 
@@ -171,26 +174,53 @@ def test_each_framework_runs_one_debate_of_real_replies(tmp_path, server, checkp
     """Every turn up to the last round (or the one the protocol ended the debate after) is
     answered, every prompt is rebuilt from the records to its hash (roles, speaking order and
     statements asked included), and the report from the records alone gives the same numbers."""
+    agents, rounds = FRAMEWORKS[protocol]
     out = tmp_path / "r"
-    agents = FRAMEWORKS[protocol]
     run = mad_eval.run(**settings(server, checkpoint), protocol=protocol, agents=agents,
-                       rounds=1, limit=1, out=out)  # fmt: skip
-    turns = turns_of(out)
-    stops = RunStore(out).stops()
-    last = next(iter(stops.values())).round if stops else 1
-    check_turns(turns, agents * (last + 1))
-    store = RunStore(out)
-    replay = Replay(store.manifest(), store.questions())
-    debate: dict = {}
-    for t in store.turns():
-        debate.setdefault(t.round, {})[t.agent] = t
-    for t in store.turns():
-        replay.messages(t, debate)  # raises where the rebuilt prompt differs
-    again = mad_eval.report(out)
-    assert (again.maj, again.debate) == (run.maj, run.debate)
-    final = [t for t in store.turns() if t.round == last]
+                       rounds=rounds, limit=1, out=out)  # fmt: skip
+    final = check_framework(run, out, agents, rounds)
     if protocol == "judged":  # the judge's answer is the debate's
         assert run.debate == 100.0 * bool(final[-1].correct)
+
+
+def test_medprompt_shuffles_the_options_of_real_replies(tmp_path, server, checkpoint):
+    """Each agent reads a choice question's options in its own order; its letter, mapped back,
+    is graded and voted, and its prompt is rebuilt in that order."""
+    data = write_all(tmp_path / "data")
+    given = settings(server, checkpoint) | {"benchmark": "commonsense_qa", "data_dir": str(data)}
+    given.pop("answer_protocol")  # the choice kind's own
+    out = tmp_path / "r"
+    run = mad_eval.run(**given, protocol="medprompt", agents=3, rounds=0, limit=2, out=out)
+    check_framework(run, out, 3, 0, questions=2)
+    assert all(t["option_order"] is not None for t in turns_of(out))
+
+
+def check_framework(
+    run: mad_eval.Run, out: Path, agents: int, rounds: int, questions: int = 1
+) -> list:
+    """A framework's records of real replies: every turn of each debate up to its last round
+    or the round its protocol ended it after, every prompt rebuilt from the records to its
+    hash, and the same numbers from the records alone; its last round's turns."""
+    store = RunStore(out)
+    stops = store.stops()
+    by_question: dict = {}
+    for t in store.turns():
+        by_question.setdefault(t.question, {}).setdefault(t.round, {})[t.agent] = t
+    assert len(by_question) == questions
+    expected = 0
+    for question, debate in by_question.items():
+        stop = stops.get((0, question))
+        last = stop.round if stop else rounds
+        assert sorted(debate) == list(range(last + 1))
+        expected += agents * (last + 1)
+    check_turns(turns_of(out), expected)
+    replay = Replay(store.manifest(), store.questions())
+    for t in store.turns():
+        replay.messages(t, by_question[t.question])  # raises where the rebuilt prompt differs
+    again = mad_eval.report(out)
+    assert (again.maj, again.debate) == (run.maj, run.debate)
+    final = max(by_question[next(iter(by_question))].items())[1]
+    return [final[a] for a in sorted(final)]
 
 
 def test_a_judged_debate_killed_with_9_resumes_to_whole_records(tmp_path, server, checkpoint):

@@ -77,7 +77,7 @@ def key(turn: dict) -> tuple:
     return (turn["run"], turn["question"], turn["round"], turn["agent"])
 
 
-def check_turns(turns: list[dict], count: int) -> None:
+def check_turns(turns: list[dict], count: int, max_tokens: int = MAX_TOKENS) -> None:
     """Every turn answered by the model, with its usage and why it stopped."""
     assert len(turns) == count and len({key(t) for t in turns}) == count
     for t in turns:
@@ -85,11 +85,11 @@ def check_turns(turns: list[dict], count: int) -> None:
         assert isinstance(t["text"], str) and t["text"].strip()
         assert t["served_model"] == NAME
         assert t["finish_reason"] in ("stop", "length")
-        assert 1 <= t["completion_tokens"] <= MAX_TOKENS
+        assert 1 <= t["completion_tokens"] <= max_tokens
         if t["finish_reason"] == "length":
-            assert t["completion_tokens"] == MAX_TOKENS
+            assert t["completion_tokens"] == max_tokens
         assert t["prompt_tokens"] == t["context_tokens"]  # our count is the server's
-        assert t["context_tokens"] + MAX_TOKENS <= MODEL_LEN
+        assert t["context_tokens"] + max_tokens <= MODEL_LEN
 
 
 def percent(flags: list[bool]) -> float:
@@ -154,6 +154,9 @@ def test_sparse_and_centralized_debates_of_real_replies(tmp_path, server, checkp
     assert json.loads((out / "manifest.json").read_text())["protocol"]["name"] == protocol
 
 
+# A framework's shape is what these tests check, not the model's answers: short replies keep
+# the lane's requests few seconds each.
+SHORT = 32
 FRAMEWORKS = {  # one debate each: protocol -> (agents, rounds)
     "judged": (3, 1),
     "chateval": (3, 1),
@@ -176,8 +179,8 @@ def test_each_framework_runs_one_debate_of_real_replies(tmp_path, server, checkp
     statements asked included), and the report from the records alone gives the same numbers."""
     agents, rounds = FRAMEWORKS[protocol]
     out = tmp_path / "r"
-    run = mad_eval.run(**settings(server, checkpoint), protocol=protocol, agents=agents,
-                       rounds=rounds, limit=1, out=out)  # fmt: skip
+    run = mad_eval.run(**settings(server, checkpoint, max_tokens=SHORT), protocol=protocol,
+                       agents=agents, rounds=rounds, limit=1, out=out)  # fmt: skip
     final = check_framework(run, out, agents, rounds)
     if protocol == "judged":  # the judge's answer is the debate's
         assert run.debate == 100.0 * bool(final[-1].correct)
@@ -187,7 +190,8 @@ def test_medprompt_shuffles_the_options_of_real_replies(tmp_path, server, checkp
     """Each agent reads a choice question's options in its own order; its letter, mapped back,
     is graded and voted, and its prompt is rebuilt in that order."""
     data = write_all(tmp_path / "data")
-    given = settings(server, checkpoint) | {"benchmark": "commonsense_qa", "data_dir": str(data)}
+    given = settings(server, checkpoint, max_tokens=SHORT)
+    given |= {"benchmark": "commonsense_qa", "data_dir": str(data)}
     given.pop("answer_protocol")  # the choice kind's own
     out = tmp_path / "r"
     run = mad_eval.run(**given, protocol="medprompt", agents=3, rounds=0, limit=2, out=out)
@@ -213,7 +217,7 @@ def check_framework(
         last = stop.round if stop else rounds
         assert sorted(debate) == list(range(last + 1))
         expected += agents * (last + 1)
-    check_turns(turns_of(out), expected)
+    check_turns(turns_of(out), expected, SHORT)
     replay = Replay(store.manifest(), store.questions())
     for t in store.turns():
         replay.messages(t, by_question[t.question])  # raises where the rebuilt prompt differs
@@ -226,7 +230,8 @@ def check_framework(
 def test_a_judged_debate_killed_with_9_resumes_to_whole_records(tmp_path, server, checkpoint):
     """kill -9 mid-run, the same command again: each debate's turns once each, up to its last
     round or the round its judge ended it after, what was recorded before the kill kept."""
-    flags = [f"--{k.replace('_', '-')}={v}" for k, v in settings(server, checkpoint).items()
+    given = settings(server, checkpoint, max_tokens=SHORT)
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in given.items()
              if k != "base_url"] + [f"--base-url={server}"]  # fmt: skip
     command = [sys.executable, "-m", "mad_eval", "run", *flags, "--protocol", "judged",
                "--agents", "3", "--rounds", "2", "--limit", "4", "--out", "r"]  # fmt: skip

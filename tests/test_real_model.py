@@ -165,8 +165,6 @@ FRAMEWORKS = {  # one debate each: protocol -> (agents, rounds)
     "relay": (3, 1),
     "memory": (3, 1),
     "report": (3, 1),
-    "decentralized:score=unanimity": (3, 1),
-    "decentralized:score=confidence": (3, 1),
     "ensemble_refinement": (3, 1),
     "spp": (1, 0),
 }

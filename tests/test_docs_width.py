@@ -14,6 +14,7 @@ from viewer_helpers import chromium, needs_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 WIDTH = 1280
+SHOWN = ".md-content pre > code, .md-content table"
 
 pytestmark = [pytest.mark.slow, needs_chromium]
 
@@ -21,18 +22,20 @@ pytestmark = [pytest.mark.slow, needs_chromium]
 FAULTS = r"""
 const faults = [];
 const first = (el) => el.textContent.trim().replace(/\s+/g, ' ').slice(0, 60);
+const fault = (kind, el, what) => faults.push([kind, el ? first(el) : '', what]);
 const over = (el) => el.scrollWidth > el.clientWidth + 1;
+const sizes = (el) => `(${el.scrollWidth} px in ${el.clientWidth})`;
+const hits = (r, b) => r.right > b.left && r.left < b.right && r.bottom > b.top && r.top < b.bottom;
 const root = document.documentElement;
-if (over(root)) faults.push(['page', '', `scrolls sideways (${root.scrollWidth} px in ${root.clientWidth})`]);
+if (over(root)) fault('page', null, `scrolls sideways ${sizes(root)}`);
 for (const code of document.querySelectorAll('.md-content pre > code')) {
-  if (over(code)) {
-    faults.push(['code block', first(code), `scrolls (${code.scrollWidth} px in ${code.clientWidth})`]);
-  }
+  if (over(code)) fault('code block', code, `scrolls ${sizes(code)}`);
   const style = getComputedStyle(code);
-  const height = code.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+  const height = code.clientHeight - parseFloat(style.paddingTop)
+    - parseFloat(style.paddingBottom);
   const shown = Math.round(height / parseFloat(style.lineHeight));
   const written = code.textContent.replace(/\n$/, '').split('\n').length;
-  if (shown > written) faults.push(['code block', first(code), `wraps (${written} lines shown as ${shown})`]);
+  if (shown > written) fault('code block', code, `wraps (${written} lines shown as ${shown})`);
   const button = code.parentElement.querySelector('.md-code__nav');
   if (!button) continue;
   const b = button.getBoundingClientRect();
@@ -43,19 +46,13 @@ for (const code of document.querySelectorAll('.md-content pre > code')) {
     if (!node.textContent.trim()) continue;
     const range = document.createRange();
     range.selectNodeContents(node);
-    for (const r of range.getClientRects()) {
-      if (r.right > b.left && r.left < b.right && r.bottom > b.top && r.top < b.bottom) covered = first(node);
-    }
+    if ([...range.getClientRects()].some((r) => hits(r, b))) covered = first(node);
   }
-  if (covered) faults.push(['code block', first(code), `its copy button covers "${covered.slice(0, 30)}"`]);
+  if (covered) fault('code block', code, `its copy button covers "${covered.slice(0, 30)}"`);
 }
 for (const table of document.querySelectorAll('.md-content table')) {
-  for (const box of [table, table.closest('.md-typeset__scrollwrap')]) {
-    if (box && over(box)) {
-      faults.push(['table', first(table), `scrolls (${box.scrollWidth} px in ${box.clientWidth})`]);
-      break;
-    }
-  }
+  const box = [table, table.closest('.md-typeset__scrollwrap')].find((el) => el && over(el));
+  if (box) fault('table', table, `scrolls ${sizes(box)}`);
 }
 return faults;
 """
@@ -64,7 +61,8 @@ return faults;
 def pages() -> list[str]:
     """The tutorial, every how-to page and the architecture, as paths in the built site."""
     docs = ROOT / "docs"
-    found = [docs / "tutorial.md", *sorted((docs / "how-to").rglob("*.md")), docs / "architecture.md"]
+    how_to = sorted((docs / "how-to").rglob("*.md"))
+    found = [docs / "tutorial.md", *how_to, docs / "architecture.md"]
     return [str(page.relative_to(docs).with_suffix("") / "index.html") for page in found]
 
 
@@ -88,9 +86,7 @@ def test_no_code_block_or_table_scrolls_at_a_laptops_width(
         for page in pages():
             driver.get((site / page).as_uri())
             found = driver.execute_script(FAULTS)
-            seen += driver.execute_script(
-                "return document.querySelectorAll('.md-content pre > code, .md-content table').length"
-            )
+            seen += driver.execute_script(f"return document.querySelectorAll('{SHOWN}').length")
             faults += [f"{page}: {kind} {text!r} {fault}" for kind, text, fault in found]
     finally:
         driver.quit()

@@ -86,20 +86,25 @@ def test_the_extension_pages_show_the_tested_examples() -> None:
             assert snippet in text, f"{page} lacks {snippet!r}"
 
 
-@pytest.mark.slow
-def test_the_site_builds_strictly_without_warnings(tmp_path: Path) -> None:
-    """`mkdocs build --strict`, as CI runs it: any warning (a broken link or anchor, a page
-    missing from the nav or a nav entry without its page) fails the build."""
+def build_site(out: Path) -> subprocess.CompletedProcess[str]:
+    """`mkdocs build --strict` into `out`, as CI runs it."""
     pytest.importorskip("mkdocs", reason="the [test] extra brings mkdocs and its theme")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # material's notice is no warning
-    done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         timeout=600,
     )
+
+
+@pytest.mark.slow
+def test_the_site_builds_strictly_without_warnings(tmp_path: Path) -> None:
+    """`mkdocs build --strict`, as CI runs it: any warning (a broken link or anchor, a page
+    missing from the nav or a nav entry without its page) fails the build."""
+    done = build_site(tmp_path / "site")
     log = done.stdout + done.stderr
     assert done.returncode == 0, log
     assert "WARNING" not in log, log

@@ -27,7 +27,7 @@ TUTORIAL = ROOT / "docs" / "tutorial.md"
 # .venv and pip-install the clone into it: minutes and the network, which a test has neither
 # of. The test runs the rest of that command as written, against a .venv/bin/mad-eval that
 # is this interpreter's mad-eval (see _fake_venv).
-INSTALL = "python3 -m venv .venv && .venv/bin/pip install -e . && "
+INSTALL = "python3 -m venv .venv && .venv/bin/pip install -e . && \\\n  "
 
 # What a clone holds that the tutorial's commands may read (the rest is tests and tooling).
 CLONE = ["benchmarks", "experiments", "protocols", "templates", "examples", "pyproject.toml"]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
+from rich.text import Text
 
 from mad_eval.grading.grader import ROUGE
 from mad_eval.grading.rubric import CRITIQUE, CRITIQUE_HEADERS, JUDGE_CRITERIA
@@ -41,6 +44,36 @@ def scored_by(metrics: dict[str, Any]) -> str:
         return ""
     described = f": {RULES.get(rule).description}" if rule in RULES else ""
     return f"Scored by score={rule}{described}."
+
+
+# A run folder's name in parts, each with the separator that ends it.
+NAME_PARTS = re.compile(r"[^-_,=/ ]*[-_,=/ ]|[^-_,=/ ]+")
+
+
+def fold_name(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` cells, broken only after a '-', '_', ',', '=', '/'
+    or space, so no part of a run's name is cut (unless one part alone is wider)."""
+    lines, line = [], ""
+    for part in NAME_PARTS.findall(text):
+        if line and cell_len((line + part).rstrip()) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += part
+        while cell_len(line) > width:  # one part wider than the console
+            lines.append(line[:width])
+            line = line[width:]
+    return [*lines, line.rstrip()]
+
+
+@dataclass(frozen=True)
+class Title:
+    """A table's title as a line of its own at the console's width: rich would wrap a
+    table's own title at the table's width, cutting a run's name mid-part."""
+
+    text: str
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text("\n".join(fold_name(self.text, options.max_width)), style="table.title")
 
 
 def metrics_view(metrics: dict[str, Any], title: str, escaping: str = "escaped") -> Group:
@@ -88,7 +121,7 @@ def _applying(metrics: dict[str, Any]) -> list[Family]:
 def headline_view(view: View) -> list[Any]:
     """Maj, Debate and Δ; without debate mean@K, maj@K and verl's estimate of maj@K."""
     metrics = view.metrics
-    headline = Table(title=view.title, title_justify="left")
+    headline = Table()
     if metrics["rounds_of_debate"] == 0:  # mad-eval single: K samples, no debate
         k = metrics["agents"]
         cells = {
@@ -109,7 +142,7 @@ def headline_view(view: View) -> list[Any]:
             fmt(metrics["debate"], metrics["debate_std"]),
             fmt(metrics["delta"], metrics["delta_std"], signed=True),
         )
-    return [headline]
+    return [Title(view.title), headline]
 
 
 def rounds_view(view: View) -> list[Any]:
@@ -182,7 +215,7 @@ def rouge_views(metrics: dict[str, Any], title: str) -> list[Any]:
     round 0, then ROUGE by round, of the consensus and of the mean agent."""
     usual = metrics.get("score", "consensus") == "consensus"
     picked = "consensus summary" if usual else "system's summary"
-    headline = Table(title=f"{title}: {picked}, ROUGE F1 (%)", title_justify="left")
+    headline = Table()
     for name in ("ROUGE-1", "ROUGE-2", "ROUGE-L", "Δ ROUGE-L (vs round 0)"):
         headline.add_column(name, justify="right")
     headline.add_row(
@@ -200,7 +233,7 @@ def rouge_views(metrics: dict[str, Any], title: str) -> list[Any]:
             fmt(row["agent_rougeL"], row["agent_rougeL_std"]),
             "-" if share is None else f"{100 * share:.0f}%",
         )
-    return [headline, rounds]
+    return [Title(f"{title}: {picked}, ROUGE F1 (%)"), headline, rounds]
 
 
 def matched_view(metrics: dict[str, Any]) -> Table:

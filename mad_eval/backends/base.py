@@ -19,6 +19,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 from mad_eval.errors import UserError
@@ -180,6 +181,12 @@ class BackendType:
     def renders_text(self, api: str) -> bool:
         """Whether it is sent prompt text we render (so the manifest records the template)."""
         return api in self.text_apis
+
+
+def served_name(checkpoint: str) -> str:
+    """The name a server started for `checkpoint` answers to: its last path part
+    (/ckpts/qwen-sdrl/ -> qwen-sdrl, Qwen/Qwen3-8B -> Qwen3-8B)."""
+    return PurePosixPath(checkpoint.rstrip("/")).name or checkpoint
 
 
 @dataclass(frozen=True)

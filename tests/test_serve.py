@@ -30,6 +30,7 @@ from serving_helpers import checkpoint as make_checkpoint
 
 from mad_eval.backends import BackendError, backend_type, make_backend, model_label
 from mad_eval.errors import UserError
+from mad_eval.reporting.results import load_run
 from mad_eval.serving import (
     LocalServer,
     PoolError,
@@ -39,7 +40,6 @@ from mad_eval.serving import (
     parse_serve,
     place,
 )
-from mad_eval.reporting.results import load_run
 from mad_eval.serving.session import prepare
 from mad_eval.settings.config import ConfigError
 

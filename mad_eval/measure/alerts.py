@@ -4,10 +4,10 @@ mostly went unread prints Maj 0.0 like a model that is always wrong: this says w
 
 Thresholds: when more than half of those answers have none that counts (unparsed, cut off,
 failed or refused), each of those causes behind a tenth of them or more is said; otherwise a
-cause is said when it alone is behind more than a quarter. A judged run's verdicts are held to
-the same thresholds: judge failures (no scores read) and judge requests that failed. Each sentence names the option
-that changes it as the command line spells it (errors.for_keywords words it for a caller of
-the library)."""
+cause is said when it alone is behind more than a quarter. A judged run's verdicts are held
+to the same thresholds: judge failures (no scores read) and judge requests that failed. Each
+sentence names the option that changes it as the command line spells it (errors.for_keywords
+words it for a caller of the library)."""
 
 from __future__ import annotations
 

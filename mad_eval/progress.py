@@ -59,5 +59,6 @@ def pace(per_second: float | None, unit: str) -> str:
 def asked_again(counts: Mapping[str, int]) -> str:
     """Requests asked again so far, by how they failed: '3 timed out, 1 rate limited, asked
     again'; '' when none was."""
-    said = [f"{n:,} {why}" for why, n in counts.items() if n]
+    # A copy made in one step: the progress thread reads while the event loop counts.
+    said = [f"{n:,} {why}" for why, n in list(counts.items()) if n]
     return f"{', '.join(said)}, asked again" if said else ""

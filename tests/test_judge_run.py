@@ -390,3 +390,37 @@ def test_a_run_that_has_just_begun_is_in_use_not_missing(tmp_path):
     with pytest.raises(StoreError, match="is not a run directory"):
         api.judge(tmp_path / "plain", "sim-judge")
     assert list((tmp_path / "plain").iterdir()) == []
+
+
+def test_a_judge_that_mostly_fails_raises_an_alert():
+    from mad_eval.measure.alerts import judge_alerts
+    from mad_eval.records import Verdict
+
+    def verdict(i: int, scores: dict | None, error: str | None = None) -> Verdict:
+        failure = None if scores or error else "no JSON object"
+        return Verdict(0, f"q{i}", 1, 0, {}, "h", [], scores, None, failure, error)
+
+    good = {"conflict_identification": 1}
+    seventeen = [verdict(i, None) for i in range(17)] + [verdict(17, good)]
+    (sentence,) = judge_alerts(seventeen)
+    assert sentence.startswith("17 of 18 verdicts were judge failures")
+    assert "--max-tokens" in sentence
+    # The answers' own thresholds: a cause alone behind more than a quarter is said.
+    assert judge_alerts([verdict(i, good) for i in range(3)] + [verdict(3, None)]) == []
+    mixed = [verdict(i, None) for i in range(3)] + [verdict(3, None, "TimeoutError: no answer")]
+    assert [s.split(";")[0] for s in judge_alerts(mixed)] == [
+        "3 of 4 verdicts were judge failures: the judge's answers held no scores it could read, "
+        "even after one correction (judge.jsonl's failure field says why), so the critique "
+        "scores stand on the rest",
+        "1 of 4 requests to the judge failed (each error is in judge.jsonl)",
+    ]
+
+
+@pytest.mark.slow
+def test_a_judged_run_whose_judge_fails_carries_the_alert(tmp_path, recwarn):
+    out = tmp_path / "r"
+    api.run(out=out, agents=2, rounds=1, limit=3)
+    result = api.judge(out, "sim-judge:bad=1")
+    failures = [a for a in result.alerts if "judge failures" in a]
+    assert failures and failures[0].startswith("6 of 6 verdicts were judge failures")
+    assert any("judge failures" in str(w.message) for w in recwarn)  # a SuspiciousResult

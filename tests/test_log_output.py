@@ -4,13 +4,16 @@ rich's 80 columns, and progress shows as plain lines a log can keep."""
 from __future__ import annotations
 
 import textwrap
+import threading
+from collections import Counter
 
 import pytest
 from cli_helpers import mad_eval
 from rich.table import Table
 
 from mad_eval.cli import ui
-from mad_eval.cli.progress_log import ProgressLog
+from mad_eval.cli.progress_log import ProgressLog, ticking
+from mad_eval.progress import asked_again, pace
 
 LONG = "arith-decentralized-n5-t2-a-checkpoint-with-a-very-long-name-step-12000-final"
 
@@ -67,7 +70,7 @@ def test_slow_progress_writes_a_line_each_interval():
         clock.now += 30
         log.advance(0, 1)
     assert len(lines) == 15  # every other verdict is a minute after the last line
-    assert lines[0] == "judging 2/1,000 verdicts (0%); 0:01:00, 0 verdicts/s"
+    assert lines[0] == "judging 2/1,000 verdicts (0%); 0:01:00, 30 s/verdict"
     assert lines[-1].startswith("judging 30/1,000 verdicts (3%); 0:15:00")
     log.close()  # nothing moved since the last line
     assert len(lines) == 15
@@ -79,6 +82,61 @@ def test_a_stop_writes_where_the_work_stood():
     log.advance(0, 7)
     log.close()
     assert lines == ["debating 7/1,000 turns (0%); 0:00:00"]
+
+
+def test_a_slow_pace_reads_as_seconds_per_unit():
+    assert pace(340.4, "turns") == "340 turns/s"
+    assert pace(2.44, "turns") == "2.4 turns/s"
+    assert pace(0.4, "turns") == "2.5 s/turn"  # not "0 turns/s"
+    assert pace(1 / 125, "verdicts") == "125 s/verdict"
+    assert pace(0.0, "turns") == pace(None, "turns") == ""
+
+
+def test_requests_asked_again_read_by_how_they_failed():
+    assert asked_again(Counter()) == ""
+    assert asked_again(Counter({"timed out": 3})) == "3 timed out, asked again"
+    both = Counter({"timed out": 21, "rate limited": 1})
+    assert asked_again(both) == "21 timed out, 1 rate limited, asked again"
+
+
+def test_off_a_terminal_a_line_comes_at_once_and_then_on_the_clock_without_a_finished_turn():
+    clock, lines = Clock(), []
+    again: Counter[str] = Counter()
+    log = ProgressLog(
+        [("debating", 180, "turns")], lines.append, clock, 60, lambda: asked_again(again)
+    )
+    log.begin()
+    assert lines == ["debating 0/180 turns (0%); 0:00:00"]
+    clock.now += 59
+    log.tick()
+    assert len(lines) == 1
+    clock.now += 1  # a slow server: a minute, and no turn has finished
+    again["timed out"] += 3
+    log.tick()
+    assert lines[-1] == "debating 0/180 turns (0%); 0:01:00; 3 timed out, asked again"
+    clock.now += 90
+    log.advance(0, 1)  # the first turn, 2.5 minutes in
+    assert lines[-1] == "debating 1/180 turns (0%); 0:02:30, 150 s/turn; 3 timed out, asked again"
+
+
+def test_the_clock_ticks_from_a_thread_of_its_own_until_the_work_ends():
+    ticked = threading.Event()
+    with ticking(ticked.set, 0.01):
+        assert ticked.wait(timeout=30)  # the engine's loop is not what calls it
+    ticked.clear()
+    assert not ticked.wait(timeout=0.05)  # stopped: the thread has ended
+
+
+def test_the_command_lines_listener_shows_requests_asked_again_off_a_terminal(capsys):
+    listener = ui.ConsoleListener()
+    with listener.tracking([("debating", 4, "turns")]) as (advance,):
+        listener.retried("timed out")
+        listener.retried("timed out")
+        advance(4)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "debating 0/4 turns (0%); 0:00:00"  # at once, before any turn
+    assert out[-1].startswith("debating 4/4 turns (100%); ")
+    assert out[-1].endswith("; 2 timed out, asked again")
 
 
 @pytest.mark.slow

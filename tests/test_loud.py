@@ -242,7 +242,11 @@ OTHER = {
 }
 
 
-def test_every_recorded_setting_changes_the_default_folder_name():
+# Recorded settings that change no answer, and so no folder name.
+UNNAMED = {"tokenizer"}
+
+
+def test_every_recorded_setting_that_changes_answers_changes_the_default_folder_name():
     from dataclasses import fields
 
     # A roster is named by its groups' models and counts (tests/test_roster.py).
@@ -252,6 +256,9 @@ def test_every_recorded_setting_changes_the_default_folder_name():
     names = {base}
     for name, value in OTHER.items():
         folder = RunConfig(**{"max_tokens": 512, name: value}).default_out(512)
+        if name in UNNAMED:
+            assert folder == base, name
+            continue
         assert folder not in names, name
         names.add(folder)
     # A sweep over two settings at once never meets one over either.
@@ -268,11 +275,23 @@ def test_many_settings_fall_back_to_a_stable_hash_and_never_spell_an_equals_sign
     many = dict(temperature=0.3, top_p=0.5, max_tokens=64, answer_protocol="math-verify:a=1")
     one = RunConfig(**many, api="completions", template="raw").default_out().name
     other = RunConfig(**many, api="completions", template="bare").default_out().name
-    assert one.startswith("arith-decentralized-n5-t3-sim-c") and len(one.split("-c")[-1]) == 8
+    # The answer protocol is spelled out beside a hash of the rest.
+    assert one.startswith("arith-decentralized-n5-t3-sim-answer_protocol-math-verify_a_1-c")
+    assert len(one.split("-c")[-1]) == 8
     assert one == RunConfig(**many, api="completions", template="raw").default_out().name
     assert one != other
     named = RunConfig(answer_protocol="math-verify:precision=2").default_out().name
     assert named.endswith("-answer_protocol-math-verify_precision_2") and "=" not in named
+    # A tokenizer, a path, changes no answer: it is left out.
+    tokenized = RunConfig(
+        model="openai:smollm2",
+        answer_protocol="dov-math",
+        tokenizer="/home/someone/models/HuggingFaceTB/SmolLM2-135M-Instruct",
+        temperature=0.0,
+    )
+    assert tokenized.default_out().name == (
+        "arith-decentralized-n5-t3-openai_smollm2-answer_protocol-dov-math-temperature0.0"
+    )
 
 
 # ---- a library that speaks to its caller ----------------------------------------------------

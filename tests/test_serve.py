@@ -28,8 +28,9 @@ from serving_helpers import (
 )
 from serving_helpers import checkpoint as make_checkpoint
 
-from mad_eval.backends import BackendError, backend_type, make_backend
+from mad_eval.backends import BackendError, backend_type, make_backend, model_label
 from mad_eval.errors import UserError
+from mad_eval.reporting.results import load_run
 from mad_eval.serving import (
     LocalServer,
     PoolError,
@@ -89,6 +90,23 @@ def test_a_label_of_its_own_keeps_the_name_runs_ask_for():
     command = spec.command(1)
     at = command.index("--served-model-name")
     assert command[at + 1 : at + 3] == ["sdrl-8b", "qwen-sdrl"]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "openai:SmolLM2-135M-Instruct",  # a server's --served-model-name
+        "serve:/ckpts/SmolLM2-135M-Instruct/",  # served by mad-eval, under that name
+        "serve:HuggingFaceTB/SmolLM2-135M-Instruct",
+        "vllm:HuggingFaceTB/SmolLM2-135M-Instruct",
+        "openai:HuggingFaceTB/SmolLM2-135M-Instruct",
+    ],
+)
+def test_a_model_has_one_label_however_it_is_reached(spec):
+    assert model_label(spec) == "SmolLM2-135M-Instruct"
+    assert model_label("sim:p0=0.5,skill=0.7") == "sim:p0=0.5,skill=0.7"  # a sim stays whole
+    # The label a served model prints under is the one it answers to.
+    assert parse_serve("serve:HuggingFaceTB/SmolLM2-135M-Instruct").label == model_label(spec)
 
 
 @pytest.mark.parametrize(
@@ -191,6 +209,7 @@ def test_a_served_run_starts_routes_to_and_stops_its_replicas(tmp_path, checkpoi
     assert len({t["endpoint"] for t in turns}) == 2  # both replicas answered
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["config"]["model"] == f"serve:{checkpoint}"
+    assert load_run(run).describe()["model"] == "qwen-sdrl"  # as openai:qwen-sdrl would be
     for i in (0, 1):
         assert "stand-in vllm serve" in (run / f"server-qwen-sdrl-{i}.log").read_text()
     assert "Server qwen-sdrl ready at http://127.0.0.1:" in result.stdout

@@ -17,6 +17,7 @@ from cli_helpers import mad_eval, turns_of
 from stub_server import BAD_BODIES, StubServer
 from tiny_tokenizer import CHATML, save_chat_tokenizer
 
+from mad_eval import api as mad_eval_api
 from mad_eval.backends import (
     Backend,
     Guarded,
@@ -28,6 +29,7 @@ from mad_eval.backends import (
 )
 from mad_eval.backends.openai_backend import OpenAIBackend, retry_after, served_as
 from mad_eval.debate.context import raw_render
+from mad_eval.progress import Listener
 from mad_eval.records import Question
 
 FAST = ("--retries", "3", "--backoff", "0.01")
@@ -117,6 +119,57 @@ def test_rate_limits_server_errors_timeouts_and_dropped_connections_are_retried(
     assert all(t["error"] is None and t["answer"] == str(t["seed"] % 3) for t in turns)
     assert all(t["attempts"] == 2 == asked[t["seed"]] for t in turns)
     assert {t["seed"] % 4 for t in turns} == {0, 1, 2, 3}  # all four faults happened
+
+
+class Heard(Listener):
+    """What a run tells its caller while it goes: its warnings and requests asked again."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+        self.again: Counter[str] = Counter()
+
+    def warn(self, label: str, text: str) -> None:
+        self.warnings.append(text)
+
+    def retried(self, why: str) -> None:
+        self.again[why] += 1
+
+
+@pytest.mark.slow
+def test_each_request_asked_again_is_heard_as_it_happens_and_each_way_warned_of_once(tmp_path):
+    """The four ways of failing above, from Python: the listener counts every request asked
+    again by how it failed (the progress line's "3 timed out, asked again"), and hears one
+    sentence per way; the first timeout's says what to change, with the numbers seen."""
+    ways = ("429", "503", "hang", "drop")
+
+    def fault(body, attempt):
+        return ways[body["seed"] % 4] if attempt == 1 else None
+
+    heard = Heard()
+    with StubServer(fault=fault, hang=3.0) as server:
+        mad_eval_api.run(
+            out=tmp_path / "r", model="openai:stub-model", base_url=server.base_url, agents=3,
+            rounds=1, limit=4, timeout=1, retries=3, backoff=0.01, listener=heard,
+        )  # fmt: skip
+    faults = Counter(ways[t["seed"] % 4] for t in turns_of(tmp_path / "r"))
+    assert heard.again == {
+        "rate limited": faults["429"],
+        "failed on the server": faults["503"],
+        "timed out": faults["hang"],
+        "disconnected": faults["drop"],
+    }
+    said = [w for w in heard.warnings if w.startswith("a request to openai:stub-model at ")]
+    assert len(said) == 4  # once per way, not once per request
+    (timed_out,) = [w for w in said if "no answer within" in w]
+    assert timed_out.startswith("a request to openai:stub-model at http://127.0.0.1:")
+    assert "got no answer within 1 s (--timeout) with " in timed_out
+    assert "asked again from the start" in timed_out
+    assert "(--concurrency " in timed_out and "(--timeout 2)" in timed_out
+    (limited,) = [w for w in said if "HTTP 429" in w]
+    assert limited.endswith(
+        "failed (RateLimitError: HTTP 429: rate limited) and is asked again, up to 3 times; "
+        "the progress line counts such requests as 'rate limited'."
+    )
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from mad_eval.backends.base import (
     Sampling,
     TransientError,
     Where,
+    served_name,
 )
 from mad_eval.records import shown
 from mad_eval.registry import Registry
@@ -36,9 +37,13 @@ __all__ = [
     "Where",
     "backend_type",
     "make_backend",
+    "model_label",
     "require_installed",
 ]
 
+
+# The backends whose specs name a model by a path or hub id after the colon.
+NAMED_BY_PATH = ("openai", "vllm", "serve")
 
 # Model spec prefix -> its BackendType, each module imported on first use; other packages add
 # theirs through the `mad_eval.backends` entry-point group.
@@ -86,3 +91,15 @@ def make_backend(spec: str, where: Where | None = None) -> Backend:
         )
     require_installed(spec)
     return found.build(spec, rest, where or Where())
+
+
+def model_label(spec: str) -> str:
+    """How tables and the viewer name a model, however it is reached: a served or loaded
+    model by the name a server started for it answers to, its last path part
+    (serve:/ckpts/SmolLM2-135M-Instruct/, vllm:HuggingFaceTB/SmolLM2-135M-Instruct and
+    openai:SmolLM2-135M-Instruct are all SmolLM2-135M-Instruct); a simulated one by its
+    whole spec."""
+    prefix, _, name = spec.partition(":")
+    if prefix in NAMED_BY_PATH and name.strip("/"):
+        return served_name(name)
+    return spec

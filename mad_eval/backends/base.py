@@ -19,17 +19,23 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 from mad_eval.errors import UserError
 from mad_eval.grading.reasoning import split_reply
 from mad_eval.records import Messages, Question
 from mad_eval.sanitize import redact
+from mad_eval.words import counted
 
 log = logging.getLogger("mad_eval")
 T = TypeVar("T")
 Render = Callable[[Messages, Mapping[str, Any]], str]
 Warn = Callable[[str], None]
+
+
+def _unheard(why: str) -> None:
+    pass
 
 
 class BackendError(UserError):
@@ -41,13 +47,24 @@ class RequestError(Exception):
     again would not change: the turn fails, with this message as its error."""
 
 
+# How a request failed that is asked again, in words that follow a count on the progress line
+# ("3 timed out, 1 rate limited, asked again").
+TIMED_OUT = "timed out"
+RATE_LIMITED = "rate limited"
+SERVER_ERROR = "failed on the server"
+DISCONNECTED = "disconnected"
+GARBLED = "answered garbled"
+
+
 class TransientError(Exception):
     """A request failed in a way that may pass: rate limit, server error, timeout, dropped
-    connection. `retry_after` is the wait the server asked for, in seconds, if it did."""
+    connection. `retry_after` is the wait the server asked for, in seconds, if it did; `why`
+    says how it failed, in words that follow a count (TIMED_OUT, RATE_LIMITED, ...)."""
 
-    def __init__(self, message: str, retry_after: float | None = None):
+    def __init__(self, message: str, retry_after: float | None = None, why: str = SERVER_ERROR):
         super().__init__(message)
         self.retry_after = retry_after
+        self.why = why
 
 
 @dataclass(frozen=True)
@@ -182,6 +199,12 @@ class BackendType:
         return api in self.text_apis
 
 
+def served_name(checkpoint: str) -> str:
+    """The name a server started for `checkpoint` answers to: its last path part
+    (/ckpts/qwen-sdrl/ -> qwen-sdrl, Qwen/Qwen3-8B -> Qwen3-8B)."""
+    return PurePosixPath(checkpoint.rstrip("/")).name or checkpoint
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Bounded retries with exponential backoff and jitter; a server's Retry-After wins, up
@@ -237,6 +260,7 @@ class Guarded(Backend):
         retry: RetryPolicy | None = None,
         margin: int | None = None,
         warn: Warn = log.warning,
+        retried: Warn | None = None,
     ):
         if not replicas:
             raise ValueError("a guarded backend needs at least one replica")
@@ -246,8 +270,13 @@ class Guarded(Backend):
         self.retry = retry or RetryPolicy()
         self.margin = margin
         self.warn = warn  # what a run should hear of while it goes on (a listener's warning)
+        # Told how each request asked again failed (a listener's retried).
+        self.retried = retried or _unheard
         self._turn = 0  # rotates which replica wins a tie
         self._capped: set[int] = set()  # replicas already warned of a Retry-After cut short
+        self._said: set[str] = set()  # the ways of failing already warned of, once each
+        self._slowest = 0.0  # seconds the slowest answer so far took
+        self._in_flight = 0  # requests sent and not yet answered, on every replica
 
     async def generate(self, request: Request) -> Generation:
         start = time.perf_counter()
@@ -257,13 +286,21 @@ class Guarded(Backend):
             replica.outstanding += 1
             try:
                 async with replica.slots, asyncio.timeout(self.timeout):
-                    generation = await replica.backend.generate(request)
+                    self._in_flight += 1
+                    try:
+                        generation = await replica.backend.generate(request)
+                    finally:
+                        self._in_flight -= 1
             except (TransientError, TimeoutError) as exc:
                 _unless_cancelled()
                 if isinstance(exc, TransientError):
                     error = str(exc)  # says what failed, e.g. "RateLimitError: HTTP 429: ..."
+                    why = exc.why
                 else:
                     error = f"TimeoutError: no answer within {self.timeout:g} s"
+                    why = TIMED_OUT
+                if attempt <= self.retry.retries:
+                    self._heard(why, error, replica)
                 retry_after = getattr(exc, "retry_after", None)
                 self._check_retry_after(replica, retry_after)
                 wait = self.retry.wait(attempt - 1, retry_after)
@@ -281,6 +318,7 @@ class Guarded(Backend):
                 generation.attempts = attempt
                 if generation.latency == 0.0:
                     generation.latency = time.perf_counter() - start
+                self._slowest = max(self._slowest, generation.latency)
                 return generation
             finally:
                 replica.outstanding -= 1
@@ -288,6 +326,33 @@ class Guarded(Backend):
                 await pause(wait)
         tries = self.retry.retries + 1
         return _failed(f"{error} (gave up after {tries} attempts)", start, tries)
+
+    def _heard(self, why: str, error: str, replica: Replica) -> None:
+        """A request about to be asked again: counted as it happens, and the first of each
+        way of failing warned of in a sentence (the first timeout with what to change)."""
+        self.retried(why)
+        if why in self._said:
+            return
+        self._said.add(why)
+        where = f" at {replica.endpoint}" if replica.endpoint else ""
+        if why != TIMED_OUT or self.timeout is None:
+            self.warn(
+                f"a request to {self.spec}{where} failed ({redact(error)}) and is asked again, up "
+                f"to {counted(self.retry.retries, 'time')}; the progress line counts such "
+                f"requests as '{why}'."
+            )
+            return
+        # Counted before this request's own slot is given back: it was one of them.
+        sent = self._in_flight + 1
+        took = f"{self._slowest:.0f}" if self._slowest >= 10 else f"{self._slowest:.1f}"
+        slowest = f"the slowest answer so far took {took} s; " if self._slowest else ""
+        self.warn(
+            f"a request to {self.spec}{where} got no answer within {self.timeout:g} s (--timeout) "
+            f"with {counted(sent, 'request')} in flight, and is asked again from the start, "
+            f"redoing its whole generation; {slowest}a server this slow finishes sooner asked "
+            f"fewer at a time (--concurrency {max(1, sent // 4)}) or given longer "
+            f"(--timeout {2 * self.timeout:g})."
+        )
 
     def _check_retry_after(self, replica: Replica, retry_after: float | None) -> None:
         """Warn, once per replica, of a Retry-After longer than the backoff's longest wait

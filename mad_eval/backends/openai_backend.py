@@ -23,6 +23,11 @@ import orjson
 from yarl import URL
 
 from mad_eval.backends.base import (
+    DISCONNECTED,
+    GARBLED,
+    RATE_LIMITED,
+    SERVER_ERROR,
+    TIMED_OUT,
     Backend,
     BackendError,
     BackendType,
@@ -142,7 +147,8 @@ class OpenAIBackend(Backend):
         if status != 200:
             message = f"{_status_name(status)}: HTTP {status}: {_error_message(raw)}"
             if status in RETRYABLE or status >= 500:
-                raise TransientError(message, retry_after(headers))
+                why = RATE_LIMITED if status == 429 else SERVER_ERROR
+                raise TransientError(message, retry_after(headers), why)
             raise RequestError(message)
         generation = read_reply(raw, self.api, opened)
         generation.latency = time.perf_counter() - start
@@ -163,9 +169,10 @@ class OpenAIBackend(Backend):
             ) as response:
                 return response.status, response.headers, await read_body(response)
         except TimeoutError as exc:  # aiohttp's own time limit (the guard's is a cancel)
-            raise TransientError("APITimeoutError: Request timed out.") from exc
+            raise TransientError("APITimeoutError: Request timed out.", why=TIMED_OUT) from exc
         except aiohttp.ClientError as exc:
-            raise TransientError(f"APIConnectionError: {_describe(exc)}") from exc
+            message = f"APIConnectionError: {_describe(exc)}"
+            raise TransientError(message, why=DISCONNECTED) from exc
 
     async def check(self) -> None:
         where = redact(self.base_url) if self.base_url else "the OpenAI API"
@@ -294,7 +301,8 @@ def read_reply(body: bytes, api: str, opened: bool = False) -> Generation:
     except (UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError, AttributeError):
         raise TransientError(
             f"BadResponse: HTTP 200 with a body that is not a {api} completion: "
-            f"{_first_bytes(body)}"
+            f"{_first_bytes(body)}",
+            why=GARBLED,
         ) from None
     finish = choice.get("finish_reason")
     counts, invalid = read_usage(data.get("usage"))

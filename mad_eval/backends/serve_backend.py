@@ -5,17 +5,10 @@ OpenAI-compatible server asked for the checkpoint's served name."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import PurePosixPath
 
-from mad_eval.backends.base import BackendError, Where
+from mad_eval.backends.base import BackendError, Where, served_name
 from mad_eval.backends.openai_backend import TYPE as OPENAI
 from mad_eval.backends.openai_backend import OpenAIBackend
-
-
-def served_name(checkpoint: str) -> str:
-    """The name a server started for `checkpoint` answers to: its last path part
-    (/ckpts/qwen-sdrl/ -> qwen-sdrl, Qwen/Qwen3-8B -> Qwen3-8B)."""
-    return PurePosixPath(checkpoint.rstrip("/")).name or checkpoint
 
 
 def _build(spec: str, checkpoint: str, where: Where) -> OpenAIBackend:

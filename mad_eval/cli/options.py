@@ -267,7 +267,10 @@ OPTIONS: dict[str, Option] = {
     ),
     "timeout": Option(
         float,
-        typer.Option(help="Seconds one request attempt may take before it is retried."),
+        typer.Option(
+            help="Seconds one request attempt may take before it is asked again from the "
+            "start; on a slow server raise it or lower --concurrency."
+        ),
     ),
     "retries": Option(
         int,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import functools
 import os
 import signal
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import typer
@@ -23,9 +24,9 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from mad_eval.cli.progress_log import ProgressLog
+from mad_eval.cli.progress_log import ProgressLog, ticking
 from mad_eval.errors import STOPS, Interrupted, UserError, handling, on_command_line, stop_here
-from mad_eval.progress import Advance, Listener
+from mad_eval.progress import Advance, Listener, asked_again, pace
 from mad_eval.sanitize import outward, redact
 
 # Off a terminal a line or table is as wide as its text needs, up to this many columns.
@@ -72,11 +73,12 @@ def alert(message: str) -> None:
 
 
 class Rate(ProgressColumn):
-    """Units done per second, over the task's recent progress."""
+    """Units done per second, over the task's recent progress; below one a second, the
+    seconds each takes."""
 
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text("" if speed is None else f"{speed:,.0f}/s", style="progress.data.speed")
+        return Text(pace(speed, task.fields["unit"]), style="progress.data.speed")
 
 
 def progress_bar(unit: str = "turns") -> Progress:
@@ -87,12 +89,18 @@ def progress_bar(unit: str = "turns") -> Progress:
         TextColumn("{task.fields[unit]}"),
         Rate(),
         TimeElapsedColumn(),
+        TextColumn("{task.fields[again]}", style="yellow"),
         console=console,
     )
 
 
 class ConsoleListener(Listener):
-    """A library call's lines, warnings and progress bars on the console."""
+    """A library call's lines, warnings and progress bars on the console; requests asked
+    again are counted on the progress line as they happen."""
+
+    def __init__(self) -> None:
+        self.again: Counter[str] = Counter()  # requests asked again, by how they failed
+        self.shown_again: Callable[[], None] = lambda: None  # puts the count on the line
 
     def say(self, text: str) -> None:
         console.print(redact(text))  # a judge's extra body, a run folder's path
@@ -100,20 +108,46 @@ class ConsoleListener(Listener):
     def warn(self, label: str, text: str) -> None:
         warn(label, text)
 
+    def retried(self, why: str) -> None:
+        self.again[why] += 1
+        self.shown_again()
+
     @contextmanager
     def tracking(self, counts: list[tuple[str, int, str]]) -> Iterator[list[Advance]]:
-        if not console.is_terminal:  # rich draws no live bar there: plain lines instead
-            log = ProgressLog(counts, lambda line: console.print(line, markup=False))
-            try:
-                yield [functools.partial(log.advance, i) for i in range(len(counts))]
-            finally:
-                log.close()
-            return
+        self.again.clear()
+        try:
+            if console.is_terminal:
+                with self._bars(counts) as advances:
+                    yield advances
+            else:  # rich draws no live bar there: plain lines instead
+                with self._lines(counts) as advances:
+                    yield advances
+        finally:
+            self.shown_again = lambda: None
+
+    @contextmanager
+    def _bars(self, counts: list[tuple[str, int, str]]) -> Iterator[list[Advance]]:
         with progress_bar() as progress:
             tasks = [
-                progress.add_task(what, total=total, unit=unit) for what, total, unit in counts
+                progress.add_task(what, total=total, unit=unit, again="")
+                for what, total, unit in counts
             ]
+            self.shown_again = lambda: progress.update(tasks[0], again=asked_again(self.again))
             yield [functools.partial(progress.advance, task) for task in tasks]
+
+    @contextmanager
+    def _lines(self, counts: list[tuple[str, int, str]]) -> Iterator[list[Advance]]:
+        log = ProgressLog(
+            counts,
+            lambda line: console.print(line, markup=False, highlight=False),
+            notes=lambda: asked_again(self.again),
+        )
+        log.begin()
+        try:
+            with ticking(log.tick, log.every_s / 4):
+                yield [functools.partial(log.advance, i) for i in range(len(counts))]
+        finally:
+            log.close()
 
 
 @contextmanager

@@ -99,6 +99,9 @@ class Shared:
     def warn(self, text: str) -> None:
         self.listener.warn("warning", text)
 
+    def retried(self, why: str) -> None:
+        self.listener.retried(why)
+
     def once(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         if key not in self.made:
             self.made[key] = make()
@@ -527,7 +530,7 @@ def _wire(
         key = _key(agent, config)
         if key not in shared.backends:
             shared.backends[key] = _backend(
-                agent, counter, config, shared.slots, shared.cache, shared.warn
+                agent, counter, config, shared.slots, shared.cache, shared.warn, shared.retried
             )
         backends[key] = shared.backends[key]
     return backends, fitters
@@ -574,10 +577,12 @@ def _answer_protocol(given: str | None, kind: str, default: str) -> str:
         raise ConfigError(f"--answer-protocol: {exc}") from None
 
 
-def judge_backend(model: str, config: RunConfig, warn: Warn) -> tuple[Backend, RequestCache | None]:
+def judge_backend(
+    model: str, config: RunConfig, warn: Warn, retried: Warn | None = None
+) -> tuple[Backend, RequestCache | None]:
     """The LLM judge behind the same guard, endpoint limits and request cache as the agents:
     `config` carries the judge's sampling, extra body and the operational settings; `warn`
-    hears what the guard warns of as it goes."""
+    hears what the guard warns of as it goes, `retried` how each request asked again failed."""
     require_installed(model)
     judge = Agent(
         index=0,
@@ -601,7 +606,7 @@ def judge_backend(model: str, config: RunConfig, warn: Warn) -> tuple[Backend, R
         counter, _ = load_counter(config.tokenizer, model, config.template)
         counter = counter.with_template_kwargs(_template_kwargs(judge))
     cache = RequestCache(config.cache) if config.cache else None
-    return _backend(judge, counter, config, {}, cache, warn), cache
+    return _backend(judge, counter, config, {}, cache, warn, retried), cache
 
 
 def _key(agent: Agent, config: RunConfig) -> BackendKey:
@@ -626,8 +631,10 @@ def _backend(
     slots: dict[str, asyncio.Semaphore],
     cache: RequestCache | None,
     warn: Warn,
+    retried: Warn | None = None,
 ) -> Backend:
-    """The agent's model behind the guard (a replica per endpoint), and the cache if asked."""
+    """The agent's model behind the guard (a replica per endpoint), and the cache if asked;
+    `warn` and `retried` hear what the guard says as the run goes."""
     served = backend_type(agent.model)
     render = counter.render if served.renders_text(config.api) else None
     if config.template != "chat" and served.tokenizer and render is None:
@@ -661,7 +668,7 @@ def _backend(
     # A question's requests stay on one replica (its prefix cache) until it has a quarter of
     # a replica's request limit more waiting than the least busy one.
     margin = max(1, config.concurrency // 4)
-    backend: Backend = Guarded(replicas, config.timeout, retry, margin, warn)
+    backend: Backend = Guarded(replicas, config.timeout, retry, margin, warn, retried)
     if cache is None:
         return backend
     identity = {

@@ -82,7 +82,9 @@ async def judge_run(
     data_dir = Path(s["data_dir"]) if s["data_dir"] else None
     questions = run_questions(store.root, manifest, data_dir)
     cases, skipped = judge_cases(manifest, turns, questions, chosen, limit, s["reference"])
-    backend, cache = judge_backend(model, config, lambda text: listener.warn("warning", text))
+    backend, cache = judge_backend(
+        model, config, lambda text: listener.warn("warning", text), listener.retried
+    )
 
     log = store.judge_log()
     try:

@@ -4,9 +4,10 @@ mostly went unread prints Maj 0.0 like a model that is always wrong: this says w
 
 Thresholds: when more than half of those answers have none that counts (unparsed, cut off,
 failed or refused), each of those causes behind a tenth of them or more is said; otherwise a
-cause is said when it alone is behind more than a quarter. Each sentence names the option
-that changes it as the command line spells it (errors.for_keywords words it for a caller of
-the library)."""
+cause is said when it alone is behind more than a quarter. A judged run's verdicts are held
+to the same thresholds: judge failures (no scores read) and judge requests that failed. Each
+sentence names the option that changes it as the command line spells it (errors.for_keywords
+words it for a caller of the library)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from mad_eval.grading.answers import get_answer_protocol, protocol_name
 from mad_eval.grading.grader import check_answer_protocol
 from mad_eval.grading.kinds import get_kind
-from mad_eval.records import Turn
+from mad_eval.records import Turn, Verdict
 
 MOST = 1 / 2  # more than this share of the answers lost: every sizeable cause is said
 SIZEABLE = 1 / 10  # ... that is, behind at least this share of them
@@ -77,11 +78,7 @@ def alerts(outcomes: Outcomes, kind: str, answer: str | None, rounds: int) -> li
     }
     if not total:
         return []
-    if sum(causes.values()) > MOST * total:
-        said = [c for c, n in causes.items() if n and n >= SIZEABLE * total]
-    else:
-        said = [c for c, n in causes.items() if n > ALONE * total]
-    said.sort(key=lambda c: -causes[c])  # the largest first; stable for equal counts
+    said = _said(causes, total)
     what = "final answers" if rounds else "answers"
     sentences = {
         "unparsed": lambda n: _unparsed(n, total, what, kind, answer, outcomes.samples),
@@ -93,6 +90,41 @@ def alerts(outcomes: Outcomes, kind: str, answer: str | None, rounds: int) -> li
         ),
     }
     return [sentences[c](causes[c]) for c in said]
+
+
+def judge_alerts(verdicts: list[Verdict]) -> list[str]:
+    """The sentences for a judged run's verdicts (empty when nothing is suspect): judge
+    failures (the judge's answers held no scores, even after one correction) and requests
+    to the judge that failed (asked again when judging resumes)."""
+    total = len(verdicts)
+    causes = {
+        "failures": sum(1 for v in verdicts if v.error is None and v.scores is None),
+        "failed": sum(1 for v in verdicts if v.error is not None),
+    }
+    if not total:
+        return []
+    sentences = {
+        "failures": lambda n: (
+            f"{n} of {total} verdicts {_were(n)} judge failures: the judge's answers held no "
+            "scores it could read, even after one correction (judge.jsonl's failure field says "
+            "why), so the critique scores stand on the rest; use a judge that follows the "
+            "rubric's format, or give it more room (--max-tokens)."
+        ),
+        "failed": lambda n: (
+            f"{n} of {total} requests to the judge failed (each error is in judge.jsonl); "
+            "once the judge's server answers, run the same judge command again to ask them."
+        ),
+    }
+    return [sentences[c](causes[c]) for c in _said(causes, total)]
+
+
+def _said(causes: dict[str, int], total: int) -> list[str]:
+    """The causes worth a sentence, the largest first (see the thresholds above)."""
+    if sum(causes.values()) > MOST * total:
+        said = [c for c, n in causes.items() if n and n >= SIZEABLE * total]
+    else:
+        said = [c for c, n in causes.items() if n > ALONE * total]
+    return sorted(said, key=lambda c: -causes[c])  # stable for equal counts
 
 
 def _unparsed(

@@ -14,7 +14,7 @@ import numpy as np
 
 from mad_eval.grading.grader import ROUGE
 from mad_eval.measure import families
-from mad_eval.measure.alerts import Outcomes, alerts
+from mad_eval.measure.alerts import Outcomes, alerts, judge_alerts
 from mad_eval.measure.base import Context, Count, Family, Share
 from mad_eval.measure.counts import Counting, tally_verdicts
 from mad_eval.measure.formula import Formula, json_number, mean_std
@@ -212,6 +212,7 @@ class Measuring:
         }
         if verdicts:
             metrics["judge"] = judge_counts(verdicts, summary["rounds"])
+            metrics["alerts"] += judge_alerts(verdicts)
         if intervals:
             tested = [n for family in applying for n in family.intervals(context)]
             pairs = families.differences(scoring)

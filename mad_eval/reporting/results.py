@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mad_eval.backends import model_label
 from mad_eval.measure.alerts import UNCHECKED
 from mad_eval.measure.compute import Measuring, Totals
 from mad_eval.measure.formula import Formula
@@ -221,9 +222,9 @@ class Run:
         """The method's settings as short text, by LABEL_FIELDS name."""
         config = self.config
         if config.roster:
-            model = "+".join(f"{_short(e.model)}x{e.count}" for e in config.roster)
+            model = "+".join(f"{model_label(e.model)}x{e.count}" for e in config.roster)
         else:
-            model = _short(config.model)
+            model = model_label(config.model)
         return {
             "model": model,
             "protocol": config.protocol,
@@ -240,14 +241,6 @@ def _identifier(name: str) -> str:
     for shown, spelled in (("@", "_at_"), ("Δ ROUGE-L", "rougeL_delta"), ("ROUGE-L", "rougeL")):
         name = name.replace(shown, spelled)
     return name.replace("Δ", "delta")
-
-
-def _short(model: str) -> str:
-    """openai:Qwen/Qwen2.5-7B-Instruct -> Qwen2.5-7B-Instruct; sim specs stay whole."""
-    kind, _, name = model.partition(":")
-    if kind in ("openai", "vllm") and name:
-        return name.rstrip("/").rsplit("/", 1)[-1]
-    return model
 
 
 def run_models(manifest: RunManifest) -> list[str]:

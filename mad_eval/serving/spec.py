@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from mad_eval.backends.serve_backend import served_name
+from mad_eval.backends.base import served_name
 from mad_eval.sanitize import redact
 from mad_eval.serving.installation import cpu_defaults, launcher
 from mad_eval.settings.config import ConfigError

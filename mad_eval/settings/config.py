@@ -264,7 +264,8 @@ class RunConfig(RecordedConfig):
         <benchmark>-<protocol>-k<K>-<model>), then each recorded setting that is not its
         default (`budget`: the benchmark's own max tokens), so the same command finds the
         same run and a sweep's runs never share a folder:
-        arith-decentralized-n5-t3-sim-temperature0.7."""
+        arith-decentralized-n5-t3-sim-temperature0.7. The answer protocol is always spelled
+        out (arith-single-k5-sim-answer_protocol-last-number); the tokenizer never is."""
         bench = Path(self.benchmark).stem if self.benchmark.endswith(".jsonl") else self.benchmark
         bench = re.sub(r"[:=,]", "_", bench)  # mmlu:anatomy -> mmlu_anatomy
         if self.roster:
@@ -290,6 +291,8 @@ class RunConfig(RecordedConfig):
             name += f"-l{self.limit}"
         if self.seed:
             name += f"-s{self.seed}"
+        if self.answer_protocol is not None:  # spelled out: it changes which answers count
+            name += "-answer_protocol-" + re.sub(r"[^A-Za-z0-9._-]+", "_", self.answer_protocol)
         name += self._differing(budget)
         return RESULTS_ROOT / re.sub(r"[^A-Za-z0-9._=-]+", "_", name)
 
@@ -301,7 +304,8 @@ class RunConfig(RecordedConfig):
         given = {
             f.name: getattr(self, f.name)
             for f in fields(RecordedConfig)
-            if f.name not in IN_NAME and getattr(self, f.name) != getattr(defaults, f.name)
+            if f.name not in (*IN_NAME, *UNNAMED)
+            and getattr(self, f.name) != getattr(defaults, f.name)
         }
         parts = []
         for key, value in given.items():
@@ -334,7 +338,12 @@ IN_NAME = (
     "quote",
     "extra_body",
     "roster",
+    "answer_protocol",
 )
+# Recorded settings no folder name holds: the tokenizer (a path) counts the prompts' tokens,
+# and where mad-eval renders them its chat template is the model's own; manifest.json records
+# it, and a resume requires it unchanged.
+UNNAMED = ("tokenizer",)
 # The longest run of other settings a folder name spells out; longer, a hash stands in.
 NAMED = 60
 

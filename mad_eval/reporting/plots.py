@@ -484,7 +484,7 @@ CAPTIONS = {
     "stopping": "Stopping early, replayed\n(after round r, numbered; at unanimity, a star; "
     "bars: 95% intervals)",
     "budget": "Accuracy against compute\n(numbers: debate rounds, bars: 95% interval; "
-    "dashed: single maj@m)",
+    "dashed: single maj@m, shaded: its 95% interval)",
 }
 
 FIGURES = {
@@ -527,8 +527,8 @@ def budget_figure(
 ) -> Figure:
     """Vote accuracy against tokens per question: each debate run after each round (its
     metrics' `matched` section) with its 95% interval, its single run's maj@m for
-    m = 1..K (in its debate's colour, with its own marker and dashes, so a curve that
-    another hides still shows), the Pareto front ringed."""
+    m = 1..K with its interval shaded (in its debate's colour, with its own marker and
+    dashes, so a curve that another hides still shows), the Pareto front ringed."""
     look = (look or Look()).of([run.label for run in runs])
     benchmarks = list(dict.fromkeys(run.column for run in runs))
     fig, axes = _panels(len(benchmarks))
@@ -560,18 +560,22 @@ def budget_figure(
             x = [p["tokens"] for p in curve]
             y = [p["accuracy"] for p in curve]
             label = f"{', '.join(labels)}: single maj@m"
+            colour = look.colour(labels[0])
+            smaller = 4 * s / max(len(singles), 1)  # a curve drawn over shows the one below
             (handles[label],) = ax.plot(
                 x,
                 y,
                 linestyle=DASHES[s % len(DASHES)],
                 marker=look.marker(labels[0]),
-                markersize=7
-                - 4 * s / max(len(singles), 1),  # a curve drawn over shows the one below
+                markersize=7 - smaller,
                 markerfacecolor="none",
-                color=look.colour(labels[0]),
+                color=colour,
                 alpha=0.8,
                 label=label,
             )
+            if all(p.get("accuracy_ci") for p in curve):  # recorded before it had them: none
+                low, high = zip(*(p["accuracy_ci"] for p in curve), strict=True)
+                ax.fill_between(x, low, high, color=colour, alpha=0.1)
             points += list(zip(x, y, strict=True))
         front = pareto(points)
         (handles["Pareto front"],) = ax.plot(

@@ -81,8 +81,8 @@ class Look:
 
 
 def simulated(run: Run) -> bool:
-    """Whether every agent of the run is the sim backend's."""
-    return all(model.partition(":")[0] == "sim" for model in run_models(run.manifest))
+    """Whether any agent of the run is the sim backend's (a team with one is no model's)."""
+    return any(model.partition(":")[0] == "sim" for model in run_models(run.manifest))
 
 
 def look_of(runs: Sequence[Run], style: str = DEFAULT_STYLE) -> Look:

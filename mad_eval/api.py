@@ -481,14 +481,17 @@ def plot(
     *,
     label: dict[str, str] | list[str] | None = None,
     replicates: int | None = None,
+    style: str = "paper",
 ) -> list[Path]:
     """Draw the runs' figures (accuracy by round, transitions, diversity, margin, drift,
     stopping; budget where a debate run has its single run) as PNG files in `out`; return
     the files written. `run_dirs`: run folders, or folders holding them (one path: one
-    folder). `label` names runs' methods, as table's does."""
+    folder). `label` names runs' methods, as table's does. `style`: "paper" (no title in
+    the figure: its caption says it) or "notes" (the title drawn above the panels); in
+    both, each method keeps its colour in every figure and simulated agents are marked."""
     from mad_eval.reporting.paper import make_plots
 
-    return make_plots(_folders(run_dirs), Path(out), label, replicates)
+    return make_plots(_folders(run_dirs), Path(out), label, replicates, style)
 
 
 @_worded

@@ -11,8 +11,9 @@ holding a copy of its experiment file, so relative paths match; the trees' and t
 folders' own paths are written as <TREE> and <OUT> before comparing. Keys added on purpose
 (ADDED: metrics.json's schema_version, the manifest's benchmark.answer_revision, a turn's
 reply; issue 35's alerts; issue 45's protocol.waves, roles, asks and ends, all null for the
-demo's protocols) are dropped, and a CSV's numbers are compared at the 12 significant
-digits issue 35's tables write. Masked: timing fields
+demo's protocols; issue 46's interval of each point of metrics.json's maj@m curve) are
+dropped, and a CSV's numbers are compared at the 12 significant digits issue 35's tables
+write. Masked: timing fields
 (any key holding "latency", the keys in TIMING), the numbers of a table line naming a
 latency and those of a table's timed columns (the cost layout's latency s and wall s).
 turns.jsonl is compared in key order (run, question, round, agent): the order of its lines
@@ -66,7 +67,8 @@ TIMING = {
 # version (issue 31), the answer protocol's revision a resume checks and a turn's reply as
 # written, null unless the run quotes replies verbatim (issue 32).
 ADDED = {
-    "metrics.json": ("schema_version", "alerts"),
+    # issue 46: each point of the compute-matched maj@m curve carries its 95% interval.
+    "metrics.json": ("schema_version", "alerts", "matched.curve[].accuracy_ci"),
     "manifest.json": (
         "benchmark.answer_revision",
         "protocol.waves",
@@ -117,14 +119,24 @@ def normal(text: str, tree: Path, out: Path) -> str:
 
 
 def drop_added(data: dict[str, Any], name: str) -> dict[str, Any]:
-    """`data` (a file's JSON, or one line's) without the keys ADDED names for the file."""
+    """`data` (a file's JSON, or one line's) without the keys ADDED names for the file (a
+    part ending in [] names each item of a list)."""
     for key in ADDED.get(name, ()):
-        *parents, last = key.split(".")
-        holder = data
-        for part in parents:
-            holder = holder.get(part, {})
-        holder.pop(last, None)
+        _drop(data, key.split("."))
     return data
+
+
+def _drop(holder: Any, parts: list[str]) -> None:
+    first, *rest = parts
+    if not isinstance(holder, dict):
+        return
+    if not rest:
+        holder.pop(first, None)
+    elif first.endswith("[]"):
+        for item in holder.get(first.removesuffix("[]")) or []:
+            _drop(item, rest)
+    else:
+        _drop(holder.get(first), rest)
 
 
 def lines_of(path: Path, tree: Path, out: Path) -> list[str]:

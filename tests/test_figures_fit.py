@@ -1,7 +1,7 @@
 """Every figure `mad-eval plot` and an experiment draw fits its canvas: with 1, 2 and 4
-benchmarks and 1, 3 and 6 methods with long names, no text reaches past the figure's edge,
-the legend names every method in full, and titles, axis labels and the legend do not
-overlap one another."""
+benchmarks and 1, 3 and 6 methods with long names, in either style, marked as simulated or
+not, no text reaches past the figure's edge, the legend names every method in full, and
+titles, axis labels and the legend do not overlap one another."""
 
 from __future__ import annotations
 
@@ -19,7 +19,16 @@ from test_plots import drawn_texts
 
 import mad_eval as api
 from mad_eval.reporting.pairing import pair
-from mad_eval.reporting.plots import FIGURES, SAVED_DPI, budget_figure, wrap
+from mad_eval.reporting.plots import (
+    ALIKE,
+    FIGURES,
+    INDEPENDENT,
+    SAVED_DPI,
+    STYLES,
+    Look,
+    budget_figure,
+    wrap,
+)
 from mad_eval.reporting.results import Run, load_run
 from mad_eval.reporting.tables import tidy
 
@@ -91,11 +100,11 @@ def budget_runs(debate: Run, benchmarks: int, methods: int) -> list[Run]:
     return runs
 
 
-def draw(debate: Run, kind: str, benchmarks: int, methods: int) -> Figure:
+def draw(debate: Run, kind: str, benchmarks: int, methods: int, look: Look | None = None) -> Figure:
     if kind == "budget":
-        return budget_figure(budget_runs(debate, benchmarks, methods))
+        return budget_figure(budget_runs(debate, benchmarks, methods), look, replicates=50)
     layout, make = FIGURES[kind]
-    return make(frame_of(debate, layout, benchmarks, methods))
+    return make(frame_of(debate, layout, benchmarks, methods), look)
 
 
 def flat(text: str) -> str:
@@ -118,14 +127,19 @@ def test_every_text_inside_the_figure_and_every_method_in_the_legend(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("kind", TYPES)
-def test_the_saved_resolution_fits_too(debate, kind):
-    """At the dpi the files are written with, where text measures a hair wider."""
-    check(debate, kind, 1, 6, dpi=SAVED_DPI)
+def test_the_saved_resolution_fits_too(debate, kind, style):
+    """At the dpi the files are written with, where text measures a hair wider; in each
+    style, the mark of simulated agents naming some of the methods."""
+    look = Look(style, simulated=tuple(LONG[:2]))
+    check(debate, kind, 1, 6, dpi=SAVED_DPI, look=look)
 
 
-def check(debate: Run, kind: str, benchmarks: int, methods: int, dpi: int) -> None:
-    fig = draw(debate, kind, benchmarks, methods)
+def check(
+    debate: Run, kind: str, benchmarks: int, methods: int, dpi: int, look: Look | None = None
+) -> None:
+    fig = draw(debate, kind, benchmarks, methods, look)
     try:
         fig.set_dpi(dpi)
         texts = drawn_texts(fig)  # drawn once, at this dpi
@@ -144,8 +158,10 @@ def check(debate: Run, kind: str, benchmarks: int, methods: int, dpi: int) -> No
             assert labels == ["correct→incorrect", "incorrect→correct", *names]
         elif kind == "budget":
             rounds = f"(round0..{debate.rounds})"
-            singles = [flat(f"{n}-single-k20: maj@m") for n in LONG[:methods]]
+            singles = [flat(f"{n}: single maj@m") for n in LONG[:methods]]
             assert labels == [n + rounds for n in names] + singles + ["Paretofront"]
+        elif kind == "diversity":
+            assert labels == [*names, flat(INDEPENDENT), flat(ALIKE)]
         else:
             assert labels == names
         assert overlapping(fig, texts, renderer) == []

@@ -194,6 +194,8 @@ def test_match_by_hand():
     assert [p["samples"] for p in found.curve] == [1, 2, 3, 4, 5, 6]
     assert found.curve[0]["accuracy"] == pytest.approx(100 * (2 / 6 + 3 / 6) / 2)
     assert found.curve[1]["tokens"] == pytest.approx(60)
+    # Each m's votes per question, for the curve's intervals: m = 1, a's 2/6 and b's 3/6.
+    assert found.curve_votes[0].num["curve"].tolist() == [pytest.approx([2 / 6, 3 / 6])]
 
 
 # ---- end to end, through the real command ------------------------------------------------
@@ -236,6 +238,9 @@ def test_report_table_and_plot_agree(folders):
     assert matched["clipped_share"] == 1.0 and matched["samples_at_tokens"] == 12
     assert [r["round"] for r in matched["by_round"]] == [0, 1, 2]
     assert [p["samples"] for p in matched["curve"]] == list(range(1, 13))
+    for point in matched["curve"]:  # each maj@m with its 95% interval over questions
+        low, high = point["accuracy_ci"]
+        assert low <= point["accuracy"] <= high
 
     text = api.table([folders / "deb", folders / "sgl"], "budget", format="csv")
     frame = pd.read_csv(io.StringIO(text))

@@ -158,3 +158,25 @@ def test_a_failed_hub_turn_is_wrong_in_every_hub_number():
     assert [row["hub_accuracy"] for row in m["rounds"]] == pytest.approx([75.0, 50.0])
     plurality = compute_metrics(turns, dataclasses.replace(THREE, hub=0))
     assert [row["hub_accuracy"] for row in plurality["rounds"]] == pytest.approx([75.0, 50.0])
+
+
+# 3 agents, round 0 only, 7 questions: three with one agent wrong (each agent once), three
+# with two wrong, one all right. Fewer agree than independent agents of the same accuracy
+# would (independent: a question all right or all wrong a quarter of the time at p = 1/2).
+NEGATIVE = [[True, True, False], [True, False, True], [False, True, True]]
+NEGATIVE += [[True, False, False], [False, True, False], [False, False, True], [True] * 3]
+
+
+def test_negatively_correlated_agents_are_worth_more_than_n():
+    """N_eff = N / (1 + (N-1)ρ) exceeds N when ρ < 0; by hand: p = 12/21 = 4/7 right,
+    pairs agreeing A = (6 x 1 + 3) / 21 = 3/7, so ρ = 1 - (1 - A) / (2p(1-p)) =
+    1 - (4/7) / (24/49) = -1/6 and N_eff = 3 / (1 - 2/6) = 4.5."""
+    turns = [
+        turn(f"q{i}", 0, agent, "4" if right else "5", right)
+        for i, rights in enumerate(NEGATIVE)
+        for agent, right in enumerate(rights)
+    ]
+    (r0,) = compute_metrics(turns, Scoring(3, 0, (0, 1, 2), kind="math", seed=0))["rounds"]
+    assert r0["agent_accuracy"] == pytest.approx(400 / 7)
+    assert r0["rho"] == pytest.approx(-1 / 6)
+    assert r0["n_eff"] == pytest.approx(4.5)

@@ -8,12 +8,25 @@ from itertools import combinations
 from pathlib import Path
 
 import matplotlib.image
+import matplotlib.pyplot as plt
+import pandas as pd
 import pytest
 from cli_helpers import mad_eval
+from factories import sim_run
 from matplotlib.text import Text
 
 import mad_eval as mad_eval_api
-from mad_eval.reporting.plots import diversity_figure, rounds_figure, transitions_figure
+from mad_eval.cli.options import OPTIONS
+from mad_eval.reporting.plots import (
+    INDEPENDENT,
+    SIMULATED,
+    STYLES,
+    Look,
+    diversity_figure,
+    look_of,
+    rounds_figure,
+    transitions_figure,
+)
 from mad_eval.reporting.results import load_runs
 from mad_eval.reporting.tables import tidy
 
@@ -86,3 +99,73 @@ def test_plot_of_a_folder_that_is_no_run_is_one_sentence(tmp_path):
     result = mad_eval("plot", "missing", cwd=tmp_path)
     assert result.returncode == 2
     assert "missing is not a run directory" in result.stderr
+
+
+@pytest.mark.slow
+def test_n_eff_above_n_is_drawn_as_it_is_with_n_as_a_labelled_reference():
+    """A team whose errors are negatively correlated (tests/test_metrics.py's, N = 3,
+    N_eff = 4.5): the point and its interval stand above the dashed N line, which is named
+    as the independent voters' reference, not clipped to it."""
+    rows = [
+        ("round 0", "N_eff", 4.5, 3.2, 9.0),
+        ("round 1", "N_eff", 3.6, 2.5, 6.0),
+        ("round 0", "unanimous", 1 / 7 * 100, 0.0, 42.9),
+        ("round 1", "unanimous", 2 / 7 * 100, 0.0, 57.1),
+    ]
+    frame = pd.DataFrame(
+        [
+            {"method": "team", "benchmark": "Arith", "part": part, "metric": metric}
+            | {"value": value, "ci_low": low, "ci_high": high, "agents": 3}
+            for part, metric, value, low, high in rows
+        ]
+    )
+    fig = diversity_figure(frame)
+    try:
+        top = fig.axes[0]
+        lines = {line.get_label(): line for line in top.get_lines()}
+        assert list(lines["team"].get_ydata()) == [4.5, 3.6]
+        assert list(lines[INDEPENDENT].get_ydata()) == [3, 3]
+        assert top.get_ylim()[1] >= 9.0  # the whole interval shows
+        assert overlaps(fig) == []
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.slow
+def test_the_paper_style_has_no_title_and_notes_has_it(runs):
+    frame = tidy(load_runs(runs), "rounds", replicates=200)
+    frame = frame[frame["benchmark"] != "Avg"]
+    paper, notes = rounds_figure(frame, Look("paper")), rounds_figure(frame, Look("notes"))
+    try:
+        assert paper.get_suptitle() == "" and paper.axes[0].get_title() == ""
+        assert notes.get_suptitle().startswith("Accuracy by round")
+        assert notes.axes[0].get_title() == "Golden"  # the benchmark
+        colours = [line.get_color() for line in paper.axes[0].get_lines()]
+        assert colours == [line.get_color() for line in notes.axes[0].get_lines()]
+        assert len(set(colours)) == 2
+    finally:
+        plt.close(paper)
+        plt.close(notes)
+
+
+def test_the_style_option_names_the_styles_and_refuses_another(runs, tmp_path):
+    assert OPTIONS["style"].info.metavar == "|".join(STYLES)
+    result = mad_eval("plot", *map(str, runs), "--style", "poster", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--style must be one of paper, notes, got 'poster'." in result.stderr
+
+
+@pytest.mark.slow
+def test_figures_of_simulated_agents_say_so_and_name_them_among_others(runs, tmp_path):
+    sim = sim_run(tmp_path / "sim", limit=4, agents=3, rounds=1)
+    loaded = load_runs([sim, runs[0]])
+    look = look_of(loaded)
+    assert look.simulated == (loaded[0].label,)
+    frame = tidy(loaded, "rounds", replicates=200)
+    both, real = rounds_figure(frame, look), rounds_figure(frame[frame["method"] == "alpha"], look)
+    try:
+        assert both.get_suptitle() == f"{SIMULATED}: {loaded[0].label}"
+        assert real.get_suptitle() == ""
+    finally:
+        plt.close(both)
+        plt.close(real)

@@ -421,6 +421,15 @@ TABLE = {
     ),
 }
 PLOT = {"out": Option(Path, typer.Option(help="Folder the PNG files are written to."))}
+OPTIONS["style"] = Option(
+    str,
+    typer.Option(
+        metavar="paper|notes",
+        help="paper: no title in the figure (its caption says what it shows); notes: each "
+        "figure's title above its panels. Both keep a method's colour (colour-blind safe) in "
+        "every figure, draw every 95% interval and mark simulated agents.",
+    ),
+)
 
 # `mad-eval run` and `experiment run`.
 OPTIONS["dry_run"] = Option(

@@ -45,7 +45,7 @@ def table(run_dirs: list[Path], **chosen: Any) -> None:
 
 @options.command(
     app,
-    ["out", "label", "replicates"],
+    ["out", "label", "replicates", "style"],
     {**options.defaults_of(api.plot), "replicates": options.REPLICATES},
     options.PLOT,
     [RUN_DIRS],

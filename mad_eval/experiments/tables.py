@@ -129,9 +129,15 @@ def _table_section(experiment: Experiment, view: View, files: dict[str, Path], r
 
 
 def _figure_section(experiment: Experiment, view: View, paths: list[Path]) -> str:
+    """Each figure with its caption below it (a paper-style figure has no title of its own)."""
+    from mad_eval.reporting.plots import CAPTIONS
+
     lines = [f"## Figure: {view.name}", ""]
-    lines += [f"![{p.stem}]({_link(experiment, p)})" for p in paths]
-    return "\n".join([*lines, ""])
+    for p in paths:
+        caption = " ".join(CAPTIONS.get(p.stem, "").split())
+        lines += [f"![{p.stem}]({_link(experiment, p)})", ""]
+        lines += [f"*{caption}*", ""] if caption else []
+    return "\n".join(lines)
 
 
 def _summary(experiment: Experiment, sections: list[str]) -> str:

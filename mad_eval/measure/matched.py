@@ -170,6 +170,8 @@ class Matched:
     clipped: float
     by_round: list[dict[str, Any]]  # the debate's vote accuracy and tokens through each round
     curve: list[dict[str, Any]]  # the single run's maj@m and its tokens, m = 1..K
+    # Each m's vote per question (a [1, questions] tally), for the curve's intervals.
+    curve_votes: list[Tallies] = field(default_factory=list)
 
 
 def match(
@@ -210,7 +212,7 @@ def match(
         max((len(pools[q].classes) for q in common), default=0),
         clipped / counted if counted else 0.0,
         _by_round(spending, debate.on(common)),
-        _curve(vote, pools, common),
+        *_curve(vote, pools, common),
     )
 
 
@@ -230,19 +232,22 @@ def _by_round(spending: Spending, debate: Tallies) -> list[dict[str, Any]]:
     return rows
 
 
-def _curve(vote: Voting, pools: dict[str, SamplePool], common: list[str]) -> list[dict[str, Any]]:
+def _curve(
+    vote: Voting, pools: dict[str, SamplePool], common: list[str]
+) -> tuple[list[dict[str, Any]], list[Tallies]]:
+    """maj@m and its tokens for m = 1..K, and each m's votes per question as tallies."""
     if not common:
-        return []
+        return [], []
     k = min(len(pools[q].classes) for q in common)
     per_sample = float(np.mean([pools[q].tokens for q in common]))
-    return [
-        {
-            "samples": m,
-            "accuracy": 100.0 * float(np.mean([vote(q, m) for q in common])),
-            "tokens": m * per_sample,
-        }
-        for m in range(1, k + 1)
-    ]
+    points, votes = [], []
+    for m in range(1, k + 1):
+        right = np.array([[vote(q, m) for q in common]])
+        points.append(
+            {"samples": m, "accuracy": 100.0 * float(right.mean()), "tokens": m * per_sample}
+        )
+        votes.append(Tallies([0], list(common), {"curve": right}, {"curve": np.ones_like(right)}))
+    return points, votes
 
 
 def section(
@@ -268,7 +273,10 @@ def section(
             p, _ = paired_test(matched.tallies, formula, debate, debate_formula, replicates)
             out[f"{key}_p_vs_debate"] = p
     out["by_round"] = matched.by_round
-    out["curve"] = matched.curve
+    out["curve"] = [
+        dict(point, accuracy_ci=list(bootstrap_ci(votes, percent("curve"), replicates)))
+        for point, votes in zip(matched.curve, matched.curve_votes, strict=True)
+    ]
     return out
 
 

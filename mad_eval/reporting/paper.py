@@ -103,11 +103,18 @@ def make_table(
 
 
 def make_plots(
-    run_dirs: Sequence[Path], out: Path, labels: Labels = None, replicates: int | None = None
+    run_dirs: Sequence[Path],
+    out: Path,
+    labels: Labels = None,
+    replicates: int | None = None,
+    style: str = "paper",
 ) -> list[Path]:
-    """Every figure the runs have data for, as PNG files in `out`; the files written."""
-    from mad_eval.reporting.plots import draw  # matplotlib loads only when plotting
+    """Every figure the runs have data for, as PNG files in `out` in `style` (plots.STYLES);
+    the files written."""
+    from mad_eval.reporting.plots import STYLES, draw  # matplotlib loads only when plotting
 
+    if style not in STYLES:
+        raise TableError(f"--style must be one of {', '.join(STYLES)}, got '{style}'.")
     refuse_records(out)
     runs = load_runs(run_folders(run_dirs), labels_of(labels))
-    return draw(runs, out, REPLICATES if replicates is None else replicates)
+    return draw(runs, out, REPLICATES if replicates is None else replicates, style)

@@ -1,13 +1,17 @@
 """The paper's figures as PNG, drawn from the same tidy frames the tables print, so a
 point on a plot is a number of metrics.json: accuracy by round, transitions, diversity,
-Δ by round-0 margin, drift and early stopping."""
+Δ by round-0 margin, drift and early stopping, each with its 95% interval. Every method
+keeps one colour and marker in every figure of a call (Okabe-Ito, colour-blind safe), and
+a figure of simulated agents says so."""
 
 from __future__ import annotations
 
 import io
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -24,17 +28,81 @@ from matplotlib.legend import Legend
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
-from mad_eval.measure.bootstrap import REPLICATES
-from mad_eval.reporting.results import Run
+from mad_eval.measure.bootstrap import REPLICATES, bootstrap_ci
+from mad_eval.reporting.results import Run, run_models
 from mad_eval.reporting.tables import tidy
 from mad_eval.store.files import write_atomically
 
 PANEL = (4.2, 3.4)  # inches per benchmark panel
 NARROWEST = 5.6  # inches: a one-panel figure still fits a legend of long method names
-C2I, I2C = "#c0392b", "#27ae60"
-HATCHES = ("", "//", "..", "xx", "\\\\", "oo")
 SAVED_DPI = 150
 SPARE = 4  # pixels kept free at the figure's edges: a saved PNG's text measures a hair wider
+
+STYLES = {
+    "paper": "no title in the figure (each figure's caption says what it shows)",
+    "notes": "each figure's title above its panels, for a PNG read on its own",
+}
+DEFAULT_STYLE = "paper"
+# Okabe & Ito's colour-blind safe palette, the darker colours first (yellow reads poorly
+# as a line on white); markers tell methods apart in grey print and where lines cross.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+DASHES = ("--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (8, 2)), (0, (1, 3)))
+GREY = "dimgrey"
+SIMULATED = "SIMULATED AGENTS (sim backend), not a real model"
+MARK_COLOUR = PALETTE[3]
+
+
+@dataclass(frozen=True)
+class Look:
+    """How one call's figures are drawn: the style (STYLES), the methods in the order that
+    gives each its colour and marker, and those whose agents are simulated."""
+
+    style: str = DEFAULT_STYLE
+    methods: tuple[str, ...] = ()
+    simulated: tuple[str, ...] = ()
+
+    def of(self, methods: Sequence[str]) -> Look:
+        """This look, knowing `methods` too (new ones after its own, in their order)."""
+        return Look(self.style, tuple(dict.fromkeys([*self.methods, *methods])), self.simulated)
+
+    def colour(self, method: str) -> str:
+        return PALETTE[self.methods.index(method) % len(PALETTE)]
+
+    def marker(self, method: str) -> str:
+        return MARKERS[self.methods.index(method) % len(MARKERS)]
+
+    def mark(self, shown: Sequence[str]) -> str:
+        """The line that says the figure shows simulated agents ("" where none is)."""
+        simulated = [m for m in shown if m in self.simulated]
+        if not simulated:
+            return ""
+        return SIMULATED if len(simulated) == len(shown) else f"{SIMULATED}: {', '.join(simulated)}"
+
+
+def simulated(run: Run) -> bool:
+    """Whether any agent of the run is the sim backend's (a team with one is no model's)."""
+    return any(model.partition(":")[0] == "sim" for model in run_models(run.manifest))
+
+
+def look_of(runs: Sequence[Run], style: str = DEFAULT_STYLE) -> Look:
+    """The look of the runs' figures: their labels, in order, give the colours."""
+    if style not in STYLES:
+        raise ValueError(f"--style must be one of {', '.join(STYLES)}, got '{style}'.")
+    methods = tuple(dict.fromkeys(run.label for run in runs))
+    marked = tuple(dict.fromkeys(run.label for run in runs if simulated(run)))
+    return Look(style, methods, marked)
+
+
+def _looked(frame: pd.DataFrame, look: Look | None) -> Look:
+    return (look or Look()).of(list(dict.fromkeys(frame["method"])))
+
+
+def _errors(rows: pd.DataFrame) -> list[pd.Series]:
+    """The rows' 95% intervals as error bar lengths below and above each value."""
+    low = (rows["value"] - rows["ci_low"]).clip(lower=0).fillna(0)
+    high = (rows["ci_high"] - rows["value"]).clip(lower=0).fillna(0)
+    return [low, high]
 
 
 def _panels(count: int, rows: int = 1) -> tuple[Figure, np.ndarray]:
@@ -113,22 +181,34 @@ def _finish(
     fig: Figure,
     axes: np.ndarray,
     title: str,
+    look: Look,
+    methods: Sequence[str],
     handles: Sequence[Artist] | None = None,
     title_size: str = "large",
 ) -> None:
     """The titles wrapped to the space they have and one legend below the panels, in as
     many columns as fit the figure's width; the figure grows taller by what they take, so
-    the panels keep their size. `handles`: the legend's entries (default: every labelled
-    artist of the panels, each label once)."""
+    the panels keep their size. The figure's title is drawn in the notes style only (a
+    paper's caption says it), and a single panel's benchmark only there too; the mark of
+    simulated agents in both. `methods`: those the figure shows. `handles`: the legend's
+    entries (default: every labelled artist of the panels, each label once)."""
     inches = fig.get_figwidth()
     room = fig.bbox.width - 2 * (SPARE + fig.dpi * plt.rcParams["figure.constrained_layout.w_pad"])
+    paper = look.style == "paper"
     for ax in axes.flat:
         panel = room / axes.shape[1] - 0.3 * fig.dpi  # less its y tick labels' share
-        ax.set_title(wrap(ax.get_title(), panel, plt.rcParams["axes.titlesize"], fig))
-    suptitle = fig.suptitle(wrap(title, room, title_size, fig), fontsize=title_size)
-    handles = handles if handles is not None else _labelled(axes)
+        shown = "" if paper and axes.shape[1] == 1 else ax.get_title()
+        ax.set_title(wrap(shown, panel, plt.rcParams["axes.titlesize"], fig))
+    mark = look.mark(methods)
+    heading = "\n".join(t for t in ("" if paper else title, mark) if t)
     renderer = _renderer(fig)
-    taken = suptitle.get_window_extent(renderer).height
+    taken = 0.0
+    if heading:
+        suptitle = fig.suptitle(wrap(heading, room, title_size, fig), fontsize=title_size)
+        if paper:  # the mark alone: to be seen at a glance
+            suptitle.set(color=MARK_COLOUR, weight="bold", fontsize="medium")
+        taken = suptitle.get_window_extent(renderer).height
+    handles = handles if handles is not None else _labelled(axes)
     if handles:
         taken += _fitting_legend(fig, handles, room).get_window_extent(renderer).height
     fig.set_size_inches(inches, fig.get_figheight() + taken / fig.dpi + 0.25)
@@ -169,51 +249,57 @@ def _scored(method: str, rows: pd.DataFrame) -> str:
     return f"{method} ({', '.join(f'score={r}' for r in rules)})" if rules else method
 
 
-def rounds_figure(frame: pd.DataFrame) -> Figure:
+def rounds_figure(frame: pd.DataFrame, look: Look | None = None) -> Figure:
     """Vote accuracy after each round, a line per method (named with its scoring rule where
     that is not plurality), the 95% interval shaded."""
+    look = _looked(frame, look)
     benchmarks = _benchmarks(frame)
     fig, axes = _panels(len(benchmarks))
     for ax, benchmark in zip(axes[0], benchmarks, strict=True):
         mine = frame[frame["benchmark"] == benchmark]
         for method, rows in mine.groupby("method", sort=False):
             x = rows["key"].map(lambda k: int(k.split(".")[0].removeprefix("round")))
-            ax.plot(x, rows["value"], marker="o", label=_scored(str(method), rows))
-            ax.fill_between(x, rows["ci_low"], rows["ci_high"], alpha=0.15)
+            colour = look.colour(str(method))
+            marker = look.marker(str(method))
+            label = _scored(str(method), rows)
+            ax.plot(x, rows["value"], marker=marker, color=colour, label=label)
+            ax.fill_between(x, rows["ci_low"], rows["ci_high"], color=colour, alpha=0.15)
         ax.set_title(benchmark)
         ax.set_xlabel("debate round")
         ax.set_ylabel("vote accuracy (%)")
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.grid(alpha=0.3)
-    _finish(fig, axes, "Accuracy by round (shaded: 95% bootstrap interval over questions)")
+    _finish(fig, axes, CAPTIONS["rounds"], look, _methods(frame))
     return fig
 
 
-def transitions_figure(frame: pd.DataFrame) -> Figure:
+def _methods(frame: pd.DataFrame) -> list[str]:
+    return [str(m) for m in dict.fromkeys(frame["method"])]
+
+
+def transitions_figure(frame: pd.DataFrame, look: Look | None = None) -> Figure:
     """Share of agents going correct->incorrect and incorrect->correct in each round: bars
-    grouped by round, colour for the direction, hatching for the method."""
+    grouped by round, the method's colour, hatched and hollow for correct->incorrect."""
+    look = _looked(frame, look)
     benchmarks = _benchmarks(frame)
     fig, axes = _panels(len(benchmarks))
-    methods = list(dict.fromkeys(frame["method"]))
+    methods = _methods(frame)
     width = 0.8 / (2 * len(methods))
     for ax, benchmark in zip(axes[0], benchmarks, strict=True):
         mine = frame[(frame["benchmark"] == benchmark) & frame["metric"].isin(["C→I", "I→C"])]
         moves = list(dict.fromkeys(mine["part"]))
         for m, method in enumerate(methods):
-            for d, (metric, color) in enumerate((("C→I", C2I), ("I→C", I2C))):
+            colour = look.colour(method)
+            for d, metric in enumerate(("C→I", "I→C")):
                 rows = mine[(mine["method"] == method) & (mine["metric"] == metric)]
                 x = np.array([moves.index(p) for p in rows["part"]], dtype=float)
-                low = (rows["value"] - rows["ci_low"]).clip(lower=0)
-                high = (rows["ci_high"] - rows["value"]).clip(lower=0)
                 ax.bar(
                     x - 0.4 + width * (2 * m + d + 0.5),
                     rows["value"],
                     width,
-                    yerr=[low, high],
+                    yerr=_errors(rows),
                     capsize=2,
-                    color=color,
-                    hatch=HATCHES[m % len(HATCHES)],
-                    edgecolor="white",
+                    **_direction(metric, colour),
                 )
         ax.set_xticks(range(len(moves)), moves)
         ax.set_xlabel("debate round")
@@ -221,19 +307,26 @@ def transitions_figure(frame: pd.DataFrame) -> Figure:
         ax.set_ylabel("agents (%)")
         ax.grid(axis="y", alpha=0.3)
     handles = [
-        Patch(color=C2I, label="correct → incorrect"),
-        Patch(color=I2C, label="incorrect → correct"),
+        Patch(**_direction("C→I", GREY), label="correct → incorrect"),
+        Patch(**_direction("I→C", GREY), label="incorrect → correct"),
     ]
-    handles += [
-        Patch(facecolor="grey", hatch=HATCHES[m % len(HATCHES)], edgecolor="white", label=method)
-        for m, method in enumerate(methods)
-    ]
-    _finish(fig, axes, "Agent transitions per round (bars: 95% bootstrap interval)", handles)
+    handles += [Patch(color=look.colour(method), label=method) for method in methods]
+    _finish(fig, axes, CAPTIONS["transitions"], look, methods, handles)
     return fig
 
 
-def diversity_figure(frame: pd.DataFrame) -> Figure:
-    """Effective ensemble size N_eff and the share of unanimous questions by round."""
+def _direction(metric: str, colour: str) -> dict[str, Any]:
+    """A transition bar's look: I→C filled with the method's colour, C→I hollow and hatched."""
+    if metric == "I→C":
+        return {"facecolor": colour, "edgecolor": colour}
+    return {"facecolor": "white", "edgecolor": colour, "hatch": "////"}
+
+
+def diversity_figure(frame: pd.DataFrame, look: Look | None = None) -> Figure:
+    """Effective ensemble size N_eff and the share of unanimous questions by round, the 95%
+    interval shaded. N (independent voters) is drawn as a reference, not a ceiling: agents
+    whose errors are negatively correlated are worth more than N, and nothing is clipped."""
+    look = _looked(frame, look)
     benchmarks = _benchmarks(frame)
     fig, axes = _panels(len(benchmarks), rows=2)
     for column, benchmark in enumerate(benchmarks):
@@ -241,12 +334,15 @@ def diversity_figure(frame: pd.DataFrame) -> Figure:
         top, bottom = axes[0][column], axes[1][column]
         for method, rows in mine.groupby("method", sort=False):
             rounds = rows["part"].str.removeprefix("round ").astype(int)
+            colour, marker = look.colour(str(method)), look.marker(str(method))
             for ax, metric in ((top, "N_eff"), (bottom, "unanimous")):
                 picked = rows["metric"] == metric
-                ax.plot(rounds[picked], rows.loc[picked, "value"], marker="o", label=method)
-        agents = int(mine["agents"].max())
-        top.axhline(agents, color="grey", linestyle=":", linewidth=1)
-        top.axhline(1, color="grey", linestyle=":", linewidth=1)
+                x, shown = rounds[picked], rows[picked]
+                ax.plot(x, shown["value"], marker=marker, color=colour, label=method)
+                ax.fill_between(x, shown["ci_low"], shown["ci_high"], color=colour, alpha=0.15)
+        for agents in sorted({int(n) for n in mine["agents"]}):
+            top.axhline(agents, color=GREY, linestyle="--", linewidth=1, label=INDEPENDENT)
+        top.axhline(1, color=GREY, linestyle=":", linewidth=1, label=ALIKE)
         top.set_title(benchmark)
         top.set_ylabel("effective agents N_eff")
         bottom.set_ylabel("unanimous questions (%)")
@@ -254,112 +350,142 @@ def diversity_figure(frame: pd.DataFrame) -> Figure:
         for ax in (top, bottom):
             ax.xaxis.get_major_locator().set_params(integer=True)
             ax.grid(alpha=0.3)
-    _finish(fig, axes, "Answer diversity by round (dotted: N_eff = N and N_eff = 1)")
+    _finish(fig, axes, CAPTIONS["diversity"], look, _methods(frame))
     return fig
 
 
-def _bars(ax: plt.Axes, rows: pd.DataFrame, parts: list[str], m: int, methods: int) -> None:
+INDEPENDENT = "N independent voters (reference, not a ceiling)"
+ALIKE = "1 (agents always alike)"
+
+
+def _bars(
+    ax: plt.Axes, rows: pd.DataFrame, parts: list[str], m: int, methods: int, colour: str
+) -> None:
     """One method's bars (the m-th of `methods`) at its parts' places, with 95% intervals."""
     width = 0.8 / methods
     x = np.array([parts.index(p) for p in rows["part"]], dtype=float)
-    low = (rows["value"] - rows["ci_low"]).clip(lower=0)
-    high = (rows["ci_high"] - rows["value"]).clip(lower=0)
     ax.bar(
         x - 0.4 + width * (m + 0.5),
         rows["value"],
         width,
-        yerr=[low.fillna(0), high.fillna(0)],
+        yerr=_errors(rows),
         capsize=2,
+        color=colour,
         label=rows["method"].iloc[0],
     )
 
 
-def margin_figure(frame: pd.DataFrame) -> Figure:
+def margin_figure(frame: pd.DataFrame, look: Look | None = None) -> Figure:
     """Each round-0 margin's part of Δ (the parts add up to Δ): where debate helps and
     where it hurts."""
     return _parts_figure(
-        frame,
-        "Δ part",
-        "points of Δ",
-        "voters right in round 0",
-        "Where debate moves the vote: Δ by round-0 margin\n"
-        "(each margin's part of Δ; bars: 95% interval)",
+        frame, "Δ part", "points of Δ", "voters right in round 0", CAPTIONS["margin"], look
     )
 
 
-def drift_figure(frame: pd.DataFrame) -> Figure:
+def drift_figure(frame: pd.DataFrame, look: Look | None = None) -> Figure:
     """The change in mean agent accuracy per round: zero for a martingale."""
     return _parts_figure(
         frame,
         "drift",
         "mean agent accuracy change (points)",
         "rounds (the last bar: the whole debate)",
-        "Drift of mean agent accuracy\n(0: a martingale; bars: 95% interval)",
+        CAPTIONS["drift"],
+        look,
     )
 
 
-def _parts_figure(frame: pd.DataFrame, metric: str, ylabel: str, xlabel: str, title: str) -> Figure:
+def _parts_figure(
+    frame: pd.DataFrame, metric: str, ylabel: str, xlabel: str, title: str, look: Look | None
+) -> Figure:
+    look = _looked(frame, look)
     benchmarks = _benchmarks(frame)
     fig, axes = _panels(len(benchmarks))
-    methods = list(dict.fromkeys(frame["method"]))
+    methods = _methods(frame)
     for ax, benchmark in zip(axes[0], benchmarks, strict=True):
         mine = frame[(frame["benchmark"] == benchmark) & (frame["metric"] == metric)]
         parts = list(dict.fromkeys(mine["part"]))
         for m, method in enumerate(methods):
             rows = mine[mine["method"] == method]
             if not rows.empty:
-                _bars(ax, rows, parts, m, len(methods))
+                _bars(ax, rows, parts, m, len(methods), look.colour(method))
         ax.axhline(0, color="grey", linewidth=1)
         ax.set_xticks(range(len(parts)), [p.removesuffix(" right") for p in parts])
         ax.set_title(benchmark)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
-    _finish(fig, axes, title, title_size="medium")
+    _finish(fig, axes, title, look, methods, title_size="medium")
     return fig
 
 
-def stopping_figure(frame: pd.DataFrame) -> Figure:
+def stopping_figure(frame: pd.DataFrame, look: Look | None = None) -> Figure:
     """Accuracy against tokens per question had the debate stopped after each round (a
-    line per method) or at the first unanimous round (a star)."""
+    line per method) or at the first unanimous round (a star), each point with its 95%
+    intervals of both."""
+    look = _looked(frame, look)
     benchmarks = _benchmarks(frame)
     fig, axes = _panels(len(benchmarks))
     for ax, benchmark in zip(axes[0], benchmarks, strict=True):
         mine = frame[frame["benchmark"] == benchmark]
         for method, rows in mine.groupby("method", sort=False):
-            accuracy = rows[rows["metric"] == "accuracy"].set_index("part")["value"]
-            tokens = rows[rows["metric"] == "tokens"].set_index("part")["value"]
+            accuracy = rows[rows["metric"] == "accuracy"].set_index("part")
+            tokens = rows[rows["metric"] == "tokens"].set_index("part")
             after = [p for p in accuracy.index if p.startswith("after round")]
-            (line,) = ax.plot(tokens[after], accuracy[after], marker="o", label=method)
+            colour = look.colour(str(method))
+            ax.errorbar(
+                tokens.loc[after, "value"],
+                accuracy.loc[after, "value"],
+                xerr=_errors(tokens.loc[after]),
+                yerr=_errors(accuracy.loc[after]),
+                marker=look.marker(str(method)),
+                color=colour,
+                capsize=2,
+                label=method,
+            )
             for part in after:
                 ax.annotate(
                     part.removeprefix("after round "),
-                    (tokens[part], accuracy[part]),
+                    (tokens.loc[part, "value"], accuracy.loc[part, "value"]),
                     textcoords="offset points",
                     xytext=(4, 4),
                     fontsize=8,
                 )
             if "at unanimity" in accuracy.index:
-                ax.plot(
-                    tokens["at unanimity"],
-                    accuracy["at unanimity"],
+                stop = ["at unanimity"]
+                ax.errorbar(
+                    tokens.loc[stop, "value"],
+                    accuracy.loc[stop, "value"],
+                    xerr=_errors(tokens.loc[stop]),
+                    yerr=_errors(accuracy.loc[stop]),
                     marker="*",
                     markersize=12,
                     linestyle="none",
-                    color=line.get_color(),
+                    color=colour,
+                    capsize=2,
                 )
         ax.set_title(benchmark)
         ax.set_xlabel("tokens per question")
         ax.set_ylabel("vote accuracy (%)")
         ax.grid(alpha=0.3)
-    _finish(
-        fig,
-        axes,
-        "Stopping early, replayed\n(after round r, numbered; at unanimity, a star)",
-        title_size="medium",
-    )
+    _finish(fig, axes, CAPTIONS["stopping"], look, _methods(frame), title_size="medium")
     return fig
 
+
+# What each figure shows: its title in the notes style, its caption in a paper.
+CAPTIONS = {
+    "rounds": "Accuracy by round (shaded: 95% bootstrap interval over questions)",
+    "transitions": "Agent transitions per round (bars: 95% bootstrap interval)",
+    "diversity": "Answer diversity by round (shaded: 95% bootstrap interval; dashed: N "
+    "independent voters, which negatively correlated agents exceed; dotted: 1)",
+    "margin": "Where debate moves the vote: Δ by round-0 margin\n"
+    "(each margin's part of Δ; bars: 95% interval)",
+    "drift": "Drift of mean agent accuracy\n(0: a martingale; bars: 95% interval)",
+    "stopping": "Stopping early, replayed\n(after round r, numbered; at unanimity, a star; "
+    "bars: 95% intervals)",
+    "budget": "Accuracy against compute\n(numbers: debate rounds, bars: 95% interval; "
+    "dashed: single maj@m, shaded: its 95% interval)",
+}
 
 FIGURES = {
     "rounds": ("rounds", rounds_figure),
@@ -381,35 +507,78 @@ def pareto(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return front
 
 
-def budget_figure(runs: list[Run]) -> Figure:
+def _round_errors(run: Run, rows: list[dict], replicates: int) -> list[list[float]]:
+    """The debate's vote accuracy after each round of `rows`, its 95% interval over the
+    questions it shares with its single run, as error bar lengths."""
+    matched = next((tallies for _, tallies in run.attached.values()), run.tallies)
+    tallies = run.tallies.on(matched.questions)
+    low, high = [], []
+    for row in rows:
+        formula = run.formulas[f"round{row['round']}.vote_accuracy"]
+        a, b = bootstrap_ci(tallies, formula, replicates)
+        value = row["vote_accuracy"]
+        low.append(0.0 if a is None else max(value - a, 0.0))
+        high.append(0.0 if b is None else max(b - value, 0.0))
+    return [low, high]
+
+
+def budget_figure(
+    runs: list[Run], look: Look | None = None, replicates: int = REPLICATES
+) -> Figure:
     """Vote accuracy against tokens per question: each debate run after each round (its
-    metrics' `matched` section), its single run's maj@m for m = 1..K, the Pareto front
-    ringed."""
+    metrics' `matched` section) with its 95% interval, its single run's maj@m for
+    m = 1..K with its interval shaded (in its debate's colour, with its own marker and
+    dashes, so a curve that another hides still shows), the Pareto front ringed."""
+    look = (look or Look()).of([run.label for run in runs])
     benchmarks = list(dict.fromkeys(run.column for run in runs))
     fig, axes = _panels(len(benchmarks))
+    handles: dict[str, Artist] = {}  # the legend's entries, in the order drawn
     for ax, benchmark in zip(axes[0], benchmarks, strict=True):
         points: list[tuple[float, float]] = []
-        singles: dict[str, tuple[list[dict], str]] = {}  # its curve, drawn in its debate's colour
+        singles: dict[str, tuple[list[dict], list[str]]] = {}  # a single run's curve, its debates
         for run in (r for r in runs if r.column == benchmark):
             matched = run.metrics["matched"]
             rows = [r for r in matched["by_round"] if r["tokens"] is not None]
             x = [r["tokens"] for r in rows]
             y = [r["vote_accuracy"] for r in rows]
-            (line,) = ax.plot(x, y, marker="o", label=f"{run.label} (round 0..{run.rounds})")
+            label = f"{run.label} (round 0..{run.rounds})"
+            handles[label] = ax.errorbar(
+                x,
+                y,
+                yerr=_round_errors(run, rows, replicates),
+                marker=look.marker(run.label),
+                color=look.colour(run.label),
+                capsize=2,
+                label=label,
+            )
             for r, xi, yi in zip(rows, x, y, strict=True):
                 ax.annotate(str(r["round"]), (xi, yi), textcoords="offset points", xytext=(3, 3))
             points += list(zip(x, y, strict=True))
-            name = Path(matched["single_run"]).name
-            singles.setdefault(name, (matched["curve"], line.get_color()))
-        for name, (curve, color) in singles.items():
+            curve, labels = singles.setdefault(matched["single_run"], (matched["curve"], []))
+            labels.append(run.label)
+        for s, (curve, labels) in enumerate(singles.values()):
             x = [p["tokens"] for p in curve]
             y = [p["accuracy"] for p in curve]
-            ax.plot(
-                x, y, linestyle="--", marker=".", color=color, alpha=0.6, label=f"{name}: maj@m"
+            label = f"{', '.join(labels)}: single maj@m"
+            colour = look.colour(labels[0])
+            smaller = 4 * s / max(len(singles), 1)  # a curve drawn over shows the one below
+            (handles[label],) = ax.plot(
+                x,
+                y,
+                linestyle=DASHES[s % len(DASHES)],
+                marker=look.marker(labels[0]),
+                markersize=7 - smaller,
+                markerfacecolor="none",
+                color=colour,
+                alpha=0.8,
+                label=label,
             )
+            if all(p.get("accuracy_ci") for p in curve):  # recorded before it had them: none
+                low, high = zip(*(p["accuracy_ci"] for p in curve), strict=True)
+                ax.fill_between(x, low, high, color=colour, alpha=0.1)
             points += list(zip(x, y, strict=True))
         front = pareto(points)
-        ax.plot(
+        (handles["Pareto front"],) = ax.plot(
             *zip(*front, strict=True),
             linestyle="none",
             marker="o",
@@ -424,16 +593,23 @@ def budget_figure(runs: list[Run]) -> Figure:
         ax.set_xlabel("tokens per question (prompt + completion)")
         ax.set_ylabel("vote accuracy (%)")
         ax.grid(alpha=0.3)
-    _finish(fig, axes, "Accuracy against compute\n(numbers: debate rounds; dashed: single maj@m)")
+    methods = list(dict.fromkeys(run.label for run in runs))
+    _finish(fig, axes, CAPTIONS["budget"], look, methods, list(handles.values()))
     return fig
 
 
-def draw_budget(runs: list[Run], folder: Path) -> Path:
+def draw_budget(
+    runs: list[Run],
+    folder: Path,
+    style: str = DEFAULT_STYLE,
+    replicates: int = REPLICATES,
+    look: Look | None = None,
+) -> Path:
     """budget.png in `folder` for debate runs paired with single runs
     (mad_eval.reporting.pairing)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "budget.png"
-    save(budget_figure(runs), path)
+    save(budget_figure(runs, look or look_of(runs, style), replicates), path)
     return path
 
 
@@ -446,11 +622,15 @@ def save(fig: Figure, path: Path) -> None:
     write_atomically(path, png.getvalue(), "free space and run the same command again.")
 
 
-def draw(runs: list[Run], folder: Path, replicates: int = REPLICATES) -> list[Path]:
-    """Write every figure that the runs have data for; return the files written (the
-    budget figure where a debate run has a single run of its model and benchmark)."""
+def draw(
+    runs: list[Run], folder: Path, replicates: int = REPLICATES, style: str = DEFAULT_STYLE
+) -> list[Path]:
+    """Write every figure that the runs have data for, in `style` (STYLES); return the files
+    written (the budget figure where a debate run has a single run of its model and
+    benchmark)."""
     from mad_eval.reporting.pairing import pair, split
 
+    look = look_of(runs, style)
     for run in runs:
         if not run.voted:
             raise ValueError(
@@ -466,10 +646,10 @@ def draw(runs: list[Run], folder: Path, replicates: int = REPLICATES) -> list[Pa
         if frame.empty:  # no debate round in any run: nothing moved
             continue
         path = folder / f"{name}.png"
-        save(make(frame), path)
+        save(make(frame, look), path)
         written.append(path)
     debates, singles = split(runs)
     paired = pair(debates, singles, replicates, strict=False) if singles else []
     if paired:
-        written.append(draw_budget(paired, folder))
+        written.append(draw_budget(paired, folder, style, replicates, look))
     return written

@@ -11,7 +11,8 @@ holding a copy of its experiment file, so relative paths match; the trees' and t
 folders' own paths are written as <TREE> and <OUT> before comparing. Keys added on purpose
 (ADDED: metrics.json's schema_version, the manifest's benchmark.answer_revision, a turn's
 reply; issue 35's alerts; issue 45's protocol.waves, roles, asks and ends, all null for the
-demo's protocols) are dropped, and a CSV's numbers are compared at the 12 significant
+demo's protocols; issue 46's rounds[].ties, the share of votes a seeded draw decided) are
+dropped, and a CSV's numbers are compared at the 12 significant
 digits issue 35's tables write. Masked: timing fields
 (any key holding "latency", the keys in TIMING), the numbers of a table line naming a
 latency and those of a table's timed columns (the cost layout's latency s and wall s).
@@ -66,7 +67,13 @@ TIMING = {
 # version (issue 31), the answer protocol's revision a resume checks and a turn's reply as
 # written, null unless the run quotes replies verbatim (issue 32).
 ADDED = {
-    "metrics.json": ("schema_version", "alerts"),
+    "metrics.json": (
+        "schema_version",
+        "alerts",
+        "rounds.ties",
+        "rounds.ties_std",
+        "per_run.rounds.ties",
+    ),
     "manifest.json": (
         "benchmark.answer_revision",
         "protocol.waves",
@@ -117,13 +124,17 @@ def normal(text: str, tree: Path, out: Path) -> str:
 
 
 def drop_added(data: dict[str, Any], name: str) -> dict[str, Any]:
-    """`data` (a file's JSON, or one line's) without the keys ADDED names for the file."""
+    """`data` (a file's JSON, or one line's) without the keys ADDED names for the file; a
+    part naming a list (metrics.json's `rounds`) names the key in each of its rows."""
     for key in ADDED.get(name, ()):
         *parents, last = key.split(".")
-        holder = data
+        holders: list[Any] = [data]
         for part in parents:
-            holder = holder.get(part, {})
-        holder.pop(last, None)
+            found = [h.get(part, {}) for h in holders if isinstance(h, dict)]
+            holders = [row for f in found for row in (f if isinstance(f, list) else [f])]
+        for holder in holders:
+            if isinstance(holder, dict):
+                holder.pop(last, None)
     return data
 
 

@@ -1,6 +1,6 @@
 """The docs' screenshots of `mad-eval view` (viewer-overview.png, viewer-debate.png,
-viewer-compare.png), taken with headless Chromium from the offline demo. Run the demo in a scratch folder, then this
-script on its results, from anywhere:
+viewer-compare.png), taken with headless Chromium from the offline demo. Run the demo in a
+scratch folder, then this script on its results, from anywhere:
 
     cd "$(mktemp -d)" && cp -r /path/to/mad-eval/experiments .
     mad-eval experiment run experiments/offline_demo.toml

@@ -27,8 +27,9 @@ def view(
     """Write a static site to read the runs' debates in a browser: each run's Maj, Debate
     and Δ and its alerts, the debates in question order with filters (right → wrong, split
     votes, failed turns, ...) and previous/next through them, a round's replies side by
-    side with LaTeX typeset, each reply's prompt and the judge's verdict; two or more runs
-    side by side.
+    side with LaTeX typeset, each reply's prompt and the judge's verdict, a vote a tie
+    decided marked with its tie; two or more runs side by side, with their paired votes and
+    McNemar's exact p.
 
     The site is plain files (KaTeX included): index.html opens from file:// with no server
     and no network. By default it goes to a folder named for the runs given, under

@@ -1,13 +1,16 @@
-"""The docs' screenshots of `mad-eval view` (viewer-overview.png, viewer-debate.png), taken
-with headless Chromium from the offline demo. Run the demo in a scratch folder, then this
-script on its results, from anywhere:
+"""The docs' screenshots of `mad-eval view` (viewer-overview.png, viewer-debate.png,
+viewer-compare.png), taken with headless Chromium from the offline demo. Run the demo in a
+scratch folder, then this script on its results, from anywhere:
 
     cd "$(mktemp -d)" && cp -r /path/to/mad-eval/experiments .
     mad-eval experiment run experiments/offline_demo.toml
     python /path/to/mad-eval/docs/viewer_screenshots.py results/offline_demo /path/to/mad-eval/docs
 
-The debate shot is a debate the vote got right by debating, its round 1 picked (the five
-replies side by side) at an agent that disagreed with the round's most common answer.
+The debate shot is a debate the vote got right by debating after a tie decided its first
+vote (the vote row's tie mark), its round 1 picked (the five replies side by side) at an
+agent that disagreed with the round's most common answer, the legend open. The compare shot
+is the two runs side by side: their paired votes with McNemar's p, and the debates where
+they differ.
 Both are saved with 256 colors, to keep them small.
 """
 
@@ -42,10 +45,12 @@ def main(demo: Path, docs: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="viewer-shots-") as scratch:
         index = mad_eval.view(runs, Path(scratch) / "site")
         rows = read(index.parent, "index")["runs"][1]["debates"]
-        # A debate the vote got right by debating, whose round 1 has a most common answer
-        # and a dissent: the page shows that round's replies side by side.
+        # A debate the vote got right by debating, a tie deciding its first vote, whose
+        # round 1 has a most common answer and a dissent: that round's replies side by side.
         row = next(
-            r for r in rows if "w2r" in r["tags"] and dissent(read(index.parent, r["file"]), 1)
+            r
+            for r in rows
+            if "w2r" in r["tags"] and r["ties"][0] and dissent(read(index.parent, r["file"]), 1)
         )
         driver = chromium(Path(scratch) / "profile", window="1280,860")
         try:
@@ -57,8 +62,13 @@ def main(demo: Path, docs: Path) -> None:
             ready(driver)
             agent = dissent(read(index.parent, row["file"]), 1)[0]
             driver.find_element("id", f"cell-{agent}-1").click()
+            driver.find_element("css selector", "#legend summary").click()
             driver.execute_script("window.scrollTo(0, 0)")
             save(driver, docs / "viewer-debate.png")
+            driver.set_window_size(1280, 900)
+            driver.get(index.resolve().as_uri() + "#/compare")
+            ready(driver)
+            save(driver, docs / "viewer-compare.png")
         finally:
             driver.quit()
 

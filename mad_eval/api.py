@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -431,15 +432,17 @@ def experiment_tables(path: str | Path, replicates: int | None = None) -> list[P
 
 
 @_worded
-def view(run_dirs: Folders, out: str | Path = "results/view") -> Path:
-    """Write a static site of the runs' debates into `out` (opens from file://, needs no
-    server or network: docs/how-to/read-debates.md); return its index.html. `run_dirs`: run
-    folders, or folders holding them (one path: one folder)."""
-    from mad_eval.reporting.paper import run_folders
-    from mad_eval.viewer import load_view, write_site
+def view(run_dirs: Folders, out: str | Path | None = None, *, force: bool = False) -> Path:
+    """Write a static site of the runs' debates (opens from file://, needs no server or
+    network: docs/how-to/read-debates.md); return its index.html. `run_dirs`: run folders,
+    or folders holding them (one path: one folder). `out`: by default a folder named for
+    `run_dirs` under results/view/; a site of other runs there is replaced only with
+    `force`. What it wrote and replaced goes to the `mad_eval` logger."""
+    from mad_eval.viewer import build_site
 
-    roots = run_folders(_folders(run_dirs))
-    return write_site([load_view(root) for root in roots], Path(out))
+    written = build_site(_folders(run_dirs), None if out is None else Path(out), force)
+    logging.getLogger("mad_eval").info(written.sentence())
+    return written.index
 
 
 @_worded

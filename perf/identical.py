@@ -11,9 +11,9 @@ holding a copy of its experiment file, so relative paths match; the trees' and t
 folders' own paths are written as <TREE> and <OUT> before comparing. Keys added on purpose
 (ADDED: metrics.json's schema_version, the manifest's benchmark.answer_revision, a turn's
 reply; issue 35's alerts; issue 45's protocol.waves, roles, asks and ends, all null for the
-demo's protocols; issue 46's interval of each point of metrics.json's maj@m curve) are
-dropped, and a CSV's numbers are compared at the 12 significant digits issue 35's tables
-write. Masked: timing fields
+demo's protocols; issue 46's interval of each point of metrics.json's maj@m curve and
+rounds[].ties, the share of votes a seeded draw decided) are dropped, and a CSV's numbers are
+compared at the 12 significant digits issue 35's tables write. Masked: timing fields
 (any key holding "latency", the keys in TIMING), the numbers of a table line naming a
 latency and those of a table's timed columns (the cost layout's latency s and wall s).
 turns.jsonl is compared in key order (run, question, round, agent): the order of its lines
@@ -67,8 +67,16 @@ TIMING = {
 # version (issue 31), the answer protocol's revision a resume checks and a turn's reply as
 # written, null unless the run quotes replies verbatim (issue 32).
 ADDED = {
-    # issue 46: each point of the compute-matched maj@m curve carries its 95% interval.
-    "metrics.json": ("schema_version", "alerts", "matched.curve[].accuracy_ci"),
+    # issue 46: each point of the compute-matched maj@m curve carries its 95% interval; each
+    # round the share of its votes a seeded draw decided.
+    "metrics.json": (
+        "schema_version",
+        "alerts",
+        "matched.curve[].accuracy_ci",
+        "rounds[].ties",
+        "rounds[].ties_std",
+        "per_run[].rounds[].ties",
+    ),
     "manifest.json": (
         "benchmark.answer_revision",
         "protocol.waves",

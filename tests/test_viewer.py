@@ -265,3 +265,99 @@ def test_a_folder_of_runs_shows_every_run_below_it(tmp_path) -> None:
     assert [Path(r["folder"]).name for r in runs] == ["a", "b"]  # every run, in name order
     result = mad_eval("view", "results", "--out", "v", cwd=tmp_path)
     assert result.returncode == 0 and "(2 runs)" in result.stdout
+
+
+def test_a_vote_a_tie_decided_carries_its_tie(demo) -> None:
+    from collections import Counter
+
+    from mad_eval.store.folder import RunStore
+
+    run, site = demo
+    rows = read_data(site, "index")["runs"][0]["debates"]
+    turns: dict[tuple, list] = {}
+    for t in RunStore(run).turns():
+        turns.setdefault((t.run, t.question, t.round), []).append(t)
+    tied = [0, 0, 0]
+    for row in rows:
+        page = read_data(site, row["file"])
+        assert page["ties"] == row["ties"]
+        for r, tie in enumerate(row["ties"]):
+            live = turns[(row["seed_run"], row["question"], r)]
+            sizes = Counter(t.answer_class for t in live if not t.failed and t.answer is not None)
+            top = sorted(sizes.values(), reverse=True)
+            assert (tie is not None) == (len(top) > 1 and top[0] == top[1]), (row["key"], r)
+            if tie is not None:
+                tied[r] += 1
+                assert tie.startswith(f"tie {top[0]}×")
+                assert tie.endswith(f" → {row['answers'][r]} by seeded draw")
+    assert all(tied)  # the test means something
+    metrics = json.loads((run / "metrics.json").read_text())
+    for r, n in enumerate(tied):  # metrics.json counts the same ties (2 runs of 30 questions)
+        assert metrics["rounds"][r]["ties"] == pytest.approx(100 * n / len(rows))
+
+
+def test_the_console_marks_tied_rounds_with_a_footnote(demo) -> None:
+    from rich.console import Console
+
+    from mad_eval.reporting.console import metrics_view
+
+    run, _ = demo
+    metrics = json.loads((run / "metrics.json").read_text())
+    console = Console(width=200, record=True)
+    console.print(metrics_view(metrics, "run"))
+    text = " ".join(console.export_text().split())  # the caption wraps at the table's width
+    shares = ", ".join(f"round {r['round']} {r['ties']:.1f}%" for r in metrics["rounds"])
+    assert f"seeded draw decided this share of the round's votes: {shares}." in text
+    for row in metrics["rounds"]:
+        row["ties"] = 0.0 if row["round"] else row["ties"]
+    console.print(metrics_view(metrics, "run"))
+    marked = " † │"  # a vote cell's mark, not the footnote's
+    assert text.count(marked) == 3 and console.export_text().count(marked) == 1
+
+
+@pytest.mark.slow
+def test_paired_votes_are_the_runs_own_with_mcnemars_exact_p(tmp_path, demo) -> None:
+    from viewer_helpers import votes_after_debate
+
+    from mad_eval.measure.mcnemar import mcnemar_p
+
+    assert mcnemar_p(10, 3) == mcnemar_p(3, 10) == pytest.approx(2 * 378 / 2**13)
+    assert mcnemar_p(0, 6) == pytest.approx(1 / 32) and mcnemar_p(4, 4) == 1.0
+    assert mcnemar_p(0, 0) is None
+    run, _ = demo
+    other = sim_run(tmp_path / "b", model="sim:p0=0.6,skill=0.6", limit=30, agents=5, rounds=2)
+    site = api.view([run, other], tmp_path / "site").parent
+    paired = read_data(site, "index")["pairs"]["0,1"]["debate"]
+    a, b = votes_after_debate(run), votes_after_debate(other)
+    shared = [k for k in a if k in b and a[k] is not None and b[k] is not None]
+    cells = {
+        "both_right": sum(a[k] and b[k] for k in shared),
+        "a_only": sum(a[k] and not b[k] for k in shared),
+        "b_only": sum(b[k] and not a[k] for k in shared),
+        "both_wrong": sum(not a[k] and not b[k] for k in shared),
+    }
+    assert len(shared) == 30 and {k: paired[k] for k in cells} == cells
+    assert paired["p"] == mcnemar_p(cells["a_only"], cells["b_only"])
+
+
+@pytest.mark.slow
+def test_view_never_replaces_a_site_of_other_runs_unasked(tmp_path) -> None:
+    run = sim_run(tmp_path / "run", limit=3, agents=2, rounds=1)
+    other = sim_run(tmp_path / "other", limit=3, agents=2, rounds=1)
+    first = mad_eval("view", str(run), cwd=tmp_path)  # a folder named for its runs
+    assert first.returncode == 0
+    assert first.stdout.split() == ["Wrote", "results/view/run/index.html", "(1", "run)."]
+    again = mad_eval("view", str(run), cwd=tmp_path)
+    assert "it replaced the site of the same 1 run written there before." in again.stdout
+    both = mad_eval("view", str(run), str(other), cwd=tmp_path)
+    assert "Wrote results/view/run+other/index.html (2 runs)." in both.stdout
+    refused = mad_eval("view", str(other), "--out", "results/view/run", cwd=tmp_path)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    said = " ".join(refused.stderr.split())
+    assert "holds a site of 1 run (run); give another --out folder, or --force" in said
+    assert read_data(tmp_path / "results/view/run", "index")["runs"][0]["folder"] == str(run)
+    forced = mad_eval("view", str(other), "--out", "results/view/run", "--force", cwd=tmp_path)
+    assert "it replaced a site of 1 run (run)." in " ".join(forced.stdout.split())
+    with pytest.raises(ViewError, match="or force to replace it"):  # the API: its keyword
+        api.view([run], tmp_path / "results/view/run")
+    api.view([run], tmp_path / "results/view/run", force=True)

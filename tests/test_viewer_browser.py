@@ -92,7 +92,12 @@ def test_overview_shows_metrics_json(browser, runs) -> None:
     metrics = json.loads((a / "metrics.json").read_text())
     for name in ("maj", "debate", "delta"):
         cell = browser.find_element("css selector", f'#runs td[data-field="{name}"]')
-        assert cell.text == f"{metrics[name]:.1f}"
+        sign = "+" if name == "delta" and metrics[name] > 0 else ""
+        assert text_of(browser, f'#runs td[data-field="{name}"] .value') == (
+            f"{sign}{metrics[name]:.1f}"  # one seeded run: no ± over runs
+        )
+        low, high = read_data(site, "index")["runs"][0]["summary"][f"{name}_ci"]
+        assert text_of(browser, f'#runs td[data-field="{name}"] .ci') == f"[{low:.1f}, {high:.1f}]"
         assert float(cell.get_attribute("data-value")) == metrics[name]
 
 
@@ -324,7 +329,9 @@ def test_four_runs_side_by_side_never_scroll_the_page_sideways(browser, runs, mo
 
 
 @pytest.mark.slow
-def test_reads_are_said_once_a_round_when_all_read_all(browser, runs, more_runs) -> None:
+def test_reads_are_said_once_a_round_when_all_read_all_else_in_each_cell(
+    browser, runs, more_runs
+) -> None:
     a, _, root = runs
     sparse = more_runs[0]
     site = api.view([a, sparse], root / "site-reads").parent
@@ -333,14 +340,78 @@ def test_reads_are_said_once_a_round_when_all_read_all(browser, runs, more_runs)
     for r in (1, 2):
         assert text_of(browser, f"#reads-{r}") == "each read all 5"
     assert not browser.find_elements("css selector", ".cell .sees")
-    assert "read 0, 1" not in browser.find_element("id", "grid").text
     go(browser, "#/q/" + index[1]["debates"][0]["file"])
+    assert not browser.find_elements("css selector", "[id^=reads-]")  # no line for a round
     page = read_data(site, index[1]["debates"][0]["file"])
-    for t in page["turns"]:
-        if t["round"] == 0:
+    later = [t for t in page["turns"] if t["round"] > 0]
+    assert any(len(t["sees"]) < 5 for t in later)  # sparse: the test means something
+    for t in later:
+        said = text_of(browser, f"#cell-{t['agent']}-{t['round']} .sees")
+        whom = sorted(t["sees"])
+        assert said == "read " + ("agent " if len(whom) == 1 else "agents ") + ", ".join(
+            map(str, whom)
+        )
+    browser.find_element("id", "round-2").click()  # the round's line says each agent's too
+    line = text_of(browser, "#round-line")
+    for t in (t for t in later if t["round"] == 2):
+        assert f"agent {t['agent']} read agents " in line
+
+
+@pytest.mark.slow
+def test_a_tied_vote_is_marked_with_its_tie(browser, runs) -> None:
+    a, _, root = runs
+    site = api.view([a], root / "site-a").parent
+    rows = read_data(site, "index")["runs"][0]["debates"]
+    row = next(r for r in rows if r["ties"][0] is not None and None in r["ties"])
+    open_page(browser, site, "#/q/" + row["file"])
+    for r, tie in enumerate(row["ties"]):
+        marks = browser.find_elements("css selector", f"#vote-{r} .tie-mark")
+        if tie is None:
+            assert not marks and not browser.find_element("id", f"vote-{r}").get_attribute("title")
             continue
-        mark = text_of(browser, f"#cell-{t['agent']}-{t['round']} .sees")
-        assert mark.strip() == "←" + ",".join(map(str, t["sees"]))  # a compact mark, per cell
+        assert tie.startswith("tie 2×") and tie.endswith(" by seeded draw")
+        assert marks[0].is_displayed() and marks[0].text.strip() == "⚖ tie"
+        assert marks[0].get_attribute("title") == tie
+    assert f"⚖ {row['ties'][0]}." in text_of(browser, "#round-line")  # round 0's line
+    assert "a tie the seeded draw broke" in text_of(browser, "#legend summary")
+    go(browser, "#/")  # the list marks it too, its tie in the vote's title
+    vote = browser.find_elements("css selector", f'#rows tr[data-key="{row["key"]}"] .vote')[0]
+    assert "tied" in vote.get_attribute("class").split()
+    assert vote.get_attribute("title").endswith(f"({row['ties'][0]})")
+
+
+@pytest.mark.slow
+def test_runs_side_by_side_show_their_paired_votes_and_mcnemars_p(browser, runs) -> None:
+    from mad_eval.measure.mcnemar import mcnemar_p
+
+    a, b, root = runs
+    site = api.view([a, b], root / "site-ab").parent
+    open_page(browser, site, "#/compare")
+    last = {"a": votes_after_debate(a), "b": votes_after_debate(b)}
+    keys = [k for k in last["a"] if last["a"][k] is not None and last["b"][k] is not None]
+    want = {
+        "both_right": {k for k in keys if last["a"][k] and last["b"][k]},
+        "a_right_b_wrong": {k for k in keys if last["a"][k] and not last["b"][k]},
+        "a_wrong_b_right": {k for k in keys if not last["a"][k] and last["b"][k]},
+        "both_wrong": {k for k in keys if not last["a"][k] and not last["b"][k]},
+    }
+    table = "#paired-debate"
+    for cell, debates in want.items():
+        assert text_of(browser, f'{table} td[data-cell="{cell}"]') == str(len(debates))
+    p = mcnemar_p(len(want["a_right_b_wrong"]), len(want["a_wrong_b_right"]))
+    said = "< 0.001" if p < 0.001 else f"= {p:.3f}"
+    assert text_of(browser, f"{table} .mcnemar") == f"30 debates; McNemar's exact p {said}"
+    assert browser.find_elements("css selector", "#paired-maj .mcnemar")
+    browser.find_element("css selector", f'{table} td[data-cell="a_right_b_wrong"] a').click()
+    listed = browser.find_elements("css selector", "#compare-rows tr")
+    assert {r.get_attribute("data-key") for r in listed} == want["a_right_b_wrong"]
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element("id", "run-a")).select_by_value("1")  # B against A: swapped
+    Select(browser.find_element("id", "run-b")).select_by_value("0")
+    assert text_of(browser, f'{table} td[data-cell="a_right_b_wrong"]') == str(
+        len(want["a_wrong_b_right"])
+    )
 
 
 @pytest.mark.slow

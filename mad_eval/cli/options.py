@@ -528,10 +528,15 @@ VIEW = {
     "out": Option(
         Path,
         typer.Option(
-            help="The folder the site is written into (made if missing; a site written there "
-            "before is replaced; never a run folder)."
+            help="The folder the site is written into (made if missing; never a run folder). "
+            "Default: a folder named for the runs given, under results/view/. A site of the "
+            "same runs there is replaced; one of other runs only with --force."
         ),
-    )
+    ),
+    "force": Option(
+        bool,
+        typer.Option("--force", help="Replace a site of other runs that --out holds."),
+    ),
 }
 
 # `mad-eval templates NAME`.

@@ -20,26 +20,30 @@ RUN_DIRS = options.argument(
 DEFAULTS = {**options.defaults_of(api.view), "open": False, "serve": None}
 
 
-@options.command(app, ["out", "open", "serve"], DEFAULTS, options.VIEW, [RUN_DIRS])
-def view(run_dirs: list[Path], out: Path, open: bool, serve: int | None) -> None:
+@options.command(app, ["out", "force", "open", "serve"], DEFAULTS, options.VIEW, [RUN_DIRS])
+def view(
+    run_dirs: list[Path], out: Path | None, force: bool, open: bool, serve: int | None
+) -> None:
     """Write a static site to read the runs' debates in a browser: each run's Maj, Debate
     and Δ and its alerts, the debates in question order with filters (right → wrong, split
     votes, failed turns, ...) and previous/next through them, a round's replies side by
-    side with LaTeX typeset, each reply's prompt and the judge's verdict; two or more runs
-    side by side.
+    side with LaTeX typeset, each reply's prompt and the judge's verdict, a vote a tie
+    decided marked with its tie; two or more runs side by side, with their paired votes and
+    McNemar's exact p.
 
     The site is plain files (KaTeX included): index.html opens from file:// with no server
-    and no network.
+    and no network. By default it goes to a folder named for the runs given, under
+    results/view/; it replaces a site of other runs only with --force, and says what it
+    replaced.
     """
     if serve is not None and not 1 <= serve <= 65535:
         raise fail(f"--serve must be a port from 1 to 65535, got {serve}.")
     with one_sentence():
-        from mad_eval.reporting.paper import run_folders
-        from mad_eval.words import counted
+        from mad_eval.viewer import build_site
 
-        roots = run_folders(run_dirs)  # a folder of runs: each of them
-        index = api.view(roots, out)
-        console.print(f"Wrote {index} ({counted(len(roots), 'run')}).")
+        written = build_site(run_dirs, out, force)  # a folder of runs: each of them
+        console.print(written.sentence())
+        index = written.index
         if serve is None:
             if open:
                 _open(index.resolve().as_uri())

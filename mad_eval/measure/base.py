@@ -30,7 +30,9 @@ class ScoredRound:
     """One round of one debate as the tally saw it: its turns that did not fail (by agent),
     their answer groups (a voted kind's only), whether the system's answer was right (None:
     not scored, or a summary), whether the rule scored the round, and the turn it picked.
-    `carried`: a round after its protocol ended the debate, the last spoken one's again."""
+    `carried`: a round after its protocol ended the debate, the last spoken one's again.
+    `tie`: what the rule's seeded draw chose among (answer groups, for the rules here), None
+    where no tie needed a draw."""
 
     live: list[Turn]
     groups: list[list[Turn]]
@@ -38,6 +40,7 @@ class ScoredRound:
     scored: bool = False
     picked: Turn | None = None
     carried: bool = False
+    tie: list[Any] | None = None
 
     @property
     def unanimous(self) -> bool:

@@ -132,14 +132,15 @@ def _round(
     """One round of one debate: `live` are its turns that did not fail, by agent."""
     voters, hub, alike = list(scoring.voters), scoring.hub, scoring.same
     scored = decide.scored(live, voters, hub)
-    picked = None
+    picked, tie = None, None
     if scored:
         rng = vote_ties(scoring.seed, run, qid, r)
         picked = decide.pick(live, voters, hub, rng, alike)
+        tie = rng.drawn
     if not scoring.voted:  # a summary: scored by ROUGE, not grouped or voted
-        return ScoredRound(live, [], None, scored, picked)
+        return ScoredRound(live, [], None, scored, picked, tie=tie)
     vote = (picked is not None and bool(picked.correct)) if scored else None
-    return ScoredRound(live, answer_groups(live, alike), vote, scored, picked)
+    return ScoredRound(live, answer_groups(live, alike), vote, scored, picked, tie=tie)
 
 
 def tally_verdicts(verdicts: list[Verdict], tallies: Tallies, scoring: Scoring) -> Tallies:

@@ -19,15 +19,16 @@ from mad_eval.voting.maj_at_k import bootstrap_maj
 
 def keys(scoring: Scoring) -> list[str]:
     """`vote{r}` (right system answers), `agent{r}` (right answers), `hub{r}` (the hub's;
-    a failed turn wrong), `unanimous{r}` (questions whose answers all agree), `entropy{r}`
-    (bits summed over questions), `agree{r}` (agent pairs equally right or wrong),
+    a failed turn wrong), `tie{r}` (votes the rule's seeded draw decided), `unanimous{r}`
+    (questions whose answers all agree), `entropy{r}` (bits summed over questions),
+    `agree{r}` (agent pairs equally right or wrong),
     `len_right{r}` and `len_wrong{r}` (completion tokens over right / wrong answers),
     `reasoning_len{r}` and `final_len{r}` (over the answers whose reasoning tokens are
     known), for debate rounds `c2i{r}` and `i2c{r}` (agents moving right->wrong and
     wrong->right into round r), and without debate `maj_boot0` (verl's bootstrap maj@K,
     voting.maj_at_k.bootstrap_maj)."""
     rounds = scoring.rounds
-    names = ["vote", "agent", "unanimous", "entropy", "agree", "len_right", "len_wrong"]
+    names = ["vote", "tie", "agent", "unanimous", "entropy", "agree", "len_right", "len_wrong"]
     names += ["reasoning_len", "final_len"]
     names += ["hub"] if scoring.hub is not None else []
     found = [f"{k}{r}" for r in range(rounds + 1) for k in names]
@@ -41,6 +42,7 @@ def count(debate: Debate, add: Add) -> None:
     for r, found in debate.rounds.items():
         if found.scored:
             add(f"vote{r}", bool(found.vote), 1)
+            add(f"tie{r}", found.tie is not None, 1)
         if scoring.hub is not None:
             # A failed hub turn is a wrong answer in every hub number, as the hub rule
             # scores it: hub_accuracy and a hub-scored vote_accuracy are one number.
@@ -102,7 +104,8 @@ def final_tokens(turn: Turn) -> int | None:
 def formulas(context: Context) -> dict[str, Formula]:
     """`maj`, `debate`, `delta` (the rule's votes in percent); without debate maj@K both
     exactly (`maj_at_k`) and as verl estimates it (`maj_at_k_bootstrap`); per round
-    `round{r}.*` (accuracies, diversity, lengths) and per move `move{r}.*` (c2i, i2c)."""
+    `round{r}.*` (accuracies, `ties`: the share of votes a seeded draw decided, diversity,
+    lengths) and per move `move{r}.*` (c2i, i2c)."""
     rounds, agents = context.scoring.rounds, context.scoring.agents
     found: dict[str, Formula] = {
         "maj": percent("vote0"),
@@ -116,6 +119,7 @@ def formulas(context: Context) -> dict[str, Formula]:
     for r in range(rounds + 1):
         found |= {
             f"round{r}.vote_accuracy": percent(f"vote{r}"),
+            f"round{r}.ties": percent(f"tie{r}"),
             f"round{r}.agent_accuracy": percent(f"agent{r}"),
             f"round{r}.unanimous": percent(f"unanimous{r}"),
             f"round{r}.entropy": plain(f"entropy{r}"),

@@ -157,9 +157,10 @@ def rounds_view(view: View) -> list[Any]:
     for name in [*columns, "unanimous", "N_eff", "prefix share"]:
         rounds.add_column(name, justify="right")
     for row in metrics["rounds"]:
+        tied = " †" if row.get("ties") else ""  # metrics.json before ties were counted: none
         row_cells = [
             str(row["round"]),
-            fmt(row["vote_accuracy"], row["vote_accuracy_std"]),
+            fmt(row["vote_accuracy"], row["vote_accuracy_std"]) + tied,
             fmt(row["agent_accuracy"], row["agent_accuracy_std"]),
         ]
         if hub is not None:
@@ -170,6 +171,15 @@ def rounds_view(view: View) -> list[Any]:
         share = row.get("prefix_share")
         row_cells.append("-" if share is None else f"{100 * share:.0f}%")
         rounds.add_row(*row_cells)
+    shares = [
+        f"round {row['round']} {row['ties']:.1f}%" for row in metrics["rounds"] if row.get("ties")
+    ]
+    if shares:
+        rounds.caption = (
+            "† a tie broken by the seeded draw decided this share of the round's votes: "
+            f"{', '.join(shares)}."
+        )
+        rounds.caption_justify = "left"
     return [rounds]
 
 

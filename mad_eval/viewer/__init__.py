@@ -3,6 +3,24 @@ Reading the debates in a browser)."""
 
 from __future__ import annotations
 
-from mad_eval.viewer.site import ViewError, load_view, make_server, site_files, write_site
+from mad_eval.viewer.site import (
+    ViewError,
+    Written,
+    build_site,
+    default_out,
+    load_view,
+    make_server,
+    site_files,
+    write_site,
+)
 
-__all__ = ["ViewError", "load_view", "make_server", "site_files", "write_site"]
+__all__ = [
+    "ViewError",
+    "Written",
+    "build_site",
+    "default_out",
+    "load_view",
+    "make_server",
+    "site_files",
+    "write_site",
+]

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from mad_eval.measure.bootstrap import bootstrap_ci
 from mad_eval.measure.counts import scored_rounds
+from mad_eval.measure.mcnemar import mcnemar_p
 from mad_eval.records import Question, Stop, Turn, Verdict
 from mad_eval.reporting.results import Run
 from mad_eval.sanitize import redact
@@ -32,6 +34,7 @@ TAGS = {
     "truncated": "a truncated reply",
     "stopped": "ended before the last round",
 }
+TIE_ANSWER = 40  # characters of each answer a tie's text names
 SNIPPET = 300  # characters of a question's text kept in the index (search and list)
 
 
@@ -77,8 +80,10 @@ class RunView:
 
 
 def summary(view: RunView) -> dict[str, Any]:
-    """The run's overview numbers, taken from its metrics.json (as load_run recomputes it)."""
+    """The run's overview numbers, taken from its metrics.json (as load_run recomputes it),
+    with the 95% bootstrap interval over questions of Maj, Debate and Δ (as `table` has it)."""
     m = view.run.metrics
+    formulas = view.run.formulas
     return {
         "maj": m.get("maj"),
         "debate": m.get("debate"),
@@ -86,10 +91,17 @@ def summary(view: RunView) -> dict[str, Any]:
         "maj_std": m.get("maj_std"),
         "debate_std": m.get("debate_std"),
         "delta_std": m.get("delta_std"),
+        **{
+            f"{name}_ci": list(bootstrap_ci(view.run.tallies, formulas[name]))
+            for name in ("maj", "debate", "delta")
+            if name in formulas and m.get(name) is not None
+        },
+        "runs": m.get("runs"),
         "rounds": [
             {
                 "round": r["round"],
                 "vote_accuracy": r.get("vote_accuracy"),
+                "ties": r.get("ties"),
                 "agent_accuracy": r.get("agent_accuracy"),
                 "unanimous": r.get("unanimous"),
             }
@@ -140,8 +152,8 @@ def cell_class(turn: Turn, voted: bool) -> str:
 class Shown:
     """One debate as its pages show it: its turns by (round, agent), and per round (0 to the
     run's last) the vote as the tallies counted it, the answer the rule picked, whether one
-    answer is the majority, and each turn's answer group; `agreement` is the last round's
-    largest group's share of its live turns."""
+    answer is the majority, the tie its seeded draw broke (None: no tie) and each turn's
+    answer group; `agreement` is the last round's largest group's share of its live turns."""
 
     run: int
     qid: str
@@ -150,6 +162,7 @@ class Shown:
     votes: list[bool | None]
     answers: list[str | None]
     majority: list[bool]
+    ties: list[str | None]
     group_of: dict[tuple[int, int], int]  # (round, agent): its answer's group
     agreement: float | None
 
@@ -165,7 +178,7 @@ def shown_debate(view: RunView, turns: list[Turn]) -> Shown:
     for t in ordered:
         by_round.setdefault(t.round, {})[t.agent] = t
     scored = scored_rounds(run, qid, turns, scoring)
-    shown = Shown(run, qid, ordered, by_round, [], [], [], {}, None)
+    shown = Shown(run, qid, ordered, by_round, [], [], [], [], {}, None)
     for r in range(rounds + 1):
         found = scored.get(r)
         live = found.live if found is not None else []
@@ -173,10 +186,48 @@ def shown_debate(view: RunView, turns: list[Turn]) -> Shown:
         shown.votes.append(_vote(view, r, run, qid) if voted else None)
         picked = found.picked if found is not None and voted else None
         shown.answers.append(picked.answer if picked is not None else None)
+        shown.ties.append(tie_text(found.tie, picked) if found is not None and voted else None)
         shown.majority.append(_number(groups, shown.group_of))
         if r == rounds and live and voted:
             shown.agreement = max((len(g) for g in groups), default=0) / len(live)
     return shown
+
+
+def tie_text(tie: list[Any] | None, picked: Turn | None) -> str | None:
+    """The tie a vote's seeded draw broke, as the page says it ("tie 2×43, 2×40 → 43 by
+    seeded draw"); None where no draw decided. What was drawn among is answer groups for
+    the rules here (a plugin's rule may draw among turns)."""
+    if not tie:
+        return None
+    sizes = [(len(c), c[0]) if isinstance(c, list) and c else (1, c) for c in tie]
+    among = ", ".join(f"{n}×{_short(getattr(t, 'answer', None))}" for n, t in sizes)
+    return f"tie {among} → {_short(picked.answer if picked else None)} by seeded draw"
+
+
+def _short(answer: str | None, most: int = TIE_ANSWER) -> str:
+    if answer is None:
+        return "no answer"
+    return answer if len(answer) <= most else answer[: most - 1] + "…"
+
+
+def paired_votes(
+    a: list[dict[str, Any]], b: list[dict[str, Any]], shared: set[str]
+) -> dict[str, Any]:
+    """Two runs' votes on the `shared` debates (index rows, by "run/question" key): for
+    Maj (round 0) and Debate (the last round) the paired 2×2 of right and wrong and
+    McNemar's exact p (a debate either run has no vote on is left out)."""
+    theirs = {row["key"]: row for row in b if row["key"] in shared}
+    pairs = [(row, theirs[row["key"]]) for row in a if row["key"] in theirs]
+    found = {}
+    for name, at in (("maj", 0), ("debate", -1)):
+        cells = {"both_right": 0, "a_only": 0, "b_only": 0, "both_wrong": 0}
+        for x, y in pairs:
+            va, vb = x["votes"][at], y["votes"][at]
+            if va is None or vb is None:
+                continue
+            cells[("both_right", "a_only", "b_only", "both_wrong")[2 * (not va) + (not vb)]] += 1
+        found[name] = {**cells, "p": mcnemar_p(cells["a_only"], cells["b_only"])}
+    return found
 
 
 def _number(groups: list[list[Turn]], group_of: dict[tuple[int, int], int]) -> bool:
@@ -237,6 +288,7 @@ def debate_row(
         "gold": question.gold if question else None,
         "votes": shown.votes,
         "answers": shown.answers,
+        "ties": shown.ties,
         "tags": tags_of(view, shown, turns),
         "agreement": shown.agreement,
         "tokens": sum(t.completion_tokens or 0 for t in turns),
@@ -270,6 +322,7 @@ def debate_page(
         "hub": scoring.hub,
         "votes": shown.votes,
         "answers": shown.answers,
+        "ties": shown.ties,
         "majority": shown.majority,
         "waves": view.shape["waves"],
         "roles": view.shape["roles"],

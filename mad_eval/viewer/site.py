@@ -8,11 +8,15 @@ model wrote can end the string or the script."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import http.server
 import json
+import os
+import re
 import secrets
 import shutil
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,15 +30,20 @@ from mad_eval.viewer.data import (
     alerts_of,
     debate_row,
     debates_of,
+    paired_votes,
     question_order,
     summary,
 )
 from mad_eval.viewer.markup import render_markdown, text_html
+from mad_eval.words import counted
 
 MARKER = ".mad-eval-view"  # an --out folder holding it was written by this command
 ASSETS = ("index.html", "app.js", "style.css")
 KATEX = "katex"  # its folder of assets, copied whole (assets/katex/README.md)
 THEN = "give another --out folder."
+VIEWS = Path("results") / "view"  # where sites go by default, each in a folder named for its runs
+NAME_CHARS = 80  # the longest default site folder name
+SAFE = re.compile(r"[^A-Za-z0-9._+=-]+")  # what else a folder name is made of becomes "_"
 
 
 class ViewError(UserError):
@@ -76,9 +85,11 @@ def load_view(root: Path) -> RunView:
 
 def site_files(views: list[RunView]) -> Iterator[tuple[str, str]]:
     """Every data file of the site, as (path under the site, text): each debate's page,
-    then one index of every run's numbers and per-debate rows (what filters read), and of
-    the data files by name: the page loads those files only, never a path read from its URL."""
-    runs = []
+    then one index of every run's numbers and per-debate rows (what filters read), of each
+    two voted runs' paired votes on the debates every run has (`paired_votes`, "i,j" with
+    i < j), and of the data files
+    by name: the page loads those files only, never a path read from its URL."""
+    runs: list[dict[str, Any]] = []
     files: dict[str, str] = {}
     names = [Path(view.run.root).name for view in views]
     for i, view in enumerate(views):
@@ -123,12 +134,61 @@ def site_files(views: list[RunView]) -> Iterator[tuple[str, str]]:
                 "debates": rows,
             }
         )
-    yield "data/index.js", as_script("index", {"runs": runs, "tags": TAGS, "files": files})
+    # The debates every run has: those the side-by-side page lists.
+    keys = [{row["key"] for row in run["debates"]} for run in runs]
+    shared = set.intersection(*keys) if keys else set()
+    pairs = {
+        f"{i},{j}": paired_votes(runs[i]["debates"], runs[j]["debates"], shared)
+        for i in range(len(runs))
+        for j in range(i + 1, len(runs))
+        if runs[i]["voted"] and runs[j]["voted"]
+    }
+    index = {"runs": runs, "tags": TAGS, "files": files, "pairs": pairs}
+    yield "data/index.js", as_script("index", index)
 
 
-def write_site(views: list[RunView], out: Path) -> Path:
-    """Write the site into `out` (made, or a site written before, whose data is replaced);
-    returns its index.html."""
+@dataclass(frozen=True)
+class Written:
+    """A site written: its index.html, how many runs it shows and what it replaced (a
+    phrase; None where the folder held no site)."""
+
+    index: Path
+    runs: int
+    replaced: str | None
+
+    def sentence(self) -> str:
+        """What `view` says it did: where it wrote and what it replaced there."""
+        said = f"Wrote {self.index} ({counted(self.runs, 'run')})"
+        return f"{said}; it replaced {self.replaced}." if self.replaced else f"{said}."
+
+
+def default_out(run_dirs: Iterable[Path]) -> Path:
+    """The folder a site goes to when no --out is given: one named for its inputs, under
+    results/view/ ("results/view/decentralized+reflection"), so sites of other runs never
+    replace each other. A name too long (or two names alike in other places: the refusal in
+    `write_site` stays the guard) ends in a hash of the inputs' whole paths."""
+    given = [Path(d) for d in run_dirs]
+    names = [Path(os.path.abspath(d)).name or "root" for d in given]
+    name = SAFE.sub("_", "+".join(names)).strip("._") or "site"
+    if len(name) > NAME_CHARS:
+        whole = "\n".join(os.path.abspath(d) for d in given).encode("utf-8", "surrogateescape")
+        name = f"{name[: NAME_CHARS - 9]}-{hashlib.sha256(whole).hexdigest()[:8]}"
+    return VIEWS / name
+
+
+def build_site(given: list[Path], out: Path | None, force: bool = False) -> Written:
+    """`mad-eval view`'s site of the run folders `given` (or the runs below them), written
+    into `out` (by default `default_out(given)`)."""
+    from mad_eval.reporting.paper import run_folders
+
+    roots = run_folders(given)
+    where = default_out(given) if out is None else out
+    return write_site([load_view(root) for root in roots], where, force)
+
+
+def write_site(views: list[RunView], out: Path, force: bool = False) -> Written:
+    """Write the site into `out` (made, or a site of the same runs written before, whose data
+    is replaced; a site of other runs is replaced only with `force`)."""
     out = Path(out)
     refuse_records(out)
     if out.exists() and not out.is_dir():
@@ -139,9 +199,11 @@ def write_site(views: list[RunView], out: Path) -> Path:
         )
     for name in (MARKER, "data", KATEX, *ASSETS):  # the site's own names: links planted
         refuse_link(out / name)
+    runs = [str(Path(view.run.root).resolve()) for view in views]
+    replaced = _replacing(out, runs, force)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        _write(out / MARKER, b"written by mad-eval view\n")
+        _write(out / MARKER, json.dumps({"written_by": "mad-eval view", "runs": runs}).encode())
         shutil.rmtree(out / "data", ignore_errors=True)
         assets = resources.files("mad_eval.viewer") / "assets"
         for asset in ASSETS:
@@ -152,7 +214,42 @@ def write_site(views: list[RunView], out: Path) -> Path:
         raise ViewError(
             f"cannot write the site into {out} ({exc.strerror or exc}); give another --out folder."
         ) from None
-    return out / "index.html"
+    return Written(out / "index.html", len(views), replaced)
+
+
+def _site_runs(out: Path) -> list[str] | None:
+    """The run folders the site in `out` was written from, as its marker names them; None
+    where it names none (a site written before sites named their runs) or cannot be read."""
+    try:
+        found = json.loads((out / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    runs = found.get("runs") if isinstance(found, dict) else None
+    return runs if isinstance(runs, list) and all(isinstance(r, str) for r in runs) else None
+
+
+def _replacing(out: Path, runs: list[str], force: bool) -> str | None:
+    """What writing a site of `runs` into `out` replaces (a phrase; None: no site there);
+    a site of other runs (or of runs it does not name) is refused without `force`."""
+    if not (out / MARKER).exists():
+        return None
+    before = _site_runs(out)
+    if before is not None and sorted(before) == sorted(runs):
+        return f"the site of the same {counted(len(runs), 'run')} written there before"
+    if not force:
+        held = "other runs" if before is None else _named(before)
+        raise ViewError(
+            f"--out {out} holds a site of {held}; give another --out folder, or --force to "
+            "replace it."
+        )
+    return "a site of " + ("runs it does not name" if before is None else _named(before))
+
+
+def _named(runs: list[str]) -> str:
+    """Run folders as a sentence names them: their folder names, the first three."""
+    names = [Path(r).name for r in runs]
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return f"{counted(len(runs), 'run')} ({', '.join(names[:3])}{more})"
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -116,9 +116,7 @@ function runsTable() {
         alertsOf(run).length ? el("span", { class: "alert-mark", title: alertsOf(run).join("\n") }, " ⚠ " + alertsOf(run).length) : null),
       el("td", {}, run.method), el("td", {}, run.benchmark), el("td", {}, String(run.agents)), el("td", {}, String(run.rounds)),
       el("td", {}, run.rule),
-      el("td", { class: "num", "data-field": "maj", "data-value": s.maj }, fmt(s.maj)),
-      el("td", { class: "num", "data-field": "debate", "data-value": s.debate }, fmt(s.debate)),
-      el("td", { class: "num", "data-field": "delta", "data-value": s.delta }, fmt(s.delta)),
+      ["maj", "debate", "delta"].map((name) => headlineCell(s, name)),
       el("td", {}, s.rounds.map((r) => fmt(r.vote_accuracy)).join(" → ")),
       el("td", {}, s.transitions.map((t) => "C→I " + fmt(t.c2i) + " / I→C " + fmt(t.i2c)).join("; ")),
       el("td", { class: "num" }, String(run.debates.length)));
@@ -127,6 +125,33 @@ function runsTable() {
     el("thead", {}, el("tr", {}, ["run", "settings", "benchmark", "N", "T", "rule", "Maj", "Debate", "Δ",
       "vote accuracy by round", "transitions (% of agents)", "debates"].map((h) => el("th", {}, h)))),
     el("tbody", {}, rows)));
+}
+
+// Maj, Debate or Δ: the mean over seeded runs ± their std (one run: no ±), and below it
+// the 95% bootstrap interval over questions.
+function headlineCell(s, name) {
+  const value = s[name], std = s[name + "_std"], ci = s[name + "_ci"];
+  const signed = name === "delta" && value !== null && value !== undefined && value > 0 ? "+" : "";
+  const spread = std !== null && std !== undefined ? " ± " + fmt(std) : "";
+  const interval = ci && ci[0] !== null && ci[1] !== null ? "[" + fmt(ci[0]) + ", " + fmt(ci[1]) + "]" : null;
+  const title = (spread ? "mean ± std over " + s.runs + " seeded runs" : "one seeded run") +
+    (interval ? "; 95% bootstrap interval over questions " + interval : "");
+  return el("td", { class: "num", "data-field": name, "data-value": value, title },
+    el("span", { class: "value" }, signed + fmt(value) + spread),
+    interval ? el("div", { class: "ci" }, interval) : null);
+}
+
+// What the overview's marks and numbers mean.
+function overviewLegend() {
+  return el("details", { class: "legend small", id: "overview-legend" }, el("summary", {}, "What the marks mean"),
+    el("ul", {},
+      el("li", {}, "Maj, Debate, Δ: the vote before debate (round 0), after the last round, and their difference, in %; " +
+        "± is the std over seeded runs (none with one run), [a, b] the 95% bootstrap interval over questions."),
+      el("li", {}, "Votes by round: ", el("span", { class: "vote right" }, "✓"), " right, ", el("span", { class: "vote wrong" }, "✗"),
+        " wrong, ", el("span", { class: "vote none" }, "–"), " no vote; ", el("span", { class: "vote right tied" }, "✓"),
+        " (dotted) a tie the seeded draw broke (hover for the tie)."),
+      el("li", {}, "⚠ the run has alerts: numbers that are probably not what they seem."),
+      el("li", {}, "Seeded runs of one question are listed together under it, one row each.")));
 }
 
 // A run's alerts (metrics.json's "alerts": one sentence each); none for older runs.
@@ -206,6 +231,35 @@ function controls(run, redraw) {
     el("div", {}, search, " ", below, " sort by ", sort, " ", desc));
 }
 
+// Rows of one question's seeded runs, listed together (in question order only): the number
+// of rows of its group that follow row k when k starts one, 0 when row k continues one.
+function grouped(rows, k) {
+  if (state.sort !== "question" || (k > 0 && rows[k - 1].question === rows[k].question)) return 0;
+  let n = 1;
+  while (k + n < rows.length && rows[k + n].question === rows[k].question) n++;
+  return n;
+}
+
+// A list row's question, text and gold (spanning its group's rows; none on a row that
+// continues a group) and, where the run has seeded runs, the row's seed.
+function questionCells(rows, k, kind, route, seeded) {
+  const d = rows[k], span = grouped(rows, k);
+  const seed = seeded ? el("td", { class: "seed num", title: "seeded run " + d.seed_run }, "seed " + d.seed_run) : null;
+  if (span === 0 && state.sort === "question") return [seed];
+  const rowspan = span > 1 ? span : null;
+  const text = snippet(d);
+  if (rowspan) text.setAttribute("rowspan", rowspan);
+  return [el("td", { class: "qid", rowspan }, el("a", { href: route }, d.question)), text,
+    el("td", { rowspan }, answerEl(d.gold, kind)), seed];
+}
+
+// A debate's votes by round as marks, a tie the seeded draw broke dotted, its tie in the title.
+function voteMarks(d) {
+  const ties = d.ties || [];
+  return d.votes.map((v, r) => el("span", { class: "vote " + markClass(v) + (ties[r] ? " tied" : ""),
+    title: "round " + r + ": " + (d.answers[r] === null ? "no answer" : d.answers[r]) + (ties[r] ? " (" + ties[r] + ")" : "") }, mark(v)));
+}
+
 function debateList(i) {
   const run = INDEX.runs[i];
   const holder = el("div", { id: "list" });
@@ -215,13 +269,11 @@ function debateList(i) {
     state.page = Math.min(state.page, pages - 1);
     const shown = rows.slice(state.page * PAGE, (state.page + 1) * PAGE);
     const rounds = run.rounds;
-    const body = el("tbody", { id: "rows" }, shown.map((d) => el("tr", { "data-key": d.key, class: "row",
-      onclick: () => { location.hash = "#/q/" + d.file; } },
-      el("td", { class: "qid" }, el("a", { href: "#/q/" + d.file }, d.question), d.seed_run ? " (run " + d.seed_run + ")" : ""),
-      snippet(d),
-      el("td", {}, answerEl(d.gold, run.kind)),
-      el("td", { class: "votes" }, d.votes.map((v, r) => el("span", { class: "vote " + markClass(v),
-        title: "round " + r + ": " + (d.answers[r] === null ? "no answer" : d.answers[r]) }, mark(v)))),
+    const seeded = run.debates.some((d) => d.seed_run);
+    const body = el("tbody", { id: "rows" }, shown.map((d, k) => el("tr", { "data-key": d.key,
+      class: "row" + (seeded && grouped(shown, k) > 0 ? " group-start" : ""), onclick: () => { location.hash = "#/q/" + d.file; } },
+      questionCells(shown, k, run.kind, "#/q/" + d.file, seeded),
+      el("td", { class: "votes" }, voteMarks(d)),
       el("td", {}, d.tags.map((t) => el("span", { class: "chip" }, t))),
       el("td", { class: "num" }, fmt(d.agreement === null ? null : 100 * d.agreement, 0)),
       el("td", { class: "num" }, String(d.tokens)),
@@ -233,7 +285,8 @@ function debateList(i) {
       el("button", { id: "next", disabled: state.page >= pages - 1, onclick: () => { state.page++; redraw(); } }, "next ›"));
     put(holder, controls(run, redraw), pager,
       el("div", { class: "wide" }, el("table", { class: "list" }, el("thead", {}, el("tr", {}, ["question", "text", "gold",
-        "vote by round (0.." + rounds + ")", "tags", "agree %", "tokens", "critique"].map((h) => el("th", {}, h)))), body)));
+        seeded ? "seed" : null, "vote by round (0.." + rounds + ")", "tags", "agree %", "tokens", "critique"]
+        .filter((h) => h !== null).map((h) => el("th", {}, h)))), body)));
     const focus = document.getElementById("search");
     if (focus && state.search) { focus.focus(); focus.setSelectionRange(state.search.length, state.search.length); }
   };
@@ -248,15 +301,15 @@ function overview(i) {
   const tabs = INDEX.runs.length > 1 ? el("nav", { class: "tabs" },
     INDEX.runs.map((r, j) => el("a", { href: "#/run/" + j, class: j === i ? "on" : "" }, r.label)),
     el("a", { href: "#/compare", id: "compare-link" }, "side by side")) : null;
-  show(alertsBox(run, false), runsTable(), ...INDEX.runs.map(roundsDetail),
+  show(alertsBox(run, false), runsTable(), overviewLegend(), el("div", { class: "rounds-all" }, INDEX.runs.map(roundsDetail)),
     run.questions_note ? el("p", { class: "note" }, run.questions_note) : null,
     tabs, el("h2", {}, "Debates of " + (run.label)), debateList(i));
 }
 
 // ---- a debate -------------------------------------------------------------------------
 
-// Who the agents of round r read, said once for the round when it is the same for every
-// agent ("all 5", "the other 4", "agents 0, 2"), else null (each cell then says its own).
+// Who the agents of round r read, said once for the round only where the reading is
+// complete ("all 5", "the other 4"); else null, and each cell says whom its agent read.
 function readsOfRound(page, r) {
   const turns = page.turns.filter((t) => t.round === r);
   if (r === 0 || !turns.length) return null;
@@ -265,9 +318,13 @@ function readsOfRound(page, r) {
   if (turns.every((t) => key(t) === all)) return "all " + page.agents;
   if (turns.every((t) => key(t) === all.split(",").filter((a) => Number(a) !== t.agent).join(",")))
     return "the other " + (page.agents - 1);
-  if (turns.every((t) => key(t) === key(turns[0])))
-    return turns[0].sees.length ? "agent" + (turns[0].sees.length > 1 ? "s " : " ") + turns[0].sees.join(", ") : "nobody";
   return null;
+}
+
+// Whom one agent read ("read agents 1, 4", "read agent 3", "read nobody").
+function readText(t) {
+  const seen = t.sees.slice().sort((x, y) => x - y);
+  return "read " + (seen.length === 0 ? "nobody" : (seen.length === 1 ? "agent " : "agents ") + seen.join(", "));
 }
 
 // How a turn's answer stands in its round: "minority" (differs from the round's most common
@@ -323,16 +380,19 @@ function grid(page, run, pick, prefix) {
         stand === "minority" ? el("span", { class: "minority-mark", title: STANDING.minority }, " ≠") : null,
         t.changed ? el("span", { class: "changed-mark", title: "changed its answer" }, " ↻") : null,
         t.truncated ? el("span", { class: "trunc", title: "cut off at the token limit" }, " ✂") : null,
-        !reads[r] && r > 0 ? el("span", { class: "sees", title: "read agents " + (t.sees.join(", ") || "none") +
-          " of round " + (r - 1) }, " ←" + (t.sees.join(",") || "∅")) : null));
+        !reads[r] && r > 0 ? el("div", { class: "sees reads", title: "agent " + a + " " + readText(t) +
+          " of round " + (r - 1) }, readText(t)) : null));
     }
     const role = roleOf(page, a);
     rows.push(el("tr", {}, el("th", {}, "agent " + a + (a === page.hub ? " (hub)" : "") +
       (page.voters.includes(a) ? "" : " (no vote)"), role ? el("div", { class: "role" }, role) : null), cells));
   }
+  const ties = page.ties || [];
   rows.push(el("tr", { class: "vote-row" }, el("th", {}, "vote"),
-    page.votes.map((v, r) => el("td", { class: "vote " + markClass(v), "data-round": r },
-      mark(v) + " ", page.answers[r] === null ? null : answerEl(page.answers[r], run.kind)))));
+    page.votes.map((v, r) => el("td", { class: "vote " + markClass(v), "data-round": r, id: prefix + "vote-" + r,
+      title: ties[r] || null },
+      mark(v) + " ", page.answers[r] === null ? null : answerEl(page.answers[r], run.kind),
+      ties[r] ? el("span", { class: "tie-mark", title: ties[r] }, " ⚖ tie") : null))));
   return el("div", { class: "wide" }, el("table", { class: "grid" }, el("thead", {}, head), el("tbody", {}, rows)));
 }
 
@@ -415,7 +475,8 @@ function roundLine(page, run, r) {
   let who = null;
   if (r > 0) {
     who = reads ? "Each agent read " + reads + " of round " + (r - 1) + "."
-      : "Read: " + page.turns.filter((t) => t.round === r).map((t) => t.agent + " ← " + (t.sees.join(", ") || "nobody")).join("; ") + ".";
+      : "Whom each agent read of round " + (r - 1) + ": " + page.turns.filter((t) => t.round === r)
+        .map((t) => "agent " + t.agent + " " + readText(t)).join("; ") + ".";
   }
   const waves = (page.waves || [])[r];
   const order = waves && waves.length > 1 ? "Spoke in order: " + waves.map((w) => w.join(" & ")).join(" → ") + "." : null;
@@ -425,6 +486,7 @@ function roundLine(page, run, r) {
     ended ? el("span", { class: "ended" }, "The debate ended after round " + page.stop.round + "; its answers there count here. ") : null,
     run.voted ? el("span", { class: "vote " + markClass(v) }, "vote " + mark(v)) : null, " ",
     page.answers[r] === null ? null : answerEl(page.answers[r], run.kind), " ",
+    (page.ties || [])[r] ? el("span", { class: "tie-mark" }, "⚖ " + page.ties[r] + ". ") : null,
     page.majority[r] ? null : el("span", { class: "standing split" }, "no most common answer"), " ", ended ? null : who, " ", ended ? null : order);
 }
 
@@ -461,15 +523,34 @@ function debatePanel(page, run, prefix, label, all) {
         return c;
       })));
   };
-  const legend = el("p", { class: "small legend" }, "Green: right; red: wrong; yellow: unparsed; grey: failed. " +
-    "≠ differs from the round's most common answer; ↻ changed its answer; ✂ cut off at the token limit. " +
-    (all ? "Click a cell or a round to read its replies." : "Click a cell to read its reply."));
+  const legend = debateLegend(all, prefix);
   const stopNote = page.stop ? el("p", { class: "stop-note", id: prefix + "stop" }, "Ended after round " +
     page.stop.round + ": " + page.stop.why + ". Later rounds count round " + page.stop.round + "'s answers.") : null;
   const panel = el("div", { class: "panel", id: prefix + "panel" }, label ? el("h3", {}, label) : null,
     stopNote, el("div", { id: prefix + "grid" }, grid(page, run, pick, prefix)), legend, body);
   draw();
   return panel;
+}
+
+// Every mark, colour and bar of a debate's grid and cards.
+function debateLegend(all, prefix) {
+  const sw = (cls, text) => el("span", { class: "swatch " + cls }, text);
+  return el("details", { class: "small legend", id: prefix + "legend" },
+    el("summary", {}, "Green right, red wrong, yellow unparsed, grey failed; ≠ not the most common answer, ↻ changed, " +
+      "✂ cut off, ⚖ a tie the seeded draw broke. " + (all ? "Click a cell or a round to read its replies." : "Click a cell to read its reply.") +
+      " More on each colour and mark"),
+    el("ul", {},
+      el("li", {}, "Cells and the bar atop a reply: ", sw("cell right", "right"), " ", sw("cell wrong", "wrong"), " ",
+        sw("cell unparsed", "unparsed"), " (no answer read) ", sw("cell failed", "failed"), " (the request failed) ",
+        sw("cell scored", "scored"), " (a summary: scored, not voted) ", sw("cell ended", "ended"), " (the debate stopped earlier)."),
+      el("li", {}, sw("cell changed", "purple bar"), " at a cell's left and ↻: the agent changed its answer since the last round."),
+      el("li", {}, sw("cell minority", "dashed orange"), " and ≠: the answer differs from the round's most common one; ",
+        sw("cell picked", "blue outline"), ": the reply shown below."),
+      el("li", {}, "The bar at the left of an answer chip is its answer group in the round: ",
+        ["most common", "2nd", "3rd", "4th", "5th", "6th or later"].map((t, g) => el("mark", { class: "chip-answer g" + g }, t))),
+      el("li", {}, "✂ cut off at the token limit; under a round where agents read different replies, each cell says whom its agent read."),
+      el("li", {}, "Vote row: ✓ right, ✗ wrong, – no vote, then the answer the rule picked; ⚖ tie: the largest answer groups tied " +
+        "and the run's seeded draw picked one (hover for the tie).")));
 }
 
 function questionBlock(page, run) {
@@ -530,6 +611,7 @@ function shared() {
 const COMPARE = {
   all: ["every shared debate", () => true],
   differ: ["the vote after debate differs", (a, b) => last(a) !== last(b)],
+  both_right: ["both right after debate", (a, b) => last(a) === true && last(b) === true],
   a_right_b_wrong: ["A right, B wrong after debate", (a, b) => last(a) === true && last(b) === false],
   a_wrong_b_right: ["A wrong, B right after debate", (a, b) => last(a) === false && last(b) === true],
   both_wrong: ["both wrong after debate", (a, b) => last(a) === false && last(b) === false],
@@ -544,6 +626,34 @@ function compareRows() {
   const [a, b] = [maps[state.a], maps[state.b]];
   return { maps, keys, rows: a && b ? keys.filter((k) => test(a.get(k), b.get(k))) : keys };
 }
+// The paired 2×2 of runs A and B (index.pairs, computed for i < j: swapped for A after B)
+// for Maj and Debate, with McNemar's exact p; a cell of Debate's lists its debates.
+function pairedTables(redraw) {
+  const [a, b] = [state.a, state.b];
+  if (a === b) return el("p", { class: "small", id: "paired" }, "Pick two different runs for their paired votes.");
+  const found = (INDEX.pairs || {})[Math.min(a, b) + "," + Math.max(a, b)];
+  if (!found) return null;
+  const one = (name, title) => {
+    const t = found[name];
+    const [ab, ba] = a < b ? [t.a_only, t.b_only] : [t.b_only, t.a_only];
+    const cell = (n, filter) => el("td", { class: "num", "data-cell": filter },
+      name === "debate" ? el("a", { href: "#/compare", onclick: (e) => { e.preventDefault(); state.compare = filter; state.cpage = 0; redraw(); } }, String(n)) : String(n));
+    const n = t.both_right + t.a_only + t.b_only + t.both_wrong;
+    return el("table", { class: "paired", id: "paired-" + name },
+      el("caption", {}, title),
+      el("thead", {}, el("tr", {}, el("th", {}, ""), el("th", {}, letter(b) + " right"), el("th", {}, letter(b) + " wrong"))),
+      el("tbody", {},
+        el("tr", {}, el("th", {}, letter(a) + " right"), cell(t.both_right, "both_right"), cell(ab, "a_right_b_wrong")),
+        el("tr", {}, el("th", {}, letter(a) + " wrong"), cell(ba, "a_wrong_b_right"), cell(t.both_wrong, "both_wrong"))),
+      el("tfoot", {}, el("tr", {}, el("td", { colspan: 3, class: "mcnemar" }, n + " debates; McNemar's exact p " +
+        (t.p === null ? "– (none that one run alone got right)" : t.p < 0.001 ? "< 0.001" : "= " + t.p.toFixed(3))))));
+  };
+  return el("div", { class: "paired-all", id: "paired" }, one("debate", "After debate (Debate)"), one("maj", "Before debate (Maj)"),
+    el("p", { class: "small" }, "Pairs are the shared debates (seeded run and question) where both runs voted. McNemar's exact test asks whether " +
+      "one run is right alone more often than a fair coin would make it (the two-sided binomial p on the debates only one run got right). " +
+      "Click a number of the first table to list its debates."));
+}
+
 function compareRoute(maps, k) { return "#/c/" + maps.map((m) => m.get(k).file).join(","); }
 const letter = (i) => (i < 26 ? String.fromCharCode(65 + i) : "R" + (i + 1));
 
@@ -577,6 +687,7 @@ function comparePage() {
         el("button", { disabled: state.cpage === 0, onclick: () => { state.cpage--; redraw(); } }, "‹ prev"),
         el("span", { id: "compare-count" }, " " + rows.length + " of " + keys.length + " shared debates "),
         el("button", { disabled: state.cpage >= pages - 1, onclick: () => { state.cpage++; redraw(); } }, "next ›")),
+      pairedTables(redraw),
       el("p", { class: "small" }, "Each run's column shows its Maj → Debate votes: " + names.join("; ") + "."),
       el("div", { class: "wide" }, el("table", { class: "list compare" }, el("thead", {}, el("tr", {}, ["question", "text", "gold"].map((h) => el("th", {}, h)),
         names.map((nm, i) => el("th", { title: nm }, letter(i))))), body)));

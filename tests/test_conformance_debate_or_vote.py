@@ -99,6 +99,8 @@ def test_the_readers_differ_where_the_paper_reads_the_last_group() -> None:
     aside = "{final answer: 8} (since 2^{3} = 8)"
     assert get_answer_protocol("dov-math").locate(aside) == "3.0"
     assert get_answer_protocol("dov-math-fork").locate(aside) == "8.0"
+    # Runs read by the fork's reader (revision 1) are not resumed under the paper's.
+    assert get_answer_protocol("dov-math").revision == 2
     paper = {c["id"]: c["value"] for c in cases("reader")}
     differ = sum(paper[c["id"]] != c["value"] for c in FORK.cases("reader"))
     assert differ >= 100  # the suites tell the two readers apart

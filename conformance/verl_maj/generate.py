@@ -11,7 +11,8 @@ is; process_validation_metrics needs only NumPy (any version: its legacy RandomS
 is frozen), whose version is recorded in meta.json with the commit and the file's sha256.
 
 Each case is one question: K answers (a string, or null for no answer, which verl sees as
-"[INVALID]"; 400 of them also hold an answer written as "[INVALID]") and whether each is right; verl's maj@K/mean and maj@K/std for it come from a
+"[INVALID]"; the last 400 draw an answer written as "[INVALID]" too) and whether each is
+right; verl's maj@K/mean and maj@K/std for it come from a
 data source of its own. Each set is one dataset of questions sharing K, verl's number for
 the whole data source (the mean over its questions).
 """

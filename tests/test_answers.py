@@ -66,6 +66,7 @@ def test_the_protocols_and_kinds_are_registered() -> None:
         "math-verify",
         "braces",
         "dov-math",
+        "dov-math-fork",
         "debate-answer",
         "summary-line",
     ]
@@ -84,6 +85,7 @@ def test_the_protocols_and_kinds_are_registered() -> None:
         "math-verify",
         "braces",
         "dov-math",
+        "dov-math-fork",
         "debate-answer",
     )
     assert KINDS.get("number").answers == (
@@ -91,6 +93,7 @@ def test_the_protocols_and_kinds_are_registered() -> None:
         "answer-line",
         "braces",
         "dov-math",
+        "dov-math-fork",
         "debate-answer",
     )
     assert KINDS.get("choice").answers == ("boxed", "answer-line", "braces")
@@ -109,7 +112,7 @@ def test_unknown_names_are_one_sentence() -> None:
         get_answer_protocol("x")
     assert str(error.value) == (
         "unknown answer protocol 'x'; known: boxed, answer-line, dapo, math-verify, braces, "
-        "dov-math, debate-answer, summary-line."
+        "dov-math, dov-math-fork, debate-answer, summary-line."
     )
     with pytest.raises(ValueError, match=r"unknown benchmark kind 'mcq'; known: math, number"):
         get_kind("mcq")
@@ -496,17 +499,21 @@ def test_the_choice_fallback_never_reads_reasoning() -> None:
         ("summary-line", "Summary:\n" * 200_000),
         ("boxed", "<think>" * 200_000),
         ("boxed", "</think>" * 200_000),
-        # Debate-or-Vote's own regular expressions are quadratic on these; dov-math is not.
-        ("dov-math", "{final answer: " + "1" * 1_000_000),
+        # Debate-or-Vote's own regular expressions are quadratic on these; its readers are not.
+        ("dov-math", "{" * 1_000_000),
+        ("dov-math", "{" * 500_000 + "\n}"),
         ("dov-math", "{final answer: " + "1" * 1_000_000 + "}"),
-        ("dov-math", "\\boxed{" + " " * 1_000_000 + "x"),
-        ("dov-math", "\\" * 1_000_000 + "boxed"),
-        ("dov-math", "{ final answer :" * 100_000),
-        ("dov-math", "\\boxed{}" * 200_000),
+        ("dov-math", "{}" * 500_000),
+        ("dov-math-fork", "{final answer: " + "1" * 1_000_000),
+        ("dov-math-fork", "{final answer: " + "1" * 1_000_000 + "}"),
+        ("dov-math-fork", "\\boxed{" + " " * 1_000_000 + "x"),
+        ("dov-math-fork", "\\" * 1_000_000 + "boxed"),
+        ("dov-math-fork", "{ final answer :" * 100_000),
+        ("dov-math-fork", "\\boxed{}" * 200_000),
     ],
 )
 def test_hostile_text_is_linear(protocol: str, text: str) -> None:
-    kind = {"summary-line": "summary", "dov-math": "number"}.get(protocol, "math")
+    kind = "summary" if protocol == "summary-line" else "number" if "dov" in protocol else "math"
     start = time.monotonic()
     grade(text, "1", kind, (), protocol)
     # Generous: quadratic work on this text would take hours, load slows linear work only

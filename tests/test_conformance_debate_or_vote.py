@@ -1,7 +1,8 @@
 """mad-eval against Debate-or-Vote's own outputs (conformance/debate_or_vote/cases.jsonl, made by
-its generate.py from the reference's code): its math reader, its vote and its prompt layout.
-Any difference not declared in differences.toml fails, and so does a declared one that no
-longer differs."""
+its generate.py from the paper's code): its math reader, its vote and its prompt layout; and
+the reader and vote of a later fork (conformance/debate_or_vote_fork/) under dov-math-fork.
+Any difference not declared in a suite's differences.toml fails, and so does a declared one
+that no longer differs."""
 
 from __future__ import annotations
 
@@ -37,9 +38,11 @@ from mad_eval.voting.rules import Plurality
 from mad_eval.voting.ties import vote_ties
 
 SUITE = Suite("debate_or_vote", "Debate-or-Vote")
+FORK = Suite("debate_or_vote_fork", "the Debate-or-Vote fork")
 FOLDER = SUITE.folder
-cases, declared = SUITE.cases, SUITE.declared
-READER = get_answer_protocol("dov-math")
+cases = SUITE.cases
+# Each suite's reader: the paper's under dov-math, the fork's under its own name.
+READERS = {"dov-math": SUITE, "dov-math-fork": FORK}
 
 
 def gold_of(value: float) -> str:
@@ -82,14 +85,34 @@ def test_the_suite_holds_enough_cases() -> None:
     assert len(cases("reader")) >= 2000 and len(cases("vote")) >= 200
     assert {c["topology"] for c in cases("prompt")} == {"decentralized", "sparse", "centralized"}
     meta = json.loads((FOLDER / "meta.json").read_text())
-    assert meta["commit"].startswith("8efe803")
+    assert meta["reference"].endswith("deeplearning-wisc/debate-or-vote")
+    assert meta["commit"].startswith("82c929e")
+    fork = json.loads((FORK.folder / "meta.json").read_text())
+    assert fork["reference"].endswith("dreaming-madao/debate-or-vote")
+    assert fork["commit"].startswith("8efe803")
+    assert fork["cases"] == {"reader": len(cases("reader")), "vote": len(cases("vote"))}
+    # The same inputs, read by each reference.
+    assert [c["reply"] for c in FORK.cases("reader")] == [c["reply"] for c in cases("reader")]
 
 
-def test_the_math_reader_reads_what_debate_or_vote_reads() -> None:
-    differences = SUITE.ledger("reader", first=True)
-    for case in cases("reader"):
-        found = READER.find(case["reply"]).answer
-        graded = grade(case["reply"], gold_of(case["gold"]), "number", answer="dov-math")
+def test_the_readers_differ_where_the_paper_reads_the_last_group() -> None:
+    aside = "{final answer: 8} (since 2^{3} = 8)"
+    assert get_answer_protocol("dov-math").locate(aside) == "3.0"
+    assert get_answer_protocol("dov-math-fork").locate(aside) == "8.0"
+    # Runs read by the fork's reader (revision 1) are not resumed under the paper's.
+    assert get_answer_protocol("dov-math").revision == 2
+    paper = {c["id"]: c["value"] for c in cases("reader")}
+    differ = sum(paper[c["id"]] != c["value"] for c in FORK.cases("reader"))
+    assert differ >= 100  # the suites tell the two readers apart
+
+
+@pytest.mark.parametrize("protocol", READERS)
+def test_the_math_reader_reads_what_debate_or_vote_reads(protocol: str) -> None:
+    suite, reader = READERS[protocol], get_answer_protocol(protocol)
+    differences = suite.ledger("reader", first=True)
+    for case in suite.cases("reader"):
+        found = reader.find(case["reply"]).answer
+        graded = grade(case["reply"], gold_of(case["gold"]), "number", answer=protocol)
         read = None if found is None else repr(float(found))
         if read != value_of(graded.answer):
             pytest.fail(
@@ -97,7 +120,7 @@ def test_the_math_reader_reads_what_debate_or_vote_reads() -> None:
             )
         if read != case["value"] or bool(graded.correct) != case["correct"]:
             differences.found(case["id"], covering([case["reply"]], [case["value"]]))
-    differences.check(len(cases("reader")))
+    differences.check(len(suite.cases("reader")))
 
 
 @dataclass
@@ -108,15 +131,17 @@ class Cast:
     grade_timed_out: bool = False
 
 
-def test_the_vote_picks_what_debate_or_vote_picks() -> None:
-    differences = SUITE.ledger("vote", first=True)
+@pytest.mark.parametrize("protocol", READERS)
+def test_the_vote_picks_what_debate_or_vote_picks(protocol: str) -> None:
+    suite = READERS[protocol]
+    differences = suite.ledger("vote", first=True)
     same = same_answer("number")
-    for case in cases("vote"):
+    for case in suite.cases("vote"):
         gold = gold_of(case["gold"])
         turns = [
             Cast(j, g.answer, g.correct)
             for j, reply in enumerate(case["replies"])
-            if (g := grade(reply, gold, "number", answer="dov-math"))
+            if (g := grade(reply, gold, "number", answer=protocol))
         ]
         winner = Plurality().pick(turns, list(range(5)), None, vote_ties(0, 0, case["id"], 0), same)
         mine = [value_of(winner.answer if winner else None), bool(winner and winner.correct)]
@@ -125,7 +150,7 @@ def test_the_vote_picks_what_debate_or_vote_picks() -> None:
             differences.found(case["id"], covering(case["replies"], case["values"]))
         elif len(winners) > 1:
             differences.found(case["id"], ["tie"])  # one of the tied answers: as declared
-    differences.check(len(cases("vote")))
+    differences.check(len(suite.cases("vote")))
 
 
 # ---- the prompt layout ---------------------------------------------------------------------

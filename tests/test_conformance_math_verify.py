@@ -101,6 +101,10 @@ def test_the_cases_are_those_the_readme_counts() -> None:
     for entry in DIFFERENCES.get("class", []):  # each class has its test, and a reason
         assert entry["name"] in CLASSES and entry["reason"].strip()
     assert set(LISTED) <= {c["id"] for c in CASES}
+    # Reasoning is declared in both of its forms: a block the reply opens with, and a lone
+    # close (the chat template opened the block).
+    declared = [c for c in CASES if _reasoning(c)]
+    assert {c["reply"].startswith("<think>") for c in declared} == {True, False}
 
 
 @pytest.mark.slow

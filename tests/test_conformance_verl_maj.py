@@ -40,6 +40,12 @@ def test_the_suite_is_large_and_pinned() -> None:
     assert {c["k"] for c in QUESTIONS} >= {2, 3, 4, 8, 16, 32, 64}
     # Ties, unanimity and unparsed answers all occur, and the estimate is not the plain vote.
     assert any(None in c["answers"] for c in QUESTIONS)
+    # An answer written as verl's "[INVALID]" next to no answer: one answer to verl.
+    both = [c for c in QUESTIONS if None in c["answers"] and "[INVALID]" in c["answers"]]
+    assert len(both) >= 100
+    assert {"answers": [None, "[INVALID]", "g"], "mean": 0.238} in [
+        {"answers": c["answers"], "mean": c["verl"]["mean"]} for c in both
+    ]
     assert any(0 < c["verl"]["mean"] < 1 for c in QUESTIONS)
 
 

@@ -71,7 +71,7 @@ def test_most_answers_unread_names_each_sizeable_cause_and_a_quarter_alone_is_sa
     assert said([turn(), turn(None, text="?")], rounds=0) == [
         "1 of 2 answers was unparsed: the replies do not write their answer as the boxed answer "
         "protocol reads it (\\boxed{X}); pass --answer-protocol with the one the model writes "
-        "(answer-line, dapo, math-verify, braces, dov-math, debate-answer)."
+        "(answer-line, dapo, math-verify, braces, dov-math, dov-math-fork, debate-answer)."
     ]
 
 
@@ -98,7 +98,8 @@ def test_an_unparsed_alert_names_the_format_the_replies_do_write_else_the_choice
     assert said(boxed, answer="braces")[0].endswith("pass --answer-protocol boxed.")
     nothing = [turn(None, text="I am not sure.") for _ in range(3)]
     assert said(nothing)[0].endswith(
-        "the model writes (answer-line, dapo, math-verify, braces, dov-math, debate-answer)."
+        "the model writes (answer-line, dapo, math-verify, braces, dov-math, dov-math-fork, "
+        "debate-answer)."
     )
 
 

@@ -246,6 +246,7 @@ def test_one_draw_of_all_resamples_is_verls_thousand_draws(k):
     [
         [("7", True), ("8", False), ("8", False), ("7", True)],  # a tie in most draws
         [(None, False), (None, False), ("3", True), ("4", False)],  # unparsed: one answer
+        [(None, False), ("[INVALID]", False), ("5", True)],  # verl's no-answer text: the same
         [("1", False), ("2", True), ("3", False), ("4", False), ("5", False), ("2", True)],
         [(None, False)] * 3,
         [("x", True)],

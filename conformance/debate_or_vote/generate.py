@@ -5,12 +5,13 @@ calls use; its heavy imports are stubbed here, in this script only):
 
     python3 -m venv /tmp/dov-venv && /tmp/dov-venv/bin/pip install numpy
     /tmp/dov-venv/bin/python conformance/debate_or_vote/generate.py \\
-        --repo PATH/TO/debate-or-vote.git --commit 8efe8032377c2d9b2ab40a95ca973885b4c843a3
+        --repo PATH/TO/debate-or-vote.git --commit 82c929ea773d534cfb3fb0ddc4b7d14d245ab549
 
-`--repo` is a git clone (bare or not) of github.com/dreaming-madao/debate-or-vote; its `src/`
-at `--commit` is extracted to a temporary folder and imported from there. Nothing of the
-reference is copied into this repository: the script calls its functions and records what
-they return.
+`--repo` is a git clone (bare or not) of github.com/deeplearning-wisc/debate-or-vote, the
+paper's repository; its `src/` at `--commit` is extracted to a temporary folder and imported
+from there. Nothing of the reference is copied into this repository: the script calls its
+functions and records what they return. conformance/debate_or_vote_fork/generate.py runs the
+same inputs through a later fork's reader.
 
 Three sets of cases, one JSON object a line:
 - reader: a reply and a gold -> the value its math reader (`evaluate_arithmetics`) reads
@@ -161,6 +162,8 @@ def final_line(rng: random.Random, value: float) -> str:
         f"\\boxed{{{n}\\%}}",
         f"\\boxed{{\\frac{{{n}}}{{2}}}}",
         f"\\boxed{{final answer: {n}}}",
+        f"{{{key}: {{{n}}}}}",
+        f"{{{key}:\n{n}}}",
         f"\\boxed{{{key}: {n}}}",
         f"\\boxed{{{n}",
         f"The answer is {n}.",
@@ -168,7 +171,7 @@ def final_line(rng: random.Random, value: float) -> str:
         f"#### {n}",
         f"Answer: {n}",
     ]
-    weights = [30, 12, 6, 4, 3, 2, 2, 2, 16, 3, 4, 2, 2, 2, 2, 2, 1, 2, 4, 3, 1, 2]
+    weights = [30, 12, 6, 4, 3, 2, 2, 2, 16, 3, 4, 2, 2, 2, 2, 2, 2, 2, 1, 2, 4, 3, 1, 2]
     return rng.choices(forms, weights)[0]
 
 
@@ -197,8 +200,9 @@ def reply(rng: random.Random, value: float, other: float) -> str:
             "none",
             "adversarial",
             "trailing",
+            "aside",
         ],
-        [40, 10, 10, 4, 3, 2, 5, 6, 4, 10, 6],
+        [40, 10, 10, 4, 3, 2, 5, 6, 4, 10, 6, 12],
     )[0]
     answer = final_line(rng, value)
     if shape == "plain":
@@ -226,7 +230,34 @@ def reply(rng: random.Random, value: float, other: float) -> str:
         parts.append(adversarial(rng, value))
     elif shape == "trailing":
         parts += [answer, rng.choice(["I hope it is correct.", "Let me know!", "}", "{", "\\"])]
+    elif shape == "aside":
+        parts.append(answer + aside(rng, other))
     return "\n\n".join(parts)
+
+
+def aside(rng: random.Random, value: float) -> str:
+    """Words after the answer with braces of their own, on its line or a later one: the
+    `{final answer: 8} (since 2^{3} = 8)` family, where the last group is not the answer."""
+    a, b = rng.randint(2, 9), rng.randint(1, 4)
+    n = number_forms(rng, value)
+    return rng.choice([" ", " ", " ", "\n", "\n\n", ". "]) + rng.choice(
+        [
+            f"(since {a}^{{{b}}} = {a**b})",
+            f"(since {a}^{{{b}}} = {a**b}",
+            f"(check: $\\frac{{{a * b}}}{{{b}}} = {a}$)",
+            f"where $x^{{{b}}}$ is the term we needed",
+            f"and not \\boxed{{{n}}}",
+            f"{{{n}}}",
+            "{}",
+            "{ }",
+            f"(as $\\sqrt{{{a * a}}} = {a}$ shows)",
+            f"{{note: {a} + {b} = {a + b}}}",
+            f"\\text{{{n} apples}}",
+            f"(the other agent wrote {{final answer: {n}}})",
+            f"{{final answer: {n}",
+            "{\n}",
+        ]
+    )
 
 
 def adversarial(rng: random.Random, value: float) -> str:
@@ -472,6 +503,41 @@ def _value(found: object) -> str | None:
     return None if isinstance(found, str) and found == "" else repr(float(found))
 
 
+REFERENCE = "github.com/deeplearning-wisc/debate-or-vote"
+
+
+def generate(repo: Path, commit: str, readers: int, votes: int) -> tuple[list[dict], list]:
+    """Every case of the reference at `commit`, and its sentences (placeholder, text)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        evaluator, dov_main = load_reference(repo, commit, Path(scratch))
+        rng = random.Random(SEED)
+        cases = reader_cases(evaluator, rng, readers) + vote_cases(evaluator, rng, votes)
+        prompts, sentences = prompt_cases(evaluator, dov_main, rng)
+    return cases + prompts, sentences
+
+
+def write(folder: Path, cases: list[dict], commit: str, reference: str, **extra: object) -> None:
+    """cases.jsonl and meta.json (the reference, its commit, the count of each set, and
+    `extra`) into `folder`."""
+    with open(folder / "cases.jsonl", "w", encoding="utf-8") as out:
+        for case in cases:
+            out.write(json.dumps(case, ensure_ascii=False) + "\n")
+    counts: dict[str, int] = {}
+    for case in cases:
+        counts[case["set"]] = counts.get(case["set"], 0) + 1
+    meta = {
+        "reference": reference,
+        "commit": commit,
+        "seed": SEED,
+        "python": sys.version.split()[0],
+        "numpy": importlib.import_module("numpy").__version__,
+        "cases": counts,
+        **extra,
+    }
+    (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(json.dumps(counts))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repo", type=Path, required=True)
@@ -479,31 +545,11 @@ def main() -> None:
     parser.add_argument("--readers", type=int, default=2400)
     parser.add_argument("--votes", type=int, default=400)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch:
-        evaluator, dov_main = load_reference(args.repo, args.commit, Path(scratch))
-        rng = random.Random(SEED)
-        cases = reader_cases(evaluator, rng, args.readers) + vote_cases(evaluator, rng, args.votes)
-        prompts, sentences = prompt_cases(evaluator, dov_main, rng)
-        cases += prompts
-    with open(HERE / "cases.jsonl", "w", encoding="utf-8") as out:
-        for case in cases:
-            out.write(json.dumps(case, ensure_ascii=False) + "\n")
-    counts = {}
-    for case in cases:
-        counts[case["set"]] = counts.get(case["set"], 0) + 1
-    meta = {
-        "reference": "github.com/dreaming-madao/debate-or-vote",
-        "commit": args.commit,
-        "seed": SEED,
-        "python": sys.version.split()[0],
-        "numpy": importlib.import_module("numpy").__version__,
-        "cases": counts,
-        # Each placeholder's sentence is not stored, only its hash, so a user who writes the
-        # published sentences into a template can check them.
-        "sentences": {name: hashlib.sha256(text.encode()).hexdigest() for name, text in sentences},
-    }
-    (HERE / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-    print(json.dumps(counts))
+    cases, sentences = generate(args.repo, args.commit, args.readers, args.votes)
+    # Each placeholder's sentence is not stored, only its hash, so a user who writes the
+    # published sentences into a template can check them.
+    hashes = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in sentences}
+    write(HERE, cases, args.commit, REFERENCE, sentences=hashes)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,11 @@ What it records (facts: the references' outputs on these inputs; no reference co
   real golds of MATH500, AIME 2024/2025 and AMC 2023 (--data), plus adversarial replies,
   seeded, so the inputs are the same on every run. `verl` is verl's
   `math_verify.compute_score(reply, gold)` (1.0 or 0.0) as a bool; `final_verl` is the same on
-  the reply's final content (what follows a `</think>` the reply opens with), for replies
-  with reasoning; `extracted` is what Math-Verify's parse finds in the reply (the
-  prediction's extraction targets, as strings), to read a difference by.
+  the reply's final content, for replies with reasoning where a reasoning model's format puts
+  it: what follows the first `</think>` of a reply that opens with `<think>`, or of a reply
+  holding a `</think>` that no `<think>` opens (the chat template opened the block);
+  `extracted` is what Math-Verify's parse finds in the reply (the prediction's extraction
+  targets, as strings), to read a difference by.
 
 A case whose reference call ran into one of Math-Verify's own timeouts is left out (its
 outcome depends on the machine), and counted in the header.
@@ -267,8 +269,12 @@ def latex_variants(gold: str) -> list[str]:
     return out
 
 
-def reply(rng: random.Random, answer: str, wrong: str) -> tuple[str, str | None]:
-    """(a reply ending with `answer`, its final content when it opens with reasoning)."""
+def reply(
+    rng: random.Random, answer: str, wrong: str, opened: bool = False
+) -> tuple[str, str | None]:
+    """(a reply ending with `answer`, its final content when it opens with reasoning);
+    `opened`: a reasoning model's reply whose `<think>` the chat template wrote, so the reply
+    holds only the close."""
     steps = rng.sample(STEPS, rng.randint(1, 6))
     if rng.random() < 0.1:  # a long derivation
         steps = [rng.choice(STEPS) for _ in range(rng.randint(40, 120))]
@@ -276,11 +282,11 @@ def reply(rng: random.Random, answer: str, wrong: str) -> tuple[str, str | None]
     if rng.random() < 0.3:
         body = body.replace(". ", ".\n\n")
     closing = rng.choice(CLOSINGS).format(a=answer, w=wrong)
-    style = rng.random()
+    style = 0.0 if opened else rng.random()
     if style < 0.25:  # a reasoning model: a think block, then a short final part
         considered = rng.choice([f"Maybe it is \\boxed{{{wrong}}}.", f"I think it's {wrong}.", ""])
         final = f"{rng.choice(steps)}\n\n{closing}"
-        return f"<think>\n{body} {considered}\n</think>\n\n{final}", final
+        return f"{'' if opened else '<think>'}\n{body} {considered}\n</think>\n\n{final}", final
     if style < 0.35:  # cut off before its end
         text = f"{body}\n\n{closing}"
         return text[: rng.randint(len(body) // 2, len(text) - 1)], None
@@ -335,7 +341,23 @@ ADVERSARIAL = [
     "\\fbox{{{a}}}",
     "The value is \\boxed {{{a}}}.",
     "So $\\text{{Answer}} = {a}$.",
+    # Only the close of a reasoning block (the chat template wrote its <think>).
+    "The answer is $\\boxed{{{a}}}$.</think> Let me present it cleanly.",
+    "\\boxed{{{a}}}</think>",
+    "Maybe \\boxed{{{w}}}.\n</think>\n\nThe answer is $\\boxed{{{a}}}$.",
+    "I think it's {a}.</think>\n\nThe answer is {w}.",
+    "</think>\n\nThe answer is $\\boxed{{{a}}}$.",
+    "It is \\boxed{{{a}}}</think>\n\nSo \\boxed{{{w}}}</think> stays.",
 ]
+
+
+def final_content(text: str) -> str | None:
+    """The final content after reasoning where a reasoning model's format puts it (a block
+    the reply opens with, or all up to a first `</think>` no `<think>` opens); None: none."""
+    head, close, tail = text.partition("</think>")
+    if close and (head.startswith("<think>") or "<think>" not in head):
+        return tail
+    return None
 
 
 def benchmark_golds(data: Path) -> list[tuple[str, str]]:
@@ -367,8 +389,18 @@ def generated_cases(data: Path) -> Iterator[dict[str, Any]]:
             text = template.replace("{a}", "\0").replace("{w}", "\1")
             text = text.replace("{{", "{").replace("}}", "}").replace("\0", gold)
             text = text.replace("\1", wrong)
-            final = text.split("</think>", 1)[1] if text.startswith("<think>") else None
-            yield {"id": f"adv-{k}-{qid}", "gold": gold, "reply": text, "final": final}
+            yield {
+                "id": f"adv-{k}-{qid}",
+                "gold": gold,
+                "reply": text,
+                "final": final_content(text),
+            }
+    # Reasoning models whose chat template opened the block: the reply holds only the close.
+    for qid, gold in rng.sample(golds, 60):
+        is_int = gold.lstrip("-").isdigit()
+        wrong = str(int(gold) + 7) if is_int else "\\frac{7}{3}"
+        text, final = reply(rng, gold, wrong, opened=True)
+        yield {"id": f"closed-{qid}", "gold": gold, "reply": text, "final": final}
 
 
 # ---- running them ------------------------------------------------------------------------

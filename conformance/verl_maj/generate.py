@@ -11,7 +11,8 @@ is; process_validation_metrics needs only NumPy (any version: its legacy RandomS
 is frozen), whose version is recorded in meta.json with the commit and the file's sha256.
 
 Each case is one question: K answers (a string, or null for no answer, which verl sees as
-"[INVALID]") and whether each is right; verl's maj@K/mean and maj@K/std for it come from a
+"[INVALID]"; the last 400 draw an answer written as "[INVALID]" too) and whether each is
+right; verl's maj@K/mean and maj@K/std for it come from a
 data source of its own. Each set is one dataset of questions sharing K, verl's number for
 the whole data source (the mean over its questions).
 """
@@ -54,10 +55,13 @@ def load_reference(source: str) -> types.ModuleType:
     return module
 
 
-def question(rng: random.Random, k: int) -> dict[str, list]:
-    """K answers to one question: the gold "g", a few wrong ones, no answer (null)."""
+def question(rng: random.Random, k: int, literal: bool = False) -> dict[str, list]:
+    """K answers to one question: the gold "g", a few wrong ones, no answer (null); with
+    `literal`, also an answer written as verl's "[INVALID]" itself."""
     shape = rng.random()
     pool: list[str | None] = ["g", "w1", "w2", "w3", "w4", None]
+    if literal:
+        pool = ["g", "w1", "w2", None, INVALID]
     if shape < 0.1:  # all the same
         answers = [rng.choice(pool)] * k
     elif shape < 0.25:  # an exact tie between two answers, as far as K allows
@@ -124,6 +128,17 @@ def main() -> None:
     for number in range(24):  # datasets of 30 questions (an AIME) sharing one K
         k = ks[number % len(ks)]
         members = [question(rng, k) for _ in range(30)]
+        sets.append({"id": f"set-{number:02d}", "k": k, "questions": members})
+        sets[-1]["verl"] = {"mean": verl_set(reference, members)}
+    # Answers that write "[INVALID]" themselves, among unparsed ones: verl counts the two as
+    # one answer (drawn after the others, so their inputs stay as they were).
+    literal = [{"answers": [None, INVALID, "g"], "correct": [False, False, True]}]
+    literal += [question(rng, rng.choice(ks), literal=True) for _ in range(399)]
+    questions += literal
+    scored += verl_maj(reference, literal)
+    for number in range(24, 26):
+        k = ks[number % len(ks)]
+        members = [question(rng, k, literal=True) for _ in range(30)]
         sets.append({"id": f"set-{number:02d}", "k": k, "questions": members})
         sets[-1]["verl"] = {"mean": verl_set(reference, members)}
     with open(args.out / "cases.jsonl", "w", encoding="utf-8") as out:

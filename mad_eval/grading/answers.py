@@ -4,7 +4,8 @@ A benchmark kind (mad_eval.grading.kinds) says what the answer is; its protocol 
 it: the last `\\boxed{}` (the default), a DAPO-style `Answer: X` last line (read and compared
 exactly as verl's DAPO reward does under `dapo`), Math-Verify's own search of the whole reply,
 a `{final answer: X}` group (or Debate-or-Vote's own reading of one, a number rounded to one
-decimal), the "debate_answer" of Liang et al.'s moderator, or a "Summary:" line. Each
+decimal: its paper's code, or a later fork's), the "debate_answer" of Liang et al.'s
+moderator, or a "Summary:" line. Each
 protocol also writes the prompt's answer-format sentence and the simulated agents' answers,
 so a question is asked, answered and read one way. A protocol may also compare (`judge`: the
 math-verify protocol takes Math-Verify's verdict on its own parses, as verl's scorer does;
@@ -31,7 +32,7 @@ from typing import NamedTuple
 
 from mad_eval.errors import UserError
 from mad_eval.grading import dapo, verifier
-from mad_eval.grading.dov import dov_math
+from mad_eval.grading.dov import dov_math, dov_math_fork
 from mad_eval.grading.math_verify_settings import DEFAULT, MathVerifySettings, parse_settings
 from mad_eval.grading.reasoning import drop_reasoning
 from mad_eval.records import shown
@@ -400,12 +401,23 @@ for _protocol in (
     ),
     AnswerProtocol(
         "dov-math",
-        "Debate-or-Vote's math reader: the last {final answer: N}, else the last \\boxed{}, "
-        "read as a number rounded to one decimal",
+        "Debate-or-Vote's math reader (the paper's code): the last {...} group on a line, "
+        "'final answer:' dropped, read as a number rounded to one decimal",
         _STEP_BY_STEP + " as the very end of your reply, in the form {final answer: X}.",
         "{final answer: {answer}}",
         False,
         dov_math,
+        revision=2,  # issue 46: the paper's reader (82c929e); revision 1 read as dov-math-fork
+    ),
+    AnswerProtocol(
+        "dov-math-fork",
+        "the math reader of a later Debate-or-Vote fork: the last {final answer: N}, else the "
+        "last \\boxed{}, read as a number rounded to one decimal",
+        # The paper's sentence: the fork changed how answers are read, not how they are asked.
+        _STEP_BY_STEP + " as the very end of your reply, in the form {final answer: X}.",
+        "{final answer: {answer}}",
+        False,
+        dov_math_fork,
     ),
     AnswerProtocol(
         "debate-answer",

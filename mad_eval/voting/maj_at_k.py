@@ -11,6 +11,9 @@ import numpy as np
 from mad_eval.voting.groups import Graded
 
 BOOTSTRAP_DRAWS, BOOTSTRAP_SEED = 1000, 42
+# verl's prediction for a reply with no answer: an answer it votes on like any other, so a
+# reply whose answer is this very text is the same answer as no answer.
+NO_ANSWER = "[INVALID]"
 
 
 @functools.lru_cache(maxsize=64)
@@ -27,9 +30,11 @@ def bootstrap_votes(samples: Sequence[Graded]) -> np.ndarray:
     """verl's 1000 resampled votes for one question's K answers (in agent order), each 1.0
     (right) or 0.0: in each resample of K answers with replacement, the most frequent exact
     answer string wins (ties go to the one drawn first), scored by its first drawn sample.
-    Unparsed answers are one more answer, always wrong (verl's "[INVALID]")."""
-    codes: dict[str | None, int] = {}
-    answer = np.array([codes.setdefault(t.answer, len(codes)) for t in samples])
+    Unparsed answers are one more answer, always wrong: verl's "[INVALID]", which an answer
+    written as that text joins."""
+    codes: dict[str, int] = {}
+    keys = [NO_ANSWER if t.answer is None else t.answer for t in samples]
+    answer = np.array([codes.setdefault(key, len(codes)) for key in keys])
     right = np.array([t.answer is not None and bool(t.correct) for t in samples], dtype=float)
     drawn = bootstrap_draws(len(samples))
     votes = answer[drawn]  # [draws, K]: the answer of each drawn sample

@@ -117,5 +117,14 @@ class MathKind(Kind):
 MATH = MathKind(
     "math",
     "your final answer",
-    answers=("boxed", "answer-line", "dapo", "math-verify", "braces", "dov-math", "debate-answer"),
+    answers=(
+        "boxed",
+        "answer-line",
+        "dapo",
+        "math-verify",
+        "braces",
+        "dov-math",
+        "dov-math-fork",
+        "debate-answer",
+    ),
 )

@@ -76,5 +76,5 @@ class NumberKind(Kind):
 NUMBER = NumberKind(
     "number",
     "your final answer as a single number",
-    answers=("boxed", "answer-line", "braces", "dov-math", "debate-answer"),
+    answers=("boxed", "answer-line", "braces", "dov-math", "dov-math-fork", "debate-answer"),
 )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from mad_eval.grading.grader import ROUGE
 from mad_eval.grading.rubric import CRITIQUE, CRITIQUE_HEADERS, JUDGE_CRITERIA
@@ -90,13 +91,13 @@ class View:
         text += f" [{found.low:{sign}.{digits}f}, {found.high:{sign}.{digits}f}]"
         return text + ("" if found.p is None else f" p{p_text(found.p, '=')}")
 
-    def caption(self) -> list[str]:
+    def caption(self) -> list[Text]:
         """What the headline's brackets are, as a line under it (none without brackets)."""
         if not any(i.low is not None for i in self.intervals.values()):
             return []
         tested = any(i.p is not None for i in self.intervals.values())
         p = "; p: Δ tested against 0 on the same questions" if tested else ""
-        return [f"[ ] is a 95% bootstrap interval over questions{p}."]
+        return [Text(f"[ ] is a 95% bootstrap interval over questions{p}.")]
 
 
 def _applying(metrics: dict[str, Any]) -> list[Family]:
@@ -242,7 +243,7 @@ def matched_view(metrics: dict[str, Any]) -> Table:
         (f"Debate (N={metrics['agents']}, T={metrics['rounds_of_debate']})", None, 1),
         (f"maj@G, G = N(T+1) = {g:.0f}", "maj_at_generations", 1),
         ("SC at equal tokens", "sc_at_tokens", 1),
-        (f"  m, samples it buys ({clipped} at K)", "samples_at_tokens", 1),
+        (f"  m, samples it buys ({clipped} at K = {m['samples']}, pooled)", "samples_at_tokens", 1),
         ("  debate tokens per question", "debate_tokens", 0),
         ("  tokens per single sample", "sample_tokens", 0),
     ]

@@ -134,7 +134,8 @@ class Run:
             keys = ["mean_at_k", "maj_at_k", "maj_at_k_bootstrap"]
         else:
             keys = ["maj", "debate", "delta"] if self.voted else [*ROUGE, "rougeL_delta"]
-        pairs, found = differences(self.scoring), dict[str, Interval]()
+        pairs = differences(self.scoring)
+        found: dict[str, Interval] = {}
         for key in (k for k in keys if k in self.formulas):
             low, high = bootstrap_ci(self.tallies_of(key), self.formulas[key], replicates)
             p = None

@@ -146,12 +146,17 @@ def tidy(
 def _pools(runs: list[Run]) -> list[str]:
     """For compute-matched numbers, what K, the ceiling of m, is: the samples per question
     a single folder pools over its seeded runs."""
-    notes = []
     singles = {run.paired.root: run.paired for run in runs if run.paired is not None}
+    sizes: dict[tuple[int, int], list[str]] = {}  # (K, seeded runs) -> single folders
     for single in singles.values():
-        k, seeded = single.scoring.agents, single.metrics["runs"]
+        sizes.setdefault((single.scoring.agents, single.metrics["runs"]), []).append(
+            single.root.name
+        )
+    notes = []
+    for (k, seeded), names in sizes.items():
+        each = f"{names[0]}'s" if len(names) == 1 else f"each of {', '.join(names)}:"
         notes.append(
-            f"K = {k * seeded}: {single.root.name}'s {k} samples per question x its "
+            f"K = {k * seeded}: {each} {k} samples per question x "
             f"{counted(seeded, 'seeded run')}, pooled"
         )
     return notes

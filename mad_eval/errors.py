@@ -62,6 +62,12 @@ def stop_here(number: int, frame: Any) -> None:
     raise Interrupted(signal.Signals(number), records=None)
 
 
+class SkippedRun(UserWarning):
+    """A run folder found inside a folder given to a whole-folder command (`table results/`)
+    was left out: it holds no turns (a run that crashed before its first) or lacks what the
+    command needs (a judge's verdicts). The message names the folder and why."""
+
+
 class SuspiciousResult(UserWarning):
     """A run's numbers are suspect: most of its final answers went unread (unparsed, cut off,
     failed), so Maj and Debate say little of the model. The message says why and what to

@@ -177,6 +177,11 @@ def test_demo_runs_and_its_tables_equal_each_cells_metrics(tmp_path, monkeypatch
     summary = (out / "summary.md").read_text()
     for view in experiment.tables:
         assert f"## Table: {view.name}" in summary
+    # Run folders, each of the demo's two seeded runs: "runs" alone would count either.
+    assert f"{len(experiment.cells)} run folders (2 seeded runs each)" in summary
+    # m's ceiling K is the single folder's samples pooled over its seeded runs.
+    budget = (out / "tables" / "budget.md").read_text()
+    assert "_K = 30: " in budget and "15 samples per question x 2 seeded runs, pooled._" in budget
     assert "![rounds](figures/main/rounds.png)" in summary
     assert "![budget](figures/budget/budget.png)" in summary
     assert (out / "figures" / "budget" / "budget.png").is_file()

@@ -103,7 +103,8 @@ def test_a_refusal_is_counted_in_the_report_footer(tmp_path):
 
     with StubServer(reply=right, edit=no_text("refusal")) as server:
         run = served(tmp_path, server)
-    assert "unparsed answers: 6 (6 refused)" in _footer(run.metrics, run.escaping)
+    footer = _footer(run.metrics, run.escaping)
+    assert "replies with no answer read (every round, every run): 6 (6 refused)" in footer
 
 
 # ---- <think> where no reasoning format puts it ---------------------------------------------

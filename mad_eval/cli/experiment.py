@@ -18,6 +18,7 @@ from mad_eval.words import counted
 
 if TYPE_CHECKING:
     from mad_eval.experiments.run import Exposure
+    from mad_eval.reporting.results import Run
 
 app = typer.Typer(
     help="A paper's evaluation in one file: the models, grids of settings (models x "
@@ -46,26 +47,41 @@ def run(file: Path, dry_run: bool, gpus: str | None, ray: str | None, retry_fail
             _dry_run(file, gpus, ray)
             return
         results = api.experiment(file, ConsoleListener(), gpus, ray, retry_failed)
-    table = Table(title="runs", show_lines=False)
-    for column in ("run", "questions", "Maj", "Debate", "Δ", "mean@K", "maj@K"):
-        table.add_column(column, justify="left" if column == "run" else "right")
-    for name, result in results.items():
-        m = result.metrics
-        keys = ("mean_at_k", "maj_at_k") if result.rounds == 0 else ("maj", "debate", "delta")
-        shown = [_pct(m.get(k)) if k in keys else "" for k in DEBATE + SINGLE]
-        table.add_row(name, str(m["questions"]), *shown)
-    console.print(table)
+    console.print(runs_table(results))
     for name, result in results.items():  # named as the experiment file's keys
         for sentence in result.alerts:
             alert(f"{name}: {for_keywords(sentence, run_defaults())}")
     console.print(f"Tables: mad-eval experiment tables {file}")
 
 
-DEBATE, SINGLE = ("maj", "debate", "delta"), ("mean_at_k", "maj_at_k")
+# The summary's numbers: a debate's Maj, Debate and Δ; a single run's mean@K and maj@K.
+DEBATE = {"Maj": "maj", "Debate": "debate", "Δ": "delta"}
+SINGLE = {"mean@K": "mean_at_k", "maj@K": "maj_at_k"}
 
 
-def _pct(value: object) -> str:
-    return f"{value:.1f}" if isinstance(value, int | float) else "-"
+def runs_table(results: dict[str, Run]) -> Table:
+    """A row per run: its questions and its numbers, Δ signed; a column only where some run
+    has a value (an experiment without single runs has no mean@K)."""
+    rows = {name: _numbers(result) for name, result in results.items()}
+    shown = [c for c in {**DEBATE, **SINGLE} if any(r.get(c) is not None for r in rows.values())]
+    table = Table(title="runs", show_lines=False)
+    for column in ("run", "questions", *shown):
+        table.add_column(column, justify="left" if column == "run" else "right")
+    for name, row in rows.items():
+        cells = [_pct(row.get(column), signed=column == "Δ") for column in shown]
+        table.add_row(name, str(results[name].metrics["questions"]), *cells)
+    return table
+
+
+def _numbers(result: Run) -> dict[str, float | None]:
+    picked = SINGLE if result.rounds == 0 else DEBATE
+    return {column: result.metrics.get(key) for column, key in picked.items()}
+
+
+def _pct(value: object, signed: bool = False) -> str:
+    if not isinstance(value, int | float):
+        return "-"
+    return f"{value:+.1f}" if signed else f"{value:.1f}"
 
 
 # Up to this many runs a dry run prints one line each; more, one line per model.

@@ -141,7 +141,8 @@ def show(run: Run, command: str | None = None) -> None:
     from mad_eval.store.folder import RunStore
     from mad_eval.words import counted
 
-    console.print(metrics_view(run.metrics, title=run.root.name, escaping=run.escaping))
+    shown = metrics_view(run.metrics, run.root.name, run.escaping, run.intervals())
+    console.print(shown)
     for sentence in run.alerts:
         alert(sentence)
     store = RunStore(run.root)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -25,7 +27,15 @@ from rich.progress import (
 from rich.text import Text
 
 from mad_eval.cli.progress_log import ProgressLog, ticking
-from mad_eval.errors import STOPS, Interrupted, UserError, handling, on_command_line, stop_here
+from mad_eval.errors import (
+    STOPS,
+    Interrupted,
+    SkippedRun,
+    UserError,
+    handling,
+    on_command_line,
+    stop_here,
+)
 from mad_eval.progress import Advance, Listener, asked_again, pace
 from mad_eval.sanitize import outward, redact
 
@@ -151,6 +161,24 @@ class ConsoleListener(Listener):
 
 
 @contextmanager
+def skipped_runs_said() -> Iterator[None]:
+    """Each run folder a whole-folder command leaves out (errors.SkippedRun) as one line
+    on stderr, "skipped: FOLDER: why."; other warnings as Python shows them."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *rest: Any, **more: Any) -> None:
+        if issubclass(category, SkippedRun):
+            warn("skipped", str(message))
+        else:
+            shown(message, category, *rest, **more)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", SkippedRun)
+        warnings.showwarning = show
+        yield
+
+
+@contextmanager
 def one_sentence(*also: type[Exception], data_dir: bool = False) -> Iterator[None]:
     """A user error (or one of the errors `also` names, which that library call raises
     for a bad value) ends the command in one sentence (exit 2); a stop says where the
@@ -160,7 +188,7 @@ def one_sentence(*also: type[Exception], data_dir: bool = False) -> Iterator[Non
     that option (`data_dir`), else MAD_EVAL_DATA."""
     refused: tuple[type[Exception], ...] = (UserError, *also)
     try:
-        with on_command_line(), handling(stop_here, STOPS[1:]):
+        with on_command_line(), handling(stop_here, STOPS[1:]), skipped_runs_said():
             yield
     except refused as exc:
         from mad_eval.data.benchmarks import DataMissingError

@@ -37,9 +37,15 @@ def table(run_dirs: list[Path], **chosen: Any) -> None:
     if out is None:
         print(text, end="")
     else:
+        import warnings
+
+        from mad_eval.errors import SkippedRun
         from mad_eval.reporting.paper import run_folders
 
-        runs = counted(len(run_folders(run_dirs)), "run")
+        with warnings.catch_warnings():  # each skipped folder was said as the table was made
+            warnings.simplefilter("ignore", SkippedRun)
+            found = run_folders(run_dirs, judged=chosen["layout"] == "critique")
+        runs = counted(len(found), "run folder")
         console.print(f"Wrote {out} ({chosen['layout']} layout, {runs}).")
 
 

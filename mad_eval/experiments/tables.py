@@ -11,7 +11,7 @@ from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.reporting.layouts import LAYOUTS
 from mad_eval.reporting.pairing import pair
 from mad_eval.reporting.results import Run, load_run, load_runs
-from mad_eval.settings.config import run_defaults
+from mad_eval.settings.config import RunConfig, run_defaults
 from mad_eval.store.files import (
     StoreError,
     make_folder,
@@ -79,7 +79,8 @@ def write_tables(experiment: Experiment, replicates: int = REPLICATES) -> list[P
             write(experiment, path, render(frame, fmt, view.error))
             files[fmt] = path
         written += files.values()
-        sections.append(_table_section(experiment, view, files, len(runs)))
+        seeds = [run.metrics["runs"] for run in runs]
+        sections.append(_table_section(experiment, view, files, seeds))
         if LAYOUTS.get(
             view.layout
         ).paired:  # as `report --single` would; and accuracy against tokens
@@ -115,12 +116,24 @@ def _link(experiment: Experiment, path: Path) -> str:
     return path.relative_to(experiment.out).as_posix()
 
 
-def _table_section(experiment: Experiment, view: View, files: dict[str, Path], runs: int) -> str:
+def folders_of(seeds: list[int]) -> str:
+    """'3 run folders (2 seeded runs each)': run folders, each holding its seeded runs."""
+    kinds = sorted(set(seeds))
+    if len(kinds) == 1:
+        each = f"{counted(kinds[0], 'seeded run')} each"
+    else:
+        each = f"{', '.join(map(str, kinds[:-1]))} or {kinds[-1]} seeded runs each"
+    return f"{counted(len(seeds), 'run folder')} ({each})" if seeds else "no run folder"
+
+
+def _table_section(
+    experiment: Experiment, view: View, files: dict[str, Path], seeds: list[int]
+) -> str:
     links = ", ".join(f"[{fmt}]({_link(experiment, p)})" for fmt, p in files.items())
     lines = [
         f"## Table: {view.name}",
         "",
-        f"{view.layout} layout, {counted(runs, 'run')}; {links}.",
+        f"{view.layout} layout, {folders_of(seeds)}; {links}.",
         "",
     ]
     if "md" in files:
@@ -145,11 +158,11 @@ def _summary(experiment: Experiment, sections: list[str]) -> str:
     if experiment.description:
         head += [experiment.description, ""]
     head += [
-        f"From `{experiment.path}`: {counted(len(experiment.cells), 'run')}, each a run folder "
-        "here (`mad-eval report FOLDER` recomputes its metrics.json; every number below is one of "
-        "them).",
+        f"From `{experiment.path}`: {folders_of([_seeds(c) for c in experiment.cells])} here "
+        "(`mad-eval report FOLDER` recomputes a folder's metrics.json; every number below is "
+        "one of them).",
         "",
-        "| run | grids |",
+        "| run folder | grids |",
         "|---|---|",
         *(
             f"| [{c.name}]({c.name}/{METRICS_FILE}) | {', '.join(experiment.grids(c))} |"
@@ -165,6 +178,11 @@ def _summary(experiment: Experiment, sections: list[str]) -> str:
     if alerts:
         head += ["Suspicious results (each run's metrics.json `alerts`):", "", *alerts, ""]
     return "\n".join(head + sections)
+
+
+def _seeds(cell: Cell) -> int:
+    """The seeded runs a cell's folder holds."""
+    return int(cell.settings.get("runs", RunConfig.runs))
 
 
 def _alerts(folder: Path) -> list[str]:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderResult
@@ -19,6 +19,9 @@ from mad_eval.measure.base import Context, Family
 from mad_eval.measure.scoring import Scoring
 from mad_eval.voting.rules import RULES, default_rule
 from mad_eval.words import counted
+
+if TYPE_CHECKING:
+    from mad_eval.reporting.results import Interval
 
 
 def fmt(
@@ -76,14 +79,20 @@ class Title:
         yield Text("\n".join(fold_name(self.text, options.max_width)), style="table.title")
 
 
-def metrics_view(metrics: dict[str, Any], title: str, escaping: str = "escaped") -> Group:
+def metrics_view(
+    metrics: dict[str, Any],
+    title: str,
+    escaping: str = "escaped",
+    intervals: Mapping[str, Interval] | None = None,
+) -> Group:
     """The console's tables of a run's metrics: the scoring rule where it is not the usual
     one, then each panel (PANELS, in its order) that a metric family applying to the run
     names (Family.console); `escaping` says how its prompts quoted a reply holding a quoting
-    tag (results.Run.escaping)."""
+    tag (results.Run.escaping); `intervals` (results.Run.intervals) the headline numbers'
+    95% intervals and Δ's p-value."""
     runs = metrics["runs"]
     spread = f" (mean ± std over {runs} runs)" if runs > 1 else ""
-    shown = View(metrics, f"{title}{spread}", escaping)
+    shown = View(metrics, f"{title}{spread}", escaping, dict(intervals or {}))
     named = {panel for family in _applying(metrics) for panel in family.console}
     parts = [scored_by(metrics)] if scored_by(metrics) else []  # above the tables
     for name, panel in PANELS.items():
@@ -100,6 +109,27 @@ class View:
     metrics: dict[str, Any]
     title: str
     escaping: str
+    intervals: dict[str, Interval] = field(default_factory=dict)
+
+    def number(self, key: str, digits: int = 1, signed: bool = False) -> str:
+        """A headline number: its value (± std over runs), its 95% interval over questions
+        and, for a difference, the paired p-value against zero."""
+        m = self.metrics
+        text = fmt(m.get(key), m.get(f"{key}_std"), digits, signed)
+        found = self.intervals.get(key)
+        if found is None or found.low is None or found.high is None:
+            return text
+        sign = "+" if signed else ""
+        text += f" [{found.low:{sign}.{digits}f}, {found.high:{sign}.{digits}f}]"
+        return text + ("" if found.p is None else f" p{p_text(found.p, '=')}")
+
+    def caption(self) -> list[Text]:
+        """What the headline's brackets are, as a line under it (none without brackets)."""
+        if not any(i.low is not None for i in self.intervals.values()):
+            return []
+        tested = any(i.p is not None for i in self.intervals.values())
+        p = "; p: Δ tested against 0 on the same questions" if tested else ""
+        return [Text(f"[ ] is a 95% bootstrap interval over questions{p}.")]
 
 
 def _applying(metrics: dict[str, Any]) -> list[Family]:
@@ -124,13 +154,9 @@ def headline_view(view: View) -> list[Any]:
     headline = Table()
     if metrics["rounds_of_debate"] == 0:  # mad-eval single: K samples, no debate
         k = metrics["agents"]
-        cells = {
-            f"mean@{k}": fmt(metrics["mean_at_k"], metrics["mean_at_k_std"]),
-            f"maj@{k}": fmt(metrics["maj_at_k"], metrics["maj_at_k_std"]),
-        }
+        cells = {f"mean@{k}": view.number("mean_at_k"), f"maj@{k}": view.number("maj_at_k")}
         if "maj_at_k_bootstrap" in metrics:  # verl's estimate (metrics.json before had none)
-            boot = fmt(metrics["maj_at_k_bootstrap"], metrics["maj_at_k_bootstrap_std"])
-            cells[f"maj@{k} (verl bootstrap)"] = boot
+            cells[f"maj@{k} (verl bootstrap)"] = view.number("maj_at_k_bootstrap")
         for name in cells:
             headline.add_column(name, justify="right")
         headline.add_row(*cells.values())
@@ -138,11 +164,9 @@ def headline_view(view: View) -> list[Any]:
         for name in ("Maj", "Debate", "Δ"):
             headline.add_column(name, justify="right")
         headline.add_row(
-            fmt(metrics["maj"], metrics["maj_std"]),
-            fmt(metrics["debate"], metrics["debate_std"]),
-            fmt(metrics["delta"], metrics["delta_std"], signed=True),
+            view.number("maj"), view.number("debate"), view.number("delta", signed=True)
         )
-    return [Title(view.title), headline]
+    return [Title(view.title), headline, *view.caption()]
 
 
 def rounds_view(view: View) -> list[Any]:
@@ -220,18 +244,16 @@ def groups_view(view: View) -> list[Any]:
     return [groups]
 
 
-def rouge_views(metrics: dict[str, Any], title: str) -> list[Any]:
+def rouge_views(view: View) -> list[Any]:
     """A summary run: the consensus summary's ROUGE after the last round and its gain over
     round 0, then ROUGE by round, of the consensus and of the mean agent."""
+    metrics, title = view.metrics, view.title
     usual = metrics.get("score", "consensus") == "consensus"
     picked = "consensus summary" if usual else "system's summary"
     headline = Table()
     for name in ("ROUGE-1", "ROUGE-2", "ROUGE-L", "Δ ROUGE-L (vs round 0)"):
         headline.add_column(name, justify="right")
-    headline.add_row(
-        *(fmt(metrics[m], metrics[f"{m}_std"]) for m in ROUGE),
-        fmt(metrics["rougeL_delta"], metrics["rougeL_delta_std"], signed=True),
-    )
+    headline.add_row(*(view.number(m) for m in ROUGE), view.number("rougeL_delta", signed=True))
     rounds = Table(title="ROUGE F1 by round (%)", title_justify="left")
     for name in ("round", "R-1", "R-2", "R-L", "mean agent R-L", "prefix share"):
         rounds.add_column(name, justify="right")
@@ -243,7 +265,7 @@ def rouge_views(metrics: dict[str, Any], title: str) -> list[Any]:
             fmt(row["agent_rougeL"], row["agent_rougeL_std"]),
             "-" if share is None else f"{100 * share:.0f}%",
         )
-    return [Title(f"{title}: {picked}, ROUGE F1 (%)"), headline, rounds]
+    return [Title(f"{title}: {picked}, ROUGE F1 (%)"), headline, *view.caption(), rounds]
 
 
 def matched_view(metrics: dict[str, Any]) -> Table:
@@ -263,7 +285,7 @@ def matched_view(metrics: dict[str, Any]) -> Table:
         (f"Debate (N={metrics['agents']}, T={metrics['rounds_of_debate']})", None, 1),
         (f"maj@G, G = N(T+1) = {g:.0f}", "maj_at_generations", 1),
         ("SC at equal tokens", "sc_at_tokens", 1),
-        (f"  m, samples it buys ({clipped} at K)", "samples_at_tokens", 1),
+        (f"  m, samples it buys ({clipped} at K = {m['samples']}, pooled)", "samples_at_tokens", 1),
         ("  debate tokens per question", "debate_tokens", 0),
         ("  tokens per single sample", "sample_tokens", 0),
     ]
@@ -347,7 +369,8 @@ def _footer(metrics: dict[str, Any], escaping: str) -> str:
         escaped += f"; replies whose token counts were no numbers (unknown): {invalid}"
     return (
         f"{counted(metrics['questions'], 'question')}, {counted(metrics['agents'], 'agent')}, "
-        f"{counted(metrics['turns'], 'turn')}; unparsed answers: {metrics['unparsed']}{cut}, "
+        f"{counted(metrics['turns'], 'turn')}; replies with no answer read (every round, every "
+        f"run): {metrics['unparsed']}{cut}, "
         f"failed turns: {metrics['failed_turns']}, stopped at max tokens: "
         f"{metrics.get('length_stops', 0)}, prompts cut to fit: "
         f"{metrics.get('context_cut_turns', 0)}; requests sent: "
@@ -395,7 +418,7 @@ PANELS: dict[str, Callable[[View], list[Any]]] = {
     "headline": headline_view,
     "rounds": rounds_view,
     "transitions": transitions_view,
-    "rouge": lambda view: rouge_views(view.metrics, view.title),
+    "rouge": rouge_views,
     "dynamics": _when(lambda m: "drift" in m, dynamics_view),
     "reasoning": _when(
         lambda m: bool(m.get("reasoning_turns") or m.get("truncated_in_reasoning")),

@@ -33,16 +33,15 @@ Layout = Callable[[int, int], list[tuple[str, list[Column]]]]
 
 
 def _debate(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
-    return [
-        (
-            "",
-            [
-                Column("Maj", "maj", scored=True),
-                Column("Debate", "debate", scored=True),
-                Column("Δ", "delta", signed=True, scored=True),
-            ],
-        )
-    ]
+    """Maj, Debate and Δ; a run without debate (a single run) has its Maj alone, its other
+    cells "-" (its "Debate" would be its Maj again and its Δ 0)."""
+    columns = [Column("Maj", "maj", scored=True)]
+    if rounds:
+        columns += [
+            Column("Debate", "debate", scored=True),
+            Column("Δ", "delta", signed=True, scored=True),
+        ]
+    return [("", columns)]
 
 
 def _frameworks(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
@@ -400,7 +399,8 @@ for _layout in (
         note=(
             "maj@G is the vote of G = N(T+1) samples of the paired single run (as many "
             "generations as the debate); SC@tokens the vote of m samples, m the debate's tokens "
-            "on the question over a sample's, rounded and clipped to [1, K]; both averaged over "
+            "on the question over a sample's, rounded and clipped to [1, K], K the samples the "
+            "single run pools per question over its seeded runs; both averaged over "
             "seeded subsamples and tested against Debate on the questions both answered"
         ),
         paired=True,

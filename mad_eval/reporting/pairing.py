@@ -13,7 +13,14 @@ from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.measure.matched import SamplePool, SamplePooling, Spending, formulas, match, section
 from mad_eval.measure.prices import Prices
 from mad_eval.measure.scoring import Scoring
-from mad_eval.reporting.results import Run, Sink, load_run, name_runs, recorded_single
+from mad_eval.reporting.results import (
+    Run,
+    Sink,
+    load_run,
+    method_names,
+    name_runs,
+    recorded_single,
+)
 from mad_eval.store.files import StoreError
 from mad_eval.store.folder import RunStore
 from mad_eval.store.manifest import RunManifest
@@ -142,6 +149,7 @@ def attach(debate: Run, single: Run, pools: dict[str, SamplePool], replicates: i
         )
     for name, formula in formulas().items():
         debate.attached[name] = (formula, found.tallies)
+    debate.paired = single
     made = section(found, debate.tallies, debate.formulas["debate"], replicates)
     debate.metrics["matched"] = {"single_run": str(single.root.resolve()), **made}
 
@@ -188,13 +196,15 @@ def load_paired(
 ) -> list[Run]:
     """The debate runs among `roots`, named as load_runs names them and each paired with
     the single run of its model and benchmark among `roots`."""
-    debates, singles = split([load_for_pairing(root, prices) for root in roots])
-    if not debates:
+    manifests = [(root, RunStore(root).manifest()) for root in roots]
+    if all(recorded_single(manifest) for _, manifest in manifests):
         raise PairingError(
             "every run given is a single run; give the debate runs too, each with the single "
             "run of its model and benchmark."
         )
-    pools = {name for s in singles for name in (str(s.root), s.root.name)}
+    pools = {name for r, m in manifests if recorded_single(m) for name in (str(r), r.name)}
     mine = {k: v for k, v in (labels or {}).items() if k not in pools}
+    method_names([(r, m) for r, m in manifests if not recorded_single(m)], mine)  # clash: now
+    debates, singles = split([load_for_pairing(root, prices) for root in roots])
     pair(name_runs(debates, mine), singles, replicates)
     return debates

@@ -4,9 +4,11 @@ mad_eval.table, mad_eval.plot) make them: options checked, runs read, files writ
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from mad_eval.errors import SkippedRun
 from mad_eval.measure.bootstrap import REPLICATES
 from mad_eval.measure.prices import read_prices
 from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS
@@ -34,10 +36,13 @@ def labels_of(labels: Labels) -> dict[str, str]:
     return parse_labels(list(labels))
 
 
-def run_folders(paths: Sequence[Path]) -> list[Path]:
+def run_folders(paths: Sequence[Path], judged: bool = False) -> list[Path]:
     """Each path a run folder, or a folder holding run folders at any depth (results/, an
-    experiment's folder): those, in name order, never looking inside a run folder. A folder
-    with none is a StoreError naming it; a path that is no folder is left for its reader."""
+    experiment's folder): those, in name order, never looking inside a run folder. A run
+    folder found inside one that holds no turns (a run that crashed before its first), or,
+    with `judged`, no judge's verdicts, is skipped with a SkippedRun warning naming it; one
+    given itself is kept, for its reader to refuse in one sentence. A folder with no usable
+    run is a StoreError naming it; a path that is no folder is left for its reader."""
     found: list[Path] = []
     for path in map(Path, paths):
         if not path.is_dir() or RunStore.holds_run(path):
@@ -53,8 +58,33 @@ def run_folders(paths: Sequence[Path]) -> list[Path]:
             raise StoreError(
                 f"{path} is not a run directory (no {MANIFEST_FILE}) and holds none below it."
             )
-        found += inside
+        usable = [folder for folder in inside if _usable(folder, judged)]
+        if not usable:
+            what = "turns and judge verdicts" if judged else "turns"
+            raise StoreError(f"{path} holds no run folder with {what}; each was skipped.")
+        found += usable
     return list(dict.fromkeys(found))
+
+
+def _usable(folder: Path, judged: bool) -> bool:
+    """Whether a run folder found inside a given one can be read; if not, a SkippedRun
+    warning says why."""
+    store = RunStore(folder)
+    if not store.size():
+        why = "it holds no turns (a run that stopped before its first)"
+    elif judged and not _size(store.judge_path):
+        why = f"it has no judge verdicts (`mad-eval judge {folder} --judge MODEL` adds them)"
+    else:
+        return True
+    warnings.warn(f"{folder}: {why}.", SkippedRun, stacklevel=3)
+    return False
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _check(layout: str, fmt: str, error: str, replicates: int) -> None:
@@ -88,7 +118,7 @@ def make_table(
     if out is not None:
         refuse_records(out)
     names, costs = labels_of(labels), read_prices(prices)
-    run_dirs = run_folders(run_dirs)
+    run_dirs = run_folders(run_dirs, judged=layout == "critique")
     if LAYOUTS.get(layout).paired:
         from mad_eval.reporting.pairing import load_paired
 

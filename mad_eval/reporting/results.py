@@ -8,11 +8,14 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from mad_eval.backends import model_label
+from mad_eval.grading.grader import ROUGE
 from mad_eval.measure.alerts import UNCHECKED
+from mad_eval.measure.bootstrap import REPLICATES, bootstrap_ci, paired_test
 from mad_eval.measure.compute import Measuring, Totals
+from mad_eval.measure.families import differences
 from mad_eval.measure.formula import Formula
 from mad_eval.measure.prices import Price, Prices
 from mad_eval.measure.schema import formulas
@@ -30,6 +33,15 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+class Interval(NamedTuple):
+    """A number's 95% bootstrap interval over questions (None where undefined), and for a
+    difference the paired test's p-value against zero."""
+
+    low: float | None
+    high: float | None
+    p: float | None = None
+
+
 class Sink(Protocol):
     """Anything else that counts a run's debates while it is measured (pairing's pools and
     spending), so the run's turns are read once."""
@@ -38,7 +50,8 @@ class Sink(Protocol):
 
 
 # What can tell two methods apart, in the order a generated label lists them.
-LABEL_FIELDS = ("model", "protocol", "agents", "rounds", "prompt", "temperature", "seed")
+# The answer protocol changes what counts as an answer, so it tells methods apart too.
+LABEL_FIELDS = ("model", "protocol", "agents", "rounds", "prompt", "answer", "temperature", "seed")
 
 
 @dataclass
@@ -61,6 +74,8 @@ class Run:
     attached: dict[str, tuple[Formula, Tallies]] = field(default_factory=dict)
     # What else counted its debates as it was read (load_run's `keep`).
     kept: list[Sink] = field(default_factory=list)
+    # The single run its compute-matched numbers were counted against (pairing.attach).
+    paired: Run | None = None
 
     def tallies_of(self, name: str) -> Tallies:
         """The tallies a formula of the run is evaluated on."""
@@ -110,6 +125,26 @@ class Run:
         if self.alerts:
             found["alerts"] = len(self.alerts)
         found["folder"] = str(self.root)
+        return found
+
+    def intervals(self, replicates: int = REPLICATES) -> dict[str, Interval]:
+        """The headline's numbers' 95% bootstrap intervals over questions, by metrics.json
+        key, with the paired p-value of a difference (Δ) against zero: what `table`'s CSV
+        holds for them, for the console's headline."""
+        if self.rounds == 0:
+            keys = ["mean_at_k", "maj_at_k", "maj_at_k_bootstrap"]
+        else:
+            keys = ["maj", "debate", "delta"] if self.voted else [*ROUGE, "rougeL_delta"]
+        pairs = differences(self.scoring)
+        found: dict[str, Interval] = {}
+        for key in (k for k in keys if k in self.formulas):
+            low, high = bootstrap_ci(self.tallies_of(key), self.formulas[key], replicates)
+            p = None
+            if key in pairs:
+                first, second = pairs[key]
+                tallies, named = self.tallies, self.formulas
+                p, _ = paired_test(tallies, named[first], tallies, named[second], replicates)
+            found[key] = Interval(low, high, p)
         return found
 
     def __repr__(self) -> str:
@@ -220,20 +255,27 @@ class Run:
 
     def describe(self) -> dict[str, str]:
         """The method's settings as short text, by LABEL_FIELDS name."""
-        config = self.config
-        if config.roster:
-            model = "+".join(f"{model_label(e.model)}x{e.count}" for e in config.roster)
-        else:
-            model = model_label(config.model)
-        return {
-            "model": model,
-            "protocol": config.protocol,
-            "agents": f"N={config.agents}",
-            "rounds": f"T={config.rounds}",
-            "prompt": config.prompt_style,
-            "temperature": f"temp={config.temperature}",
-            "seed": f"seed={config.seed}",
-        }
+        return describe(self.config)
+
+
+def describe(config: RecordedConfig) -> dict[str, str]:
+    """A run's settings as short text, by LABEL_FIELDS name; `answer` is empty where the run
+    read answers with its benchmark's own answer protocol."""
+    if config.roster:
+        model = "+".join(f"{model_label(e.model)}x{e.count}" for e in config.roster)
+    else:
+        model = model_label(config.model)
+    answer = config.answer_protocol
+    return {
+        "model": model,
+        "protocol": config.protocol,
+        "agents": f"N={config.agents}",
+        "rounds": f"T={config.rounds}",
+        "prompt": config.prompt_style,
+        "answer": f"answer={answer}" if answer else "",
+        "temperature": f"temp={config.temperature}",
+        "seed": f"seed={config.seed}",
+    }
 
 
 def _identifier(name: str) -> str:
@@ -340,18 +382,38 @@ def load_runs(
 ) -> list[Run]:
     """Read runs and name their methods: a --label given for the folder, else the fewest
     settings that differ between the runs (model, protocol, N, ...), else the model.
-    Two runs of one benchmark under one name are refused: their numbers would be mixed up."""
-    return name_runs([load_run(root, prices) for root in roots], labels, groups)
+    Two runs of one benchmark under one name are refused before any turn is read: their
+    numbers would be mixed up."""
+    named = method_names([(root, RunStore(root).manifest()) for root in roots], labels, groups)
+    runs = [load_run(root, prices) for root in roots]
+    for run, (label, group) in zip(runs, named, strict=True):
+        run.label, run.group = label, group
+    return runs
 
 
 def name_runs(
     runs: list[Run], labels: dict[str, str] | None = None, groups: dict[str, str] | None = None
 ) -> list[Run]:
     """Name loaded runs' methods as load_runs does."""
+    named = method_names([(run.root, run.manifest) for run in runs], labels, groups)
+    for run, (label, group) in zip(runs, named, strict=True):
+        run.label, run.group = label, group
+    return runs
+
+
+def method_names(
+    found: list[tuple[Path, RunManifest]],
+    labels: dict[str, str] | None = None,
+    groups: dict[str, str] | None = None,
+) -> list[tuple[str, str]]:
+    """Each run's method label and column group, from its folder and manifest alone (so a
+    clash is refused before anything is measured): a --label given for the folder, else the
+    fewest differing settings, else the model; an answer protocol that is not the
+    benchmark's own is always named."""
     labels = dict(labels or {})
-    described = [run.describe() for run in runs]
+    described = [describe(manifest.config) for _, manifest in found]
     fields: tuple[str, ...] = LABEL_FIELDS
-    if all(run.single for run in runs):
+    if all(recorded_single(manifest) for _, manifest in found):
         fields = tuple(f for f in fields if f != "agents")  # K is shown per benchmark
     # The fewest differing settings that tell the runs of each benchmark apart, in order.
     varying = [f for f in fields if len({d[f] for d in described}) > 1]
@@ -359,33 +421,42 @@ def name_runs(
     for setting in varying:
         chosen.append(setting)
         names = {
-            (" ".join(d[f] for f in chosen), run.benchmark)
-            for d, run in zip(described, runs, strict=True)
+            (_joined(d, chosen), manifest.benchmark.name)
+            for d, (_, manifest) in zip(described, found, strict=True)
         }
-        if len(names) == len(runs):
+        if len(names) == len(found):
             break
-    for run, settings in zip(runs, described, strict=True):
-        run.group = (groups or {}).get(str(run.root), "")
-        given = labels.pop(str(run.root), None) or labels.pop(run.root.name, None)
-        label = given or " ".join(settings[f] for f in chosen) or settings["model"]
-        run.label = valid_text(label)  # matplotlib and pyarrow refuse a lone surrogate
+    # The answer protocol alone says little: the model names the method beside it.
+    shown = [*(f for f in chosen if f != "answer"), "answer"]
+    shown = shown if len(shown) > 1 else ["model", "answer"]
+    named = []
+    for (root, _), settings in zip(found, described, strict=True):
+        group = (groups or {}).get(str(root), "")
+        given = labels.pop(str(root), None) or labels.pop(root.name, None)
+        label = given or _joined(settings, shown)
+        named.append((valid_text(label), group))  # matplotlib and pyarrow refuse a lone surrogate
     if labels:
         unknown = ", ".join(sorted(labels))
-        given = ", ".join(str(run.root) for run in runs)
+        given = ", ".join(str(root) for root, _ in found)
         raise StoreError(
             f"--label names {unknown}, which is not one of the runs given ({given}); "
             "name a run by its folder as given or by the folder's last part."
         )
     seen: dict[tuple[str, str, str], Path] = {}
-    for run in runs:
-        other = seen.setdefault((run.label, run.benchmark, run.group), run.root)
-        if other != run.root:
+    for (root, manifest), (label, group) in zip(found, named, strict=True):
+        benchmark = manifest.benchmark.name
+        other = seen.setdefault((label, benchmark, group), root)
+        if other != root:
             raise StoreError(
-                f"{other} and {run.root} are both '{run.label}' on "
-                f"{' '.join(filter(None, (run.benchmark, run.group)))}; "
-                f"name them apart with --label {run.root}=NAME."
+                f"{other} and {root} are both '{label}' on "
+                f"{' '.join(filter(None, (benchmark, group)))}; "
+                f"name them apart with --label {root}=NAME."
             )
-    return runs
+    return named
+
+
+def _joined(settings: dict[str, str], names: list[str]) -> str:
+    return " ".join(filter(None, (settings[f] for f in names)))
 
 
 def parse_labels(options: list[str]) -> dict[str, str]:

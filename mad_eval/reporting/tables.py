@@ -138,7 +138,43 @@ def tidy(
         frame = pd.concat([frame, _average(frame)], ignore_index=True)
     numbers = ("value", "std", "ci_low", "ci_high", "p_value")
     frame = frame.astype({c: float for c in numbers})
-    return frame.assign(**{c: frame[c].map(clean) for c in numbers})
+    frame = frame.assign(**{c: frame[c].map(clean) for c in numbers})
+    frame.attrs["notes"] = [*_pools(runs), *_alerts(runs)]  # Markdown and LaTeX print them
+    return frame
+
+
+def _pools(runs: list[Run]) -> list[str]:
+    """For compute-matched numbers, what K, the ceiling of m, is: the samples per question
+    a single folder pools over its seeded runs."""
+    singles = {run.paired.root: run.paired for run in runs if run.paired is not None}
+    sizes: dict[tuple[int, int], list[str]] = {}  # (K, seeded runs) -> single folders
+    for single in singles.values():
+        sizes.setdefault((single.scoring.agents, single.metrics["runs"]), []).append(
+            single.root.name
+        )
+    notes = []
+    for (k, seeded), names in sizes.items():
+        each = f"{names[0]}'s" if len(names) == 1 else f"each of {', '.join(names)}:"
+        notes.append(
+            f"K = {k * seeded}: {each} {k} samples per question x "
+            f"{counted(seeded, 'seeded run')}, pooled"
+        )
+    return notes
+
+
+def _alerts(runs: list[Run]) -> list[str]:
+    """Each run's alerts (metrics.json's: why its numbers may mislead), once per sentence,
+    naming the rows it is about."""
+    about: dict[str, dict[str, list[str]]] = {}  # sentence -> benchmark column -> methods
+    for run in runs:
+        for sentence in run.alerts:
+            found = about.setdefault(sentence.rstrip("."), {})
+            found.setdefault(run.column, []).append(run.label)
+    notes = []
+    for sentence, rows in about.items():
+        where = "; ".join(f"{', '.join(methods)} on {column}" for column, methods in rows.items())
+        notes.append(f"Alert ({where}): {sentence}")
+    return notes
 
 
 # Significant digits a table's number keeps: all a metric has, none of the float arithmetic's
@@ -295,7 +331,7 @@ def _best(g: Grid) -> set[tuple[str, str, str, str]]:
                     # A frame holds a column's missing `better` as NaN or None.
                     if c["better"] in ("max", "min") and _present(c["value"])
                 }
-                if len(shown) < 2:
+                if len(set(shown.values())) < 2:  # all equal (all 0.0): none stands out
                     continue
                 pick = max if cells[0]["better"] == "max" else min
                 top = pick(shown.values())
@@ -349,7 +385,8 @@ def _notes(frame: pd.DataFrame, g: Grid) -> list[str]:
     note = LAYOUTS.get(layout).note
     notes = [note] if note else []
     rules = dict.fromkeys(rule for found in g.scores.values() for rule in found)
-    return notes + [f"score={rule}: {RULES.get(rule).description}" for rule in rules]
+    notes += [f"score={rule}: {RULES.get(rule).description}" for rule in rules]
+    return notes + list(frame.attrs.get("notes", []))
 
 
 def _has_bars(g: Grid, error: str) -> bool:

@@ -64,7 +64,7 @@ def test_the_readmes_python_runs_as_written(tmp_path: Path) -> None:
     assert done.stdout.startswith("Maj "), done.stdout
     assert "| Method |" in done.stdout  # the table, as text
     for written in ("results/sim-debate/metrics.json", "results/sim-single/metrics.json",
-                    "results/plots/rounds.png", "results/view/index.html"):  # fmt: skip
+                    "results/plots/rounds.png", "results/view/sim-debate/index.html"):  # fmt: skip
         assert (tmp_path / written).is_file(), written
 
 

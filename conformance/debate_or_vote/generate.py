@@ -538,13 +538,18 @@ def write(folder: Path, cases: list[dict], commit: str, reference: str, **extra:
     print(json.dumps(counts))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(description: str) -> argparse.Namespace:
+    """The command line of this script and of the fork's (conformance/debate_or_vote_fork)."""
+    parser = argparse.ArgumentParser(description=description.split("\n")[0])
     parser.add_argument("--repo", type=Path, required=True)
     parser.add_argument("--commit", required=True)
     parser.add_argument("--readers", type=int, default=2400)
     parser.add_argument("--votes", type=int, default=400)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments(__doc__)
     cases, sentences = generate(args.repo, args.commit, args.readers, args.votes)
     # Each placeholder's sentence is not stored, only its hash, so a user who writes the
     # published sentences into a template can check them.

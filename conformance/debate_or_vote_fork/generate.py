@@ -16,7 +16,6 @@ vote sets are written here.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -30,12 +29,7 @@ REFERENCE = "github.com/dreaming-madao/debate-or-vote"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repo", type=Path, required=True)
-    parser.add_argument("--commit", required=True)
-    parser.add_argument("--readers", type=int, default=2400)
-    parser.add_argument("--votes", type=int, default=400)
-    args = parser.parse_args()
+    args = paper.arguments(__doc__)
     cases, _ = paper.generate(args.repo, args.commit, args.readers, args.votes)
     with open(PAPER / "cases.jsonl", encoding="utf-8") as lines:
         stored = [case for line in lines if (case := json.loads(line))["set"] == "prompt"]

@@ -24,6 +24,7 @@ from mad_eval.grading.answers import (
 )
 from mad_eval.grading.grader import Grade, check_answer_protocol, extract, grade, same_answer
 from mad_eval.grading.kinds import KINDS, get_kind
+from mad_eval.grading.verdicts import VERDICTS
 from mad_eval.records import Question
 
 # The answer-format sentences as prompts.ANSWER_FORMATS held them before the registry: the
@@ -50,9 +51,9 @@ HOSTILE_MATH = "$" + "9^" * 49_998 + "99$"  # 100k characters: sympy would compu
 
 @pytest.fixture(autouse=True)
 def no_cached_extractions() -> Iterator[None]:
-    verifier.read.cache_clear()
+    VERDICTS.forget()
     yield
-    verifier.read.cache_clear()
+    VERDICTS.forget()
 
 
 # ---- the registries ----------------------------------------------------------------------

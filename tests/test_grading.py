@@ -11,6 +11,7 @@ import pytest
 from mad_eval.grading import grader as grading
 from mad_eval.grading import verifier
 from mad_eval.grading.grader import Grade, equivalent, extract_answer, grade
+from mad_eval.grading.verdicts import VERDICTS
 
 
 def _rows(path: Path) -> list[dict]:
@@ -201,7 +202,7 @@ def test_hostile_text_is_linear(text: str) -> None:
 def test_pathological_expression_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
     """The parent's bound holds even when sympy would not stop by itself; the pool recovers."""
     monkeypatch.setattr(verifier, "VERIFY_TIMEOUT_S", 2.0)
-    grading.compare_math.cache_clear()
+    VERDICTS.forget()
     grade(r"\boxed{2}", r"\sqrt{4}", "math")  # start the worker outside the timed part
     before = set(verifier.grader_pids())
     tower = "9^{9^{9^{9^{9^{9}}}}}"
@@ -226,10 +227,10 @@ def test_concurrent_grading_matches_serial() -> None:
         (r"\boxed{\pi}", "3.14159"),
         (r"\boxed{[1, 3)}", r"[1,3)"),
     ] * 4
-    grading.compare_math.cache_clear()
+    VERDICTS.forget()
     with ThreadPoolExecutor(8) as pool:
         concurrent = list(pool.map(lambda c: grade(*c, "math"), cases))
-    grading.compare_math.cache_clear()
+    VERDICTS.forget()
     assert concurrent == [grade(*c, "math") for c in cases]
 
 

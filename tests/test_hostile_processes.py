@@ -13,8 +13,8 @@ import pytest
 
 from mad_eval import api
 from mad_eval.children import environment, import_path, program, python_module
-from mad_eval.grading import verifier
 from mad_eval.grading.grader import grade
+from mad_eval.grading.verdicts import VERDICTS
 from mad_eval.grading.verifier import stop_graders
 from mad_eval.serving.session import require_vllm
 from mad_eval.settings.config import ConfigError
@@ -39,12 +39,12 @@ def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Pat
     folder.mkdir()
     plant(folder, marker)
     stop_graders()
-    verifier.read.cache_clear()
+    VERDICTS.forget()
     monkeypatch.chdir(folder)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([".", "", os.environ.get("PYTHONPATH", "")]))
     yield folder, marker
     stop_graders()  # no worker started here serves a later test
-    verifier.read.cache_clear()
+    VERDICTS.forget()
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from mad_eval.children import python_module
 from mad_eval.grading import grader as grading
 from mad_eval.grading import verifier
 from mad_eval.grading.grader import Grade, compare_math, grade
+from mad_eval.grading.verdicts import VERDICTS
 from mad_eval.grading.verifier import WORKER, grader_pids, stop_graders
 from mad_eval.grading.verify_worker import Comparison, Extraction
 
@@ -37,8 +38,7 @@ def tower(base: int) -> str:
 def fresh_pool() -> Iterator[None]:
     """Each test starts with no workers and no cached verdicts, and leaves none running."""
     stop_graders()
-    compare_math.cache_clear()
-    verifier.read.cache_clear()
+    VERDICTS.forget()
     yield
     stop_graders()
 
@@ -293,8 +293,9 @@ def test_stopping_the_workers_cuts_a_comparison_short() -> None:
 @pytest.mark.slow
 def test_hostile_answers_run_in_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MAD_EVAL_GRADERS", "6")
+    halves = [rf"\boxed{{\frac{{{i}}}{{{2 * i}}}}}" for i in range(1, 7)]  # six comparisons
     with ThreadPoolExecutor(6) as threads:  # all busy starting at once: six workers start
-        assert all(threads.map(lambda i: grade(HALF, "0.5", "math").correct, range(6)))
+        assert all(threads.map(lambda half: grade(half, "0.5", "math").correct, halves))
         pids = grader_pids()
         assert len(pids) == 6
         # Each comparison waits, holding its worker, until all six hold one: a pool that

@@ -290,7 +290,9 @@ OPTIONS: dict[str, Option] = {
         Path | None,
         typer.Option(
             help="SQLite file of answers already received; an identical request (same model, "
-            "endpoint, messages, sampling and seed) is answered from it, not sent again."
+            "endpoint, messages, sampling and seed) is answered from it, not sent again. "
+            "Math-verify's verdicts are kept beside it (FILE.verdicts), so nothing is graded "
+            "twice."
         ),
     ),
     "retry_failed": Option(

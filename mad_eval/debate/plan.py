@@ -68,6 +68,7 @@ from mad_eval.settings.roster import (
     parse_extra_body,
 )
 from mad_eval.settings.templates import Template, builtin_templates, check_template, load_template
+from mad_eval.store.verdict_file import keep_verdicts_beside
 from mad_eval.voting.rules import default_rule
 from mad_eval.voting.statements import STATEMENTS, instructions
 
@@ -361,6 +362,7 @@ def make_plan(
     config = replace(config, max_tokens=config.max_tokens or spec.max_tokens)
     if fresh and config.cache:
         shared.cache = RequestCache(config.cache)
+        keep_verdicts_beside(config.cache)
     warnings = list(
         shared.once(("unused", config.protocol, *templates), lambda: _unused(config, templates))
     )

@@ -29,6 +29,7 @@ from mad_eval.settings.config import run_defaults
 from mad_eval.store.files import refuse_link, refuse_records, write_atomically, write_json
 from mad_eval.store.folder import RunStore
 from mad_eval.store.names import EXPERIMENT_FILE
+from mad_eval.store.verdict_file import keep_verdicts_beside
 from mad_eval.words import counted
 
 
@@ -49,6 +50,8 @@ def plan_cells(experiment: Experiment, cache: bool = True, retry_failed: bool = 
     settings = experiment.cells[0].settings
     path = settings.get("cache")
     shared = Shared(RequestCache(path) if path and cache else None)
+    if path and cache:
+        keep_verdicts_beside(path)
     count_turns(experiment, shared)
     grids = experiment.memberships()
     jobs = []

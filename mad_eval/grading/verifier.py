@@ -3,9 +3,11 @@ subprocesses, one comparison or reading each at a time, every call bounded by
 VERIFY_TIMEOUT_S.
 
 Workers start lazily, a new one only when all are busy, up to one per usable CPU (or
-$MAD_EVAL_GRADERS), so a slow answer holds up one worker, not every grade. A worker past its
-bound or dead is killed, reaped and replaced; no worker outlives the process that started
-it, and interpreter exit kills them all.
+$MAD_EVAL_GRADERS), so a slow answer holds up one worker, not every grade; a comparison goes
+to the idle worker that parsed its LaTeX before. A worker past its bound or dead is killed,
+reaped and replaced; no worker outlives the process that started it, and interpreter exit
+kills them all. A verdict reached before is never asked again (mad_eval.grading.verdicts),
+and threads asking for the same one at once make one request.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import atexit
 import contextlib
 import contextvars
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -29,7 +32,8 @@ from typing import Any, TypeVar
 
 from mad_eval.children import python_module
 from mad_eval.grading.math_verify_settings import DEFAULT, MathVerifySettings
-from mad_eval.grading.verify_worker import PARENT_ENV, Comparison, Extraction
+from mad_eval.grading.verdicts import VERDICTS, key
+from mad_eval.grading.verify_worker import PARENT_ENV, PARSES, Comparison, Extraction
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +126,7 @@ class Worker:
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._stdout, selectors.EVENT_READ)
         self._pending = b""
+        self._parsed: set[str] = set()  # the LaTeX its parse cache holds, as far as we know
         try:
             if self._read(time.monotonic() + startup_timeout) != {"ready": True}:
                 raise WorkerGone("it sent something other than its ready line")
@@ -132,6 +137,16 @@ class Worker:
     @property
     def pid(self) -> int:
         return self._proc.pid
+
+    def knows(self, parses: tuple[str, ...]) -> int:
+        """How many of `parses` this worker has parsed (and so keeps) already."""
+        return sum(latex in self._parsed for latex in parses)
+
+    def parsed(self, parses: tuple[str, ...]) -> None:
+        """Note what the worker has just parsed; it forgets its parses when it holds PARSES."""
+        if len(self._parsed) + len(parses) > PARSES:
+            self._parsed.clear()
+        self._parsed.update(parses)
 
     def compare(self, answer: str, gold: str, timeout: float) -> Comparison:
         """math-verify's verdict; raises TimeoutError when no reply comes within `timeout`
@@ -239,13 +254,17 @@ class _Pool:
         self._idle: list[Worker] = []
         self._starting = 0
 
-    def acquire(self) -> Worker:
+    def acquire(self, parses: tuple[str, ...] = ()) -> Worker:
+        """An idle worker, the one that parsed most of `parses` before (each keeps its
+        parses: a gold is compared with every answer to its question), or a new one."""
         limit = max_graders()  # read every time, so a bad value fails even with idle workers
         with self._changed:
             while not self._idle and len(self._workers) + self._starting >= limit:
                 self._changed.wait()
             if self._idle:
-                return self._idle.pop()
+                best = max(self._idle, key=lambda worker: worker.knows(parses))
+                self._idle.remove(best)
+                return best
             self._starting += 1
         try:  # outside the lock: start-up takes a second or two
             worker = Worker(_STARTUP_TIMEOUT_S)
@@ -325,13 +344,21 @@ def grader_pids() -> list[int]:
 T = TypeVar("T", Comparison, Extraction)
 
 
-def _ask(call: Callable[[Worker], T], timed_out: T, request: str, what: Callable[[], str]) -> T:
+def _ask(
+    call: Callable[[Worker], T],
+    timed_out: T,
+    request: str,
+    what: Callable[[], str],
+    parses: tuple[str, ...],
+) -> T:
     """One worker's reply to `call`, or `timed_out` past VERIFY_TIMEOUT_S; a worker that
     fails (WorkerGone) or is interrupted mid-request is killed and discarded. `request` names
-    the kind of request ("a comparison") and `what` this one, for the messages."""
-    worker = _pool.acquire()
+    the kind of request ("a comparison") and `what` this one, for the messages; `parses`, the
+    LaTeX it parses, so it goes to an idle worker that parsed them before."""
+    worker = _pool.acquire(parses)
     try:
         result = call(worker)
+        worker.parsed(parses)
     except TimeoutError:
         _pool.discard(worker)
         log.warning(
@@ -353,14 +380,18 @@ def _ask(call: Callable[[Worker], T], timed_out: T, request: str, what: Callable
 
 
 def _ask_twice(
-    call: Callable[[Worker], T], timed_out: T, request: str, what: Callable[[], str]
+    call: Callable[[Worker], T],
+    timed_out: T,
+    request: str,
+    what: Callable[[], str],
+    parses: tuple[str, ...] = (),
 ) -> T:
     """_ask, again once if the worker died; a worker that dies twice counts as a timeout."""
     try:
-        return _ask(call, timed_out, request, what)
+        return _ask(call, timed_out, request, what, parses)
     except WorkerGone:
         try:  # the first one may have been killed from outside while it was idle
-            return _ask(call, timed_out, request, what)
+            return _ask(call, timed_out, request, what, parses)
         except WorkerGone:
             return timed_out
 
@@ -383,40 +414,84 @@ def inline() -> Iterator[None]:
         _inline.reset(token)
 
 
-def verify(answer: str, gold: str) -> Comparison:
-    """math-verify's verdict; a worker that dies twice on the answer counts as a timeout."""
+_flying: dict[str, Future[list[Any]]] = {}  # verdicts being asked for now, by key
+_flying_lock = threading.Lock()
+
+
+def _once(asked: str, make: Callable[..., T], ask: Callable[[], T]) -> T:
+    """The verdict under the key `asked`: kept (mad_eval.grading.verdicts), else being asked
+    for by another thread (awaited: five agents giving one answer make one request), else
+    asked for now with `ask` and kept; `make` builds it from what was kept."""
+    found = VERDICTS.get(asked)
+    if found is not None:
+        return make(*found)
     if _inline.get():
         raise NeedsWorker
-    result = _ask_twice(
-        lambda worker: worker.compare(answer, gold, VERIFY_TIMEOUT_S),
-        Comparison(False, True),
-        "a comparison",
-        lambda: f"{answer!r:.80} vs gold {gold!r:.80}",
-    )
-    if result.timed_out:
-        log.info("math-verify timed out on %.80r vs gold %.80r", answer, gold)
+    with _flying_lock:
+        found = VERDICTS.get(asked)  # kept just now, by a thread that has let go of it
+        flying = _flying.get(asked)
+        mine = found is None and flying is None
+        if mine:
+            flying = _flying[asked] = Future()
+    if found is not None:
+        return make(*found)
+    assert flying is not None
+    if not mine:
+        return make(*flying.result())  # raises what the asking thread's request raised
+    try:
+        result = ask()
+    except BaseException as exc:
+        flying.set_exception(exc)
+        raise
+    else:
+        VERDICTS.put(asked, list(result), lasting=not result.timed_out)
+        flying.set_result(list(result))
+    finally:
+        with _flying_lock:
+            del _flying[asked]
     return result
 
 
-# The key is a whole reply (tens of KB from a reasoning model), so the cache is kept to
-# what the debates in flight re-read: 1024 replies, a few tens of MB at most.
-@functools.lru_cache(maxsize=1024)
+def verify(answer: str, gold: str) -> Comparison:
+    """math-verify's verdict; a worker that dies twice on the answer counts as a timeout. A
+    verdict reached before is not asked again."""
+
+    def ask() -> Comparison:
+        result = _ask_twice(
+            lambda worker: worker.compare(answer, gold, VERIFY_TIMEOUT_S),
+            Comparison(False, True),
+            "a comparison",
+            lambda: f"{answer!r:.80} vs gold {gold!r:.80}",
+            (answer, gold),
+        )
+        if result.timed_out:
+            log.info("math-verify timed out on %.80r vs gold %.80r", answer, gold)
+        return result
+
+    return _once(key("compare", answer, gold), Comparison, ask)
+
+
 def read(text: str, gold: str | None = None, settings: MathVerifySettings = DEFAULT) -> Extraction:
     """The answer math-verify finds in a whole reply and, given a gold, whether it equals it,
     as verl's MATH500 scorer decides (`settings`: Math-Verify's parameters); past the bound
-    (or a worker dying twice on it) no answer, timed out. Cached: the simulated agents read
-    each peer's reply many times."""
-    if _inline.get():
-        raise NeedsWorker
-    result = _ask_twice(
-        lambda worker: worker.read(text, gold, settings, VERIFY_TIMEOUT_S),
-        Extraction(None, True),
-        "a reading",
-        lambda: f"a reply of {len(text)} characters ending {text[-60:]!r}",
-    )
-    if result.timed_out:
-        log.info("math-verify timed out reading a reply of %d characters", len(text))
-    return result
+    (or a worker dying twice on it) no answer, timed out. A reply read before (the simulated
+    agents read each peer's reply many times; a re-run, all of them) is not read again."""
+
+    def ask() -> Extraction:
+        result = _ask_twice(
+            lambda worker: worker.read(text, gold, settings, VERIFY_TIMEOUT_S),
+            Extraction(None, True),
+            "a reading",
+            lambda: f"a reply of {len(text)} characters ending {text[-60:]!r}",
+            (gold,) if gold is not None else (),
+        )
+        if result.timed_out:
+            log.info("math-verify timed out reading a reply of %d characters", len(text))
+        return result
+
+    digest = hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()
+    settings_text = json.dumps(settings.to_json(), sort_keys=True)
+    return _once(key("read", digest, gold, settings_text), Extraction, ask)
 
 
 def extract(text: str, settings: MathVerifySettings = DEFAULT) -> Extraction:

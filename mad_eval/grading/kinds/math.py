@@ -56,10 +56,9 @@ def quick_compare(answer: str, gold: str) -> bool | None:
     return None
 
 
-@functools.lru_cache(maxsize=65536)
 def compare_math(answer: str, gold: str) -> Comparison:
     """Whether answer means gold, and whether math-verify ran out of time deciding: cheap
-    string and integer checks first, then math-verify."""
+    checks on the text first, then math-verify (whose verdicts are kept: grading.verdicts)."""
     quick = quick_compare(answer, gold)
     if quick is not None:
         return Comparison(quick, False)

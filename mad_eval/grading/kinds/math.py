@@ -7,6 +7,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from mad_eval.grading.answers import MAX_ANSWER_CHARS, last_group
 from mad_eval.grading.kinds import Grade, Kind, stable_int
@@ -15,6 +16,13 @@ from mad_eval.grading.verify_worker import Comparison
 from mad_eval.records import Question
 
 _INTEGER = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:,\d{3})+)")
+# A plain rational as math-verify reads it exactly (no decimal point, no percent, no comma):
+# an integer, a fraction of two integers in braces, or a/b.
+_RATIONAL = re.compile(
+    r"(?P<sign>-?)(?:(?P<int>\d+)|\\[dt]?frac\{(?P<num>-?\d+)\}\{(?P<den>-?\d+)\}"
+    r"|(?P<n>\d+)/(?P<d>\d+))"
+)
+_DIGITS = 30  # past this many digits in a part, math-verify decides (sympy's parse, not ours)
 
 
 def clean_math(found: str | None) -> str | None:
@@ -40,9 +48,31 @@ def _integer_key(s: str) -> str | None:
     return digits if s[0] != "-" or digits == "0" else "-" + digits
 
 
+def rational(s: str) -> Fraction | None:
+    """The value of a plain rational ("-3", "\\frac{1}{2}", "\\dfrac{-4}{6}", "7/8"), exact;
+    None for anything else (a decimal, a percent, a zero denominator, huge parts)."""
+    found = _RATIONAL.fullmatch(s)
+    if found is None or len(s) > 4 * _DIGITS:
+        return None
+    parts = found.group("int", "num", "den", "n", "d")
+    if any(part is not None and len(part.lstrip("-")) > _DIGITS for part in parts):
+        return None
+    whole, num, den, n, d = parts
+    if whole is not None:
+        value = Fraction(int(whole))
+    else:
+        top, bottom = int(num if num is not None else n), int(den if den is not None else d)
+        if bottom == 0:
+            return None
+        value = Fraction(top, bottom)
+    return -value if found["sign"] else value
+
+
 def quick_compare(answer: str, gold: str) -> bool | None:
     """Whether answer means gold where the text alone decides (the same text, two integers,
-    no answer to compare); None where math-verify must."""
+    two plain rationals, no answer to compare); None where math-verify must. Two rationals
+    compare exactly, as math-verify compares numbers with no decimal point in them
+    (conformance/quick_compare holds its verdicts on thousands of such pairs)."""
     if answer == gold and answer.strip():
         return True
     a, g = " ".join(answer.split()), " ".join(gold.split())
@@ -53,6 +83,9 @@ def quick_compare(answer: str, gold: str) -> bool | None:
         return a_int == g_int
     if not a or len(a) > MAX_ANSWER_CHARS:
         return False
+    a_value, g_value = rational(a), rational(g)
+    if a_value is not None and g_value is not None:
+        return a_value == g_value
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from mad_eval.backends import Backend, Request, make_backend
+from mad_eval.backends import Backend, Generation, Request, make_backend
 from mad_eval.debate.engine import Engine, shared_seats
 from mad_eval.protocols import resolve
 from mad_eval.records import Question, Turn
@@ -79,3 +79,34 @@ def test_a_resumed_run_asks_only_its_unfinished_debates():
     assert {t.key: t.text for t in again} | {k: t.text for k, t in done.items()} == {
         t.key: t.text for t in first
     }
+
+
+class LastFirst(Backend):
+    """Holds each wave's requests until all of its agents have asked, then answers the last
+    agent's first; agent k's answer is the wrong 100 + k."""
+
+    spec = "sim"
+
+    def __init__(self, agents: int) -> None:
+        self.agents = agents
+        self.waiting: list[asyncio.Future[None]] = []
+
+    async def generate(self, request: Request) -> Generation:
+        arrived = asyncio.get_running_loop().create_future()
+        self.waiting.append(arrived)
+        place = len(self.waiting) - 1
+        if len(self.waiting) == self.agents:
+            for future in reversed(self.waiting):
+                future.set_result(None)
+            self.waiting = []
+        await arrived
+        return Generation(text=f"\\boxed{{{100 + place}}}", finish_reason="stop")
+
+
+def test_a_waves_answers_are_classed_in_agent_order_whatever_order_they_arrive_in():
+    config = RunConfig(agents=3, rounds=1, max_tokens=64)
+    turns: list[Turn] = []
+    seats = shared_seats(config, LastFirst(3))
+    asyncio.run(Engine(config, DECENTRALIZED, seats, {}, turns.append).run(QUESTIONS[:1]))
+    assert [(t.round, t.agent) for t in turns] == [(r, a) for r in range(2) for a in range(3)]
+    assert [t.answer_class for t in turns] == [1, 2, 3] * 2

@@ -138,7 +138,10 @@ class Engine:
                 seats, readings, prompts, prefixes, viewed, strict=True
             )
         ]
-        return await every(self.turn(run, question, ask, classes) for ask in asks)
+        order = InOrder(len(asks)) if classes is not None else None
+        return await every(
+            self.turn(run, question, ask, classes, order, place) for place, ask in enumerate(asks)
+        )
 
     def view(self, run: int, question: Question, agent: int) -> tuple[Question, list[int] | None]:
         """The question as `agent` reads it, and the order of its options there where the
@@ -219,13 +222,38 @@ class Engine:
         return shared
 
     async def turn(
-        self, run: int, question: Question, ask: Ask, classes: AnswerClasses | None = None
+        self,
+        run: int,
+        question: Question,
+        ask: Ask,
+        classes: AnswerClasses | None = None,
+        order: InOrder | None = None,
+        place: int = 0,
     ) -> Turn:
-        """One agent's turn: the recorded one when resumed, else asked, graded and recorded."""
+        """One agent's turn: the recorded one when resumed, else asked, graded and recorded;
+        its answer classed (`classes`) when the turns before it in its wave (`order`,
+        `place`) are."""
+        try:
+            return await self._turn(run, question, ask, classes, order, place)
+        finally:
+            if order is not None:
+                order.done(place)
+
+    async def _turn(
+        self,
+        run: int,
+        question: Question,
+        ask: Ask,
+        classes: AnswerClasses | None,
+        order: InOrder | None,
+        place: int,
+    ) -> Turn:
         key = (run, question.id, ask.round, ask.seat.agent.index)
         if key in self.done:
             turn = self.done[key]
             if classes is not None:
+                if order is not None:
+                    await order.before(place)
                 classes.seen(turn, turn.answer_class)
         else:
             assert ask.prompt is not None, "a prompt is built for every turn not yet done"
@@ -244,6 +272,8 @@ class Engine:
                 reply=generation.reply if self.verbatim else None,
             )
             if classes is not None:
+                if order is not None:
+                    await order.before(place)
                 turn.answer_class = await classify(classes, turn)
             self.on_turn(turn)
         self.on_progress(1)
@@ -382,6 +412,23 @@ def interleave(streams: list[Iterator[T]]) -> Iterator[T]:
             continue
         active.append(stream)
         yield item
+
+
+class InOrder:
+    """A wave's turns classed in agent order, whatever order their replies come in: a
+    debate's answer classes, and the comparisons made to find them, are then the same in
+    every run of it (a re-run asks math-verify nothing its verdict cache holds)."""
+
+    def __init__(self, count: int):
+        self._classed = [asyncio.Event() for _ in range(count)]
+
+    async def before(self, place: int) -> None:
+        """Wait until the turns before `place` are classed (or have failed)."""
+        if place:
+            await self._classed[place - 1].wait()
+
+    def done(self, place: int) -> None:
+        self._classed[place].set()
 
 
 async def classify(classes: AnswerClasses, turn: Turn) -> int | None:

@@ -87,13 +87,14 @@ def same_answer_as(a: Graded, b: Graded, same: Same) -> bool:
 
 class AnswerClasses:
     """The equivalence classes of one debate's answers (one run's turns of one question),
-    numbered as they are graded: 0 for every right answer, 1, 2, ... for each distinct
-    wrong one, None for no answer. Each wrong answer is compared with the first answer of
-    each wrong class, in class order, by the rule answer_groups applies pair by pair
-    (`same_graded`); the engine records the class on the turn, so votes and reports never
-    compare answers again. math-verify's equivalence is not always transitive, so in a rare
-    case classes made in grading order group differently from pairs taken in agent order; the
-    recorded classes are what is voted on from then on."""
+    numbered in the order they are assigned (the engine assigns a wave's turns in agent
+    order, however its replies arrive): 0 for every right answer, 1, 2, ... for each
+    distinct wrong one, None for no answer. Each wrong answer is compared with the first
+    answer of each wrong class, in class order, by the rule answer_groups applies pair by
+    pair (`same_graded`); the engine records the class on the turn, so votes and reports
+    never compare answers again. math-verify's equivalence is not always transitive, so in a
+    rare case these classes group differently from pairs taken in another order; the recorded
+    classes are what is voted on from then on."""
 
     def __init__(self, same: Same):
         self.same = same

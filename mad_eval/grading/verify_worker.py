@@ -92,15 +92,44 @@ class _TimeoutSeen(logging.Handler):
             self.seen = True
 
 
+def _numbers_apart(grader: Any) -> None:
+    """Spare math-verify's symbolic step where numbers already decide it. Its last test of two
+    expressions is whether sympy simplifies their difference to zero; two constants whose
+    difference evaluates (strictly, to 30 digits) to a number clearly not zero are not equal,
+    and simplifying is value-preserving, so that test could only say no: it is skipped. Every
+    other case (a free symbol, infinities, an evaluation sympy cannot finish to precision)
+    goes on to it as before. (conformance/quick_compare holds the verdicts on both paths.)"""
+    import sympy
+
+    symbolic = grader.sympy_symbolic_eq
+
+    def sympy_symbolic_eq(a: Any, b: Any) -> bool:
+        try:
+            if isinstance(a, sympy.Expr) and isinstance(b, sympy.Expr):
+                difference = a - b
+                if not difference.free_symbols:
+                    value = difference.evalf(30, strict=True)
+                    if value.is_number and value.is_finite and abs(value) > 1e-20:
+                        return False
+        except Exception:  # no verdict from numbers (PrecisionExhausted, ...): sympy decides
+            pass
+        return bool(symbolic(a, b))
+
+    grader.sympy_symbolic_eq = sympy_symbolic_eq
+
+
 def _math_verify() -> tuple[
     Callable[[str, str], Comparison], Callable[[str, str | None, MathVerifySettings], Extraction]
 ]:
     """Import math-verify and route its warnings to a timeout detector instead of stderr; the
     comparer and the reader it serves."""
+    import math_verify.grader
     import sympy
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
     from math_verify.errors import TimeoutException
     from math_verify.utils import timeout
+
+    _numbers_apart(math_verify.grader)
 
     detector = _TimeoutSeen()
     logger = logging.getLogger("math_verify")

@@ -130,7 +130,10 @@ class Engine:
             prompts: list[Fitted | ContextError | None] = [None] * len(wave)
         else:
             asked = [view for view, _ in viewed]
-            prompts = await asyncio.to_thread(self.prompts, asked, seats, readings)
+            if all(isinstance(seat.fitter.counter, EstimateCounter) for seat in seats):
+                prompts = self.prompts(asked, seats, readings)  # counting characters: quick
+            else:  # a tokenizer counts: off the event loop
+                prompts = await asyncio.to_thread(self.prompts, asked, seats, readings)
         prefixes = self.shared_prefixes(seats, prompts)
         asks = [
             Ask(seat, round_, found.sees, found.read, prompt, prefix, *view)

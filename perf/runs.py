@@ -45,8 +45,11 @@ def mad_eval(*args: str) -> list[str]:
 
 def timed(command: list[str], tree: Path = HERE) -> tuple[float, float, float]:
     """(wall seconds, CPU seconds, peak resident MB) of one whole process run from `tree`
-    (first on PYTHONPATH); its stderr is shown only if it fails."""
+    (first on PYTHONPATH); its stderr is shown only if it fails. Python may keep its bytecode,
+    as an installed mad-eval has it (a machine that forbids it compiles every module anew in
+    every process)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     start = time.perf_counter()
     with tempfile.TemporaryFile() as errors:
         process = subprocess.Popen(

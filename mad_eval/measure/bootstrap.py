@@ -66,6 +66,13 @@ def replicate_values(
     return found
 
 
+def difference(tallies: Tallies, formula_a: Formula, formula_b: Formula) -> float:
+    """Number A less number B on the same tallies (each a mean over runs), as paired_test
+    observes it; NaN where either is undefined."""
+    rates = tallies.rates()
+    return float(_over_runs(formula_a(rates)) - _over_runs(formula_b(rates)))
+
+
 def interval(draws: np.ndarray, level: float = 0.95) -> tuple[float | None, float | None]:
     """The percentile interval of a number's replicates; (None, None) if never defined."""
     draws = draws[~np.isnan(draws)]

@@ -171,9 +171,9 @@ class Run:
             low, high = (None, None) if drawn is None else interval(drawn)
             p = None
             if key in pairs and paired.questions:
-                first, second = (draws[(id(paired), name)] for name in pairs[key])
+                side_a, side_b = (draws[(id(paired), name)] for name in pairs[key])
                 observed = difference(paired, *(self.formulas[name] for name in pairs[key]))
-                p = None if math.isnan(observed) else p_value(observed, first - second)
+                p = None if math.isnan(observed) else p_value(observed, side_a - side_b)
             found[key] = Interval(low, high, p)
         return found
 

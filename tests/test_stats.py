@@ -42,3 +42,11 @@ def test_undefined_numbers_give_no_interval():
     t = tallies(["a"], [[0]], [[0]])  # nothing asked: no accuracy
     assert point(t, ACCURACY) is None
     assert bootstrap_ci(t, ACCURACY, replicates=200) == (None, None)
+
+
+def test_the_shared_resamples_are_one_multinomial_draw_kept_a_byte_a_count():
+    from mad_eval.measure.bootstrap import _weights
+
+    found = _weights(300, 250, 7)  # three blocks of replicates, the last one short
+    drawn = np.random.default_rng(7).multinomial(300, np.full(300, 1 / 300), size=250)
+    assert found.dtype == np.uint8 and (found == drawn).all()

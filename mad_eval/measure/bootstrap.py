@@ -21,16 +21,22 @@ REPLICATES = 2000
 
 @functools.lru_cache(maxsize=2)
 def _weights(questions: int, replicates: int, seed: int) -> np.ndarray:
-    """How often each replicate draws each question: [replicates, questions] integer counts
-    in the smallest type that holds them. The same for every number of a table (one seed),
+    """How often each replicate draws each question: [replicates, questions] integer counts,
+    a byte each unless a count needs more. The same for every number of a table (one seed),
     so it is drawn once; callers must not modify it. Drawn a block of replicates at a time,
     which gives the same draws as one call."""
     rng = np.random.default_rng(seed)
     p = np.full(questions, 1 / questions)
-    counts = np.empty((replicates, questions), np.min_scalar_type(questions))
+    # A question drawn 256 times of N draws at 1/N each: never seen past a few hundred
+    # questions, so a byte holds every count (half of uint16's 40 MB at 10k questions), and
+    # a wider type is taken only where a block holds a larger one.
+    counts = np.empty((replicates, questions), np.uint8)
     for start in range(0, replicates, BLOCK):
         rows = min(BLOCK, replicates - start)
-        counts[start : start + rows] = rng.multinomial(questions, p, size=rows)
+        block = rng.multinomial(questions, p, size=rows)
+        if block.max() > np.iinfo(counts.dtype).max:
+            counts = counts.astype(np.min_scalar_type(questions))
+        counts[start : start + rows] = block
     counts.setflags(write=False)
     return counts
 
@@ -64,6 +70,13 @@ def replicate_values(
         for name, formula in formulas.items():
             found[name][start : start + rows] = _over_runs(formula(rates))
     return found
+
+
+def difference(tallies: Tallies, formula_a: Formula, formula_b: Formula) -> float:
+    """Number A less number B on the same tallies (each a mean over runs), as paired_test
+    observes it; NaN where either is undefined."""
+    rates = tallies.rates()
+    return float(_over_runs(formula_a(rates)) - _over_runs(formula_b(rates)))
 
 
 def interval(draws: np.ndarray, level: float = 0.95) -> tuple[float | None, float | None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from mad_eval.backends import model_label
 from mad_eval.grading.grader import ROUGE
 from mad_eval.measure.alerts import UNCHECKED
-from mad_eval.measure.bootstrap import REPLICATES, bootstrap_ci, paired_test
+from mad_eval.measure.bootstrap import (
+    REPLICATES,
+    difference,
+    interval,
+    p_value,
+    replicate_values,
+)
 from mad_eval.measure.compute import Measuring, Totals
 from mad_eval.measure.families import differences
 from mad_eval.measure.formula import Formula
@@ -135,15 +142,38 @@ class Run:
             keys = ["mean_at_k", "maj_at_k", "maj_at_k_bootstrap"]
         else:
             keys = ["maj", "debate", "delta"] if self.voted else [*ROUGE, "rougeL_delta"]
-        pairs = differences(self.scoring)
+        keys = [k for k in keys if k in self.formulas]
+        pairs = {k: pair for k, pair in differences(self.scoring).items() if k in keys}
+        # Each set of tallies weighed once for all its numbers, a block of replicates at a
+        # time (replicate_values: bootstrap_ci's draws), so no replicates x questions matrix
+        # is held; the paired test's sides on the questions sorted, as paired_test has them.
+        weighed: dict[int, tuple[Tallies, dict[str, Formula]]] = {}
+
+        def weigh(tallies: Tallies, name: str) -> None:
+            weighed.setdefault(id(tallies), (tallies, {}))[1][name] = self.formulas[name]
+
+        for key in keys:
+            weigh(self.tallies_of(key), key)
+        paired = self.tallies.on(sorted(self.tallies.questions))
+        for first, second in pairs.values():
+            weigh(paired, first)
+            weigh(paired, second)
+        draws = {
+            (tallies_id, name): values
+            for tallies_id, (tallies, named) in weighed.items()
+            if tallies.questions
+            for name, values in replicate_values(tallies, named, replicates).items()
+        }
         found: dict[str, Interval] = {}
-        for key in (k for k in keys if k in self.formulas):
-            low, high = bootstrap_ci(self.tallies_of(key), self.formulas[key], replicates)
+        for key in keys:
+            tallies = self.tallies_of(key)
+            drawn = draws.get((id(tallies), key))
+            low, high = (None, None) if drawn is None else interval(drawn)
             p = None
-            if key in pairs:
-                first, second = pairs[key]
-                tallies, named = self.tallies, self.formulas
-                p, _ = paired_test(tallies, named[first], tallies, named[second], replicates)
+            if key in pairs and paired.questions:
+                side_a, side_b = (draws[(id(paired), name)] for name in pairs[key])
+                observed = difference(paired, *(self.formulas[name] for name in pairs[key]))
+                p = None if math.isnan(observed) else p_value(observed, side_a - side_b)
             found[key] = Interval(low, high, p)
         return found
 

@@ -135,7 +135,7 @@ def last_group(text: str, tokens: re.Pattern[str] = _BOX_TOKEN) -> tuple[int, in
     bare braces. None if no group closes. One pass, so linear in len(text)."""
     stack: list[tuple[int, int] | None] = []  # (opener start, content start) for a group
     last = None
-    for m in tokens.finditer(text):
+    for m in tokens.finditer(text, _first_opener(text) if tokens is _BOX_TOKEN else 0):
         tok = m.group()
         if tok == "{":
             stack.append(None)
@@ -145,6 +145,18 @@ def last_group(text: str, tokens: re.Pattern[str] = _BOX_TOKEN) -> tuple[int, in
         elif len(tok) > 2:
             stack.append((m.start(), m.end()))
     return last
+
+
+def _first_opener(text: str) -> int:
+    """Where scanning for boxes may start: the run of backslashes before the first `\\boxed`,
+    `\\fbox` or `\\framebox` (the end when there is none). Before it no group has an opener,
+    so braces there change no box, and no token crosses it (each token that is longer than
+    a brace starts with a backslash); a long derivation before its answer is not scanned."""
+    found = [i for i in (text.find(o) for o in ("\\boxed", "\\fbox", "\\framebox")) if i >= 0]
+    start = min(found, default=len(text))
+    while start > 0 and text[start - 1] == "\\":
+        start -= 1
+    return start
 
 
 def cue_answer(text: str) -> str | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import threading
 from importlib import metadata
 from typing import Any, Protocol
@@ -68,6 +69,12 @@ class Verdicts:
         if old is not None and old is not shelf:
             old.close()
 
+    def forked(self) -> None:
+        """In a forked child: its parent's file connection is not its own to write through
+        (nor to close), so its verdicts are kept in memory only."""
+        self._shelf = None
+        self._lock = threading.Lock()
+
     def forget(self) -> None:
         """Drop every verdict in memory and the shelf: for tests."""
         self.shelve(None)
@@ -97,6 +104,10 @@ class Verdicts:
 
 
 VERDICTS = Verdicts()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=VERDICTS.forked)
 
 
 def key(*parts: str | None) -> str:

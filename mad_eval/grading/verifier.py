@@ -418,6 +418,16 @@ _flying: dict[str, Future[list[Any]]] = {}  # verdicts being asked for now, by k
 _flying_lock = threading.Lock()
 
 
+def _forget_flying() -> None:
+    """A forked child has none of the threads asking: it must not wait for their verdicts."""
+    global _flying, _flying_lock
+    _flying, _flying_lock = {}, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_forget_flying)
+
+
 def _once(asked: str, make: Callable[..., T], ask: Callable[[], T]) -> T:
     """The verdict under the key `asked`: kept (mad_eval.grading.verdicts), else being asked
     for by another thread (awaited: five agents giving one answer make one request), else

@@ -110,3 +110,31 @@ def test_a_waves_answers_are_classed_in_agent_order_whatever_order_they_arrive_i
     asyncio.run(Engine(config, DECENTRALIZED, seats, {}, turns.append).run(QUESTIONS[:1]))
     assert [(t.round, t.agent) for t in turns] == [(r, a) for r in range(2) for a in range(3)]
     assert [t.answer_class for t in turns] == [1, 2, 3] * 2
+
+
+class Says(Backend):
+    """Answers every request at once (it never waits) with the same wrong number."""
+
+    spec = "sim"
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    async def generate(self, request: Request) -> Generation:
+        return Generation(text=f"\\boxed{{{self.answer}}}", finish_reason="stop")
+
+
+def test_recorded_classes_are_known_before_a_new_answer_of_their_wave_is_classed():
+    config = RunConfig(agents=2, rounds=0, max_tokens=64)
+    recorded: list[Turn] = []
+    seats = shared_seats(config, Says("100"))
+    asyncio.run(Engine(config, DECENTRALIZED, seats, {}, recorded.append).run(QUESTIONS[:1]))
+    kept = next(t for t in recorded if t.agent == 1)  # agent 0's turn is asked again
+    done = {kept.key: kept}
+    turns: list[Turn] = []
+    seats = shared_seats(config, Says("200"))
+    asyncio.run(Engine(config, DECENTRALIZED, seats, done, turns.append).run(QUESTIONS[:1]))
+    [asked] = turns
+    # "100" holds class 1 in the records: the new "200" is another class, never 1 as well.
+    assert (kept.answer, kept.answer_class) == ("100", 1)
+    assert (asked.answer, asked.answer_class) == ("200", 2)

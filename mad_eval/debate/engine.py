@@ -141,7 +141,14 @@ class Engine:
                 seats, readings, prompts, prefixes, viewed, strict=True
             )
         ]
-        order = InOrder(len(asks)) if classes is not None else None
+        order = None
+        if classes is not None:
+            # Recorded classes are facts: known before any new answer of the wave is classed.
+            for agent in wave:
+                recorded = self.done.get((run, question.id, round_, agent))
+                if recorded is not None:
+                    classes.seen(recorded, recorded.answer_class)
+            order = InOrder(len(asks))
         return await every(
             self.turn(run, question, ask, classes, order, place) for place, ask in enumerate(asks)
         )
@@ -253,11 +260,7 @@ class Engine:
     ) -> Turn:
         key = (run, question.id, ask.round, ask.seat.agent.index)
         if key in self.done:
-            turn = self.done[key]
-            if classes is not None:
-                if order is not None:
-                    await order.before(place)
-                classes.seen(turn, turn.answer_class)
+            turn = self.done[key]  # its class was seen as its wave began
         else:
             assert ask.prompt is not None, "a prompt is built for every turn not yet done"
             sampling = self.sampling(key, ask.seat)

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mad_eval.measure.bootstrap import REPLICATES, bootstrap_ci, paired_test
+from mad_eval.measure.bootstrap import REPLICATES, Resampled
 from mad_eval.measure.families import differences
 from mad_eval.measure.schema import lookup
 from mad_eval.reporting.layouts import LAYOUTS, Column
@@ -68,6 +69,9 @@ def tidy(
         raise ValueError(f"--baseline '{baseline}' is not one of the methods: {known}.")
     by_key = {(run.label, run.benchmark, run.group): run for run in runs}
     rows = []
+    # Intervals and tests are asked for row by row and worked out once every row has asked.
+    resampled = Resampled(replicates)
+    waiting: list[tuple[dict, Callable[[], tuple[float | None, float | None]], Pending]] = []
     optional: set[str] = set()
     for run in runs:
         formulas = run.formulas
@@ -103,8 +107,8 @@ def tidy(
                     )
                 value, std = lookup(run.metrics, column.key)
                 tallies = run.tallies_of(column.key)
-                low, high = bootstrap_ci(tallies, formulas[column.key], replicates)
-                p_value, p_test, questions = _test(run, column, by_key, base, replicates)
+                ci = resampled.interval(tallies, formulas[column.key])
+                p_value, p_test, questions = _test(run, column, by_key, base, resampled)
                 rows.append(
                     {
                         "layout": layout,
@@ -118,10 +122,7 @@ def tidy(
                         "runs": run.metrics["runs"],
                         "agents": run.scoring.agents,
                         "score": run.score if column.scored else None,
-                        "ci_low": low,
-                        "ci_high": high,
                         "questions": questions,
-                        "p_value": p_value,
                         "p_test": p_test,
                         "better": column.better,
                         "digits": column.digits,
@@ -129,6 +130,11 @@ def tidy(
                         "run_dir": str(run.root),
                     }
                 )
+                waiting.append((rows[-1], ci, p_value))
+    resampled.compute()
+    for row, ci, p_value in waiting:
+        row["ci_low"], row["ci_high"] = ci()
+        row["p_value"] = p_value()
     import pandas as pd
 
     frame = pd.DataFrame(valid_value(rows), columns=COLUMNS)  # a foreign label may hold one
@@ -188,9 +194,21 @@ def clean(value: float) -> float:
     return float(f"{value:.{SIGNIFICANT}g}")
 
 
+# A p-value, read once the table's replicates are drawn (Resampled.compute).
+Pending = Callable[[], float | None]
+
+
+def _untested() -> None:
+    return None
+
+
 def _test(
-    run: Run, column: Column, by_key: dict[tuple[str, str, str], Run], base: str, replicates: int
-) -> tuple[float | None, str | None, int]:
+    run: Run,
+    column: Column,
+    by_key: dict[tuple[str, str, str], Run],
+    base: str,
+    resampled: Resampled,
+) -> tuple[Pending, str | None, int]:
     """A difference (Δ, drift, ...: families.differences) is tested against zero on the
     run's own questions; a number whose column names another of its run (`against`),
     against that; any other number against the baseline method's."""
@@ -198,18 +216,18 @@ def _test(
     if column.against is not None:
         mine, theirs = run.tallies_of(key), run.tallies_of(column.against)
         found = formulas[column.against]
-        p, n = paired_test(mine, formulas[key], theirs, found, replicates)
+        p, n = resampled.paired(mine, formulas[key], theirs, found)
         return p, f"vs {column.against}", n
     pairs = differences(run.scoring)
     if key in pairs:
         first, second = pairs[key]
-        p, n = paired_test(run.tallies, formulas[first], run.tallies, formulas[second], replicates)
+        p, n = resampled.paired(run.tallies, formulas[first], run.tallies, formulas[second])
         return p, f"{_side(first)} vs {_side(second)}", n
     other = by_key.get((base, run.benchmark, run.group))
     if other is None or other is run or key not in other.formulas:
-        return None, None, len(run.tallies_of(key).questions)
+        return _untested, None, len(run.tallies_of(key).questions)
     mine, theirs = run.tallies_of(key), other.tallies_of(key)
-    p, n = paired_test(mine, formulas[key], theirs, other.formulas[key], replicates)
+    p, n = resampled.paired(mine, formulas[key], theirs, other.formulas[key])
     return p, f"vs {base}", n
 
 

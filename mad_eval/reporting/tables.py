@@ -63,15 +63,35 @@ def tidy(
     agents' own numbers. Markdown and LaTeX name a rule in the row label where it is not the
     usual one (plurality; consensus for summaries).
     """
+    return tidy_all(runs, [layout], baseline, replicates)[0]
+
+
+def tidy_all(
+    runs: list[Run], layouts: list[str], baseline: str | None = None, replicates: int = REPLICATES
+) -> list[pd.DataFrame]:
+    """tidy's frame of each layout, their intervals and tests worked out together: each
+    set of tallies' replicates drawn once for all of them, a block at a time."""
+    resampled = Resampled(replicates)
+    asked = [_asked(runs, layout, baseline, resampled) for layout in layouts]
+    resampled.compute()
+    return [_frame(runs, *waiting) for waiting in asked]
+
+
+# A row of a table, its interval and its p-value, read once the replicates are drawn.
+Waiting = list[tuple[dict, Callable[[], tuple[float | None, float | None]], "Pending"]]
+
+
+def _asked(
+    runs: list[Run], layout: str, baseline: str | None, resampled: Resampled
+) -> tuple[Waiting, set[str]]:
+    """tidy's rows of `layout`, each with the interval and test it asked `resampled` for,
+    and the layout's optional keys."""
     base = baseline or runs[0].label
     if baseline and baseline not in {run.label for run in runs}:
         known = ", ".join(dict.fromkeys(run.label for run in runs))
         raise ValueError(f"--baseline '{baseline}' is not one of the methods: {known}.")
     by_key = {(run.label, run.benchmark, run.group): run for run in runs}
-    rows = []
-    # Intervals and tests are asked for row by row and worked out once every row has asked.
-    resampled = Resampled(replicates)
-    waiting: list[tuple[dict, Callable[[], tuple[float | None, float | None]], Pending]] = []
+    waiting: Waiting = []
     optional: set[str] = set()
     for run in runs:
         formulas = run.formulas
@@ -109,34 +129,39 @@ def tidy(
                 tallies = run.tallies_of(column.key)
                 ci = resampled.interval(tallies, formulas[column.key])
                 p_value, p_test, questions = _test(run, column, by_key, base, resampled)
-                rows.append(
-                    {
-                        "layout": layout,
-                        "method": run.label,
-                        "part": part,
-                        "benchmark": run.column,
-                        "metric": column.header,
-                        "key": column.key,
-                        "value": value,
-                        "std": std,
-                        "runs": run.metrics["runs"],
-                        "agents": run.scoring.agents,
-                        "score": run.score if column.scored else None,
-                        "questions": questions,
-                        "p_test": p_test,
-                        "better": column.better,
-                        "digits": column.digits,
-                        "signed": column.signed,
-                        "run_dir": str(run.root),
-                    }
-                )
-                waiting.append((rows[-1], ci, p_value))
-    resampled.compute()
+                row = {
+                    "layout": layout,
+                    "method": run.label,
+                    "part": part,
+                    "benchmark": run.column,
+                    "metric": column.header,
+                    "key": column.key,
+                    "value": value,
+                    "std": std,
+                    "runs": run.metrics["runs"],
+                    "agents": run.scoring.agents,
+                    "score": run.score if column.scored else None,
+                    "questions": questions,
+                    "p_test": p_test,
+                    "better": column.better,
+                    "digits": column.digits,
+                    "signed": column.signed,
+                    "run_dir": str(run.root),
+                }
+                waiting.append((row, ci, p_value))
+    return waiting, optional
+
+
+def _frame(runs: list[Run], waiting: Waiting, optional: set[str]) -> pd.DataFrame:
+    """The rows, their intervals and p-values filled in, as tidy's frame (an optional
+    number no run has is left out)."""
+    import pandas as pd
+
+    rows = []
     for row, ci, p_value in waiting:
         row["ci_low"], row["ci_high"] = ci()
         row["p_value"] = p_value()
-    import pandas as pd
-
+        rows.append(row)
     frame = pd.DataFrame(valid_value(rows), columns=COLUMNS)  # a foreign label may hold one
     empty = [k for k in optional if frame.loc[frame["key"] == k, "value"].isna().all()]
     frame = frame[~frame["key"].isin(empty)].reset_index(drop=True)

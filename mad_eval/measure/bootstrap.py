@@ -23,8 +23,9 @@ REPLICATES = 2000
 @functools.lru_cache(maxsize=2)
 def _weights(questions: int, replicates: int, seed: int) -> np.ndarray:
     """How often each replicate draws each question: [replicates, questions] integer counts,
-    a byte each unless a count needs more. The same for every number of a table (one seed),
-    so it is drawn once; callers must not modify it. Drawn a block of replicates at a time,
+    a byte each unless a count needs more. The same for every number asked of one size (one
+    seed), so bootstrap_ci and paired_test draw it once (a table draws its own a block at a
+    time: Resampled); callers must not modify it. Drawn a block of replicates at a time,
     which gives the same draws as one call."""
     rng = np.random.default_rng(seed)
     p = np.full(questions, 1 / questions)

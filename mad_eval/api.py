@@ -166,10 +166,24 @@ def run(
     `serve:CHECKPOINT` is served by `vllm serve` for the run, with the settings `serving`
     (KEY=VALUE strings or a mapping: mad_eval.serving.spec) on the GPUs `gpus` ("0,1";
     default CUDA_VISIBLE_DEVICES, else nvidia-smi's), and stopped after it."""
+    # The debate's plan, questions and job are let go before the report: its peak memory
+    # then holds no per-question state of the debate.
+    root = _debate(out, retry_failed, serving, gpus, listener or Listener(), settings)
+    return report(root)
+
+
+def _debate(
+    out: str | Path | None,
+    retry_failed: bool,
+    serving: list[str] | dict[str, Any] | None,
+    gpus: str | list[int] | None,
+    listener: Listener,
+    settings: Mapping[str, Any],
+) -> Path:
+    """Run (or resume) the debate `run` is asked for; its folder."""
     from mad_eval.debate.execute import Job, drive, execute
     from mad_eval.debate.plan import make_plan
 
-    listener = listener or Listener()
     served, whole = _planned(out, retry_failed, serving, gpus, settings)
     plan, store = whole.plan, whole.store
     record = plan.serving
@@ -187,7 +201,7 @@ def run(
             whole.check()
             label = served.spec.label
             listener.say(f"{store.root} holds every turn: reported, {label} not served.")
-            return report(store.root)
+            return store.root
 
         def job(urls: list[str]) -> Coroutine[Any, Any, None]:
             planned = make_plan({**settings, "base_url": urls}, serving=record)
@@ -196,7 +210,7 @@ def run(
         left = whole.requests - whole.held()
         work = served.run(job, store.root, listener, task=f"{counted(left, 'turn')} left")
     drive(work, store.turns_path)
-    return report(store.root)
+    return store.root
 
 
 def _planned(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mad_eval.measure.bootstrap import bootstrap_ci, paired_test, point
+from mad_eval.measure.bootstrap import Resampled, bootstrap_ci, paired_test, point
 from mad_eval.measure.counts import Tallies
 from mad_eval.measure.schema import formulas
 from mad_eval.measure.scoring import Scoring
@@ -50,3 +50,19 @@ def test_the_shared_resamples_are_one_multinomial_draw_kept_a_byte_a_count():
     found = _weights(300, 250, 7)  # three blocks of replicates, the last one short
     drawn = np.random.default_rng(7).multinomial(300, np.full(300, 1 / 300), size=250)
     assert found.dtype == np.uint8 and (found == drawn).all()
+
+
+def test_numbers_asked_first_get_the_intervals_and_tests_of_one_at_a_time():
+    rng = np.random.default_rng(3)
+    names = [f"q{i}" for i in range(60)]
+    a = tallies(names, rng.integers(0, 3, (2, 60)), np.full((2, 60), 2))
+    b = tallies(names[::-1][:45], rng.integers(0, 3, (1, 45)), np.full((1, 45), 2))
+    other = formulas(Scoring(1, 0, (0,), kind="math", seed=0))["round0.agent_accuracy"]
+    resampled = Resampled(replicates=300)
+    ci_a, ci_b = resampled.interval(a, ACCURACY), resampled.interval(b, ACCURACY)
+    against_b, n = resampled.paired(a, ACCURACY, b, other)  # on the 45 shared, sorted
+    itself, _ = resampled.paired(a, ACCURACY, a, ACCURACY)  # no difference: p is 1
+    resampled.compute()
+    assert ci_a() == bootstrap_ci(a, ACCURACY, 300) and ci_b() == bootstrap_ci(b, ACCURACY, 300)
+    assert (against_b(), n) == paired_test(a, ACCURACY, b, other, 300) and n == 45
+    assert itself() == 1.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 
@@ -22,8 +23,9 @@ REPLICATES = 2000
 @functools.lru_cache(maxsize=2)
 def _weights(questions: int, replicates: int, seed: int) -> np.ndarray:
     """How often each replicate draws each question: [replicates, questions] integer counts,
-    a byte each unless a count needs more. The same for every number of a table (one seed),
-    so it is drawn once; callers must not modify it. Drawn a block of replicates at a time,
+    a byte each unless a count needs more. The same for every number asked of one size (one
+    seed), so bootstrap_ci and paired_test draw it once (a table draws its own a block at a
+    time: Resampled); callers must not modify it. Drawn a block of replicates at a time,
     which gives the same draws as one call."""
     rng = np.random.default_rng(seed)
     p = np.full(questions, 1 / questions)
@@ -140,3 +142,64 @@ def paired_test(
     w = _weights(len(common), replicates, seed)
     diffs = _over_runs(formula_a(a.rates(w))) - _over_runs(formula_b(b.rates(w)))
     return p_value(float(observed), diffs), len(common)
+
+
+# Where a number's replicates are drawn: a set of tallies (by id), and the questions a
+# paired test shares (None: all of them, in its own order).
+Source = tuple[int, tuple[str, ...] | None]
+
+
+class Resampled:
+    """The intervals and paired tests of many numbers (a table's), asked for first and
+    worked out together by `compute`: one replicate_values pass per set of tallies, or per
+    set of questions a paired test shares, so no replicates x questions matrix is kept
+    while they are made. The same draws, intervals and p-values as bootstrap_ci and
+    paired_test give; each answer is read after `compute`."""
+
+    def __init__(self, replicates: int = REPLICATES, seed: int = 0):
+        self.replicates, self.seed = replicates, seed
+        self._sources: dict[Source, tuple[Tallies, dict[str, Formula]]] = {}
+        self._draws: dict[Source, dict[str, np.ndarray]] = {}
+        self._points: dict[Source, dict[str, np.ndarray]] = {}
+
+    def _ask(
+        self, tallies: Tallies, formula: Formula, questions: list[str] | None = None
+    ) -> tuple[Source, str]:
+        shared = None if questions is None or questions == tallies.questions else tuple(questions)
+        source = (id(tallies), shared)
+        self._sources.setdefault(source, (tallies, {}))[1][str(id(formula))] = formula
+        return source, str(id(formula))
+
+    def interval(
+        self, tallies: Tallies, formula: Formula, level: float = 0.95
+    ) -> Callable[[], tuple[float | None, float | None]]:
+        """bootstrap_ci's interval, once computed."""
+        source, name = self._ask(tallies, formula)
+        return lambda: interval(self._draws[source][name], level)
+
+    def paired(
+        self, a: Tallies, formula_a: Formula, b: Tallies, formula_b: Formula
+    ) -> tuple[Callable[[], float | None], int]:
+        """paired_test's p-value, once computed, and how many questions it is on."""
+        common = sorted(set(a.questions) & set(b.questions))
+        if not common:
+            return lambda: None, 0
+        (x, one), (y, other) = self._ask(a, formula_a, common), self._ask(b, formula_b, common)
+
+        def p() -> float | None:
+            observed = self._points[x][one] - self._points[y][other]
+            if np.isnan(observed):
+                return None
+            return p_value(float(observed), self._draws[x][one] - self._draws[y][other])
+
+        return p, len(common)
+
+    def compute(self) -> None:
+        """Every number's replicates, a set of tallies at a time; a paired test's sides are
+        taken on their shared questions only while theirs are drawn."""
+        for source, (tallies, formulas) in self._sources.items():
+            shared = source[1]
+            on = tallies if shared is None else tallies.on(list(shared))
+            self._draws[source] = replicate_values(on, formulas, self.replicates, self.seed)
+            rates = on.rates()
+            self._points[source] = {n: _over_runs(f(rates)) for n, f in formulas.items()}

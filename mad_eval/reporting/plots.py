@@ -28,9 +28,9 @@ from matplotlib.legend import Legend
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
-from mad_eval.measure.bootstrap import REPLICATES, bootstrap_ci
+from mad_eval.measure.bootstrap import REPLICATES, Resampled
 from mad_eval.reporting.results import Run, run_models
-from mad_eval.reporting.tables import tidy
+from mad_eval.reporting.tables import tidy_all
 from mad_eval.store.files import write_atomically
 
 PANEL = (4.2, 3.4)  # inches per benchmark panel
@@ -512,10 +512,13 @@ def _round_errors(run: Run, rows: list[dict], replicates: int) -> list[list[floa
     questions it shares with its single run, as error bar lengths."""
     matched = next((tallies for _, tallies in run.attached.values()), run.tallies)
     tallies = run.tallies.on(matched.questions)
+    resampled = Resampled(replicates)
+    names = [f"round{row['round']}.vote_accuracy" for row in rows]
+    asked = [resampled.interval(tallies, run.formulas[name]) for name in names]
+    resampled.compute()
     low, high = [], []
-    for row in rows:
-        formula = run.formulas[f"round{row['round']}.vote_accuracy"]
-        a, b = bootstrap_ci(tallies, formula, replicates)
+    for row, ci in zip(rows, asked, strict=True):
+        a, b = ci()
         value = row["vote_accuracy"]
         low.append(0.0 if a is None else max(value - a, 0.0))
         high.append(0.0 if b is None else max(b - value, 0.0))
@@ -640,8 +643,9 @@ def draw(
             )
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, (layout, make) in FIGURES.items():
-        frame = tidy(runs, layout, replicates=replicates)
+    # Every figure's intervals from one draw of each run's replicates.
+    frames = tidy_all(runs, [layout for layout, _ in FIGURES.values()], replicates=replicates)
+    for (name, (_, make)), frame in zip(FIGURES.items(), frames, strict=True):
         frame = frame[frame["benchmark"] != "Avg"]
         if frame.empty:  # no debate round in any run: nothing moved
             continue

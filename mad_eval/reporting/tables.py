@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mad_eval.measure.bootstrap import REPLICATES, bootstrap_ci, paired_test
+from mad_eval.measure.bootstrap import REPLICATES, Resampled
 from mad_eval.measure.families import differences
 from mad_eval.measure.schema import lookup
 from mad_eval.reporting.layouts import LAYOUTS, Column
@@ -62,12 +63,35 @@ def tidy(
     agents' own numbers. Markdown and LaTeX name a rule in the row label where it is not the
     usual one (plurality; consensus for summaries).
     """
+    return tidy_all(runs, [layout], baseline, replicates)[0]
+
+
+def tidy_all(
+    runs: list[Run], layouts: list[str], baseline: str | None = None, replicates: int = REPLICATES
+) -> list[pd.DataFrame]:
+    """tidy's frame of each layout, their intervals and tests worked out together: each
+    set of tallies' replicates drawn once for all of them, a block at a time."""
+    resampled = Resampled(replicates)
+    asked = [_asked(runs, layout, baseline, resampled) for layout in layouts]
+    resampled.compute()
+    return [_frame(runs, *waiting) for waiting in asked]
+
+
+# A row of a table, its interval and its p-value, read once the replicates are drawn.
+Waiting = list[tuple[dict, Callable[[], tuple[float | None, float | None]], "Pending"]]
+
+
+def _asked(
+    runs: list[Run], layout: str, baseline: str | None, resampled: Resampled
+) -> tuple[Waiting, set[str]]:
+    """tidy's rows of `layout`, each with the interval and test it asked `resampled` for,
+    and the layout's optional keys."""
     base = baseline or runs[0].label
     if baseline and baseline not in {run.label for run in runs}:
         known = ", ".join(dict.fromkeys(run.label for run in runs))
         raise ValueError(f"--baseline '{baseline}' is not one of the methods: {known}.")
     by_key = {(run.label, run.benchmark, run.group): run for run in runs}
-    rows = []
+    waiting: Waiting = []
     optional: set[str] = set()
     for run in runs:
         formulas = run.formulas
@@ -103,34 +127,41 @@ def tidy(
                     )
                 value, std = lookup(run.metrics, column.key)
                 tallies = run.tallies_of(column.key)
-                low, high = bootstrap_ci(tallies, formulas[column.key], replicates)
-                p_value, p_test, questions = _test(run, column, by_key, base, replicates)
-                rows.append(
-                    {
-                        "layout": layout,
-                        "method": run.label,
-                        "part": part,
-                        "benchmark": run.column,
-                        "metric": column.header,
-                        "key": column.key,
-                        "value": value,
-                        "std": std,
-                        "runs": run.metrics["runs"],
-                        "agents": run.scoring.agents,
-                        "score": run.score if column.scored else None,
-                        "ci_low": low,
-                        "ci_high": high,
-                        "questions": questions,
-                        "p_value": p_value,
-                        "p_test": p_test,
-                        "better": column.better,
-                        "digits": column.digits,
-                        "signed": column.signed,
-                        "run_dir": str(run.root),
-                    }
-                )
+                ci = resampled.interval(tallies, formulas[column.key])
+                p_value, p_test, questions = _test(run, column, by_key, base, resampled)
+                row = {
+                    "layout": layout,
+                    "method": run.label,
+                    "part": part,
+                    "benchmark": run.column,
+                    "metric": column.header,
+                    "key": column.key,
+                    "value": value,
+                    "std": std,
+                    "runs": run.metrics["runs"],
+                    "agents": run.scoring.agents,
+                    "score": run.score if column.scored else None,
+                    "questions": questions,
+                    "p_test": p_test,
+                    "better": column.better,
+                    "digits": column.digits,
+                    "signed": column.signed,
+                    "run_dir": str(run.root),
+                }
+                waiting.append((row, ci, p_value))
+    return waiting, optional
+
+
+def _frame(runs: list[Run], waiting: Waiting, optional: set[str]) -> pd.DataFrame:
+    """The rows, their intervals and p-values filled in, as tidy's frame (an optional
+    number no run has is left out)."""
     import pandas as pd
 
+    rows = []
+    for row, ci, p_value in waiting:
+        row["ci_low"], row["ci_high"] = ci()
+        row["p_value"] = p_value()
+        rows.append(row)
     frame = pd.DataFrame(valid_value(rows), columns=COLUMNS)  # a foreign label may hold one
     empty = [k for k in optional if frame.loc[frame["key"] == k, "value"].isna().all()]
     frame = frame[~frame["key"].isin(empty)].reset_index(drop=True)
@@ -188,9 +219,21 @@ def clean(value: float) -> float:
     return float(f"{value:.{SIGNIFICANT}g}")
 
 
+# A p-value, read once the table's replicates are drawn (Resampled.compute).
+Pending = Callable[[], float | None]
+
+
+def _untested() -> None:
+    return None
+
+
 def _test(
-    run: Run, column: Column, by_key: dict[tuple[str, str, str], Run], base: str, replicates: int
-) -> tuple[float | None, str | None, int]:
+    run: Run,
+    column: Column,
+    by_key: dict[tuple[str, str, str], Run],
+    base: str,
+    resampled: Resampled,
+) -> tuple[Pending, str | None, int]:
     """A difference (Δ, drift, ...: families.differences) is tested against zero on the
     run's own questions; a number whose column names another of its run (`against`),
     against that; any other number against the baseline method's."""
@@ -198,18 +241,18 @@ def _test(
     if column.against is not None:
         mine, theirs = run.tallies_of(key), run.tallies_of(column.against)
         found = formulas[column.against]
-        p, n = paired_test(mine, formulas[key], theirs, found, replicates)
+        p, n = resampled.paired(mine, formulas[key], theirs, found)
         return p, f"vs {column.against}", n
     pairs = differences(run.scoring)
     if key in pairs:
         first, second = pairs[key]
-        p, n = paired_test(run.tallies, formulas[first], run.tallies, formulas[second], replicates)
+        p, n = resampled.paired(run.tallies, formulas[first], run.tallies, formulas[second])
         return p, f"{_side(first)} vs {_side(second)}", n
     other = by_key.get((base, run.benchmark, run.group))
     if other is None or other is run or key not in other.formulas:
-        return None, None, len(run.tallies_of(key).questions)
+        return _untested, None, len(run.tallies_of(key).questions)
     mine, theirs = run.tallies_of(key), other.tallies_of(key)
-    p, n = paired_test(mine, formulas[key], theirs, other.formulas[key], replicates)
+    p, n = resampled.paired(mine, formulas[key], theirs, other.formulas[key])
     return p, f"vs {base}", n
 
 

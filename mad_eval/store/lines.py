@@ -387,8 +387,9 @@ def read_debates(path: Path, shape: RunShape | None = None) -> Debates:
             elif key in turns:
                 again[debate] = again.get(debate, 0) + hash(key)
             turns[key] = turn
-            if last.get(debate) == at:
-                if sum(map(hash, turns)) + again.pop(debate, 0) != marks[debate]:
+            if last.get(debate) == at:  # its index entries are let go with it
+                del last[debate]
+                if sum(map(hash, turns)) + again.pop(debate, 0) != marks.pop(debate):
                     _disagreeing(path, end)
                 yield list(reading.pop(debate).values())
         if reading:  # a debate that never ended where the lines' starts said

@@ -104,7 +104,7 @@ def equivalent(answer: str, gold: str) -> bool:
     return compare_math(answer, gold).equal
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=1024)
 def numbers_near(question_id: str, gold: str, k: int) -> tuple[str, ...]:
     """The gold answer, then k-1 distinct wrong answers derived deterministically from the id."""
     rng = random.Random(stable_int(question_id))

@@ -42,6 +42,8 @@ class VerdictFile:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         try:
+            if path.exists() and not path.is_symlink() and not path.is_file():
+                raise StoreError("something other than a file is there")
             for suffix in ("", *_COMPANIONS):  # SQLite writes each in place
                 refuse_links(Path(f"{path}{suffix}"))
             db = sqlite3.connect(
@@ -95,11 +97,11 @@ class VerdictFile:
     def _give_up(self, how: str, exc: Exception) -> None:
         """One warning; from now on verdicts are kept in memory only."""
         log.warning(
-            "the verdict cache %s cannot be %s (%s); grading goes on without it, keeping "
+            "the verdict cache %s cannot be %s: %s; grading goes on without it, keeping "
             "verdicts in memory only",
             self.path,
             how,
-            exc,
+            str(exc).rstrip("."),
         )
         if self._db is not None:
             self._db.close()

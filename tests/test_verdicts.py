@@ -155,3 +155,23 @@ def test_a_file_that_cannot_serve_is_given_up_with_one_warning(
         assert tables == ["notes"]
     if how == "link":
         assert (tmp_path / "elsewhere").read_text() == "not ours\n"
+
+
+def test_a_verdict_file_edited_by_someone_else_is_data_never_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows of the wrong shape, not JSON or too long are no verdicts: the pair is asked again."""
+    cache = tmp_path / "requests.sqlite"
+    keep_verdicts_beside(cache)
+    pairs = [("2^{1/2}", r"\sqrt{2}"), ("3", r"\sqrt{2}"), ("4", r"\sqrt{2}"), ("5", r"\sqrt{2}")]
+    monkeypatch.setattr(verifier, "_ask_twice", lambda *_: Comparison(False, False))
+    for answer, gold in pairs:
+        compare_math(answer, gold)
+    VERDICTS.shelve(None)  # closes the file for this test to edit
+    forged = ['[true, false, "x"]', "not json", '["yes", false]', "[" + "true," * 5000 + "true]"]
+    with sqlite3.connect(beside(cache)) as db:
+        keys = [row[0] for row in db.execute("SELECT key FROM verdicts ORDER BY created")]
+        for row_key, value in zip(keys, forged, strict=True):
+            db.execute("UPDATE verdicts SET value = ? WHERE key = ?", (value, row_key))
+    as_a_new_process(cache)
+    assert all(asks_a_worker(answer, gold) for answer, gold in pairs)

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Callable
 from importlib import metadata
 from typing import Any, Protocol
 
@@ -80,12 +81,19 @@ class Verdicts:
         self.shelve(None)
         self._memory.clear()
 
-    def get(self, key: str) -> list[Any] | None:
+    def get(self, key: str, fits: Callable[[list[Any]], bool]) -> list[Any] | None:
+        """The verdict kept under `key`; one read from the shelf must pass `fits` (the shape
+        of what is asked), as the file is anyone's to edit: one that does not is not kept."""
         found = self._memory.get(key)
         if found is None and self._shelf is not None:
             raw = self._shelf.get(key)
             if raw is not None:
-                found = json.loads(raw)
+                try:
+                    found = json.loads(raw)
+                except ValueError:
+                    return None
+                if not isinstance(found, list) or not fits(found):
+                    return None
                 self._remember(key, found)
         return found
 

@@ -428,17 +428,33 @@ if hasattr(os, "register_at_fork"):  # POSIX only
     os.register_at_fork(after_in_child=_forget_flying)
 
 
-def _once(asked: str, make: Callable[..., T], ask: Callable[[], T]) -> T:
+def _comparison(kept: list[Any]) -> bool:
+    return len(kept) == 2 and all(isinstance(field, bool) for field in kept)
+
+
+def _extraction(kept: list[Any]) -> bool:
+    answer, *flags = kept if len(kept) == 3 else (0,)
+    return (answer is None or isinstance(answer, str)) and all(isinstance(f, bool) for f in flags)
+
+
+_SHAPES: dict[type, Callable[[list[Any]], bool]] = {
+    Comparison: _comparison,
+    Extraction: _extraction,
+}
+
+
+def _once(asked: str, make: type[T], ask: Callable[[], T]) -> T:
     """The verdict under the key `asked`: kept (mad_eval.grading.verdicts), else being asked
     for by another thread (awaited: five agents giving one answer make one request), else
     asked for now with `ask` and kept; `make` builds it from what was kept."""
-    found = VERDICTS.get(asked)
+    fits = _SHAPES[make]
+    found = VERDICTS.get(asked, fits)
     if found is not None:
         return make(*found)
     if _inline.get():
         raise NeedsWorker
     with _flying_lock:
-        found = VERDICTS.get(asked)  # kept just now, by a thread that has let go of it
+        found = VERDICTS.get(asked, fits)  # kept just now, by a thread that has let go of it
         flying = _flying.get(asked)
         mine = found is None and flying is None
         if mine:

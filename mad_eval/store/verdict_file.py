@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 # never written into.
 APPLICATION_ID = 0x4D414476
 _COMPANIONS = ("-journal", "-wal", "-shm")
+# The longest verdict kept and read back, in characters (a reading's answer is its longest
+# part): a read of the file, anyone's to edit, stays bounded; a longer verdict is asked again.
+_LONGEST = 4096
 _WAIT_S = 5.0  # the most a verdict waits on another process's write before being given up
 
 
@@ -70,7 +73,8 @@ class VerdictFile:
                 return None
             try:
                 row = self._db.execute(
-                    "SELECT value FROM verdicts WHERE key = ?", (key,)
+                    "SELECT value FROM verdicts WHERE key = ? AND length(value) <= ?",
+                    (key, _LONGEST),
                 ).fetchone()
             except sqlite3.Error as exc:
                 self._give_up("read", exc)
@@ -79,7 +83,7 @@ class VerdictFile:
 
     def put(self, key: str, value: str) -> None:
         with self._lock:
-            if self._db is None:
+            if self._db is None or len(value) > _LONGEST:
                 return
             try:
                 self._db.execute(

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from cli_helpers import hears_ctrl_c
+from cli_helpers import hears_ctrl_c, mad_eval
 
 from mad_eval.children import python_module
 from mad_eval.grading import grader as grading
@@ -432,3 +432,16 @@ def test_eighteen_power_towers_run_and_report_in_bounded_time(
     report = mad_eval("report", "r", cwd=tmp_path)  # in this process, so its workers are seen
     assert report.returncode == 0, report.stderr
     assert grader_pids() == []  # the report asked math-verify nothing: no worker started
+
+
+@pytest.mark.slow
+def test_a_mistyped_grader_count_is_one_sentence_from_the_command(tmp_path: Path) -> None:
+    benchmark = tmp_path / "roots.jsonl"
+    benchmark.write_text('{"id": "r0", "question": "Q?", "answer": "\\\\sqrt{2}"}\n')
+    run = mad_eval("run", "--benchmark", str(benchmark), "--agents", "2", "--rounds", "0",
+                   "--out", "r", cwd=tmp_path, env={"MAD_EVAL_GRADERS": "two"})  # fmt: skip
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1] == (
+        "error: MAD_EVAL_GRADERS must be a positive integer (the most math-verify worker "
+        "processes to run at once), not 'two'"
+    )

@@ -31,6 +31,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from mad_eval.children import python_module
+from mad_eval.errors import UserError
 from mad_eval.grading.math_verify_settings import DEFAULT, MathVerifySettings
 from mad_eval.grading.verdicts import VERDICTS, key
 from mad_eval.grading.verify_worker import PARENT_ENV, PARSES, Comparison, Extraction
@@ -226,6 +227,10 @@ class Worker:
         return f"{what}: {lines[-1].strip()[:300]}" if lines else what
 
 
+class GradersError(UserError, ValueError):
+    """$MAD_EVAL_GRADERS is no number of workers."""
+
+
 def max_graders() -> int:
     """How many math-verify workers may run at once: $MAD_EVAL_GRADERS, else one per CPU this
     process may use (each worker holds about 160 MB)."""
@@ -238,7 +243,7 @@ def max_graders() -> int:
     except ValueError:
         count = 0
     if count < 1:
-        raise ValueError(
+        raise GradersError(
             f"{GRADERS_ENV} must be a positive integer (the most math-verify worker processes "
             f"to run at once), not {raw!r}"
         )

@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
     from mad_eval.reporting.results import Run
     from mad_eval.serving.session import Serving
     from mad_eval.settings.keywords import RequestSettings, RunSettings, SingleSettings
+    from mad_eval.tracking import Target, Tracked
     from mad_eval.training.pairs import Summary
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "judge",
     "load_run",
     "load_runs",
+    "log",
     "plot",
     "report",
     "run",
@@ -154,6 +156,7 @@ def run(
     retry_failed: bool = False,
     serving: list[str] | dict[str, Any] | None = None,
     gpus: str | list[int] | None = None,
+    log: str | Sequence[str] | None = None,
     listener: Listener | None = None,
     **settings: Unpack[RunSettings],
 ) -> Run:
@@ -165,11 +168,25 @@ def run(
     setting not at its default, e.g. -temperature0.7). A model
     `serve:CHECKPOINT` is served by `vllm serve` for the run, with the settings `serving`
     (KEY=VALUE strings or a mapping: mad_eval.serving.spec) on the GPUs `gpus` ("0,1";
-    default CUDA_VISIBLE_DEVICES, else nvidia-smi's), and stopped after it."""
+    default CUDA_VISIBLE_DEVICES, else nvidia-smi's), and stopped after it. `log`: trackers
+    the finished run is sent to ("wandb:project=p", "mlflow:tracking_uri=URI"; see `log`)."""
+    from mad_eval.tracking import targets
+
+    listener = listener or Listener()
+    sent_to = targets(log)  # a mistyped tracker is refused before any request
     # The debate's plan, questions and job are let go before the report: its peak memory
     # then holds no per-question state of the debate.
-    root = _debate(out, retry_failed, serving, gpus, listener or Listener(), settings)
-    return report(root)
+    root = _debate(out, retry_failed, serving, gpus, listener, settings)
+    return _tracked(report(root), sent_to, listener)
+
+
+def _tracked(result: Run, sent_to: Sequence[Target], listener: Listener) -> Run:
+    """`result`, sent to each tracker first (a failure is a warning, never the run's)."""
+    if sent_to:
+        from mad_eval.tracking import track
+
+        track([result], sent_to, listener)
+    return result
 
 
 def _debate(
@@ -268,6 +285,7 @@ def single(
     retry_failed: bool = False,
     serving: list[str] | dict[str, Any] | None = None,
     gpus: str | list[int] | None = None,
+    log: str | Sequence[str] | None = None,
     listener: Listener | None = None,
     **settings: Unpack[SingleSettings],
 ) -> Run:
@@ -288,6 +306,7 @@ def single(
         retry_failed=retry_failed,
         serving=serving,
         gpus=gpus,
+        log=log,
         listener=listener,
         **settings,
         protocol="single",
@@ -310,6 +329,7 @@ def judge(
     max_tokens: int = 2048,
     seed: int = 0,
     extra_body: str | dict[str, Any] | None = None,
+    log: str | Sequence[str] | None = None,
     listener: Listener | None = None,
     **operational: Unpack[RequestSettings],
 ) -> Run:
@@ -320,8 +340,10 @@ def judge(
     from mad_eval.debate.execute import drive
     from mad_eval.judging.runner import judge_run
     from mad_eval.store.folder import RunStore
+    from mad_eval.tracking import targets
 
     listener = listener or Listener()
+    sent_to = targets(log)
     settings = dict(
         rounds=rounds,
         limit=limit,
@@ -335,7 +357,7 @@ def judge(
     )
     work = judge_run(Path(run_dir), judge, settings, operational, listener)
     drive(work, RunStore(Path(run_dir)).judge_path, "verdict")
-    return report(run_dir)
+    return _tracked(report(run_dir), sent_to, listener)
 
 
 @_worded
@@ -398,6 +420,7 @@ def experiment(
     gpus: str | list[int] | None = None,
     ray: str | None = None,
     retry_failed: bool = False,
+    log: str | Sequence[str] | None = None,
 ) -> dict[str, Run]:
     """Run (or resume) every cell of an experiment file on one engine, write each cell's
     metrics.json, and return the cells' results by folder name. Its serve: models are
@@ -405,16 +428,38 @@ def experiment(
     nvidia-smi lists, else one CPU slot), as many servers at once as the GPUs hold; or,
     with `ray` (a cluster address or "auto"), as Ray actors the cluster places.
     `retry_failed`: every cell asks its failed turns again (a served model whose cells
-    hold some is served again)."""
+    hold some is served again). `log`: trackers every cell is sent to, grouped as the
+    experiment (instead of the file's [experiment] log)."""
     from mad_eval.debate.execute import drive
     from mad_eval.experiments import load_experiment
     from mad_eval.experiments.run import run_experiment
+    from mad_eval.tracking import Group, track
 
     listener = listener or Listener()
     loaded = load_experiment(Path(path))
+    sent_to = _experiment_targets(loaded.path, loaded.log, log)
     work = run_experiment(loaded, listener, gpus, ray, retry_failed)
     drive(work, f"its run folder under {loaded.out}")
-    return {cell.name: report(loaded.folder(cell), loaded.prices) for cell in loaded.cells}
+    results = {cell.name: report(loaded.folder(cell), loaded.prices) for cell in loaded.cells}
+    if sent_to:
+        track(results.values(), sent_to, listener, Group(loaded.name, str(loaded.path)))
+    return results
+
+
+def _experiment_targets(
+    path: Path, written: list[str], given: str | Sequence[str] | None
+) -> list[Target]:
+    """The trackers an experiment's cells go to: `given`, else its file's [experiment] log
+    (a mistake there named as the file's)."""
+    from mad_eval.experiments.cells import ExperimentError
+    from mad_eval.tracking import TrackingError, targets
+
+    if given is not None:
+        return targets(given)
+    try:
+        return targets(written)
+    except TrackingError as exc:
+        raise ExperimentError(f"{path}: [experiment] log: {exc}") from None
 
 
 @_worded
@@ -457,6 +502,32 @@ def view(run_dirs: Folders, out: str | Path | None = None, *, force: bool = Fals
     written = build_site(_folders(run_dirs), None if out is None else Path(out), force)
     logging.getLogger("mad_eval").info(written.sentence())
     return written.index
+
+
+@_worded
+def log(
+    run_dirs: Folders,
+    to: str | Sequence[str],
+    *,
+    group: str | None = None,
+    listener: Listener | None = None,
+) -> Tracked:
+    """Send finished run folders (or folders holding them; one path: one folder) to the
+    trackers `to` ("wandb:project=p,entity=e,group=g", "mlflow:tracking_uri=URI,experiment=E"),
+    one tracked run per folder, named like it, under the group `group` when given. A folder
+    sent before with the same records sends nothing; one whose records changed updates its
+    tracked run. A tracker that fails is warned about and listed in the result's `failed`."""
+    from mad_eval.reporting.paper import run_folders
+    from mad_eval.reporting.results import load_run as load
+    from mad_eval.tracking import Group, targets, track
+
+    listener = listener or Listener()
+    sent_to = targets(to, "--to")
+    if not sent_to:
+        raise KeywordError("log() needs at least one tracker in 'to'.")
+    roots = run_folders(_folders(run_dirs))
+    together = Group(group, "mad-eval log") if group else None
+    return track((load(root) for root in roots), sent_to, listener, together)
 
 
 @_worded

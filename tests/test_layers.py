@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"measure"},
     {"reporting"},
     {"training", "experiments", "viewer"},
+    {"tracking"},  # runs sent to W&B, MLflow: reads reporting's numbers and the viewer's site
     {"api"},
     {"cli"},
     {"__init__", "__main__"},  # the package itself: mad_eval.api's calls, python -m mad_eval

@@ -31,12 +31,19 @@ FILE = options.argument("file", Path, metavar="FILE", help="An experiment file (
 
 @options.command(
     app,
-    ["dry_run", "gpus", "ray", "retry_failed"],
-    {"dry_run": False, "gpus": None, "ray": None, "retry_failed": False},
-    own={"retry_failed": options.EXPERIMENT_RETRY},
+    ["dry_run", "gpus", "ray", "retry_failed", "log"],
+    {"dry_run": False, "gpus": None, "ray": None, "retry_failed": False, "log": None},
+    own={"retry_failed": options.EXPERIMENT_RETRY, "log": options.EXPERIMENT_LOG},
     arguments=[FILE],
 )
-def run(file: Path, dry_run: bool, gpus: str | None, ray: str | None, retry_failed: bool) -> None:
+def run(
+    file: Path,
+    dry_run: bool,
+    gpus: str | None,
+    ray: str | None,
+    retry_failed: bool,
+    log: list[str] | None,
+) -> None:
     """Run (or resume) every run of the experiment at once, sharing each endpoint.
 
     Each run is an ordinary run folder under the experiment's folder; killing the command
@@ -46,7 +53,7 @@ def run(file: Path, dry_run: bool, gpus: str | None, ray: str | None, retry_fail
         if dry_run:
             _dry_run(file, gpus, ray)
             return
-        results = api.experiment(file, ConsoleListener(), gpus, ray, retry_failed)
+        results = api.experiment(file, ConsoleListener(), gpus, ray, retry_failed, log)
     console.print(runs_table(results))
     for name, result in results.items():  # named as the experiment file's keys
         for sentence in result.alerts:

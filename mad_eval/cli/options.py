@@ -433,6 +433,23 @@ OPTIONS["style"] = Option(
     ),
 )
 
+# `mad-eval run`, `single`, `judge`, `experiment run` and `log`.
+LOG_HELP = (
+    "Send the finished run to a tracker, repeatable: wandb[:project=P,entity=E,group=G,dir=D] "
+    "or mlflow[:tracking_uri=URI,experiment=E] (pip install 'mad-eval[wandb]' or "
+    "'mad-eval[mlflow]'). A failing tracker is one warning; `mad-eval log` sends it later."
+)
+OPTIONS["log"] = Option(
+    list[str] | None,
+    typer.Option("--log", metavar="TRACKER[:KEY=VALUE,...]", help=LOG_HELP),
+)
+# `mad-eval log --to`: `data fetch --to` is a folder.
+LOG_TO = Option(list[str], typer.Option("--to", metavar="TRACKER[:KEY=VALUE,...]", help=LOG_HELP))
+OPTIONS["group"] = Option(
+    str | None,
+    typer.Option(help="Track the runs as one group (a W&B group, an MLflow parent run)."),
+)
+
 # `mad-eval run` and `experiment run`.
 OPTIONS["dry_run"] = Option(
     bool,
@@ -580,6 +597,18 @@ EXPERIMENT_RETRY = Option(
 )
 
 
+# experiment run --log: every cell, grouped as the experiment, instead of [experiment] log.
+EXPERIMENT_LOG = Option(
+    list[str] | None,
+    typer.Option(
+        "--log",
+        metavar="TRACKER[:KEY=VALUE,...]",
+        help=f"{LOG_HELP} Every run goes, grouped as the experiment; given, it replaces the "
+        "file's [experiment] log.",
+    ),
+)
+
+
 def argument(
     name: str, kind: Any, default: Any = inspect.Parameter.empty, **given: Any
 ) -> inspect.Parameter:
@@ -679,6 +708,7 @@ RUN = [
     "cache",
     "retry_failed",
     "dry_run",
+    "log",
     "tensor_parallel_size",
     "gpu_memory_utilization",
     "enforce_eager",

@@ -100,6 +100,7 @@ JUDGE_OPTIONS = [
     "seed",
     *options.OPERATIONAL,
     "extra_body",
+    "log",
 ]
 
 

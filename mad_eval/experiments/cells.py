@@ -98,6 +98,8 @@ class Experiment:
     max_turns: int = LIMITS["max_turns"]
     # serve:CHECKPOINT models by their spec: what mad-eval serves for their cells.
     serving: dict[str, ServeSpec] = field(default_factory=dict)
+    # Trackers its cells are sent to ([experiment] log: "wandb:project=p", ...), as written.
+    log: list[str] = field(default_factory=list)
 
     def folder(self, cell: Cell) -> Path:
         return self.out / cell.name

@@ -80,7 +80,7 @@ class Parser:
     def experiment(self) -> Experiment:
         self.known(self.raw, SECTIONS, "the file")
         head = self.table(self.raw.get("experiment", {}), "[experiment]")
-        self.known(head, ("name", "out", "description", "prices", *LIMITS), "[experiment]")
+        self.known(head, ("name", "out", "description", "prices", "log", *LIMITS), "[experiment]")
         self.limits = self.read_limits(head)
         name = str(head.get("name", self.path.stem))
         out = self.out(head)
@@ -103,6 +103,7 @@ class Parser:
         experiment.serving = self.serving
         if "prices" in head:
             experiment.prices = self.prices(head["prices"])
+        experiment.log = self.log(head.get("log", []))
         for view in [*tables, *figures]:
             self.check_rows(experiment, view)
         for view in tables:
@@ -116,6 +117,18 @@ class Parser:
                 f"{self.limits['max_cells']:,} allows; cut a grid or raise max_cells",
             )
         return experiment
+
+    def log(self, given: Any) -> list[str]:
+        """[experiment] log: a tracker, or a list of them, as --log takes them (checked
+        before the first request, when the experiment runs)."""
+        listed = [given] if isinstance(given, str) else given
+        if not isinstance(listed, list) or not all(isinstance(t, str) for t in listed):
+            raise self.fail(
+                "[experiment] log",
+                'give a tracker or a list of them, e.g. log = ["wandb:project=p", '
+                '"mlflow:tracking_uri=sqlite:///mlflow.db"]',
+            )
+        return list(listed)
 
     def read_limits(self, head: dict[str, Any]) -> dict[str, int]:
         """[experiment] max_cells, max_agents, ...: each a whole number, within a run's own

@@ -1,0 +1,171 @@
+"""Logging finished run folders to trackers, once: each folder keeps in tracked.json what it
+sent where (a fingerprint of it), so running the same command again sends nothing it sent
+before and a changed folder updates its tracked run, never making a second one. A tracker
+that fails is given up for the rest of the command with one warning; the records stay the
+truth, and `mad-eval log` sends them later."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mad_eval.foreign import open_regular, read_json
+from mad_eval.progress import Listener
+from mad_eval.records import shown
+from mad_eval.sanitize import outward
+from mad_eval.store.files import StoreError, write_json
+from mad_eval.tracking.base import TRACKERS, Group, Target, Tracker, TrackerFailed, TrackingError
+from mad_eval.tracking.payload import payload
+
+if TYPE_CHECKING:
+    from mad_eval.reporting.results import Run
+
+MARKER = "tracked.json"
+# The run folder's own files a tracked run carries (turns, manifest, metrics, ...); tracked.json
+# and the lock are bookkeeping, and nothing below the folder (superseded/) is sent.
+SKIPPED = {MARKER, ".lock"}
+
+
+@dataclass
+class Tracked:
+    """What a command sent: each folder and target, and the targets given up on."""
+
+    logged: list[Logged]
+    failed: list[str]
+
+
+@dataclass(frozen=True)
+class Logged:
+    """One run folder sent to one tracker: where, and the tracked run's id (None: it was
+    sent before and nothing changed, so nothing was sent)."""
+
+    folder: Path
+    target: str
+    id: str | None
+
+
+def targets(given: str | Sequence[str] | None, option: str = "--log") -> list[Target]:
+    """`--log` (or `option`) values checked: an unknown tracker or key, or a tracker whose
+    package is missing, is refused before any work."""
+    from mad_eval.tracking.base import parse_target
+
+    if given is None:
+        return []
+    listed = [given] if isinstance(given, str) else list(given)
+    return [parse_target(value, option) for value in listed]
+
+
+def track(
+    runs: Iterable[Run],
+    given: Sequence[Target],
+    listener: Listener,
+    group: Group | None = None,
+) -> Tracked:
+    """Send each run to each target (a group's runs under one W&B group or MLflow parent run).
+    Nothing here fails the caller: a target whose tracker cannot be loaded, or that fails on
+    any run, is warned about once and given up."""
+    runs = list(runs)
+    done = Tracked([], [])
+    for target in given:
+        tracker: Tracker | None = None
+        try:
+            tracker = TRACKERS.get(target.tracker)(dict(target.options))
+            for run in runs:
+                done.logged.append(_log_one(tracker, target, run, group, listener))
+        except Exception as exc:  # a service's, or our reading of a damaged folder
+            done.failed.append(str(target))
+            listener.warn("tracking", _failure(target, tracker, runs, exc))
+        finally:
+            if tracker is not None:
+                with contextlib.suppress(Exception):
+                    tracker.close()
+    return done
+
+
+def _failure(target: Target, tracker: Tracker | None, runs: list[Run], exc: Exception) -> str:
+    """The one sentence a failed target gets: what failed, and how to send the records later."""
+    if isinstance(exc, TrackingError):  # the tracker's package is not installed
+        return f"{exc} Nothing was logged; the records are unchanged."
+    why = str(exc) if isinstance(exc, TrackerFailed) else f"{type(exc).__name__}: {exc}"
+    why = outward((why.strip().splitlines() or ["no reason given"])[0])[:300]
+    where = f" ({tracker.where()})" if tracker is not None else ""
+    folders = " ".join(str(run.root) for run in runs)
+    return (
+        f"could not log to {target.tracker}{where}: {why}; the records are "
+        f"unchanged: send them later with mad-eval log {folders} --to {shown(str(target), 200)}"
+    )
+
+
+def _log_one(
+    tracker: Tracker, target: Target, run: Run, group: Group | None, listener: Listener
+) -> Logged:
+    manifest = read_json(run.root / "manifest.json")
+    sent = payload(run, manifest if isinstance(manifest, dict) else {})
+    place = f"{target.tracker} {tracker.where()}"
+    slot = hashlib.sha256(place.encode()).hexdigest()[:16]
+    marker = _read_marker(run.root)
+    before = marker.get("logged", {}).get(slot, {})
+    fingerprint = sent.fingerprint()
+    if before.get("fingerprint") == fingerprint:
+        return Logged(run.root, place, None)
+    with staged(run.root) as files:
+        tracked = tracker.log(sent, files, group)
+    marker.setdefault("logged", {})[slot] = {
+        "tracker": target.tracker,
+        "where": tracker.where(),
+        "id": tracked,
+        "fingerprint": fingerprint,
+    }
+    try:
+        write_json(run.root / MARKER, marker, "free space; the tracked run is up to date.")
+    except StoreError as exc:
+        listener.warn("tracking", str(exc))
+    listener.say(f"{run.root.name}: logged to {place} as {tracked}.")
+    return Logged(run.root, place, tracked)
+
+
+def _read_marker(root: Path) -> dict[str, Any]:
+    """tracked.json as a dict; anything else (missing, not JSON, a link) is no record."""
+    try:
+        found = read_json(root / MARKER, 1 << 20)
+    except (OSError, ValueError, StoreError):
+        return {}
+    logged = found.get("logged") if isinstance(found, dict) else None
+    return (
+        {"logged": {k: v for k, v in logged.items() if isinstance(v, dict)}}
+        if isinstance(logged, dict)
+        else {}
+    )
+
+
+@contextlib.contextmanager
+def staged(root: Path) -> Iterator[Path]:
+    """A private copy of the run folder's own regular files (links and anything else refused,
+    each opened without following a link), and the site `mad-eval view` makes of it under
+    site/: what a tracker uploads, so a link planted in the folder never sends what it points
+    at."""
+    with tempfile.TemporaryDirectory(prefix="mad-eval-tracked-") as scratch:
+        copy = Path(scratch) / root.name
+        copy.mkdir()
+        for path in sorted(root.iterdir()):
+            if path.name in SKIPPED or path.is_symlink() or not path.is_file():
+                continue
+            try:
+                with open_regular(path) as source, open(copy / path.name, "xb") as kept:
+                    shutil.copyfileobj(source, kept)
+            except OSError:
+                continue  # not a regular file after all: not sent
+        _site(root, copy / "site")
+        yield copy
+
+
+def _site(root: Path, out: Path) -> None:
+    from mad_eval.viewer.site import build_site
+
+    build_site([root], out)

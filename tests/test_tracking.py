@@ -1,0 +1,300 @@
+"""Runs sent to Weights & Biases (offline mode, its run files read back) and MLflow (a SQLite
+store, read back through its client): the numbers equal metrics.json's, the config is the
+manifest's redacted one, an experiment's cells are grouped, a rerun duplicates nothing, a
+failing tracker is one warning and never the evaluation's failure, and without --log neither
+package is imported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from cli_helpers import closed_port, turns_of, without_timing
+from cli_helpers import mad_eval as command
+from stub_server import StubServer
+from tracker_files import wandb_runs
+
+import mad_eval
+from mad_eval.progress import Listener
+from mad_eval.sanitize import HIDDEN
+from mad_eval.tracking import TRACKERS, TrackingError, targets
+
+pytest.importorskip("wandb")
+pytest.importorskip("mlflow")
+
+PASSWORD = "tr@ck-pass-31"
+API_KEY = "sk-tracking-secret-5521"
+SECRETS = (PASSWORD, API_KEY)
+
+
+class Warnings(Listener):
+    """The tracking warnings a call gave (a stub model's tokenizer warning is not one)."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def warn(self, label: str, text: str) -> None:
+        if label == "tracking":
+            self.warnings.append(text)
+
+
+@pytest.fixture
+def offline(tmp_path, monkeypatch):
+    """W&B offline, writing under tmp_path/wandb; MLflow's artifacts under tmp_path."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    import wandb
+
+    wandb.teardown()  # W&B reads its settings once a process: the next test's are its own
+
+
+def mlflow_runs(uri: str, experiment: str = "mad-eval") -> list:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    found = client.get_experiment_by_name(experiment)
+    return client.search_runs([found.experiment_id]) if found else []
+
+
+def metrics_of(folder: Path) -> dict:
+    return json.loads((folder / "metrics.json").read_text())
+
+
+def leaks(root: Path) -> list[str]:
+    return [
+        f"{path}: {secret}"
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and not path.is_symlink() and path.suffix != ".toml"
+        for secret in SECRETS
+        if secret.encode() in path.read_bytes()
+    ]
+
+
+# --- the issue's experiment: three cells, both trackers, read back, resumed -------------------
+
+
+@pytest.mark.slow
+def test_an_experiments_cells_read_back_from_both_trackers_equal_metrics_json(offline):
+    db = f"sqlite:///{offline / 'mlflow.db'}"
+    with StubServer() as server:
+        url = server.base_url.replace("http://", f"http://ann:{PASSWORD}@")
+        file = offline / "exp.toml"
+        file.write_text(
+            textwrap.dedent(f"""
+            [experiment]
+            name = "tracked"
+            out = "out"
+            log = ["wandb:project=madtest", "mlflow:tracking_uri={db}"]
+
+            [settings]
+            limit = 4
+            rounds = 2
+            retries = 0
+
+            [models]
+            stub = {{ model = "openai:stub-model", base_url = "{url}", extra_body = {{ api_key = "{API_KEY}", top_k = 5 }} }}
+
+            [grids.main]
+            benchmarks = ["arith"]
+            agents = [2, 3, 4]
+            """)
+        )
+        listener = Warnings()
+        results = mad_eval.experiment(file, listener=listener)
+        assert len(results) == 3 and listener.warnings == []
+
+        runs = wandb_runs(offline / "wandb")
+        assert len(runs) == 3
+        by_name = {run.name: run for run in runs}
+        assert set(by_name) == set(results)
+        parent = next(r for r in mlflow_runs(db) if r.info.run_name == "tracked")
+        children = {
+            r.info.run_name: r for r in mlflow_runs(db) if r.info.run_id != parent.info.run_id
+        }
+        assert set(children) == set(results)
+        for name in results:
+            folder = offline / "out" / name
+            metrics = metrics_of(folder)
+            manifest = json.loads((folder / "manifest.json").read_text())
+            accuracy = [(r["round"], r["vote_accuracy"]) for r in metrics["rounds"]]
+            assert len(accuracy) == 3
+
+            run = by_name[name]
+            assert run.group == "tracked" and run.project == "madtest"
+            for key in ("maj", "debate", "delta"):
+                assert run.summary[key] == pytest.approx(metrics[key])
+            steps = {row["_step"]: row for row in run.history}
+            assert [(s, steps[s]["rounds/vote_accuracy"]) for s in sorted(steps)] == accuracy
+            assert run.config["config"]["extra_body"] == {"api_key": HIDDEN, "top_k": 5}
+            assert run.config["config"] == manifest["config"]
+            (artifact,) = [a for a in run.artifacts if a[1] == "mad-eval-run"]
+            assert {"turns.jsonl", "manifest.json", "metrics.json", "site/index.html"} <= set(
+                artifact[2]
+            )
+
+            child = children[name]
+            assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+            for key in ("maj", "debate", "delta"):
+                assert child.data.metrics[key] == pytest.approx(metrics[key])
+            from mlflow import MlflowClient
+
+            history = MlflowClient(tracking_uri=db).get_metric_history(
+                child.info.run_id, "rounds/vote_accuracy"
+            )
+            assert sorted((m.step, m.value) for m in history) == accuracy
+            params = child.data.params
+            assert params["config.extra_body.api_key"] == HIDDEN
+            assert params["config.extra_body.top_k"] == "5"
+            assert params["config.model"] == manifest["config"]["model"]
+
+        # Resumed: nothing new was recorded, so nothing is sent and nothing is duplicated.
+        again = Warnings()
+        mad_eval.experiment(file, listener=again)
+        assert again.warnings == []
+        assert len(wandb_runs(offline / "wandb")) == 3
+        assert len(mlflow_runs(db)) == 4  # three cells and their parent
+    assert leaks(offline) == []
+
+
+# --- a failing tracker ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_an_unreachable_mlflow_is_one_warning_and_changes_no_record_or_exit_status(offline):
+    plain, tracked = offline / "plain", offline / "tracked"
+    args = ["run", "--agents", "3", "--rounds", "1", "--limit", "5"]
+    assert command(*args, "--out", str(plain), cwd=offline).returncode == 0
+    dead = f"mlflow:tracking_uri=http://127.0.0.1:{closed_port()}"
+    done = command(*args, "--out", str(tracked), "--log", dead, cwd=offline)
+    assert done.returncode == 0, done.stderr
+    said = done.stdout + done.stderr
+    assert said.count("could not log to mlflow") == 1
+    assert f"mad-eval log {tracked} --to" in said.replace("\n", "")
+    assert (tracked / "questions.jsonl").read_bytes() == (plain / "questions.jsonl").read_bytes()
+    assert without_timing(turns_of(tracked)) == without_timing(turns_of(plain))
+    numbers = ("maj", "debate", "delta", "questions", "turns")
+    assert [metrics_of(tracked)[k] for k in numbers] == [metrics_of(plain)[k] for k in numbers]
+    assert not (tracked / "tracked.json").exists()
+
+
+@pytest.mark.slow
+def test_a_tracker_that_fails_on_the_first_run_is_given_up_with_one_warning(offline):
+    first, second = offline / "a", offline / "b"
+    for folder in (first, second):
+        mad_eval.run(agents=2, rounds=1, limit=3, out=folder)
+    listener = Warnings()
+    dead = f"mlflow:tracking_uri=http://127.0.0.1:{closed_port()}"
+    done = mad_eval.log([first, second], [dead, "wandb"], listener=listener)
+    assert done.failed == [dead]
+    assert len(listener.warnings) == 1 and "could not log to mlflow" in listener.warnings[0]
+    assert [entry.folder for entry in done.logged] == [first, second]  # W&B took both
+
+
+def test_wandb_without_a_login_is_one_warning(offline, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(offline))  # no ~/.netrc, no W&B settings
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(offline / "config"))
+    listener = Warnings()
+    result = mad_eval.run(agents=2, rounds=1, limit=3, out="r", log="wandb", listener=listener)
+    assert result.maj is not None
+    assert len(listener.warnings) == 1 and "could not log to wandb" in listener.warnings[0]
+
+
+# --- later, again, and changed ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_log_sends_a_folder_once_and_a_changed_one_updates_its_tracked_run(offline):
+    db = f"sqlite:///{offline / 'mlflow.db'}"
+    folder = offline / "run"
+    mad_eval.run(agents=3, rounds=1, limit=4, out=folder)
+    to = ["wandb", f"mlflow:tracking_uri={db}"]
+    first = mad_eval.log(folder, to)
+    assert [entry.id is not None for entry in first.logged] == [True, True]
+    assert all(entry.id is None for entry in mad_eval.log(folder, to).logged)
+
+    mad_eval.judge(folder, "sim")  # the records change: the same tracked runs are updated
+    updated = mad_eval.log(folder, to)
+    assert [e.id for e in updated.logged] == [e.id for e in first.logged]
+    (run,) = mlflow_runs(db)
+    assert "judge_failure_rate" in run.data.metrics
+    runs = wandb_runs(offline / "wandb")
+    assert [r.id for r in runs] == [first.logged[0].id] * 2  # W&B resumes the one run
+    assert "judge_failure_rate" in runs[-1].summary
+
+
+@pytest.mark.slow
+def test_a_link_planted_in_a_run_folder_is_not_sent(offline):
+    db = f"sqlite:///{offline / 'mlflow.db'}"
+    secret = offline / "secret.txt"
+    secret.write_text(API_KEY)
+    folder = offline / "run"
+    mad_eval.run(agents=2, rounds=1, limit=3, out=folder)
+    (folder / "notes.txt").symlink_to(secret)
+    mad_eval.log(folder, ["wandb", f"mlflow:tracking_uri={db}"])
+    (artifact,) = [a for a in wandb_runs(offline / "wandb")[0].artifacts if a[1] == "mad-eval-run"]
+    assert "notes.txt" not in artifact[2] and "turns.jsonl" in artifact[2]
+    secret.unlink()
+    assert leaks(offline) == []
+
+
+# --- mistakes are refused before any work --------------------------------------------------------
+
+
+def test_a_mistyped_tracker_or_key_is_refused_before_the_run(offline):
+    with pytest.raises(TrackingError, match=r"unknown tracker 'wandbb' \(did you mean 'wandb'\?\)"):
+        mad_eval.run(agents=2, rounds=1, limit=2, out="r", log="wandbb")
+    with pytest.raises(TrackingError, match=r"takes no key 'projekt' \(did you mean 'project'\?\)"):
+        targets(["wandb:projekt=x"])
+    with pytest.raises(TrackingError, match="is no key=value"):
+        targets("mlflow:experiment")
+    assert not (offline / "r").exists()
+    done = command("run", "--limit", "2", "--log", "mlflaw", cwd=offline)
+    assert done.returncode == 2 and "did you mean 'mlflow'" in done.stderr
+
+
+def test_a_tracker_whose_package_is_missing_names_its_extra(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "mlflow" else real(name, *a)
+    )
+    with pytest.raises(TrackingError, match=r"pip install 'mad-eval\[mlflow\]'"):
+        targets("mlflow")
+
+
+def test_an_experiment_files_log_is_checked_with_the_file(tmp_path):
+    from mad_eval.experiments import ExperimentError
+
+    file = tmp_path / "e.toml"
+    file.write_text('[experiment]\nlog = ["wandb:entity"]\n[models]\nm = "sim"\n[grids.g]\nbenchmarks = ["arith"]\n')
+    with pytest.raises(ExperimentError, match=r"e.toml: \[experiment\] log: .*is no key=value"):
+        mad_eval.experiment(file)
+    file.write_text("[experiment]\nlog = 3\n[models]\nm = \"sim\"\n[grids.g]\nbenchmarks = [\"arith\"]\n")
+    with pytest.raises(ExperimentError, match="give a tracker or a list of them"):
+        mad_eval.experiment(file)
+
+
+def test_trackers_are_one_registry_open_to_plugins():
+    assert TRACKERS.names()[:2] == ["wandb", "mlflow"]
+    assert TRACKERS.group == "mad_eval.trackers"
+
+
+@pytest.mark.slow
+def test_without_log_neither_package_is_imported(tmp_path):
+    code = (
+        "import sys, mad_eval\n"
+        f"mad_eval.run(agents=2, rounds=1, limit=2, out={str(tmp_path / 'r')!r})\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('wandb', 'mlflow')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

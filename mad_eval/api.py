@@ -266,12 +266,17 @@ def run_plan(
     retry_failed: bool = False,
     serving: list[str] | dict[str, Any] | None = None,
     gpus: str | list[int] | None = None,
+    log: str | Sequence[str] | None = None,
     **settings: Unpack[RunSettings],
 ) -> Preview:
     """What `run` with the same keywords would do, asking nothing and writing nothing (a
     dry run): its folder, questions and turns (needed and recorded), where its questions
-    come from (`data_file`) and go (`endpoints`), and each server's `vllm serve` command."""
+    come from (`data_file`) and go (`endpoints`), and each server's `vllm serve` command.
+    `log` is checked as `run` checks it."""
     from mad_eval.debate.execute import preview
+    from mad_eval.tracking import targets
+
+    targets(log)
 
     served, job = _planned(out, retry_failed, serving, gpus, dict(settings), dry_run=True)
     return preview(job, served, settings.get("data_dir"))
@@ -464,17 +469,21 @@ def _experiment_targets(
 
 @_worded
 def experiment_plan(
-    path: str | Path, gpus: str | list[int] | None = None, ray: str | None = None
+    path: str | Path,
+    gpus: str | list[int] | None = None,
+    ray: str | None = None,
+    log: str | Sequence[str] | None = None,
 ) -> ExperimentPlan:
     """What running an experiment would ask, asking nothing and writing nothing: each
     cell's questions, the turns it needs and those its folder already holds, the order
     its serve: models would take the GPUs `gpus` in (`serving`), and where its questions
     come from and go (`exposure`: endpoints, benchmark files outside its folder, each
-    server's command)."""
+    server's command). `log` (else the file's) is checked as running it checks it."""
     from mad_eval.experiments import load_experiment
     from mad_eval.experiments.run import ExperimentPlan, dry_run_exposed, serving_plan
 
     experiment = load_experiment(Path(path))
+    _experiment_targets(experiment.path, experiment.log, log)  # checked as a run checks them
     states, exposure = dry_run_exposed(experiment)
     return ExperimentPlan(experiment, states, serving_plan(experiment, states, gpus, ray), exposure)
 

@@ -98,8 +98,10 @@ def test_an_experiments_cells_read_back_from_both_trackers_equal_metrics_json(of
             rounds = 2
             retries = 0
 
-            [models]
-            stub = {{ model = "openai:stub-model", base_url = "{url}", extra_body = {{ api_key = "{API_KEY}", top_k = 5 }} }}
+            [models.stub]
+            model = "openai:stub-model"
+            base_url = "{url}"
+            extra_body = {{ api_key = "{API_KEY}", top_k = 5 }}
 
             [grids.main]
             benchmarks = ["arith"]
@@ -212,7 +214,7 @@ def test_wandb_without_a_login_is_one_warning(offline, monkeypatch):
 
 
 @pytest.mark.slow
-def test_log_sends_a_folder_once_and_a_changed_one_updates_its_tracked_run(offline):
+def test_log_sends_a_folder_once_and_a_judged_one_updates_its_tracked_run(offline):
     db = f"sqlite:///{offline / 'mlflow.db'}"
     folder = offline / "run"
     mad_eval.run(agents=3, rounds=1, limit=4, out=folder)
@@ -221,9 +223,11 @@ def test_log_sends_a_folder_once_and_a_changed_one_updates_its_tracked_run(offli
     assert [entry.id is not None for entry in first.logged] == [True, True]
     assert all(entry.id is None for entry in mad_eval.log(folder, to).logged)
 
-    mad_eval.judge(folder, "sim")  # the records change: the same tracked runs are updated
-    updated = mad_eval.log(folder, to)
-    assert [e.id for e in updated.logged] == [e.id for e in first.logged]
+    # Judged with --log: the records changed, so the same tracked runs are updated.
+    mad_eval.judge(folder, "sim", log=to)
+    assert all(entry.id is None for entry in mad_eval.log(folder, to).logged)
+    marker = json.loads((folder / "tracked.json").read_text())["logged"]
+    assert sorted(m["id"] for m in marker.values()) == sorted(e.id for e in first.logged)
     (run,) = mlflow_runs(db)
     assert "judge_failure_rate" in run.data.metrics
     runs = wandb_runs(offline / "wandb")
@@ -257,8 +261,9 @@ def test_a_mistyped_tracker_or_key_is_refused_before_the_run(offline):
     with pytest.raises(TrackingError, match="is no key=value"):
         targets("mlflow:experiment")
     assert not (offline / "r").exists()
-    done = command("run", "--limit", "2", "--log", "mlflaw", cwd=offline)
-    assert done.returncode == 2 and "did you mean 'mlflow'" in done.stderr
+    for dry in ([], ["--dry-run"]):
+        done = command("run", *dry, "--limit", "2", "--log", "mlflaw", cwd=offline)
+        assert done.returncode == 2 and "did you mean 'mlflow'" in done.stderr
 
 
 def test_a_tracker_whose_package_is_missing_names_its_extra(monkeypatch):
@@ -276,10 +281,13 @@ def test_an_experiment_files_log_is_checked_with_the_file(tmp_path):
     from mad_eval.experiments import ExperimentError
 
     file = tmp_path / "e.toml"
-    file.write_text('[experiment]\nlog = ["wandb:entity"]\n[models]\nm = "sim"\n[grids.g]\nbenchmarks = ["arith"]\n')
+    rest = '[models]\nm = "sim"\n[grids.g]\nbenchmarks = ["arith"]\n'
+    file.write_text(f'[experiment]\nlog = ["wandb:entity"]\n{rest}')
     with pytest.raises(ExperimentError, match=r"e.toml: \[experiment\] log: .*is no key=value"):
         mad_eval.experiment(file)
-    file.write_text("[experiment]\nlog = 3\n[models]\nm = \"sim\"\n[grids.g]\nbenchmarks = [\"arith\"]\n")
+    with pytest.raises(ExperimentError, match=r"\[experiment\] log: .*is no key=value"):
+        mad_eval.experiment_plan(file)  # a dry run checks it too
+    file.write_text(f"[experiment]\nlog = 3\n{rest}")
     with pytest.raises(ExperimentError, match="give a tracker or a list of them"):
         mad_eval.experiment(file)
 

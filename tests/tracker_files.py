@@ -69,7 +69,10 @@ def wandb_runs(folder: Path) -> list[WandbRun]:
             if kind == "run":
                 r = record.run
                 run.id, run.name, run.project, run.group = (
-                    r.run_id, r.display_name, r.project, r.run_group
+                    r.run_id,
+                    r.display_name,
+                    r.project,
+                    r.run_group,
                 )
                 run.config |= {i.key: json.loads(i.value_json) for i in r.config.update}
             elif kind == "config":
@@ -77,9 +80,7 @@ def wandb_runs(folder: Path) -> list[WandbRun]:
             elif kind == "summary":
                 run.summary |= {_key(i): json.loads(i.value_json) for i in record.summary.update}
             elif kind == "history":
-                run.history.append(
-                    {_key(i): json.loads(i.value_json) for i in record.history.item}
-                )
+                run.history.append({_key(i): json.loads(i.value_json) for i in record.history.item})
             elif kind == "artifact":
                 a = record.artifact
                 run.artifacts.append((a.name, a.type, [c.path for c in a.manifest.contents]))

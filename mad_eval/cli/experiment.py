@@ -51,7 +51,7 @@ def run(
     """
     with one_sentence():
         if dry_run:
-            _dry_run(file, gpus, ray)
+            _dry_run(file, gpus, ray, log)
             return
         results = api.experiment(file, ConsoleListener(), gpus, ray, retry_failed, log)
     console.print(runs_table(results))
@@ -95,8 +95,8 @@ def _pct(value: object, signed: bool = False) -> str:
 LISTED = 50
 
 
-def _dry_run(file: Path, gpus: str | None, ray: str | None) -> None:
-    plan = api.experiment_plan(file, gpus, ray)
+def _dry_run(file: Path, gpus: str | None, ray: str | None, log: list[str] | None) -> None:
+    plan = api.experiment_plan(file, gpus, ray, log)
     experiment, states = plan.experiment, plan.states
     title = f"{experiment.name}: {counted(len(states), 'run')} -> {experiment.out}"
     if len(states) <= LISTED:

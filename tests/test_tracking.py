@@ -187,6 +187,33 @@ def test_an_unreachable_mlflow_is_one_warning_and_changes_no_record_or_exit_stat
 
 
 @pytest.mark.slow
+def test_an_experiment_with_an_unreachable_mlflow_finishes_with_one_warning(offline):
+    file = offline / "exp.toml"
+    dead = f"mlflow:tracking_uri=http://127.0.0.1:{closed_port()}"
+    file.write_text(
+        textwrap.dedent(f"""
+        [experiment]
+        out = "out"
+        log = ["{dead}"]
+        [settings]
+        limit = 3
+        rounds = 1
+        [models]
+        m = "sim"
+        [grids.main]
+        benchmarks = ["arith"]
+        agents = [2, 3, 4]
+        """)
+    )
+    listener = Warnings()
+    results = mad_eval.experiment(file, listener=listener)
+    assert len(results) == 3 and all(r.maj is not None for r in results.values())
+    (warning,) = listener.warnings
+    assert "send them later with mad-eval log out --to" in warning  # the folder of the cells
+    assert not list((offline / "out").glob("*/tracked.json"))
+
+
+@pytest.mark.slow
 def test_a_tracker_that_fails_on_the_first_run_is_given_up_with_one_warning(offline):
     first, second = offline / "a", offline / "b"
     for folder in (first, second):

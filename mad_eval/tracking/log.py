@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from mad_eval.records import shown
 from mad_eval.sanitize import outward
 from mad_eval.store.files import StoreError, write_json
 from mad_eval.tracking.base import TRACKERS, Group, Target, Tracker, TrackerFailed, TrackingError
-from mad_eval.tracking.payload import payload
+from mad_eval.tracking.payload import Payload, payload
 
 if TYPE_CHECKING:
     from mad_eval.reporting.results import Run
@@ -72,62 +73,89 @@ def track(
     any run, is warned about once and given up."""
     runs = list(runs)
     done = Tracked([], [])
+    live: list[tuple[Target, Tracker]] = []
+
+    def give_up(target: Target, tracker: Tracker | None, exc: Exception) -> None:
+        done.failed.append(str(target))
+        listener.warn("tracking", _failure(target, tracker, runs, group is not None, exc))
+
     for target in given:
-        tracker: Tracker | None = None
         try:
-            tracker = TRACKERS.get(target.tracker)(dict(target.options))
-            for run in runs:
-                done.logged.append(_log_one(tracker, target, run, group, listener))
-        except Exception as exc:  # a service's, or our reading of a damaged folder
-            done.failed.append(str(target))
-            listener.warn("tracking", _failure(target, tracker, runs, exc))
-        finally:
-            if tracker is not None:
-                with contextlib.suppress(Exception):
-                    tracker.close()
+            live.append((target, TRACKERS.get(target.tracker)(dict(target.options))))
+        except Exception as exc:
+            give_up(target, None, exc)
+    try:
+        for run in runs:
+            _send(run, live, group, listener, done.logged, give_up)
+    finally:
+        for _, tracker in live:
+            with contextlib.suppress(Exception):
+                tracker.close()
     return done
 
 
-def _failure(target: Target, tracker: Tracker | None, runs: list[Run], exc: Exception) -> str:
+def _send(
+    run: Run,
+    live: list[tuple[Target, Tracker]],
+    group: Group | None,
+    listener: Listener,
+    logged: list[Logged],
+    give_up: Callable[[Target, Tracker, Exception], None],
+) -> None:
+    """One run to every live target: its payload worked out and its files staged once, and
+    only for a target that has not had these records yet; a target that fails leaves `live`."""
+    sent: Payload | None = None
+    with contextlib.ExitStack() as stack:
+        files: Path | None = None
+        for target, tracker in list(live):
+            try:
+                if sent is None:
+                    manifest = read_json(run.root / "manifest.json")
+                    sent = payload(run, manifest if isinstance(manifest, dict) else {})
+                place = f"{target.tracker} {tracker.where()}"
+                slot = hashlib.sha256(place.encode()).hexdigest()[:16]
+                marker = _read_marker(run.root)
+                fingerprint = sent.fingerprint()
+                if marker.get("logged", {}).get(slot, {}).get("fingerprint") == fingerprint:
+                    logged.append(Logged(run.root, place, None))
+                    continue
+                if files is None:
+                    files = stack.enter_context(staged(run.root))
+                tracked = tracker.log(sent, files, group)
+            except Exception as exc:  # a service's, or our reading of a damaged folder
+                live.remove((target, tracker))
+                give_up(target, tracker, exc)
+                continue
+            marker.setdefault("logged", {})[slot] = {
+                "tracker": target.tracker,
+                "where": tracker.where(),
+                "id": tracked,
+                "fingerprint": fingerprint,
+            }
+            try:
+                write_json(run.root / MARKER, marker, "free space; the tracked run is up to date.")
+            except StoreError as exc:
+                listener.warn("tracking", str(exc))
+            listener.say(f"{run.root.name}: logged to {place} as {tracked}.")
+            logged.append(Logged(run.root, place, tracked))
+
+
+def _failure(
+    target: Target, tracker: Tracker | None, runs: list[Run], together: bool, exc: Exception
+) -> str:
     """The one sentence a failed target gets: what failed, and how to send the records later."""
     if isinstance(exc, TrackingError):  # the tracker's package is not installed
         return f"{exc} Nothing was logged; the records are unchanged."
     why = str(exc) if isinstance(exc, TrackerFailed) else f"{type(exc).__name__}: {exc}"
     why = outward((why.strip().splitlines() or ["no reason given"])[0])[:300]
     where = f" ({tracker.where()})" if tracker is not None else ""
-    folders = " ".join(str(run.root) for run in runs)
+    roots = [str(run.root) for run in runs]
+    # A group's folders (an experiment's cells): the folder holding them, which log reads.
+    folders = os.path.commonpath(roots) if together and len(roots) > 1 else " ".join(roots)
     return (
         f"could not log to {target.tracker}{where}: {why}; the records are "
         f"unchanged: send them later with mad-eval log {folders} --to {shown(str(target), 200)}"
     )
-
-
-def _log_one(
-    tracker: Tracker, target: Target, run: Run, group: Group | None, listener: Listener
-) -> Logged:
-    manifest = read_json(run.root / "manifest.json")
-    sent = payload(run, manifest if isinstance(manifest, dict) else {})
-    place = f"{target.tracker} {tracker.where()}"
-    slot = hashlib.sha256(place.encode()).hexdigest()[:16]
-    marker = _read_marker(run.root)
-    before = marker.get("logged", {}).get(slot, {})
-    fingerprint = sent.fingerprint()
-    if before.get("fingerprint") == fingerprint:
-        return Logged(run.root, place, None)
-    with staged(run.root) as files:
-        tracked = tracker.log(sent, files, group)
-    marker.setdefault("logged", {})[slot] = {
-        "tracker": target.tracker,
-        "where": tracker.where(),
-        "id": tracked,
-        "fingerprint": fingerprint,
-    }
-    try:
-        write_json(run.root / MARKER, marker, "free space; the tracked run is up to date.")
-    except StoreError as exc:
-        listener.warn("tracking", str(exc))
-    listener.say(f"{run.root.name}: logged to {place} as {tracked}.")
-    return Logged(run.root, place, tracked)
 
 
 def _read_marker(root: Path) -> dict[str, Any]:

@@ -447,7 +447,8 @@ def experiment(
     drive(work, f"its run folder under {loaded.out}")
     results = {cell.name: report(loaded.folder(cell), loaded.prices) for cell in loaded.cells}
     if sent_to:
-        track(results.values(), sent_to, listener, Group(loaded.name, str(loaded.path)))
+        group = Group(loaded.name, str(loaded.path.resolve()))  # its file names the parent
+        track(results.values(), sent_to, listener, group)
     return results
 
 

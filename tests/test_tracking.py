@@ -257,9 +257,23 @@ def test_log_sends_a_folder_once_and_a_judged_one_updates_its_tracked_run(offlin
     assert sorted(m["id"] for m in marker.values()) == sorted(e.id for e in first.logged)
     (run,) = mlflow_runs(db)
     assert "judge_failure_rate" in run.data.metrics
-    runs = wandb_runs(offline / "wandb")
-    assert [r.id for r in runs] == [first.logged[0].id] * 2  # W&B resumes the one run
-    assert "judge_failure_rate" in runs[-1].summary
+    # Updated, not appended to: each round once in the series, each table's rows once.
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=db)
+    history = client.get_metric_history(run.info.run_id, "rounds/vote_accuracy")
+    assert sorted(m.step for m in history) == [0, 1]
+    got = client.download_artifacts(run.info.run_id, "tables/debate.json", str(offline))
+    rows = json.loads(Path(got).read_text())["data"]
+    assert len(rows) == len(mad_eval.table(folder, format="csv").splitlines()) - 1
+    # The same folder by another spelling of its path, or again: nothing to send.
+    assert all(e.id is None for e in mad_eval.log(str(folder) + "/../run", to).logged)
+    # Into a group: sent again, to the same tracked runs.
+    grouped = mad_eval.log(folder, to, group="sweep")
+    assert [e.id for e in grouped.logged] == [e.id for e in first.logged]
+    runs = wandb_runs(offline / "wandb")  # sent, judged, grouped: W&B resumes the one run
+    assert [r.id for r in runs] == [first.logged[0].id] * 3
+    assert "judge_failure_rate" in runs[1].summary and runs[2].group == "sweep"
 
 
 @pytest.mark.slow

@@ -12,7 +12,8 @@ METRICS_FILE = "metrics.json"  # the last report's numbers (a view of the record
 LOCK_FILE = ".lock"  # marks the one process writing to the folder
 SUPERSEDED = "superseded"  # the folder of records --retry-failed replaced
 EXPERIMENT_FILE = "experiment.json"  # an experiment folder's copy of its file
+TRACKED_FILE = "tracked.json"  # what was sent to which tracker (tracked.py)
 
 # Any of these in a folder makes it a run folder; with the rest, no output may replace them.
 RUN_RECORDS = (MANIFEST_FILE, TURNS_FILE, QUESTIONS_FILE, JUDGE_FILE, METRICS_FILE, STOPS_FILE)
-RECORDS = (*RUN_RECORDS, LOCK_FILE, EXPERIMENT_FILE)
+RECORDS = (*RUN_RECORDS, LOCK_FILE, EXPERIMENT_FILE, TRACKED_FILE)

@@ -1,6 +1,6 @@
 """Logging finished run folders to trackers, once: each folder keeps in tracked.json what it
-sent where (a fingerprint of it), so running the same command again sends nothing it sent
-before and a changed folder updates its tracked run, never making a second one. A tracker
+sent where (a fingerprint of it: store.tracked), so running the same command again sends
+nothing it sent before and a changed folder updates its tracked run, never a second one. A tracker
 that fails is given up for the rest of the command with one warning; the records stay the
 truth, and `mad-eval log` sends them later."""
 
@@ -9,28 +9,22 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mad_eval.foreign import open_regular, read_json
 from mad_eval.progress import Listener
 from mad_eval.records import shown
 from mad_eval.sanitize import outward
-from mad_eval.store.files import StoreError, write_json
+from mad_eval.store.files import StoreError
+from mad_eval.store.tracked import copy_own_files, read_tracked, write_tracked
 from mad_eval.tracking.base import TRACKERS, Group, Target, Tracker, TrackerFailed, TrackingError
 from mad_eval.tracking.payload import Payload, payload
 
 if TYPE_CHECKING:
     from mad_eval.reporting.results import Run
-
-MARKER = "tracked.json"
-# The run folder's own files a tracked run carries (turns, manifest, metrics, ...); tracked.json
-# and the lock are bookkeeping, and nothing below the folder (superseded/) is sent.
-SKIPPED = {MARKER, ".lock"}
 
 
 @dataclass
@@ -103,20 +97,19 @@ def _send(
     give_up: Callable[[Target, Tracker, Exception], None],
 ) -> None:
     """One run to every live target: its payload worked out and its files staged once, and
-    only for a target that has not had these records yet; a target that fails leaves `live`."""
+    only for a target that has not had these records (in this group) yet; a target that
+    fails leaves `live`."""
     sent: Payload | None = None
     with contextlib.ExitStack() as stack:
         files: Path | None = None
         for target, tracker in list(live):
             try:
                 if sent is None:
-                    manifest = read_json(run.root / "manifest.json")
-                    sent = payload(run, manifest if isinstance(manifest, dict) else {})
+                    sent = payload(run)
                 place = f"{target.tracker} {tracker.where()}"
                 slot = hashlib.sha256(place.encode()).hexdigest()[:16]
-                marker = _read_marker(run.root)
-                fingerprint = sent.fingerprint()
-                if marker.get("logged", {}).get(slot, {}).get("fingerprint") == fingerprint:
+                fingerprint = sent.fingerprint(group)
+                if read_tracked(run.root).get(slot, {}).get("fingerprint") == fingerprint:
                     logged.append(Logged(run.root, place, None))
                     continue
                 if files is None:
@@ -126,14 +119,11 @@ def _send(
                 live.remove((target, tracker))
                 give_up(target, tracker, exc)
                 continue
-            marker.setdefault("logged", {})[slot] = {
-                "tracker": target.tracker,
-                "where": tracker.where(),
-                "id": tracked,
-                "fingerprint": fingerprint,
-            }
+            entry = {"tracker": target.tracker, "where": tracker.where(), "id": tracked}
             try:
-                write_json(run.root / MARKER, marker, "free space; the tracked run is up to date.")
+                write_tracked(
+                    run.root, {**read_tracked(run.root), slot: entry | {"fingerprint": fingerprint}}
+                )
             except StoreError as exc:
                 listener.warn("tracking", str(exc))
             listener.say(f"{run.root.name}: logged to {place} as {tracked}.")
@@ -158,37 +148,15 @@ def _failure(
     )
 
 
-def _read_marker(root: Path) -> dict[str, Any]:
-    """tracked.json as a dict; anything else (missing, not JSON, a link) is no record."""
-    try:
-        found = read_json(root / MARKER, 1 << 20)
-    except (OSError, ValueError, StoreError):
-        return {}
-    logged = found.get("logged") if isinstance(found, dict) else None
-    return (
-        {"logged": {k: v for k, v in logged.items() if isinstance(v, dict)}}
-        if isinstance(logged, dict)
-        else {}
-    )
-
-
 @contextlib.contextmanager
 def staged(root: Path) -> Iterator[Path]:
-    """A private copy of the run folder's own regular files (links and anything else refused,
-    each opened without following a link), and the site `mad-eval view` makes of it under
-    site/: what a tracker uploads, so a link planted in the folder never sends what it points
-    at."""
+    """What a tracker uploads: a private copy of the run folder's own files (store.tracked),
+    so a link planted in the folder never sends what it points at, and the site `mad-eval
+    view` makes of it, under site/."""
     with tempfile.TemporaryDirectory(prefix="mad-eval-tracked-") as scratch:
         copy = Path(scratch) / root.name
         copy.mkdir()
-        for path in sorted(root.iterdir()):
-            if path.name in SKIPPED or path.is_symlink() or not path.is_file():
-                continue
-            try:
-                with open_regular(path) as source, open(copy / path.name, "xb") as kept:
-                    shutil.copyfileobj(source, kept)
-            except OSError:
-                continue  # not a regular file after all: not sent
+        copy_own_files(root, copy)
         _site(root, copy / "site")
         yield copy
 

@@ -73,25 +73,31 @@ class MlflowTracker(Tracker):
         found = client.search_runs(
             [experiment], filter_string=f"tags.`{KEY_TAG}` = '{payload.key}'", max_results=1
         )
-        if found:
-            run_id, had = found[0].info.run_id, set(found[0].data.params)
+        if found:  # sent before: what it holds is not sent twice
+            run_id, had = found[0].info.run_id, found[0]
             for key, value in tags.items():
                 client.set_tag(run_id, key, value)
         else:
             made = client.create_run(experiment, run_name=payload.name, tags=tags)
-            run_id, had = made.info.run_id, set()
-        # MLflow never changes a param once logged: a folder's config stays what it was.
-        params = [Param(k, v) for k, v in flatten(payload.config).items() if k not in had]
+            run_id, had = made.info.run_id, None
         now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, 0) for k, v in payload.metrics.items()]
+        # MLflow never changes a param once logged: a folder's config stays what it was.
+        known = set(had.data.params) if had else set()
+        params = [Param(k, v) for k, v in flatten(payload.config).items() if k not in known]
+        latest = dict(had.data.metrics) if had else {}
+        metrics = [Metric(k, v, now, 0) for k, v in payload.metrics.items() if latest.get(k) != v]
         for key, points in payload.series.items():
-            metrics += [Metric(key, value, now, step) for step, value in points]
+            held = set()
+            if had and key in latest:
+                held = {(m.step, m.value) for m in client.get_metric_history(run_id, key)}
+            metrics += [Metric(key, v, now, step) for step, v in points if (step, v) not in held]
         for start in range(0, len(params), PARAMS_PER_BATCH):
             client.log_batch(run_id, params=params[start : start + PARAMS_PER_BATCH])
         for start in range(0, len(metrics), BATCH):
             client.log_batch(run_id, metrics=metrics[start : start + BATCH])
-        for name, frame in payload.tables.items():
-            client.log_table(run_id, frame, f"tables/{name}.json")
+        for name, frame in payload.tables.items():  # replaced whole (log_table appends rows)
+            text = frame.to_json(orient="split", index=False)
+            client.log_text(run_id, text, f"tables/{name}.json")
         client.log_artifacts(run_id, str(files), "run")
         client.set_terminated(run_id)
         return str(run_id)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from mad_eval.reporting.results import Run
+    from mad_eval.tracking.base import Group
 
 # metrics.json's lists of per-round rows, logged as step series (step = round or after_round).
 SERIES = {"rounds": "round", "cost_by_round": "round", "stopping": "after_round"}
@@ -37,15 +38,18 @@ class Payload:
     series: dict[str, list[tuple[int, float]]]  # name -> (step, value), in step order
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
-    def fingerprint(self) -> str:
-        """What was logged, hashed: the same records log nothing new."""
-        text = json.dumps([self.name, self.config, self.metrics, self.series], sort_keys=True)
+    def fingerprint(self, group: Group | None = None) -> str:
+        """What is sent, and in which group, hashed: the same records send nothing new."""
+        grouped = [group.name, group.source] if group else None
+        sent = [self.name, grouped, self.config, self.metrics, self.series]
+        text = json.dumps(sent, sort_keys=True)
         tables = [frame.to_csv(index=False) for _, frame in sorted(self.tables.items())]
         return hashlib.sha256("\n".join([text, *tables]).encode()).hexdigest()
 
 
-def payload(run: Run, manifest: dict[str, Any]) -> Payload:
-    """`run`'s payload, `manifest` its manifest.json as read."""
+def payload(run: Run) -> Payload:
+    """`run`'s payload, its config from its manifest as manifest.json holds it."""
+    manifest = run.manifest.to_dict()
     created = str(manifest.get("created") or "")
     key = hashlib.sha256(f"{created}\n{run.root.name}".encode()).hexdigest()[:16]
     config = redact({part: manifest[part] for part in CONFIG_PARTS if part in manifest})
@@ -119,8 +123,13 @@ def tables(run: Run) -> dict[str, pd.DataFrame]:
     from mad_eval.reporting.tables import tidy_all
 
     names = layouts_for(run)
-    frames = tidy_all([run], names)
-    return {name: frame for name, frame in zip(names, frames, strict=True) if not frame.empty}
+    found = {}
+    for name, frame in zip(names, tidy_all([run], names), strict=True):
+        if "run_dir" in frame.columns:  # the folder by name: however the path was spelled
+            frame["run_dir"] = run.root.name
+        if not frame.empty:
+            found[name] = frame
+    return found
 
 
 def _number(value: Any) -> bool:

@@ -72,19 +72,19 @@ class WandbTracker(Tracker):
 
 
 def _send(wandb: Any, run: Any, payload: Payload, files: Path) -> None:
-    """The run's numbers as its summary, the per-round series by step (the round), the tables
-    at the last step, and the folder as an artifact. A resumed W&B run keeps the steps it has
-    (W&B never rewrites history); its summary, config and tables are the new ones."""
+    """The run's numbers as its summary, the per-round series by step (the round), then the
+    tables, and the folder as an artifact. A resumed W&B run keeps the steps it has (W&B never
+    rewrites history), so its series stay the first ones sent; the tables come at the step
+    after its last, and its summary and config are the new ones."""
     run.config.update(payload.config, allow_val_change=True)
     steps: dict[int, dict[str, Any]] = {}
     for name, points in payload.series.items():
         for step, value in points:
             steps.setdefault(step, {})[name] = value
-    last = max(steps, default=0)
-    tables = {f"tables/{name}": wandb.Table(dataframe=t) for name, t in payload.tables.items()}
-    for step in sorted(steps) or [0]:
-        row = steps.get(step, {})
-        run.log({**row, **(tables if step == last else {})}, step=step)
+    for step in sorted(steps):
+        run.log(steps[step], step=step)
+    if payload.tables:
+        run.log({f"tables/{name}": wandb.Table(dataframe=t) for name, t in payload.tables.items()})
     run.summary.update(payload.metrics)
     artifact = wandb.Artifact(f"mad-eval-{payload.key}", type="mad-eval-run")
     artifact.add_dir(str(files))

@@ -219,10 +219,11 @@ def test_a_tracker_that_fails_on_the_first_run_is_given_up_with_one_warning(offl
     for folder in (first, second):
         mad_eval.run(agents=2, rounds=1, limit=3, out=folder)
     listener = Warnings()
-    dead = f"mlflow:tracking_uri=http://127.0.0.1:{closed_port()}"
+    dead = f"mlflow:tracking_uri=http://ann:{PASSWORD}@127.0.0.1:{closed_port()}"
     done = mad_eval.log([first, second], [dead, "wandb"], listener=listener)
     assert done.failed == [dead]
     assert len(listener.warnings) == 1 and "could not log to mlflow" in listener.warnings[0]
+    assert PASSWORD not in listener.warnings[0] and "http://***@127.0.0.1" in listener.warnings[0]
     assert [entry.folder for entry in done.logged] == [first, second]  # W&B took both
 
 

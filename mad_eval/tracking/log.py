@@ -135,14 +135,14 @@ def _failure(
 ) -> str:
     """The one sentence a failed target gets: what failed, and how to send the records later."""
     if isinstance(exc, TrackingError):  # the tracker's package is not installed
-        return f"{exc} Nothing was logged; the records are unchanged."
+        return outward(f"{exc} Nothing was logged; the records are unchanged.")
     why = str(exc) if isinstance(exc, TrackerFailed) else f"{type(exc).__name__}: {exc}"
     why = outward((why.strip().splitlines() or ["no reason given"])[0])[:300]
     where = f" ({tracker.where()})" if tracker is not None else ""
     roots = [str(run.root) for run in runs]
     # A group's folders (an experiment's cells): the folder holding them, which log reads.
     folders = os.path.commonpath(roots) if together and len(roots) > 1 else " ".join(roots)
-    return (
+    return outward(  # a tracking URI may hold a password: every listener gets it hidden
         f"could not log to {target.tracker}{where}: {why}; the records are "
         f"unchanged: send them later with mad-eval log {folders} --to {shown(str(target), 200)}"
     )

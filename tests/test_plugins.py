@@ -1,7 +1,7 @@
-"""A package installed beside mad-eval adds a protocol, a backend, a metric family and a table
-layout through entry points, without editing mad-eval: tests/plugin_pkg holds it as pip would
-install it (its module and its .dist-info with entry_points.txt), and each part is used end to
-end, from Python and from the command line. A plug-in that takes a name already taken is
+"""A package installed beside mad-eval adds a protocol, a backend, a metric family, a table
+layout and a tracker through entry points, without editing mad-eval: tests/plugin_pkg holds it
+as pip would install it (its module and its .dist-info with entry_points.txt), and each part is
+used end to end, from Python and from the command line. A plug-in that takes a name already taken is
 refused in one sentence naming both."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from mad_eval.measure.families import FAMILIES
 from mad_eval.protocols import PROTOCOLS, ProtocolError, catalogue, resolve
 from mad_eval.registry import RegistryError
 from mad_eval.reporting.layouts import LAYOUTS
+from mad_eval.tracking import TRACKERS
 
 PACKAGE = Path(__file__).parent / "plugin_pkg"
 DISTRIBUTION = "the package mad-eval-demo-plugin"
@@ -32,7 +33,7 @@ def plugin(installed) -> None:
 
 def test_each_entry_point_group_adds_to_its_registry(plugin) -> None:
     for registry, name in ((PROTOCOLS, "wheel"), (BACKENDS, "fixed"), (FAMILIES, "boxes"),
-                           (LAYOUTS, "boxed")):  # fmt: skip
+                           (LAYOUTS, "boxed"), (TRACKERS, "notebook")):  # fmt: skip
         assert registry.names()[-1] == name
         assert registry.owner(name) == DISTRIBUTION
     assert (
@@ -60,6 +61,18 @@ def test_the_plugin_protocol_backend_and_family_serve_a_run_from_python(
     api.run(protocol="wheel", model="fixed:7", agents=3, rounds=1, benchmark="arith", limit=2,
             out=tmp_path / "r")  # fmt: skip
     _check_run(tmp_path / "r")
+
+
+def test_the_plugin_tracker_takes_a_finished_run_and_its_files(plugin, tmp_path: Path) -> None:
+    api.run(model="fixed:7", agents=2, rounds=1, benchmark="arith", limit=2, out=tmp_path / "r",
+            log=f"notebook:path={tmp_path / 'kept'}")  # fmt: skip
+    (kept,) = (tmp_path / "kept").glob("*.json")
+    sent = json.loads(kept.read_text())
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert sent["name"] == "r" and sent["metrics"]["maj"] == metrics["maj"]
+    assert {"turns.jsonl", "manifest.json", "site/index.html"} <= set(sent["files"])
+    entry = json.loads((tmp_path / "r" / "tracked.json").read_text())["logged"]
+    assert [e["tracker"] for e in entry.values()] == ["notebook"]
 
 
 def test_the_plugin_serves_the_command_line_and_its_layout_makes_a_table(

@@ -19,6 +19,7 @@ from mad_eval.errors import UserError
 from mad_eval.grading.answers import ANSWER_PROTOCOLS
 from mad_eval.reporting.layouts import ERRORS, FORMATS, LAYOUTS
 from mad_eval.settings.config import REQUESTS, spec_files
+from mad_eval.tracking.base import TRACKERS
 
 
 @dataclass(frozen=True)
@@ -435,9 +436,10 @@ OPTIONS["style"] = Option(
 
 # `mad-eval run`, `single`, `judge`, `experiment run` and `log`.
 LOG_HELP = (
-    "Send the finished run to a tracker, repeatable: wandb[:project=P,entity=E,group=G,dir=D] "
-    "or mlflow[:tracking_uri=URI,experiment=E] (pip install 'mad-eval[wandb]' or "
-    "'mad-eval[mlflow]'). A failing tracker is one warning; `mad-eval log` sends it later."
+    f"Send the finished run to a tracker ({_listed(lambda: ', '.join(TRACKERS))}), repeatable: "
+    "wandb[:project=P,entity=E,group=G,dir=D] or mlflow[:tracking_uri=URI,experiment=E] (pip "
+    "install 'mad-eval[wandb]' or 'mad-eval[mlflow]'). A failing tracker is one warning; "
+    "`mad-eval log` sends it later."
 )
 OPTIONS["log"] = Option(
     list[str] | None,

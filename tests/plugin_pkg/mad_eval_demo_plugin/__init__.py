@@ -1,14 +1,20 @@
-"""A plug-in package as another project would ship it: a protocol, a backend, a metric family
-and a table layout, declared in its entry_points.txt and imported only when mad-eval asks for
-one of them. tests/test_plugins.py puts it on sys.path as pip would install it."""
+"""A plug-in package as another project would ship it: a protocol, a backend, a metric family,
+a table layout and a tracker, declared in its entry_points.txt and imported only when mad-eval
+asks for one of them. tests/test_plugins.py puts it on sys.path as pip would install it."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import ClassVar
 
 from mad_eval.backends import Backend, BackendType, Generation, Request
 from mad_eval.measure.base import Add, Context, Debate, Family
 from mad_eval.measure.formula import Formula, percent
 from mad_eval.protocols import Protocol
 from mad_eval.reporting.layouts import Column, TableLayout
+from mad_eval.tracking import Group, Tracker
+from mad_eval.tracking.payload import Payload
 
 
 class Wheel(Protocol):
@@ -63,3 +69,25 @@ def _columns(rounds: int, voters: int) -> list[tuple[str, list[Column]]]:
 
 
 BOXED = TableLayout("boxed", _columns, "the share of replies with a \\boxed{} answer, and Maj")
+
+
+class Notebook(Tracker):
+    """A tracker that keeps each run's numbers as a JSON file under `path`."""
+
+    name = "notebook"
+    package = "json"
+    keys: ClassVar[dict[str, str]] = {"path": "the folder the files go to"}
+
+    def where(self) -> str:
+        return self.options.get("path", "notebook")
+
+    def log(self, payload: Payload, files: Path, group: Group | None) -> str:
+        folder = Path(self.where())
+        folder.mkdir(parents=True, exist_ok=True)
+        kept = {
+            "name": payload.name,
+            "metrics": payload.metrics,
+            "files": sorted(str(p.relative_to(files)) for p in files.rglob("*") if p.is_file()),
+        }
+        (folder / f"{payload.key}.json").write_text(json.dumps(kept))
+        return payload.key

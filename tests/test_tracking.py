@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from cli_helpers import closed_port, turns_of, without_timing
@@ -21,7 +22,8 @@ from tracker_files import wandb_runs
 import mad_eval
 from mad_eval.progress import Listener
 from mad_eval.sanitize import HIDDEN
-from mad_eval.tracking import TRACKERS, TrackingError, targets
+from mad_eval.tracking import TRACKERS, Group, Tracker, TrackingError, targets
+from mad_eval.tracking.payload import Payload
 
 pytest.importorskip("wandb")
 pytest.importorskip("mlflow")
@@ -348,3 +350,46 @@ def test_without_log_neither_package_is_imported(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# --- tracked.json is data ---------------------------------------------------------------------
+
+
+class Counting(Tracker):
+    """A tracker that counts what it is sent."""
+
+    name = "counting"
+    package = "json"
+    keys: ClassVar[dict[str, str]] = {}
+    sent: ClassVar[list[str]] = []
+
+    def where(self) -> str:
+        return "here"
+
+    def log(self, payload: Payload, files: Path, group: Group | None) -> str:
+        self.sent.append(payload.key)
+        return payload.key
+
+
+@pytest.mark.slow
+def test_a_damaged_or_linked_tracked_json_is_data_never_followed(tmp_path, registered):
+    registered(TRACKERS, "counting", Counting)
+    Counting.sent.clear()
+    folder = tmp_path / "run"
+    mad_eval.run(agents=2, rounds=1, limit=2, out=folder)
+    marker = folder / "tracked.json"
+    marker.write_text("not json {")
+    mad_eval.log(folder, "counting")  # no record of sending it: sent, the file written anew
+    assert len(Counting.sent) == 1 and json.loads(marker.read_text())["logged"]
+    assert all(e.id is None for e in mad_eval.log(folder, "counting").logged)
+
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text("keep me")
+    marker.unlink()
+    marker.symlink_to(outside)
+    listener = Warnings()
+    done = mad_eval.log(folder, "counting", listener=listener)
+    assert len(Counting.sent) == 2 and done.failed == []  # sent; its record could not be kept
+    (warning,) = listener.warnings
+    assert "tracked.json" in warning and "link" in warning
+    assert outside.read_text() == "keep me" and marker.is_symlink()

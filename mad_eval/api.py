@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # numpy and pandas load when results are read, not on import
     from mad_eval.reporting.results import Run
     from mad_eval.serving.session import Serving
     from mad_eval.settings.keywords import RequestSettings, RunSettings, SingleSettings
-    from mad_eval.tracking import Target, Tracked
+    from mad_eval.tracking import Group, Target, Tracked
     from mad_eval.training.pairs import Summary
 
 __all__ = [
@@ -438,7 +438,7 @@ def experiment(
     from mad_eval.debate.execute import drive
     from mad_eval.experiments import load_experiment
     from mad_eval.experiments.run import run_experiment
-    from mad_eval.tracking import Group, track
+    from mad_eval.tracking import track
 
     listener = listener or Listener()
     loaded = load_experiment(Path(path))
@@ -447,9 +447,16 @@ def experiment(
     drive(work, f"its run folder under {loaded.out}")
     results = {cell.name: report(loaded.folder(cell), loaded.prices) for cell in loaded.cells}
     if sent_to:
-        group = Group(loaded.name, str(loaded.path.resolve()))  # its file names the parent
-        track(results.values(), sent_to, listener, group)
+        track(results.values(), sent_to, listener, _experiment_group(loaded.name, loaded.out))
     return results
+
+
+def _experiment_group(name: str, folder: Path) -> Group:
+    """The group an experiment's cells are tracked as: its name, its folder's absolute path
+    (the same whether `experiment run --log` or `log FOLDER` sends them)."""
+    from mad_eval.tracking import Group
+
+    return Group(name, str(folder.resolve()))
 
 
 def _experiment_targets(
@@ -527,6 +534,7 @@ def log(
     one tracked run per folder, named like it, under the group `group` when given. A folder
     sent before with the same records sends nothing; one whose records changed updates its
     tracked run. A tracker that fails is warned about and listed in the result's `failed`."""
+    from mad_eval.experiments.cells import recorded_name
     from mad_eval.reporting.paper import run_folders
     from mad_eval.reporting.results import load_run as load
     from mad_eval.tracking import Group, targets, track
@@ -535,8 +543,11 @@ def log(
     sent_to = targets(to, "--to")
     if not sent_to:
         raise KeywordError("log() needs at least one tracker in 'to'.")
-    roots = run_folders(_folders(run_dirs))
+    given = _folders(run_dirs)
+    roots = run_folders(given)
     together = Group(group, "mad-eval log") if group else None
+    if together is None and len(given) == 1 and (name := recorded_name(given[0])):
+        together = _experiment_group(name, given[0])  # an experiment's folder: its cells' group
     return track((load(root) for root in roots), sent_to, listener, together)
 
 

@@ -158,10 +158,12 @@ def test_an_experiments_cells_read_back_from_both_trackers_equal_metrics_json(of
             assert params["config.extra_body.top_k"] == "5"
             assert params["config.model"] == manifest["config"]["model"]
 
-        # Resumed: nothing new was recorded, so nothing is sent and nothing is duplicated.
+        # Resumed, or its folder sent: nothing new, so nothing is sent or duplicated.
         again = Warnings()
         mad_eval.experiment(file, listener=again)
         assert again.warnings == []
+        to = ["wandb:project=madtest", f"mlflow:tracking_uri={db}"]
+        assert all(entry.id is None for entry in mad_eval.log(offline / "out", to).logged)
         assert len(wandb_runs(offline / "wandb")) == 3
         assert len(mlflow_runs(db)) == 4  # three cells and their parent
     assert leaks(offline) == []
@@ -213,6 +215,14 @@ def test_an_experiment_with_an_unreachable_mlflow_finishes_with_one_warning(offl
     (warning,) = listener.warnings
     assert "send them later with mad-eval log out --to" in warning  # the folder of the cells
     assert not list((offline / "out").glob("*/tracked.json"))
+    # Sent later from the experiment's folder: grouped as the experiment would have been.
+    db = f"sqlite:///{offline / 'mlflow.db'}"
+    later = mad_eval.log(offline / "out", f"mlflow:tracking_uri={db}")
+    assert len(later.logged) == 3 and later.failed == []
+    runs = mlflow_runs(db)
+    (parent,) = [r for r in runs if r.info.run_name == "exp"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(r.info.run_name for r in children) == sorted(results)
 
 
 @pytest.mark.slow

@@ -10,9 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mad_eval.errors import UserError
+from mad_eval.foreign import read_json
 from mad_eval.reporting.layouts import FORMATS
 from mad_eval.serving.spec import ServeSpec
 from mad_eval.settings.config import MAX_AGENTS, MAX_ROUNDS, ConfigError, RunConfig, is_single
+from mad_eval.store.names import EXPERIMENT_FILE
 
 if TYPE_CHECKING:
     from mad_eval.measure.prices import Prices
@@ -249,3 +252,14 @@ def clean(text: str) -> str:
     never a hidden name."""
     cleaned = re.sub(r"[^A-Za-z0-9._=+-]+", "_", re.sub(r"[:=,]", "_", text))
     return "_" + cleaned[1:] if cleaned.startswith(".") else cleaned
+
+
+def recorded_name(folder: Path) -> str | None:
+    """The experiment name an experiment folder's experiment.json records (None: no
+    experiment's folder, or one written before it recorded its name)."""
+    try:
+        found = read_json(folder / EXPERIMENT_FILE)
+    except (OSError, ValueError, UserError):
+        return None
+    name = found.get("name") if isinstance(found, dict) else None
+    return name if isinstance(name, str) and name else None

@@ -293,6 +293,7 @@ def copied(experiment: Experiment, jobs: list[Job]) -> Iterator[None]:
         path,
         {
             "file": str(experiment.path),
+            "name": experiment.name,
             "text": redact(experiment.path.read_text(encoding="utf-8")),
             "cells": {cell.name: list(experiment.grids(cell)) for cell in experiment.cells},
         },

@@ -372,12 +372,14 @@ class Counting(Tracker):
     package = "json"
     keys: ClassVar[dict[str, str]] = {}
     sent: ClassVar[list[str]] = []
+    payloads: ClassVar[list[Payload]] = []
 
     def where(self) -> str:
         return "here"
 
     def log(self, payload: Payload, files: Path, group: Group | None) -> str:
         self.sent.append(payload.key)
+        self.payloads.append(payload)
         return payload.key
 
 
@@ -403,3 +405,14 @@ def test_a_damaged_or_linked_tracked_json_is_data_never_followed(tmp_path, regis
     (warning,) = listener.warnings
     assert "tracked.json" in warning and "link" in warning
     assert outside.read_text() == "keep me" and marker.is_symlink()
+
+
+@pytest.mark.slow
+def test_a_single_run_sends_mean_and_maj_at_k_and_its_table(tmp_path, registered):
+    registered(TRACKERS, "counting", Counting)
+    Counting.payloads.clear()
+    result = mad_eval.single(samples=3, limit=4, out=tmp_path / "s", log="counting")
+    (sent,) = Counting.payloads
+    for key in ("mean_at_k", "maj_at_k"):
+        assert sent.metrics[key] == pytest.approx(result.metrics[key])
+    assert "mean_at_k_ci_low" in sent.metrics and set(sent.tables) == {"single", "cost"}

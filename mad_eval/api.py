@@ -447,7 +447,9 @@ def experiment(
     drive(work, f"its run folder under {loaded.out}")
     results = {cell.name: report(loaded.folder(cell), loaded.prices) for cell in loaded.cells}
     if sent_to:
-        track(results.values(), sent_to, listener, _experiment_group(loaded.name, loaded.out))
+        group = _experiment_group(loaded.name, loaded.out)
+        folders = [loaded.folder(cell) for cell in loaded.cells]
+        track(results.values(), sent_to, listener, group, folders)
     return results
 
 
@@ -548,7 +550,8 @@ def log(
     together = Group(group, "mad-eval log") if group else None
     if together is None and len(given) == 1 and (name := recorded_name(given[0])):
         together = _experiment_group(name, given[0])  # an experiment's folder: its cells' group
-    return track((load(root) for root in roots), sent_to, listener, together)
+    # Read one at a time: a folder holding hundreds of runs is never in memory at once.
+    return track((load(root) for root in roots), sent_to, listener, together, roots)
 
 
 @_worded

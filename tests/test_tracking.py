@@ -416,3 +416,26 @@ def test_a_single_run_sends_mean_and_maj_at_k_and_its_table(tmp_path, registered
     for key in ("mean_at_k", "maj_at_k"):
         assert sent.metrics[key] == pytest.approx(result.metrics[key])
     assert "mean_at_k_ci_low" in sent.metrics and set(sent.tables) == {"single", "cost"}
+
+
+@pytest.mark.slow
+def test_log_reads_a_folder_of_runs_one_at_a_time(tmp_path, registered, monkeypatch):
+    registered(TRACKERS, "counting", Counting)
+    Counting.sent.clear()
+    for name in ("a", "b"):
+        mad_eval.run(agents=2, rounds=1, limit=2, out=tmp_path / "runs" / name)
+    from mad_eval.reporting import results
+
+    order: list[str] = []
+    real = results.load_run
+
+    def loading(root, *args, **kwargs):
+        order.append(f"read {Path(root).name}")
+        return real(root, *args, **kwargs)
+
+    monkeypatch.setattr(results, "load_run", loading)
+    listener = Warnings()
+    listener.say = lambda text: order.append(f"sent {text.split(':')[0]}")  # type: ignore[method-assign]
+    mad_eval.log(tmp_path / "runs", "counting", listener=listener)
+    first = [event for i, event in enumerate(order) if event not in order[:i]]  # the site reads too
+    assert first == ["read a", "sent a", "read b", "sent b"]

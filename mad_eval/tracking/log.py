@@ -61,17 +61,20 @@ def track(
     given: Sequence[Target],
     listener: Listener,
     group: Group | None = None,
+    folders: Sequence[Path] | None = None,
 ) -> Tracked:
-    """Send each run to each target (a group's runs under one W&B group or MLflow parent run).
-    Nothing here fails the caller: a target whose tracker cannot be loaded, or that fails on
-    any run, is warned about once and given up."""
-    runs = list(runs)
+    """Send each run to each target (a group's runs under one W&B group or MLflow parent run),
+    the runs read one at a time (`folders`: all of theirs, for a failure's message; by default
+    those read so far). Nothing here fails the caller: a target whose tracker cannot be
+    loaded, or that fails on any run, is warned about once and given up."""
     done = Tracked([], [])
     live: list[tuple[Target, Tracker]] = []
+    seen: list[Path] = []
 
     def give_up(target: Target, tracker: Tracker | None, exc: Exception) -> None:
         done.failed.append(str(target))
-        listener.warn("tracking", _failure(target, tracker, runs, group is not None, exc))
+        named = list(folders) if folders is not None else seen
+        listener.warn("tracking", _failure(target, tracker, named, group is not None, exc))
 
     for target in given:
         try:
@@ -80,6 +83,7 @@ def track(
             give_up(target, None, exc)
     try:
         for run in runs:
+            seen.append(run.root)
             _send(run, live, group, listener, done.logged, give_up)
     finally:
         for _, tracker in live:
@@ -131,7 +135,7 @@ def _send(
 
 
 def _failure(
-    target: Target, tracker: Tracker | None, runs: list[Run], together: bool, exc: Exception
+    target: Target, tracker: Tracker | None, folders: list[Path], together: bool, exc: Exception
 ) -> str:
     """The one sentence a failed target gets: what failed, and how to send the records later."""
     if isinstance(exc, TrackingError):  # the tracker's package is not installed
@@ -139,12 +143,12 @@ def _failure(
     why = str(exc) if isinstance(exc, TrackerFailed) else f"{type(exc).__name__}: {exc}"
     why = outward((why.strip().splitlines() or ["no reason given"])[0])[:300]
     where = f" ({tracker.where()})" if tracker is not None else ""
-    roots = [str(run.root) for run in runs]
+    roots = [str(folder) for folder in folders]
     # A group's folders (an experiment's cells): the folder holding them, which log reads.
-    folders = os.path.commonpath(roots) if together and len(roots) > 1 else " ".join(roots)
+    named = os.path.commonpath(roots) if together and len(roots) > 1 else " ".join(roots)
     return outward(  # a tracking URI may hold a password: every listener gets it hidden
         f"could not log to {target.tracker}{where}: {why}; the records are "
-        f"unchanged: send them later with mad-eval log {folders} --to {shown(str(target), 200)}"
+        f"unchanged: send them later with mad-eval log {named} --to {shown(str(target), 200)}"
     )
 
 

@@ -57,7 +57,6 @@ class WandbTracker(Tracker):
                     silent=True,
                     init_timeout=INIT_TIMEOUT_S,
                     login_timeout=INIT_TIMEOUT_S,
-                    x_disable_stats=True,  # the machine's load is not the run's
                 ),
             )
         except Exception as exc:

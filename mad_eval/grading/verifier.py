@@ -438,7 +438,9 @@ def _comparison(kept: list[Any]) -> bool:
 
 
 def _extraction(kept: list[Any]) -> bool:
-    answer, *flags = kept if len(kept) == 3 else (0,)
+    if len(kept) != 3:
+        return False
+    answer, *flags = kept
     return (answer is None or isinstance(answer, str)) and all(isinstance(f, bool) for f in flags)
 
 
